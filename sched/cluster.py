@@ -1,0 +1,137 @@
+"""Clusters: the YAML spec (``conf/clusters/``) and the runtime GPU state the engine mutates.
+
+A cluster is a list of pools (``training``, ``inference``); a pool is ``servers`` identical servers
+with ``gpus_per_server`` GPUs of one type. GPUs are numbered 0..N-1, server by server, so a GPU's
+server is a table look-up and a placement is a tuple of GPU ids.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+CLUSTERS_DIR = Path(__file__).resolve().parent.parent / "conf" / "clusters"
+_SHORTHAND = re.compile(r"^(?P<servers>\d+)x(?P<gpus>\d+)(?::(?P<type>[A-Za-z0-9_-]+))?$")
+# GPU memory (GiB) for the shorthand ``NxG:type``; a YAML spec states it explicitly.
+GPU_MEMORY_GB: dict[str, float] = {
+    "k80": 12, "p100": 16, "v100": 32, "t4": 16, "a100": 80, "a40": 48, "a6000": 48,
+    "rtx2080ti": 11, "h100": 80, "h200": 141,
+}
+DEFAULT_GPU_TYPE = "v100"
+
+
+class PoolSpec(BaseModel):
+    name: str = "training"
+    servers: int = Field(ge=1)
+    gpus_per_server: int = Field(ge=1)
+    gpu_type: str = DEFAULT_GPU_TYPE
+    gpu_memory_gb: float = Field(default=32, gt=0)
+
+
+class ClusterSpec(BaseModel):
+    name: str
+    pools: list[PoolSpec] = Field(min_length=1)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(p.servers * p.gpus_per_server for p in self.pools)
+
+    @property
+    def training_pool(self) -> PoolSpec:
+        """The pool training jobs are placed on: the one named ``training``, else the only one."""
+        if len(self.pools) == 1:
+            return self.pools[0]
+        return self.pool("training")
+
+    def pool(self, name: str) -> PoolSpec:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(f"cluster {self.name!r} has no pool {name!r} (pools: {[p.name for p in self.pools]})")
+
+
+class ClusterError(ValueError):
+    pass
+
+
+def available_clusters() -> list[str]:
+    return sorted(p.stem for p in CLUSTERS_DIR.glob("*.yaml"))
+
+
+def load_cluster(ref: str | Path) -> ClusterSpec:
+    """A cluster by shipped name (``castor-sim``), YAML path, or shorthand ``NxG[:type]`` (``16x4:v100``)."""
+    text = str(ref)
+    match = _SHORTHAND.match(text)
+    if match:
+        gpu_type = (match["type"] or DEFAULT_GPU_TYPE).lower()
+        pool = PoolSpec(
+            servers=int(match["servers"]),
+            gpus_per_server=int(match["gpus"]),
+            gpu_type=gpu_type,
+            gpu_memory_gb=GPU_MEMORY_GB.get(gpu_type, 32),
+        )
+        return ClusterSpec(name=text, pools=[pool])
+    path = Path(text)
+    if not path.suffix and not path.exists():
+        path = CLUSTERS_DIR / f"{text}.yaml"
+    if not path.exists():
+        raise ClusterError(
+            f"unknown cluster {text!r}: not a file, not a shipped cluster ({', '.join(available_clusters())}),"
+            " and not the shorthand NxG[:type] (e.g. 64x8, 16x4:v100)"
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+        return ClusterSpec.model_validate(data)
+    except ValidationError as err:
+        raise ClusterError(f"{path}: invalid cluster spec:\n{err}") from None
+    except yaml.YAMLError as err:
+        raise ClusterError(f"{path}: not valid YAML: {err}") from None
+
+
+class ClusterState:
+    """Which GPUs are free, per server, for one pool of a cluster (the training pool by default).
+
+    Free GPUs are kept as one stack per server, so taking or returning a GPU is O(1) and a placement
+    costs O(servers), never O(GPUs).
+    """
+
+    def __init__(self, spec: ClusterSpec, pool: str = "training") -> None:
+        self.spec = spec
+        self.pool = spec.training_pool if pool == "training" else spec.pool(pool)
+        self.gpus_per_server = self.pool.gpus_per_server
+        self.num_servers = self.pool.servers
+        self.total_gpus = self.num_servers * self.gpus_per_server
+        self.free_by_server: list[list[int]] = [
+            list(range((s + 1) * self.gpus_per_server - 1, s * self.gpus_per_server - 1, -1))
+            for s in range(self.num_servers)
+        ]
+        self.free_gpus = self.total_gpus
+
+    def server_of(self, gpu: int) -> int:
+        return gpu // self.gpus_per_server
+
+    def servers_spanned(self, gpus: tuple[int, ...]) -> int:
+        return len({g // self.gpus_per_server for g in gpus})
+
+    def take(self, gpus: tuple[int, ...]) -> None:
+        for g in gpus:
+            self.free_by_server[g // self.gpus_per_server].remove(g)
+        self.free_gpus -= len(gpus)
+
+    def take_from_servers(self, counts: list[tuple[int, int]]) -> tuple[int, ...]:
+        """Take ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
+        taken: list[int] = []
+        for server, n in counts:
+            stack = self.free_by_server[server]
+            taken.extend(stack[-n:])
+            del stack[-n:]
+        self.free_gpus -= len(taken)
+        return tuple(taken)
+
+    def release(self, gpus: tuple[int, ...]) -> None:
+        for g in gpus:
+            self.free_by_server[g // self.gpus_per_server].append(g)
+        self.free_gpus += len(gpus)

@@ -1,0 +1,235 @@
+"""The discrete-event engine: the one place that owns time (DESIGN.md, "One engine, small policies").
+
+Events are arrivals (read in order from the sorted trace), completions and policy timers (a heap).
+All events at one instant are applied, then the policy is asked once to decide. Progress is exact:
+a running job's remaining work is integrated only when its rate changes (start, preemption), and its
+completion event is re-computed then; a stale completion carries an old ``version`` and is ignored.
+Nothing scans all GPUs or all jobs per event.
+
+Policies see the engine only through the methods under "policy API" below.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
+
+from schedlab.sched.cluster import ClusterState
+from schedlab.sched.job import Job
+from schedlab.sched.placement import get_strategy
+
+if TYPE_CHECKING:
+    from schedlab.sched.policies.base import Policy
+
+_COMPLETION = 0
+_TIMER = 1
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+@dataclass
+class EngineResult:
+    jobs: list[Job]
+    busy_gpu_seconds: float
+    total_gpus: int
+    first_submit: float
+    last_end: float
+    utilization_timeline: list[tuple[float, int]]  # (time, GPUs in use) at every change
+    scheduling_passes: int
+
+
+class Engine:
+    def __init__(
+        self,
+        jobs: list[Job],
+        cluster: ClusterState,
+        policy: Policy,
+        placement: str = "consolidated",
+        preemption_overhead_s: float | None = None,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> None:
+        oversize = [j for j in jobs if j.num_gpus > cluster.total_gpus]
+        if oversize:
+            raise EngineError(
+                f"job {oversize[0].job_id} needs {oversize[0].num_gpus} GPUs but the cluster has"
+                f" {cluster.total_gpus} ({len(oversize)} such jobs); load the trace with on_oversize=drop or clip"
+            )
+        self.jobs = jobs
+        self.cluster = cluster
+        self.policy = policy
+        self.place = get_strategy(placement)
+        self.preemption_overhead_s = (
+            policy.default_preemption_overhead_s if preemption_overhead_s is None else preemption_overhead_s
+        )
+        self.rng = random.Random(seed)
+        self.progress = progress
+        self.now = 0.0
+        self.running: dict[Job, None] = {}  # insertion-ordered set of running jobs
+        self._heap: list[tuple[float, int, int, Any, int]] = []
+        self._seq = 0
+        self._busy_gpu_seconds = 0.0
+        self._last_time = 0.0
+        self._timeline: list[tuple[float, int]] = []
+
+    # ---- policy API --------------------------------------------------------------------------
+    def start(self, job: Job, placement: list[tuple[int, int]] | None = None) -> bool:
+        """Start (or restart) ``job`` on GPUs chosen by the placement strategy; False if it does not fit."""
+        if job.running or job.finished:
+            raise EngineError(f"policy {self.policy.name} started job {job.job_id} which is already running or done")
+        if placement is None:
+            placement = self.place(self.cluster, job.num_gpus, self.rng)
+            if placement is None:
+                return False
+        job.gpus = self.cluster.take_from_servers(placement)
+        if len(job.gpus) != job.num_gpus:
+            raise EngineError(f"placement gave job {job.job_id} {len(job.gpus)} GPUs, it needs {job.num_gpus}")
+        if math.isnan(job.start_time):
+            job.start_time = self.now
+        else:
+            job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
+        job.last_start = self.now
+        self.running[job] = None
+        self._set_rate(job, 1.0)
+        return True
+
+    def preempt(self, job: Job) -> None:
+        """Stop ``job``, keeping its progress (checkpointed); it pays the restore overhead on restart."""
+        if not job.running:
+            raise EngineError(f"policy {self.policy.name} preempted job {job.job_id} which is not running")
+        self._settle(job)
+        self._stop(job)
+        job.rate = 0.0
+        job.version += 1
+        job.preemptions += 1
+        job.last_stop = self.now
+
+    def remaining(self, job: Job) -> float:
+        """Solo seconds of work ``job`` has left now."""
+        if not job.running:
+            return job.remaining
+        elapsed = self.now - job.last_update
+        progress_time = max(0.0, elapsed - job.overhead_left)
+        return max(0.0, job.remaining - progress_time * job.rate)
+
+    def attained_service(self, job: Job) -> float:
+        """GPU-seconds the job has held GPUs so far (Tiresias' attained service)."""
+        current = self.now - job.last_start if job.running else 0.0
+        return job.num_gpus * (job.run_time + current)
+
+    def expected_end(self, job: Job) -> float:
+        """When a running job will finish at its current rate."""
+        return self._completion_time(job) if job.running else math.inf
+
+    def set_timer(self, at: float, payload: Any = None) -> None:
+        """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
+        self._push(max(at, self.now), _TIMER, payload, 0)
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def run(self) -> EngineResult:
+        arrivals = self.jobs
+        n = len(arrivals)
+        heap = self._heap
+        policy = self.policy
+        i = 0
+        passes = 0
+        done = 0
+        bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
+        if n:
+            self.now = self._last_time = arrivals[0].submit_time
+        while i < n or heap:
+            next_arrival = arrivals[i].submit_time if i < n else math.inf
+            now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
+            self._advance_clock(now)
+            changed = False
+            while heap and heap[0][0] <= now:
+                _, _, kind, obj, version = heapq.heappop(heap)
+                if kind == _COMPLETION:
+                    if obj.version == version and obj.running:
+                        self._complete(obj)
+                        done += 1
+                        changed = True
+                else:
+                    policy.on_timer(self, obj)
+                    changed = True
+            while i < n and arrivals[i].submit_time <= now:
+                policy.on_arrival(self, arrivals[i])
+                i += 1
+                changed = True
+            if changed:
+                policy.schedule(self)
+                passes += 1
+                self._record_utilization()
+            if self.progress and done - bar.n >= 1000:
+                bar.update(done - bar.n)
+        bar.close()
+        unfinished = [j for j in arrivals if not j.finished]
+        if unfinished:
+            j = unfinished[0]
+            raise EngineError(
+                f"policy {policy.name} left {len(unfinished)} job(s) unfinished with no event pending"
+                f" (e.g. job {j.job_id}, {j.num_gpus} GPUs, on a {self.cluster.total_gpus}-GPU cluster)"
+            )
+        return EngineResult(
+            jobs=arrivals,
+            busy_gpu_seconds=self._busy_gpu_seconds,
+            total_gpus=self.cluster.total_gpus,
+            first_submit=arrivals[0].submit_time if n else 0.0,
+            last_end=max((j.end_time for j in arrivals), default=0.0),
+            utilization_timeline=self._timeline,
+            scheduling_passes=passes,
+        )
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
+
+    def _advance_clock(self, now: float) -> None:
+        busy = self.cluster.total_gpus - self.cluster.free_gpus
+        self._busy_gpu_seconds += (now - self._last_time) * busy
+        self._last_time = self.now = now
+
+    def _record_utilization(self) -> None:
+        busy = self.cluster.total_gpus - self.cluster.free_gpus
+        if not self._timeline or self._timeline[-1][1] != busy:
+            self._timeline.append((self.now, busy))
+
+    def _settle(self, job: Job) -> None:
+        """Integrate ``job``'s progress up to now."""
+        elapsed = self.now - job.last_update
+        overhead = min(elapsed, job.overhead_left)
+        job.overhead_left -= overhead
+        job.remaining = max(0.0, job.remaining - (elapsed - overhead) * job.rate)
+        job.last_update = self.now
+
+    def _completion_time(self, job: Job) -> float:
+        return job.last_update + job.overhead_left + job.remaining / job.rate
+
+    def _set_rate(self, job: Job, rate: float) -> None:
+        if job.running and job.rate > 0:
+            self._settle(job)
+        job.last_update = self.now
+        job.rate = rate
+        job.version += 1
+        self._push(self._completion_time(job), _COMPLETION, job, job.version)
+
+    def _stop(self, job: Job) -> None:
+        self.cluster.release(job.gpus)
+        job.gpus = ()
+        job.run_time += self.now - job.last_start
+        del self.running[job]
+
+    def _complete(self, job: Job) -> None:
+        job.remaining = 0.0
+        job.overhead_left = 0.0
+        job.end_time = self.now
+        self._stop(job)
+        self.policy.on_finish(self, job)

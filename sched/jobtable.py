@@ -1,0 +1,27 @@
+"""The canonical job table (DESIGN.md, "Contracts"): what every loader produces and every replay consumes.
+
+Columns
+-------
+required: ``job_id`` (str), ``submit_time`` (float, seconds from trace start), ``num_gpus`` (int >= 1),
+and either ``duration`` (float, solo seconds) or all of ``model, batch_size, iterations``.
+optional: ``deadline`` (absolute seconds), ``elastic_min, elastic_max`` (GPUs), ``fungible`` (bool),
+``checkpoint`` (bool), ``user``, ``vc`` (str).
+"""
+
+from __future__ import annotations
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "num_gpus")
+DURATION_COLUMNS: tuple[str, ...] = ("duration",)
+WORKLOAD_COLUMNS: tuple[str, ...] = ("model", "batch_size", "iterations")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "deadline",
+    "elastic_min",
+    "elastic_max",
+    "fungible",
+    "checkpoint",
+    "user",
+    "vc",
+)
+CANONICAL_COLUMNS: tuple[str, ...] = (
+    REQUIRED_COLUMNS + DURATION_COLUMNS + WORKLOAD_COLUMNS + OPTIONAL_COLUMNS
+)

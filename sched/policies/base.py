@@ -1,0 +1,49 @@
+"""What a policy is: a small object that decides, never loops (DESIGN.md, "One engine, small policies").
+
+The engine calls ``on_arrival`` / ``on_finish`` / ``on_timer`` to keep the policy's own queues up to
+date, then ``schedule`` once per instant. A policy acts only through the engine's policy API:
+``start``, ``preempt``, ``set_timer``, and reads ``now``, ``cluster``, ``running``, ``remaining``,
+``attained_service`` and ``expected_end``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+
+# Lyra §7.5 measured 63 s on average to checkpoint, relaunch and restore a preempted job; the
+# preemptive baselines (Tiresias, SRTF) pay it on every restart unless a run sets another value.
+CHECKPOINT_RESTORE_S = 63.0
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Policy:
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    paper: ClassVar[str]
+    simplified: ClassVar[str] = ""  # how this policy differs from its paper, if at all
+    Params: ClassVar[type[BaseModel]] = NoParams
+    default_preemption_overhead_s: ClassVar[float] = CHECKPOINT_RESTORE_S
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    def on_arrival(self, engine: Engine, job: Job) -> None:
+        raise NotImplementedError
+
+    def on_finish(self, engine: Engine, job: Job) -> None:
+        """A running job completed (its GPUs are already free)."""
+
+    def on_timer(self, engine: Engine, payload: Any) -> None:
+        """A timer this policy set has fired."""
+
+    def schedule(self, engine: Engine) -> None:
+        raise NotImplementedError

@@ -1,0 +1,78 @@
+"""Non-preemptive, exclusive-GPU baselines that start jobs in a fixed order.
+
+- ``fifo``: strict first-come-first-served: no job starts before an earlier-submitted one, so a large
+  job at the head blocks everything behind it (head-of-line blocking, Castor §9.1 baseline 1).
+- ``sjf``: shortest (solo) duration first among the jobs that fit now; durations are known to the
+  scheduler, as in Castor §9.1 baseline 2 and SJF-BSBF §VI-A.
+- ``ssf``: smallest GPU service (GPUs x duration) first among the jobs that fit now (Castor §9.1
+  baseline 3).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from schedlab.sched.policies.base import Policy
+from schedlab.sched.queues import DemandQueue
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+
+
+class FIFO(Policy):
+    name = "fifo"
+    summary = "first-come-first-served, strict: the queue head blocks later jobs"
+    paper = "baseline in Castor §9.1, SJF-BSBF §VI-A"
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        self.queue: deque[Job] = deque()
+
+    def on_arrival(self, engine: Engine, job: Job) -> None:
+        self.queue.append(job)
+
+    def schedule(self, engine: Engine) -> None:
+        queue = self.queue
+        while queue and queue[0].num_gpus <= engine.cluster.free_gpus and engine.start(queue[0]):
+            queue.popleft()
+
+
+class _ShortestFirst(Policy):
+    """Start the lowest-key job that fits, repeatedly (work-conserving: smaller jobs may pass)."""
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        self.queue = DemandQueue(self.key)
+
+    @staticmethod
+    def key(job: Job) -> float:
+        raise NotImplementedError
+
+    def on_arrival(self, engine: Engine, job: Job) -> None:
+        self.queue.push(job)
+
+    def schedule(self, engine: Engine) -> None:
+        while (job := self.queue.peek(engine.cluster.free_gpus)) is not None and engine.start(job):
+            self.queue.pop(job)
+
+
+class SJF(_ShortestFirst):
+    name = "sjf"
+    summary = "shortest job (solo duration) first among jobs that fit; non-preemptive"
+    paper = "baseline in Castor §9.1, SJF-BSBF §VI-A"
+
+    @staticmethod
+    def key(job: Job) -> float:
+        return job.duration
+
+
+class SSF(_ShortestFirst):
+    name = "ssf"
+    summary = "smallest GPU service (GPUs x duration) first among jobs that fit; non-preemptive"
+    paper = "baseline in Castor §9.1"
+
+    @staticmethod
+    def key(job: Job) -> float:
+        return job.gpu_service

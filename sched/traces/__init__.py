@@ -1,0 +1,99 @@
+"""Trace loaders: every supported format -> the canonical job table (``schedlab.sched.jobtable``).
+
+>>> df, report = load_trace("philly_jobs_pollux.csv", options=LoadOptions(load=2.0, max_jobs=500))
+
+Each format lives in its own module with a ``read`` (file -> raw table) and a ``load``; the shared
+validation, repair, filtering and load scaling are in :mod:`.common` (see its docstring for the
+order of steps and the row convention of :class:`TraceError`: 1-based data rows, header excluded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, synthetic, tiresias
+from .common import LoadOptions, LoadReport, TraceError
+
+__all__ = ["FORMATS", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace"]
+
+#: format name -> ``load(source, options=None) -> (table, report)``
+FORMATS: dict[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {
+    "philly": philly.load,
+    "philly-raw": philly_raw.load,
+    "helios": helios.load,
+    "alibaba-pai": alibaba_pai.load,
+    "itp": itp.load,
+    "tiresias": tiresias.load,
+    "canonical": canonical.load,
+    "synthetic": synthetic.load,
+}
+
+# Columns that identify a CSV format from its header (required columns of each reader).
+_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "philly": philly.COLUMNS,
+    "helios": helios.COLUMNS,
+    "itp": itp.COLUMNS,
+    "tiresias": tiresias.COLUMNS,
+    "alibaba-pai": alibaba_pai.JOB_COLUMNS,
+    "canonical": ("job_id", "submit_time", "num_gpus"),
+}
+
+
+def _unknown(source: Path, why: str) -> TraceError:
+    return TraceError(source, f"cannot detect the trace format ({why}); pass fmt= one of {list(FORMATS)}")
+
+
+def detect_format(source: str | Path) -> str:
+    """Guess the format from the file name, suffix or header row."""
+    path = Path(source)
+    name, suffix = path.name.lower(), path.suffix.lower()
+    if path.is_dir():
+        if (path / "pai_job_table.csv").is_file():
+            return "alibaba-pai"
+        raise _unknown(path, "a directory without pai_job_table.csv")
+    if not path.is_file():
+        raise TraceError(path, "file not found")
+    if suffix in (".yaml", ".yml"):
+        return "synthetic"
+    if suffix in (".parquet", ".pq"):
+        return "canonical"
+    if name.startswith("pai_job_table"):
+        return "alibaba-pai"
+    with path.open() as fh:
+        first = fh.readline()
+    if suffix in (".json", ".jsonl") or first.lstrip().startswith(("[", "{")) or "cluster_job_log" in name:
+        return "philly-raw"
+    header = {c.strip() for c in first.split(",")}
+    # Best coverage of a format's required columns; a near miss (one misspelled column) still
+    # selects the format, whose reader then names the missing column.
+    scores = {f: len(header & set(cols)) / len(cols) for f, cols in _SIGNATURES.items()}
+    best = max(scores.values())
+    winners = [f for f, s in scores.items() if s == best]
+    if best < 0.6 or (len(winners) > 1 and best < 1):
+        raise _unknown(path, f"header {sorted(header)}")
+    return winners[0]  # a full match of several: the first listed (most specific) wins
+
+
+def load_trace(
+    source: str | Path | None,
+    fmt: str | None = None,
+    options: LoadOptions | None = None,
+) -> tuple[pd.DataFrame, LoadReport]:
+    """Load a trace into the canonical job table, sorted by (submit_time, job_id), and its report.
+
+    ``source=None`` or ``"synthetic"`` is the synthetic generator (the embedded default);
+    ``fmt=None`` detects the format from the file.
+    """
+    options = options or LoadOptions()
+    if source is None or (isinstance(source, str) and source == "synthetic"):
+        source, fmt = None, fmt or "synthetic"
+    if fmt is None:
+        fmt = detect_format(source)  # type: ignore[arg-type]
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown trace format {fmt!r}; choose one of {list(FORMATS)}")
+    if source is None and fmt != "synthetic":
+        raise ValueError(f"format {fmt!r} needs a source file")
+    return FORMATS[fmt](source, options)
