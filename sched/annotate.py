@@ -1,0 +1,164 @@
+"""Annotate a canonical job table with workloads (model, per-GPU batch size, iterations) and deadlines.
+
+Traces carry durations and GPU counts but no model names or iteration counts. Following the papers
+(Castor §9.1 and SJF-BSBF §VI-A, which take Pollux's settings; Gimbal §7.1), each job is given a workload
+from the catalog by **size class**: its GPU time ``num_gpus x duration`` in GPU-hours selects a class from
+the catalog's ``size_classes`` (Pollux's buckets: < 1 GPU-h cifar10/ncf, < 10 deepspeech2/bert,
+< 100 yolov3, otherwise imagenet); within the class the model is drawn uniformly, then a per-GPU batch
+size uniformly from that model's ``batch_sizes``. ``iterations = duration / t_iter``, with ``t_iter`` the
+solo iteration time (Castor eq. 1-3) of that workload on ``num_gpus`` GPUs of ``gpu_type`` packed on the
+fewest servers, so that ``iterations x t_iter`` reproduces ``duration`` (``iterations`` is a float and is
+floored at 1 for jobs shorter than one iteration). Deadlines (Gimbal §7.1):
+``deadline = submit_time + lambda x duration``, ``lambda ~ U[1.5, 2.5]``.
+
+All random draws come from ``numpy.random.default_rng(seed)``, one draw per row and purpose, in row
+order, so the result depends only on the table and the seed. Rows that already have a ``model`` are left
+as they are (their model must be in the catalog); a table in which every row has one is returned as is
+(the same object). ``duration`` is kept; an existing non-null ``deadline`` is never overwritten.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .workloads import DEFAULT_GPUS_PER_SERVER, WorkloadCatalog, default_catalog
+
+LAMBDA_RANGE = (1.5, 2.5)  # Gimbal §7.1
+
+
+class AnnotationError(ValueError):
+    """The job table cannot be annotated; the message names the offending row(s)."""
+
+
+def _rows(jobs: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
+    idx = np.flatnonzero(mask)[:limit]
+    parts = []
+    for i in idx:
+        label = f"row {jobs.index[i]!r}"
+        if "job_id" in jobs.columns:
+            label += f" (job_id {jobs['job_id'].iat[i]!r})"
+        parts.append(label)
+    more = int(mask.sum()) - len(idx)
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def _has_model(jobs: pd.DataFrame) -> np.ndarray:
+    if "model" not in jobs.columns:
+        return np.zeros(len(jobs), dtype=bool)
+    col = jobs["model"]
+    has = col.notna().to_numpy()
+    if col.dtype == object or pd.api.types.is_string_dtype(col):
+        has = has & (col.astype(str).str.strip() != "").to_numpy()
+    return has
+
+
+def annotate(
+    jobs: pd.DataFrame,
+    catalog: WorkloadCatalog | None = None,
+    seed: int = 0,
+    gpu_type: str | None = None,
+    gpus_per_server: int = DEFAULT_GPUS_PER_SERVER,
+    deadlines: bool = True,
+) -> pd.DataFrame:
+    """Return ``jobs`` with ``model, batch_size`` (per GPU), ``iterations`` and (if ``deadlines``)
+    ``deadline`` filled in for the rows that have no model. ``gpu_type`` defaults to the catalog's
+    reference GPU type. See the module docstring for the method."""
+    if catalog is None:
+        catalog = default_catalog()
+    if gpus_per_server < 1:
+        raise ValueError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
+    n_rows = len(jobs)
+    has = _has_model(jobs)
+
+    if has.any():
+        known = np.asarray(catalog.models, dtype=object)
+        unknown = has & ~jobs["model"].isin(known).to_numpy()
+        if unknown.any():
+            first = np.flatnonzero(unknown)[0]
+            raise AnnotationError(
+                f"unknown model {jobs['model'].iat[first]!r} in {_rows(jobs, unknown)}; "
+                f"catalog models: {sorted(catalog.models)}"
+            )
+    todo = ~has
+    if not todo.any():
+        return jobs
+
+    for col in ("num_gpus", "duration"):
+        if col not in jobs.columns:
+            raise AnnotationError(f"rows without a model need column {col!r} (missing from the job table)")
+    n_gpus = pd.to_numeric(jobs["num_gpus"], errors="coerce").to_numpy(float)
+    duration = pd.to_numeric(jobs["duration"], errors="coerce").to_numpy(float)
+    bad = todo & ~(np.isfinite(duration) & (duration > 0))
+    if bad.any():
+        raise AnnotationError(f"duration must be a positive number for rows to annotate: {_rows(jobs, bad)}")
+    bad = todo & ~(np.isfinite(n_gpus) & (n_gpus >= 1) & (n_gpus == np.round(n_gpus)))
+    if bad.any():
+        raise AnnotationError(f"num_gpus must be an integer >= 1 for rows to annotate: {_rows(jobs, bad)}")
+    if deadlines and "submit_time" not in jobs.columns:
+        raise AnnotationError("deadlines need column 'submit_time' (missing from the job table)")
+
+    rng = np.random.default_rng(seed)
+    u_model = rng.random(n_rows)
+    u_batch = rng.random(n_rows)
+    u_lambda = rng.random(n_rows)
+
+    # model: uniform within the GPU-hour size class
+    model_names = catalog.models
+    model_code = {m: i for i, m in enumerate(model_names)}
+    classes = catalog.size_classes
+    k = np.array([len(sc.models) for sc in classes])
+    offsets = np.concatenate([[0], np.cumsum(k)[:-1]])
+    flat_models = np.array([model_code[m] for sc in classes for m in sc.models])
+    gpu_hours = np.where(todo, n_gpus * duration / 3600.0, 0.0)
+    cls = catalog.size_class_index(gpu_hours)
+    pick = np.minimum((u_model * k[cls]).astype(np.int64), k[cls] - 1)
+    codes = flat_models[offsets[cls] + pick]
+
+    # per-GPU batch size: uniform among the model's batch sizes
+    bk = np.array([len(catalog.workloads[m].batch_sizes) for m in model_names])
+    boff = np.concatenate([[0], np.cumsum(bk)[:-1]])
+    flat_b = np.array([b for m in model_names for b in catalog.workloads[m].batch_sizes])
+    bpick = np.minimum((u_batch * bk[codes]).astype(np.int64), bk[codes] - 1)
+    batch = flat_b[boff[codes] + bpick]
+
+    names = np.array(model_names, dtype=object)[codes]
+    idx = np.flatnonzero(todo)
+    t_iter = catalog.solo_iteration_times(
+        names[idx], batch[idx], n_gpus[idx], gpu_type=gpu_type, gpus_per_server=gpus_per_server
+    )
+    iters = np.maximum(duration[idx] / t_iter, 1.0)
+
+    out = jobs.copy()
+    if "model" in out.columns:
+        model_col = out["model"].astype(object).to_numpy(copy=True)
+    else:
+        model_col = np.full(n_rows, None, dtype=object)
+    model_col[idx] = names[idx]
+    out["model"] = model_col
+    out["batch_size"] = _fill(out, "batch_size", idx, batch[idx])
+    out["iterations"] = _fill(out, "iterations", idx, iters)
+    if deadlines:
+        lam = LAMBDA_RANGE[0] + (LAMBDA_RANGE[1] - LAMBDA_RANGE[0]) * u_lambda[idx]
+        submit = pd.to_numeric(out["submit_time"], errors="coerce").to_numpy(float)[idx]
+        new = submit + lam * duration[idx]
+        if "deadline" in out.columns:
+            old = pd.to_numeric(out["deadline"], errors="coerce").to_numpy(float)[idx]
+            new = np.where(np.isnan(old), new, old)
+        out["deadline"] = _fill(out, "deadline", idx, new)
+    return out
+
+
+def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Column ``col`` with ``values`` at positions ``idx``; integer dtype kept when nothing is missing."""
+    if col in df.columns:
+        base = pd.to_numeric(df[col], errors="coerce").to_numpy(float, copy=True)
+    else:
+        base = np.full(len(df), np.nan)
+    base[idx] = values
+    if np.issubdtype(np.asarray(values).dtype, np.integer) and not np.isnan(base).any():
+        return base.astype(np.int64)
+    return base
+
+
+__all__ = ["AnnotationError", "LAMBDA_RANGE", "annotate"]

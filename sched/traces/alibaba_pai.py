@@ -1,0 +1,98 @@
+"""Alibaba PAI GPU trace (cluster-trace-gpu-v2020): ``pai_job_table`` joined with ``pai_task_table``.
+
+* job table: ``job_name,inst_id,user,status,start_time,end_time`` (``start_time`` = submission);
+* task table: ``job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type``.
+
+Both with or without a header row (the real release has none). ``source`` is a directory holding
+``pai_job_table.csv`` and ``pai_task_table.csv``, or the job table (its task table is the sibling
+file with ``job`` replaced by ``task`` in the name).
+
+* ``num_gpus`` = ceil(sum over the job's tasks of inst_num * plan_gpu / 100) (``plan_gpu`` is percent
+  of one GPU; missing = 0). Fractional demands are rounded up, counted as
+  ``repaired["fractional_gpu_rounded_up"]``.
+* ``duration`` = latest task end - earliest task start (the job's running span).
+* dropped: ``no_tasks`` (no task rows), ``no_gpu`` (zero GPU demand), ``never_ran`` (no task start),
+  ``no_end_time`` (a job still running at the snapshot). Rows in errors are rows of the named file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .common import LoadOptions, Raw, TraceError, make_loader, numeric, read_csv, seconds
+
+JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
+TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
+                "plan_cpu", "plan_mem", "plan_gpu", "gpu_type")
+
+
+def tables(path: Path) -> tuple[Path, Path]:
+    """(job table, task table) for a directory or a job-table path."""
+    if path.is_dir():
+        job, task = path / "pai_job_table.csv", path / "pai_task_table.csv"
+    else:
+        job, task = path, path.with_name(path.name.replace("job", "task"))
+    for p in (job, task):
+        if not p.is_file() or job == task:
+            raise TraceError(p, "PAI trace needs both pai_job_table and pai_task_table files")
+    return job, task
+
+
+def _tasks(path: Path) -> pd.DataFrame:
+    file = str(path)
+    t = read_csv(path, TASK_COLUMNS, header_optional=True)
+    gpu = numeric(t, "inst_num", file) * numeric(t, "plan_gpu", file, allow_missing=True).fillna(0.0)
+    end = seconds(t, "end_time", file, allow_missing=True)
+    return pd.DataFrame(
+        {
+            "job_name": t["job_name"],
+            "gpu_pct": gpu,
+            "start": seconds(t, "start_time", file, allow_missing=True),
+            "end": end,
+            "end_missing": end.isna(),
+        }
+    ).groupby("job_name", sort=False).agg(
+        gpu_pct=("gpu_pct", "sum"), start=("start", "min"), end=("end", "max"),
+        end_missing=("end_missing", "max"),
+    )
+
+
+def read(path: Path | None, options: LoadOptions) -> Raw:
+    """Join job and task tables; GPUs from plan_gpu percentages, duration from the task span."""
+    assert path is not None
+    job_path, task_path = tables(path)
+    file = str(job_path)
+    j = read_csv(job_path, JOB_COLUMNS, header_optional=True)
+    jobs = pd.DataFrame(
+        {
+            "job_id": j["job_name"],
+            "submit_time": seconds(j, "start_time", file),
+            "user": j["user"],
+            "_row": j["_row"],
+        }
+    ).join(_tasks(task_path), on="job_id")
+    reasons = {
+        "no_tasks": jobs["gpu_pct"].isna(),
+        "no_gpu": jobs["gpu_pct"].notna() & ~(jobs["gpu_pct"] > 0),
+    }
+    reasons["never_ran"] = ~(reasons["no_tasks"] | reasons["no_gpu"]) & jobs["start"].isna()
+    ran = ~(reasons["no_tasks"] | reasons["no_gpu"] | reasons["never_ran"])
+    reasons["no_end_time"] = ran & (jobs["end_missing"].astype(bool) | jobs["end"].isna())
+    drop = np.logical_or.reduce([m.to_numpy() for m in reasons.values()])
+    keep = jobs[~drop]
+    demand = keep["gpu_pct"].to_numpy() / 100.0
+    gpus = np.ceil(demand - 1e-6).astype("int64")
+    frac = int(np.count_nonzero(np.abs(demand - gpus) > 1e-6))
+    out = keep.assign(num_gpus=gpus, duration=keep["end"] - keep["start"])
+    out = out[["job_id", "submit_time", "num_gpus", "duration", "user", "_row"]]
+    return Raw(
+        out, file, len(jobs),
+        {k: int(m.sum()) for k, m in reasons.items() if m.any()},
+        {"fractional_gpu_rounded_up": frac} if frac else {},
+    )
+
+
+load = make_loader("alibaba-pai", read)

@@ -1,0 +1,72 @@
+"""The canonical job table itself, as CSV or Parquet (see ``schedlab.sched.jobtable``).
+
+``submit_time`` and ``deadline`` are seconds on the same clock; columns outside the canonical set
+are an error (a misspelled optional column must not vanish silently). Booleans (``fungible``,
+``checkpoint``) accept true/false/1/0/yes/no.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..jobtable import CANONICAL_COLUMNS, DURATION_COLUMNS, REQUIRED_COLUMNS, WORKLOAD_COLUMNS
+from .common import (
+    LoadOptions, Raw, TraceError, check_columns, make_loader, numeric, read_csv, seconds, suggest,
+)
+
+_BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
+def _read_any(path: Path) -> pd.DataFrame:
+    if path.suffix.lower() in (".parquet", ".pq"):
+        if not path.is_file():
+            raise TraceError(path, "file not found")
+        df = pd.read_parquet(path)
+        check_columns(str(path), list(df.columns), REQUIRED_COLUMNS)
+        return df.assign(_row=np.arange(1, len(df) + 1))
+    return read_csv(path, REQUIRED_COLUMNS)
+
+
+def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
+    s = df[col]
+    if s.dtype == bool:
+        return s
+    mapped = s.astype("str").str.strip().str.lower().map(_BOOL)
+    bad = mapped.isna() & s.notna()
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceError(file, "not a boolean", int(df["_row"].iat[i]), col, s.iat[i])
+    return mapped.astype("boolean")
+
+
+def read(path: Path | None, options: LoadOptions) -> Raw:
+    """Required job_id, submit_time, num_gpus and duration or model/batch_size/iterations."""
+    assert path is not None
+    file = str(path)
+    df = _read_any(path)
+    cols = [c for c in df.columns if c != "_row"]
+    for c in cols:
+        if c not in CANONICAL_COLUMNS:
+            close = [k for k in CANONICAL_COLUMNS if k not in cols]
+            raise TraceError(file, f"unknown column {c!r}{suggest(c, close)}", column=c)
+    if not set(DURATION_COLUMNS) <= set(cols):
+        check_columns(file, cols, WORKLOAD_COLUMNS)
+    out = pd.DataFrame({"job_id": df["job_id"].astype("str"), "_row": df["_row"]})
+    out["submit_time"] = seconds(df, "submit_time", file)
+    out["num_gpus"] = numeric(df, "num_gpus", file, integer=True)
+    for c in cols:
+        if c in ("duration", "deadline"):
+            out[c] = numeric(df, c, file, allow_missing=True)
+        elif c in ("batch_size", "iterations", "elastic_min", "elastic_max"):
+            out[c] = numeric(df, c, file, integer=True, allow_missing=c.startswith("elastic"))
+        elif c in ("fungible", "checkpoint"):
+            out[c] = _bool(df, c, file)
+        elif c in ("model", "user", "vc"):
+            out[c] = df[c].astype("str")
+    return Raw(out, file, len(out))
+
+
+load = make_loader("canonical", read)

@@ -1,0 +1,351 @@
+"""Shared validation, repair and option logic for every trace loader.
+
+A format module only *reads* its file into a :class:`Raw` table (canonical column names, a
+``_row`` column holding each job's 1-based data row in the source file, its own drop counts);
+:func:`finalize` then applies, in this order:
+
+1. unsorted submit times     -> error, or stable sort (``on_unsorted``; counted in ``repaired``)
+2. time window ``start/end`` -> on submit_time minus the trace start (earliest submit time read)
+3. VC filter ``vcs``
+4. bad durations (NaN/zero/negative) -> ``on_bad_duration``
+5. demand larger than the cluster (``max_gpus``) -> ``on_oversize``
+6. duplicate job ids          -> ``on_duplicate_id`` (first occurrence wins)
+7. sort by (submit_time, job_id), keep the first ``max_jobs``
+8. rebase (earliest kept job at 0) and load scaling (submit_time / load)
+
+Row convention of every :class:`TraceError`: **row N is the N-th data row of the file, 1-based,
+header excluded** (so in a CSV with a header, row N is on line N+1; in a headerless CSV, row N is
+line N; in a JSON job list, row N is the N-th job object).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..jobtable import CANONICAL_COLUMNS
+
+ROW_CONVENTION = "rows are 1-based data rows, header excluded"
+_NO_VALUE = object()
+
+
+class TraceError(ValueError):
+    """Bad trace input. The message names the file, the row (1-based data row, header excluded)
+    and the column where known; the same are kept as attributes."""
+
+    def __init__(
+        self,
+        file: str | Path,
+        message: str,
+        row: int | None = None,
+        column: str | None = None,
+        value: Any = _NO_VALUE,
+    ) -> None:
+        self.file, self.row, self.column = str(file), row, column
+        where = [str(file)]
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        msg = ", ".join(where) + ": " + message
+        if value is not _NO_VALUE:
+            msg += f" (value {value!r})"
+        super().__init__(msg)
+
+
+class LoadOptions(BaseModel):
+    """Options every loader honours (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: float | None = None  # window on submit_time, seconds from trace start (before rebasing)
+    end: float | None = None  # exclusive
+    vcs: list[str] | None = None
+    max_jobs: int | None = Field(default=None, ge=0)  # first N jobs after filters, in submit order
+    load: float = Field(default=1.0, gt=0)  # submit times are divided by load
+    max_gpus: int | None = Field(default=None, ge=1)  # cluster capacity, for the oversize check
+    on_oversize: Literal["error", "drop", "clip"] = "error"
+    on_bad_duration: Literal["error", "drop"] = "error"
+    on_duplicate_id: Literal["error", "drop", "rename"] = "error"
+    on_unsorted: Literal["error", "sort"] = "sort"
+    seed: int = 0  # synthetic
+    num_jobs: int | None = Field(default=None, ge=1)  # synthetic
+
+    @model_validator(mode="after")
+    def _window(self) -> LoadOptions:
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError(f"end ({self.end}) must be greater than start ({self.start})")
+        return self
+
+
+@dataclass
+class LoadReport:
+    """What a load did: jobs read from the source, kept, dropped and repaired (by reason).
+    Invariant: ``read == kept + sum(dropped.values())``."""
+
+    source: str
+    format: str
+    read: int
+    kept: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    repaired: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "format": self.format,
+            "read": self.read,
+            "kept": self.kept,
+            "dropped": dict(self.dropped),
+            "repaired": dict(self.repaired),
+        }
+
+
+@dataclass
+class Raw:
+    """A format reader's output: canonical columns (absolute submit_time in seconds) + ``_row``."""
+
+    df: pd.DataFrame
+    file: str
+    read: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    repaired: dict[str, int] = field(default_factory=dict)
+
+
+Reader = Callable[[Path | None, LoadOptions], Raw]
+Loader = Callable[..., tuple[pd.DataFrame, LoadReport]]
+
+
+# --------------------------------------------------------------------------- reading helpers
+
+
+def suggest(name: str, candidates: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_columns(file: str, found: Sequence[str], required: Sequence[str]) -> None:
+    """Raise a TraceError for the first required column missing from ``found``."""
+    for col in required:
+        if col not in found:
+            raise TraceError(
+                file,
+                f"missing column {col!r}{suggest(col, found)} (columns found: {list(found)})",
+                column=col,
+            )
+
+
+def read_csv(path: Path, required: Sequence[str], *, header_optional: bool = False) -> pd.DataFrame:
+    """Read a CSV as strings, check the required columns, add ``_row``; blank lines are skipped.
+
+    ``header_optional``: a file whose first line names none of ``required`` is read as headerless
+    with ``required`` as its column names (Alibaba's release has no header row).
+    """
+    file = str(path)
+    if not path.is_file():
+        raise TraceError(file, "file not found")
+    names = None
+    if header_optional:
+        with path.open() as fh:
+            first = [c.strip() for c in fh.readline().split(",")]
+        if not set(first) & set(required):
+            if len(first) != len(required):
+                raise TraceError(
+                    file,
+                    f"headerless file must have {len(required)} fields {list(required)}, "
+                    f"the first line has {len(first)}",
+                    row=1,
+                )
+            names = list(required)
+    try:
+        df = pd.read_csv(
+            path, dtype=str, skip_blank_lines=False, skipinitialspace=True, names=names,
+            header=None if names else "infer",
+        )
+    except pd.errors.ParserError as exc:  # e.g. "Expected 5 fields in line 7, saw 6"
+        raise TraceError(file, f"malformed CSV: {exc}") from None
+    except pd.errors.EmptyDataError:
+        raise TraceError(file, "empty file") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    check_columns(file, list(df.columns), required)
+    df["_row"] = np.arange(1, len(df) + 1)
+    data = df.columns.drop("_row")
+    return df[df[data].notna().any(axis=1)].reset_index(drop=True)
+
+
+def _first(mask: pd.Series | np.ndarray) -> int:
+    return int(np.flatnonzero(np.asarray(mask))[0])
+
+
+def numeric(
+    df: pd.DataFrame, col: str, file: str, *, integer: bool = False, allow_missing: bool = False
+) -> pd.Series:
+    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors."""
+    s = df[col]
+    num = pd.to_numeric(s, errors="coerce").astype("float64")
+    bad = (num.isna() & s.notna()) | np.isinf(num)
+    if bad.any():
+        i = _first(bad)
+        raise TraceError(file, "not a finite number", int(df["_row"].iat[i]), col, s.iat[i])
+    if not allow_missing and num.isna().any():
+        i = _first(num.isna())
+        raise TraceError(file, "missing value", int(df["_row"].iat[i]), col)
+    if integer:
+        frac = num.notna() & (num != np.floor(num))
+        if frac.any():
+            i = _first(frac)
+            raise TraceError(file, "not an integer", int(df["_row"].iat[i]), col, s.iat[i])
+        if not num.isna().any():
+            return num.astype("int64")
+    return num
+
+
+def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = False) -> pd.Series:
+    """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601)."""
+    s = df[col]
+    num = pd.to_numeric(s, errors="coerce")
+    if (num.notna() == s.notna()).all():
+        return numeric(df, col, file, allow_missing=allow_missing)
+    dt = pd.to_datetime(s, errors="coerce", format="ISO8601")
+    bad = dt.isna() & s.notna()
+    if bad.any():
+        i = _first(bad)
+        raise TraceError(file, "not a datetime or number of seconds", int(df["_row"].iat[i]), col, s.iat[i])
+    if not allow_missing and dt.isna().any():
+        i = _first(dt.isna())
+        raise TraceError(file, "missing value", int(df["_row"].iat[i]), col)
+    if dt.dt.tz is not None:
+        dt = dt.dt.tz_convert("UTC").dt.tz_localize(None)
+    return (dt - pd.Timestamp(0)).dt.total_seconds()
+
+
+# --------------------------------------------------------------------------- finalize
+
+
+def _bad(file: str, df: pd.DataFrame, mask: np.ndarray | pd.Series, col: str, msg: str) -> TraceError:
+    i = _first(mask)
+    return TraceError(file, msg, int(df["_row"].iat[i]), col, df[col].iat[i])
+
+
+def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, LoadReport]:
+    """Validate, repair, filter, rebase and scale a reader's table (steps in the module docstring)."""
+    df, file = raw.df, raw.file
+    dropped: Counter[str] = Counter(raw.dropped)
+    repaired: Counter[str] = Counter(raw.repaired)
+
+    def drop(mask: np.ndarray | pd.Series, reason: str) -> pd.DataFrame:
+        n = int(np.count_nonzero(mask))
+        if n:
+            dropped[reason] += n
+        return df[~np.asarray(mask)] if n else df
+
+    # 1. unsorted submit times (in file order)
+    st = df["submit_time"].to_numpy()
+    late = st < np.maximum.accumulate(st) if len(st) else np.zeros(0, bool)
+    if late.any():
+        if options.on_unsorted == "error":
+            raise _bad(file, df, late, "submit_time",
+                       "submit_time is earlier than a previous row's; pass on_unsorted='sort' to sort")
+        repaired["unsorted_sorted"] += int(late.sum())
+        df = df.sort_values("submit_time", kind="stable")
+
+    # 2-3. window and VC filter
+    t0 = float(st.min()) if len(st) else 0.0
+    rel = df["submit_time"] - t0
+    if options.start is not None:
+        df = drop(rel < options.start, "outside_window")
+        rel = df["submit_time"] - t0
+    if options.end is not None:
+        df = drop(rel >= options.end, "outside_window")
+    if options.vcs is not None:
+        if "vc" not in df.columns:
+            raise TraceError(file, f"VC filter given but format {fmt!r} has no VC column", column="vc")
+        df = drop(~df["vc"].isin(options.vcs).to_numpy(), "vc_filter")
+
+    # 4. durations (and iterations where there is no duration)
+    col = "duration" if "duration" in df.columns else "iterations"
+    if col in df.columns:
+        bad = ~(df[col].to_numpy(dtype="float64") > 0)  # NaN counts as bad
+        if bad.any():
+            if options.on_bad_duration == "error":
+                raise _bad(file, df, bad, col, f"{col} must be > 0 (missing, zero or negative); "
+                           "pass on_bad_duration='drop' to drop such jobs")
+            df = drop(bad, f"bad_{col}")
+    if (df["num_gpus"] < 1).any():
+        raise _bad(file, df, df["num_gpus"] < 1, "num_gpus", "num_gpus must be >= 1")
+
+    # 5. oversize
+    if options.max_gpus is not None:
+        over = (df["num_gpus"] > options.max_gpus).to_numpy()
+        if over.any():
+            if options.on_oversize == "error":
+                raise _bad(file, df, over, "num_gpus",
+                           f"demand exceeds the cluster's {options.max_gpus} GPUs; "
+                           "pass on_oversize='drop' or 'clip'")
+            if options.on_oversize == "drop":
+                df = drop(over, "oversize")
+            else:
+                df = df.assign(num_gpus=df["num_gpus"].clip(upper=options.max_gpus))
+                repaired["oversize_clipped"] += int(over.sum())
+
+    # 6. duplicate ids
+    dup = df["job_id"].duplicated(keep="first").to_numpy()
+    if dup.any():
+        if options.on_duplicate_id == "error":
+            i = _first(dup)
+            first_row = int(df["_row"][df["job_id"] == df["job_id"].iat[i]].iat[0])
+            raise TraceError(file, f"duplicate job_id (first seen in row {first_row}); "
+                             "pass on_duplicate_id='drop' or 'rename'",
+                             int(df["_row"].iat[i]), "job_id", df["job_id"].iat[i])
+        if options.on_duplicate_id == "drop":
+            df = drop(dup, "duplicate_id")
+        else:
+            k = df.groupby("job_id", sort=False).cumcount().astype(str)
+            ids = df["job_id"].where(~dup, df["job_id"] + "#" + k)
+            if ids.duplicated().any():
+                raise _bad(file, df.assign(job_id=ids), ids.duplicated().to_numpy(), "job_id",
+                           "renamed duplicate collides with an existing job_id")
+            df = df.assign(job_id=ids)
+            repaired["duplicate_id_renamed"] += int(dup.sum())
+
+    # 7. order, first N
+    df = df.sort_values(["submit_time", "job_id"], kind="stable")
+    if options.max_jobs is not None and len(df) > options.max_jobs:
+        dropped["max_jobs"] += len(df) - options.max_jobs
+        df = df.iloc[: options.max_jobs]
+
+    # 8. rebase and load scaling (deadlines keep their slack after submission)
+    df = df.reset_index(drop=True)
+    base = float(df["submit_time"].min()) if len(df) else 0.0
+    submit = (df["submit_time"] - base) / options.load
+    if "deadline" in df.columns:
+        df["deadline"] = submit + (df["deadline"] - df["submit_time"])
+    df["submit_time"] = submit.astype("float64")
+    out = df[[c for c in CANONICAL_COLUMNS if c in df.columns]].copy()
+    out["job_id"] = out["job_id"].astype("str")
+    out["num_gpus"] = out["num_gpus"].astype("int64")
+    if "duration" in out.columns:
+        out["duration"] = out["duration"].astype("float64")
+    report = LoadReport(raw.file, fmt, raw.read, len(out), dict(dropped), dict(repaired))
+    assert report.read == report.kept + sum(report.dropped.values()), report
+    return out, report
+
+
+def make_loader(fmt: str, reader: Reader) -> Loader:
+    """Wrap a format reader into ``load(source, options=None) -> (table, report)``."""
+
+    def load(source: str | Path | None, options: LoadOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+        opts = options or LoadOptions()
+        return finalize(reader(Path(source) if source is not None else None, opts), fmt, opts)
+
+    load.__name__ = f"load_{fmt.replace('-', '_')}"
+    load.__doc__ = f"Load a {fmt!r} trace into the canonical job table. {reader.__doc__ or ''}"
+    return load

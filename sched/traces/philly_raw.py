@@ -1,0 +1,96 @@
+"""Official Philly ``cluster_job_log`` (msr-fiddle/philly-traces): a JSON list of jobs
+``{jobid, vc, user, status, submitted_time, attempts: [{start_time, end_time, detail: [{ip, gpus}]}]}``.
+
+Rules (documented choices):
+
+* ``duration`` = end of the last attempt - start of the first attempt (wall span of the job,
+  including retries and the gaps between them; not the sum of attempts).
+* ``num_gpus`` = the most GPUs any attempt held (sum of ``len(gpus)`` over its ``detail``).
+* jobs with no attempt or no recorded start are dropped as ``never_ran``; jobs whose last attempt
+  has no ``end_time`` (still running at snapshot) as ``no_end_time``; attempts holding no GPU as
+  ``no_gpu``. All statuses (Pass, Killed, Failed) are kept: they all occupied GPUs.
+* row N = the N-th job object in the list (1-based); JSON Lines (one job per line) also accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .common import LoadOptions, Raw, TraceError, make_loader, seconds, suggest
+
+KEYS = ("jobid", "submitted_time", "attempts")
+
+
+def _jobs(path: Path) -> list[Any]:
+    file = str(path)
+    if not path.is_file():
+        raise TraceError(file, "file not found")
+    text = path.read_text()
+    try:
+        if text.lstrip().startswith("["):
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise TraceError(file, f"invalid JSON: {exc}") from None
+
+
+def _gpus(attempt: dict, file: str, row: int) -> int:
+    try:
+        return sum(len(d["gpus"]) for d in attempt.get("detail") or [])
+    except (TypeError, KeyError):
+        raise TraceError(file, "attempt detail must be a list of {ip, gpus[]}", row, "attempts") from None
+
+
+def read(path: Path | None, options: LoadOptions) -> Raw:
+    """Flatten the job list, then parse and validate its times vectorised."""
+    assert path is not None
+    file = str(path)
+    rows: list[tuple] = []
+    reasons = {"never_ran": 0, "no_end_time": 0, "no_gpu": 0}
+    for row, job in enumerate(_jobs(path), start=1):
+        if not isinstance(job, dict):
+            raise TraceError(file, "job entry is not a JSON object", row)
+        for key in KEYS:
+            if key not in job:
+                raise TraceError(file, f"missing key {key!r}{suggest(key, list(job))}", row, key)
+        attempts = job["attempts"] or []
+        if not isinstance(attempts, list):
+            raise TraceError(file, "attempts must be a list", row, "attempts", attempts)
+        starts = [a.get("start_time") for a in attempts if isinstance(a, dict)]
+        if not attempts or starts[0] is None:
+            reasons["never_ran"] += 1
+            continue
+        end = attempts[-1].get("end_time")
+        if end is None:
+            reasons["no_end_time"] += 1
+            continue
+        gpus = max(_gpus(a, file, row) for a in attempts)
+        if gpus == 0:
+            reasons["no_gpu"] += 1
+            continue
+        rows.append((row, job["jobid"], job["submitted_time"], starts[0], end, gpus,
+                     job.get("vc"), job.get("user")))
+    raw = pd.DataFrame(rows, columns=["_row", "job_id", "submitted_time", "start_time", "end_time",
+                                      "num_gpus", "vc", "user"])
+    for c in ("job_id", "submitted_time", "start_time", "end_time", "vc", "user"):
+        raw[c] = raw[c].astype("str")
+    out = pd.DataFrame(
+        {
+            "job_id": raw["job_id"],
+            "submit_time": seconds(raw, "submitted_time", file),
+            "num_gpus": raw["num_gpus"].astype("int64"),
+            "duration": seconds(raw, "end_time", file) - seconds(raw, "start_time", file),
+            "user": raw["user"],
+            "vc": raw["vc"],
+            "_row": raw["_row"],
+        }
+    )
+    read_n = len(out) + sum(reasons.values())
+    return Raw(out, file, read_n, {k: v for k, v in reasons.items() if v})
+
+
+load = make_loader("philly-raw", read)
