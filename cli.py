@@ -58,6 +58,8 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--on-bad-duration", default="error", choices=["error", "drop"])
     p.add_argument("--on-duplicate-id", default="error", choices=["error", "drop", "rename"])
     p.add_argument("--on-unsorted", default="sort", choices=["error", "sort"])
+    p.add_argument("--annotate", action="store_true",
+                   help="assign workloads (model, batch, iterations) and deadlines from the catalog (Castor §9.1)")
     p.add_argument("--out", default="runs/replay", help="output folder (default: runs/replay)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_replay)
@@ -77,7 +79,7 @@ def _policy_params(pairs: list[str], policies: list[str]) -> dict[str, dict[str,
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import prepare_table, replay
 
     unknown = [p for p in args.policy if p not in POLICIES]
     if unknown:
@@ -92,6 +94,7 @@ def _replay(args: argparse.Namespace) -> int:
         seed=args.seed, num_jobs=args.num_jobs,
     )
     table, report = load_trace(args.trace, args.format, options)
+    table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate, seed=args.seed)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
     out = Path(args.out)
@@ -99,7 +102,7 @@ def _replay(args: argparse.Namespace) -> int:
     for name in args.policy:
         result = replay(
             table, cluster, name, params[name], placement=args.placement, seed=args.seed,
-            preemption_overhead_s=args.preemption_overhead, load_report=report.to_dict(),
+            preemption_overhead_s=args.preemption_overhead, load_report={**report.to_dict(), **notes},
             progress=not args.no_progress and sys.stderr.isatty(),
         )
         result.write(out / name if len(args.policy) > 1 else out)

@@ -162,3 +162,38 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
 
 
 __all__ = ["AnnotationError", "LAMBDA_RANGE", "annotate"]
+
+
+def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
+    """``gpu_type`` if the catalog knows it, else the catalog's reference type (the caller reports it)."""
+    return gpu_type if gpu_type.lower() in catalog.gpu_types else catalog.reference_gpu_type
+
+
+def fill_durations(
+    jobs: pd.DataFrame,
+    catalog: WorkloadCatalog | None = None,
+    gpu_type: str | None = None,
+    gpus_per_server: int = DEFAULT_GPUS_PER_SERVER,
+) -> pd.DataFrame:
+    """Solo ``duration = iterations x t_iter`` (eq. 1-3) for rows that give ``model, batch_size,
+    iterations`` but no duration; rows with a duration are left unchanged."""
+    catalog = catalog or default_catalog()
+    duration = jobs["duration"] if "duration" in jobs.columns else pd.Series(np.nan, index=jobs.index)
+    missing = duration.isna().to_numpy()
+    if not missing.any():
+        return jobs
+    absent = [c for c in ("model", "batch_size", "iterations") if c not in jobs.columns]
+    if absent or jobs.loc[missing, ["model", "batch_size", "iterations"]].isna().any(axis=None):
+        raise AnnotationError(
+            f"{_rows(jobs, missing)} have no duration and no complete model, batch_size, iterations"
+            f"{f' (missing columns {absent})' if absent else ''}"
+        )
+    rows = jobs.loc[missing]
+    per_iteration = catalog.solo_iteration_times(
+        rows["model"].to_numpy(), rows["batch_size"].to_numpy(), rows["num_gpus"].to_numpy(),
+        gpu_type, gpus_per_server=gpus_per_server,
+    )
+    out = jobs.copy()
+    out["duration"] = duration.astype(float)
+    out.loc[missing, "duration"] = rows["iterations"].to_numpy(dtype=float) * per_iteration
+    return out

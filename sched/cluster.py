@@ -92,10 +92,12 @@ def load_cluster(ref: str | Path) -> ClusterSpec:
 
 
 class ClusterState:
-    """Which GPUs are free, per server, for one pool of a cluster (the training pool by default).
+    """Who holds which GPU, for one pool of a cluster (the training pool by default).
 
     Free GPUs are kept as one stack per server, so taking or returning a GPU is O(1) and a placement
-    costs O(servers), never O(GPUs).
+    costs O(servers), never O(GPUs). ``holders[g]`` lists the jobs on GPU ``g`` (at most two, Castor
+    eq. 7); ``single_gpus`` counts GPUs that hold exactly one job (Castor Alg. 1's G_OJ) and
+    ``double_gpus`` those that hold two.
     """
 
     def __init__(self, spec: ClusterSpec, pool: str = "training") -> None:
@@ -104,11 +106,16 @@ class ClusterState:
         self.gpus_per_server = self.pool.gpus_per_server
         self.num_servers = self.pool.servers
         self.total_gpus = self.num_servers * self.gpus_per_server
+        self.gpu_memory_gib = self.pool.gpu_memory_gb
         self.free_by_server: list[list[int]] = [
             list(range((s + 1) * self.gpus_per_server - 1, s * self.gpus_per_server - 1, -1))
             for s in range(self.num_servers)
         ]
         self.free_gpus = self.total_gpus
+        self.holders: list[list] = [[] for _ in range(self.total_gpus)]
+        self.single_gpus = 0
+        self.double_gpus = 0
+        self.single_by_server: list[int] = [0] * self.num_servers
 
     def server_of(self, gpu: int) -> int:
         return gpu // self.gpus_per_server
@@ -116,22 +123,54 @@ class ClusterState:
     def servers_spanned(self, gpus: tuple[int, ...]) -> int:
         return len({g // self.gpus_per_server for g in gpus})
 
-    def take(self, gpus: tuple[int, ...]) -> None:
-        for g in gpus:
-            self.free_by_server[g // self.gpus_per_server].remove(g)
-        self.free_gpus -= len(gpus)
-
-    def take_from_servers(self, counts: list[tuple[int, int]]) -> tuple[int, ...]:
-        """Take ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
+    def take_from_servers(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
+        """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
         taken: list[int] = []
         for server, n in counts:
             stack = self.free_by_server[server]
+            if n > len(stack):
+                raise ValueError(f"server {server} has {len(stack)} free GPUs, {n} asked")
             taken.extend(stack[-n:])
             del stack[-n:]
+        for g in taken:
+            self.holders[g] = [job]
+            self.single_by_server[g // self.gpus_per_server] += 1
         self.free_gpus -= len(taken)
+        self.single_gpus += len(taken)
         return tuple(taken)
 
-    def release(self, gpus: tuple[int, ...]) -> None:
+    def share(self, gpus: tuple[int, ...], job) -> None:
+        """Put ``job`` beside the one job on each of ``gpus``."""
         for g in gpus:
-            self.free_by_server[g // self.gpus_per_server].append(g)
-        self.free_gpus += len(gpus)
+            if len(self.holders[g]) != 1:
+                raise ValueError(f"GPU {g} holds {len(self.holders[g])} jobs; sharing needs exactly one")
+        for g in gpus:
+            self.holders[g].append(job)
+            self.single_by_server[g // self.gpus_per_server] -= 1
+        self.single_gpus -= len(gpus)
+        self.double_gpus += len(gpus)
+
+    def vacate(self, job) -> None:
+        """Take ``job`` off its GPUs; a GPU left empty goes back to its server's free stack."""
+        for g in job.gpus:
+            holders = self.holders[g]
+            holders.remove(job)
+            server = g // self.gpus_per_server
+            if holders:
+                self.double_gpus -= 1
+                self.single_gpus += 1
+                self.single_by_server[server] += 1
+            else:
+                self.single_gpus -= 1
+                self.single_by_server[server] -= 1
+                self.free_by_server[g // self.gpus_per_server].append(g)
+                self.free_gpus += 1
+
+    def single_gpu_ids(self):
+        """GPUs holding exactly one job, in id order (skips servers with none)."""
+        per = self.gpus_per_server
+        for server, count in enumerate(self.single_by_server):
+            if count:
+                for g in range(server * per, (server + 1) * per):
+                    if len(self.holders[g]) == 1:
+                        yield g

@@ -2,9 +2,15 @@
 
 Events are arrivals (read in order from the sorted trace), completions and policy timers (a heap).
 All events at one instant are applied, then the policy is asked once to decide. Progress is exact:
-a running job's remaining work is integrated only when its rate changes (start, preemption), and its
-completion event is re-computed then; a stale completion carries an old ``version`` and is ignored.
-Nothing scans all GPUs or all jobs per event.
+a running job's remaining work is integrated only when its rate changes (start, preemption, a
+partner arriving or leaving), and its completion event is re-computed then; a stale completion
+carries an old ``version`` and is ignored. Nothing scans all GPUs or all jobs per event.
+
+Rates (DESIGN.md, "Exact, event-driven time"): work is in solo seconds, so a job alone runs at
+``solo_speed`` (1, or less with gradient accumulation). Beside partners it runs at
+``solo_speed / pace``, where ``pace`` is the largest ξ over its GPUs: a multi-GPU job whose GPUs
+have different partners runs at its slowest worker's pace (Gimbal §2.2). At most two jobs share a
+GPU (Castor eq. 7), and only if both fit in its memory.
 
 Policies see the engine only through the methods under "policy API" below.
 """
@@ -25,6 +31,7 @@ from schedlab.sched.placement import get_strategy
 
 if TYPE_CHECKING:
     from schedlab.sched.policies.base import Policy
+    from schedlab.sched.sharing import SharingModel
 
 _COMPLETION = 0
 _TIMER = 1
@@ -43,6 +50,7 @@ class EngineResult:
     last_end: float
     utilization_timeline: list[tuple[float, int]]  # (time, GPUs in use) at every change
     scheduling_passes: int
+    shared_gpu_seconds: float = 0.0  # GPU-seconds with two jobs on the GPU
 
 
 class Engine:
@@ -55,6 +63,7 @@ class Engine:
         preemption_overhead_s: float | None = None,
         seed: int = 0,
         progress: bool = False,
+        sharing: SharingModel | None = None,
     ) -> None:
         oversize = [j for j in jobs if j.num_gpus > cluster.total_gpus]
         if oversize:
@@ -71,33 +80,54 @@ class Engine:
         )
         self.rng = random.Random(seed)
         self.progress = progress
+        self.sharing = sharing
         self.now = 0.0
         self.running: dict[Job, None] = {}  # insertion-ordered set of running jobs
         self._heap: list[tuple[float, int, int, Any, int]] = []
         self._seq = 0
         self._busy_gpu_seconds = 0.0
+        self._shared_gpu_seconds = 0.0
         self._last_time = 0.0
         self._timeline: list[tuple[float, int]] = []
 
     # ---- policy API --------------------------------------------------------------------------
-    def start(self, job: Job, placement: list[tuple[int, int]] | None = None) -> bool:
-        """Start (or restart) ``job`` on GPUs chosen by the placement strategy; False if it does not fit."""
+    def start(
+        self,
+        job: Job,
+        placement: list[tuple[int, int]] | None = None,
+        *,
+        share_gpus: tuple[int, ...] = (),
+        mode: str = "timeslice",
+        shares: tuple[float, float] | None = None,
+        accumulation_steps: int = 1,
+    ) -> bool:
+        """Start (or restart) ``job``: ``share_gpus`` (GPUs holding exactly one job) beside their
+        holders, the rest on free GPUs chosen by ``placement`` or the placement strategy. Returns
+        False (and changes nothing) if the free part does not fit."""
         if job.running or job.finished:
             raise EngineError(f"policy {self.policy.name} started job {job.job_id} which is already running or done")
-        if placement is None:
-            placement = self.place(self.cluster, job.num_gpus, self.rng)
+        free_needed = job.num_gpus - len(share_gpus)
+        if placement is None and free_needed > 0:
+            placement = self.place(self.cluster, free_needed, self.rng)
             if placement is None:
                 return False
-        job.gpus = self.cluster.take_from_servers(placement)
-        if len(job.gpus) != job.num_gpus:
-            raise EngineError(f"placement gave job {job.job_id} {len(job.gpus)} GPUs, it needs {job.num_gpus}")
+        pairs = self._check_sharing(job, share_gpus, mode, shares, accumulation_steps) if share_gpus else None
+        job.accumulation_steps = accumulation_steps
+        job.solo_speed = self.sharing.accumulation_speed(job, accumulation_steps) if accumulation_steps > 1 else 1.0
+        job.share_mode = mode
+        free_part = self.cluster.take_from_servers(placement, job) if free_needed > 0 else ()
+        if len(free_part) != free_needed:
+            raise EngineError(f"placement gave job {job.job_id} {len(free_part)} free GPUs, it needs {free_needed}")
         if math.isnan(job.start_time):
             job.start_time = self.now
         else:
             job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
+        job.gpus = free_part + tuple(share_gpus)
         job.last_start = self.now
         self.running[job] = None
-        self._set_rate(job, 1.0)
+        if pairs:
+            self._join_partners(job, share_gpus, pairs)
+        self._refresh_rate(job)
         return True
 
     def preempt(self, job: Job) -> None:
@@ -107,6 +137,7 @@ class Engine:
         self._settle(job)
         self._stop(job)
         job.rate = 0.0
+        job.pace = 1.0
         job.version += 1
         job.preemptions += 1
         job.last_stop = self.now
@@ -127,6 +158,10 @@ class Engine:
     def expected_end(self, job: Job) -> float:
         """When a running job will finish at its current rate."""
         return self._completion_time(job) if job.running else math.inf
+
+    def partners_of(self, gpu: int) -> list[Job]:
+        """The jobs on ``gpu`` (0, 1 or 2)."""
+        return self.cluster.holders[gpu]
 
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
@@ -185,6 +220,7 @@ class Engine:
             last_end=max((j.end_time for j in arrivals), default=0.0),
             utilization_timeline=self._timeline,
             scheduling_passes=passes,
+            shared_gpu_seconds=self._shared_gpu_seconds,
         )
 
     # ---- internals ---------------------------------------------------------------------------
@@ -193,8 +229,9 @@ class Engine:
         heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
 
     def _advance_clock(self, now: float) -> None:
-        busy = self.cluster.total_gpus - self.cluster.free_gpus
-        self._busy_gpu_seconds += (now - self._last_time) * busy
+        elapsed = now - self._last_time
+        self._busy_gpu_seconds += elapsed * (self.cluster.total_gpus - self.cluster.free_gpus)
+        self._shared_gpu_seconds += elapsed * self.cluster.double_gpus
         self._last_time = self.now = now
 
     def _record_utilization(self) -> None:
@@ -203,31 +240,85 @@ class Engine:
             self._timeline.append((self.now, busy))
 
     def _settle(self, job: Job) -> None:
-        """Integrate ``job``'s progress up to now."""
+        """Integrate ``job``'s progress (and its shared time) up to now."""
         elapsed = self.now - job.last_update
         overhead = min(elapsed, job.overhead_left)
         job.overhead_left -= overhead
         job.remaining = max(0.0, job.remaining - (elapsed - overhead) * job.rate)
+        job.pace_seconds += elapsed * job.pace
+        if job.partners:
+            job.shared_seconds += elapsed
         job.last_update = self.now
 
     def _completion_time(self, job: Job) -> float:
         return job.last_update + job.overhead_left + job.remaining / job.rate
 
-    def _set_rate(self, job: Job, rate: float) -> None:
-        if job.running and job.rate > 0:
+    def _refresh_rate(self, job: Job) -> None:
+        """Re-compute ``job``'s pace and rate from its partners; re-schedule its completion."""
+        pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
+        rate = job.solo_speed / pace
+        if job.rate > 0:
+            if rate == job.rate:
+                return
             self._settle(job)
-        job.last_update = self.now
+        else:
+            job.last_update = self.now
+        job.pace = pace
         job.rate = rate
         job.version += 1
-        self._push(self._completion_time(job), _COMPLETION, job, job.version)
+        if math.isfinite(pace):
+            self._push(self._completion_time(job), _COMPLETION, job, job.version)
+
+    def _check_sharing(
+        self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int
+    ) -> dict[Job, tuple[int, float, float]]:
+        """Validate a sharing start before anything changes; returns partner -> (GPUs, ξ_job, ξ_partner)."""
+        if self.sharing is None:
+            raise EngineError(f"policy {self.policy.name} shared GPUs but the replay has no sharing model")
+        counts: dict[Job, int] = {}
+        for g in gpus:
+            holders = self.cluster.holders[g]
+            if len(holders) != 1:
+                raise EngineError(f"job {job.job_id}: GPU {g} holds {len(holders)} jobs; sharing needs exactly one")
+            counts[holders[0]] = counts.get(holders[0], 0) + 1
+        pairs = {}
+        for partner, count in counts.items():
+            if not self.sharing.fits_together(job, partner, accumulation_steps):
+                raise EngineError(f"job {job.job_id} and job {partner.job_id} do not fit in one GPU's memory")
+            xi_job, xi_partner = self.sharing.ratio(job, partner, mode, shares)
+            if not (math.isfinite(xi_job) and math.isfinite(xi_partner)):
+                raise EngineError(f"job {job.job_id} and job {partner.job_id} cannot run together (ξ = inf)")
+            pairs[partner] = (count, xi_job, xi_partner)
+        return pairs
+
+    def _join_partners(self, job: Job, gpus: tuple[int, ...], pairs: dict[Job, tuple[int, float, float]]) -> None:
+        # Castor eq. 24: the JCT had the job waited for these GPUs and then run alone
+        job.exclusive_jct_estimate = max(self.expected_end(p) for p in pairs) + job.remaining - job.submit_time
+        self.cluster.share(gpus, job)
+        job.partners = {}
+        for partner, (count, xi_job, xi_partner) in pairs.items():
+            self._settle(partner)  # close its interval at the old pace before its partners change
+            job.partners[partner] = [count, xi_job]
+            if partner.partners is None:
+                partner.partners = {}
+            partner.partners[job] = [count, xi_partner]
+            self._refresh_rate(partner)
 
     def _stop(self, job: Job) -> None:
-        self.cluster.release(job.gpus)
+        self.cluster.vacate(job)
         job.gpus = ()
         job.run_time += self.now - job.last_start
         del self.running[job]
+        if job.partners:
+            partners = list(job.partners)
+            job.partners = None
+            for partner in partners:
+                self._settle(partner)
+                del partner.partners[job]
+                self._refresh_rate(partner)
 
     def _complete(self, job: Job) -> None:
+        self._settle(job)
         job.remaining = 0.0
         job.overhead_left = 0.0
         job.end_time = self.now

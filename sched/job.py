@@ -20,6 +20,7 @@ class Job:
     index: int = 0  # position in the trace: the tie-break everywhere
     deadline: float = math.nan
     model: str | None = None
+    batch_size: float = math.nan  # per-GPU batch the user asked for
 
     # runtime state, owned by the engine
     remaining: float = field(default=math.nan)  # solo seconds left, as of ``last_update``
@@ -34,6 +35,16 @@ class Job:
     run_time: float = 0.0  # wall seconds spent holding GPUs, completed stints only
     preemptions: int = 0
     version: int = 0  # bumped on every rate change; stale completion events carry an older one
+
+    # sharing state (Castor §3): set by the engine when the job runs beside others
+    accumulation_steps: int = 1  # gradient accumulation chosen at start (Castor §5.2.3)
+    solo_speed: float = 1.0  # rate when alone: < 1 with accumulation
+    share_mode: str = "timeslice"
+    partners: dict | None = None  # partner Job -> [GPUs shared with it, ξ of this job beside it]
+    pace: float = 1.0  # current slowdown: the largest ξ over its GPUs (stragglers, Gimbal §2.2)
+    shared_seconds: float = 0.0  # wall seconds run beside a partner
+    pace_seconds: float = 0.0  # integral of pace over running time
+    exclusive_jct_estimate: float = math.nan  # Castor eq. 24's t_solo-location, when it started shared
 
     def __post_init__(self) -> None:
         if math.isnan(self.remaining):
@@ -60,6 +71,7 @@ def jobs_from_table(table: pd.DataFrame) -> list[Job]:
     ordered = table.sort_values(["submit_time", "job_id"], kind="stable")
     deadlines = ordered["deadline"] if "deadline" in ordered.columns else pd.Series(math.nan, index=ordered.index)
     models = ordered["model"] if "model" in ordered.columns else pd.Series(None, index=ordered.index)
+    batches = ordered["batch_size"] if "batch_size" in ordered.columns else pd.Series(math.nan, index=ordered.index)
     return [
         Job(
             job_id=str(job_id),
@@ -69,8 +81,9 @@ def jobs_from_table(table: pd.DataFrame) -> list[Job]:
             index=i,
             deadline=float(deadline) if pd.notna(deadline) else math.nan,
             model=None if pd.isna(model) else str(model),
+            batch_size=float(batch),
         )
-        for i, (job_id, submit, gpus, duration, deadline, model) in enumerate(
+        for i, (job_id, submit, gpus, duration, deadline, model, batch) in enumerate(
             zip(
                 ordered["job_id"],
                 ordered["submit_time"],
@@ -78,6 +91,7 @@ def jobs_from_table(table: pd.DataFrame) -> list[Job]:
                 ordered["duration"],
                 deadlines,
                 models,
+                batches,
             )
         )
     ]

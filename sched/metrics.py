@@ -13,6 +13,7 @@ JOB_COLUMNS = (
     "job_id", "submit_time", "start_time", "end_time", "num_gpus", "duration", "queue_s", "jct_s",
     "preemptions",
 )
+LARGE_JOB_GPUS = 8  # Castor §9.4 Tables 5-6: "large" = more than 8 GPUs (SJF-BSBF §VI-C uses 4)
 
 
 def job_table(result: EngineResult) -> pd.DataFrame:
@@ -27,17 +28,28 @@ def job_table(result: EngineResult) -> pd.DataFrame:
             "duration": np.fromiter((j.duration for j in jobs), float, len(jobs)),
             "preemptions": np.fromiter((j.preemptions for j in jobs), np.int64, len(jobs)),
             "deadline": np.fromiter((j.deadline for j in jobs), float, len(jobs)),
+            "run_s": np.fromiter((j.run_time for j in jobs), float, len(jobs)),
+            "shared_s": np.fromiter((j.shared_seconds for j in jobs), float, len(jobs)),
+            "pace_s": np.fromiter((j.pace_seconds for j in jobs), float, len(jobs)),
+            "accumulation_steps": np.fromiter((j.accumulation_steps for j in jobs), np.int64, len(jobs)),
+            "exclusive_jct_estimate": np.fromiter((j.exclusive_jct_estimate for j in jobs), float, len(jobs)),
         }
     )
+    if any(j.model is not None for j in jobs):
+        table["model"] = [j.model for j in jobs]
     table["queue_s"] = table["start_time"] - table["submit_time"]
     table["jct_s"] = table["end_time"] - table["submit_time"]
+    table["wait_s"] = table["jct_s"] - table["run_s"]
+    table["avg_xi"] = np.where(table["run_s"] > 0, table["pace_s"] / table["run_s"].where(table["run_s"] > 0), 1.0)
+    table = table.drop(columns="pace_s")
     if table["deadline"].isna().all():
         table = table.drop(columns="deadline")
     return table[[*JOB_COLUMNS, *(c for c in table.columns if c not in JOB_COLUMNS)]]
 
 
-def summarize(table: pd.DataFrame, result: EngineResult) -> dict:
-    """The summary every replay reports; ``gpu_util`` is busy GPU-seconds over capacity x makespan."""
+def summarize(table: pd.DataFrame, result: EngineResult, large_job_gpus: int = LARGE_JOB_GPUS) -> dict:
+    """The summary every replay reports; ``gpu_util`` is busy GPU-seconds over capacity x makespan.
+    ``avg_queue_s`` is submission to first start; ``avg_wait_s`` all time without GPUs (Castor §9.2)."""
     makespan = result.last_end - result.first_submit
     jct = table["jct_s"].to_numpy()
     queue = table["queue_s"].to_numpy()
@@ -53,12 +65,34 @@ def summarize(table: pd.DataFrame, result: EngineResult) -> dict:
         "gpu_util": float(result.busy_gpu_seconds / (result.total_gpus * makespan)) if makespan > 0 else 0.0,
         "preemptions": int(table["preemptions"].sum()),
         "scheduling_passes": result.scheduling_passes,
+        "avg_wait_s": _stat(np.mean, table["wait_s"].to_numpy()),
     }
+    large = table["num_gpus"] > large_job_gpus
+    for name, part in (("large", table[large]), ("small", table[~large])):
+        summary[f"{name}_jobs"] = int(len(part))
+        summary[f"avg_jct_{name}_s"] = _stat(np.mean, part["jct_s"].to_numpy())
+        summary[f"avg_queue_{name}_s"] = _stat(np.mean, part["queue_s"].to_numpy())
+    summary.update(sharing_summary(table, result))
     if "deadline" in table.columns:
         has_deadline = table["deadline"].notna()
         met = (table.loc[has_deadline, "end_time"] <= table.loc[has_deadline, "deadline"]).mean()
         summary["deadline_met_fraction"] = float(met) if has_deadline.any() else math.nan
     return summary
+
+
+def sharing_summary(table: pd.DataFrame, result: EngineResult) -> dict:
+    """Castor's sharing metrics: eq. 24's sharing benefit (t_solo-location / t_colocation, averaged
+    over the jobs that started beside another job), how many jobs shared, GPU-time spent shared, ξ."""
+    shared = table["shared_s"] > 0
+    started_shared = table["exclusive_jct_estimate"].notna()
+    benefit = table.loc[started_shared, "exclusive_jct_estimate"] / table.loc[started_shared, "jct_s"]
+    return {
+        "shared_job_fraction": float(shared.mean()) if len(table) else 0.0,
+        "shared_gpu_time_fraction": result.shared_gpu_seconds / result.busy_gpu_seconds if result.busy_gpu_seconds else 0.0,
+        "avg_sharing_benefit": float(benefit.mean()) if len(benefit) else math.nan,
+        "avg_xi": _stat(np.mean, table["avg_xi"].to_numpy()),
+        "avg_xi_shared_jobs": float(table.loc[shared, "avg_xi"].mean()) if shared.any() else math.nan,
+    }
 
 
 def _stat(fn, values: np.ndarray) -> float:

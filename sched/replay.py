@@ -10,11 +10,14 @@ from typing import Any
 
 import pandas as pd
 
+from schedlab.sched.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.engine import Engine
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
+from schedlab.sched.sharing import SharingModel
+from schedlab.sched.workloads import default_catalog
 
 
 @dataclass
@@ -34,6 +37,25 @@ class ReplayResult:
         return out
 
 
+def prepare_table(
+    table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool = False, seed: int = 0
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Optionally annotate workloads, then fill solo durations from the catalog where a trace gives
+    ``model, batch_size, iterations`` only. Iteration times are for the cluster's training GPU type,
+    or the catalog's reference type when the catalog has no figures for it (reported in the notes)."""
+    catalog = default_catalog()
+    pool = cluster.training_pool
+    gpu_type = catalog_gpu_type(catalog, pool.gpu_type)
+    notes: dict[str, Any] = {"iteration_time_gpu_type": gpu_type}
+    if gpu_type != pool.gpu_type:
+        notes["iteration_time_note"] = f"catalog has no {pool.gpu_type!r} figures; used {gpu_type!r}"
+    if annotate_workloads:
+        table = annotate(table, catalog, seed=seed, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
+        notes["annotated"] = True
+    table = fill_durations(table, catalog, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
+    return table, notes
+
+
 def replay(
     table: pd.DataFrame,
     cluster: ClusterSpec | str,
@@ -43,10 +65,14 @@ def replay(
     placement: str = "consolidated",
     seed: int = 0,
     preemption_overhead_s: float | None = None,
+    interference: str | None = None,
     load_report: dict[str, Any] | None = None,
     progress: bool = False,
 ) -> ReplayResult:
+    """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
+    co-located jobs really run (``analytic`` by default; see ``sched/interference.py``)."""
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
+    sharing = SharingModel.for_cluster(spec, interference)
     engine = Engine(
         jobs_from_table(table),
         ClusterState(spec),
@@ -55,10 +81,13 @@ def replay(
         preemption_overhead_s=preemption_overhead_s,
         seed=seed,
         progress=progress,
+        sharing=sharing,
     )
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
+    summary["interference"] = sharing.interference.name
+    summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     summary = {
         "policy": policy,
         "cluster": spec.name,

@@ -121,7 +121,7 @@ def test_placements_give_whole_gangs(placement):
 
 def test_consolidated_uses_fewest_servers():
     state = ClusterState(load_cluster("3x4"))
-    state.take_from_servers([(0, 3), (1, 1)])  # free: server0 1, server1 3, server2 4
+    state.take_from_servers([(0, 3), (1, 1)], job=None)  # free: server0 1, server1 3, server2 4
     from schedlab.sched.placement import best_fit, consolidated
     import random
 

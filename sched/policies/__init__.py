@@ -1,19 +1,32 @@
-"""The policy registry: ``POLICIES[name]`` is a Policy class; ``make_policy`` validates parameters."""
+"""The policy registry: every ``Policy`` subclass with a ``name`` in a module of this package.
+
+``POLICIES[name]`` is the class; ``make_policy`` validates parameters against its ``Params`` model.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
 from pydantic import ValidationError
 
-from schedlab.sched.policies.backfill import Backfill
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.ordered import FIFO, SJF, SSF
-from schedlab.sched.policies.srtf import SRTF
-from schedlab.sched.policies.tiresias import Tiresias
 
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (FIFO, SJF, SSF, SRTF, Tiresias, Backfill)}
+
+def _discover() -> dict[str, type[Policy]]:
+    found: dict[str, type[Policy]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Policy) and "name" in vars(value):
+                found[value.name] = value
+    return found
+
+
+POLICIES: dict[str, type[Policy]] = _discover()
 BASELINES: tuple[str, ...] = ("fifo", "sjf", "ssf", "srtf", "tiresias", "backfill")
+SHARING: tuple[str, ...] = tuple(name for name, cls in POLICIES.items() if cls.shares_gpus)
 
 
 def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:

@@ -31,6 +31,7 @@ class Policy:
     paper: ClassVar[str]
     simplified: ClassVar[str] = ""  # how this policy differs from its paper, if at all
     Params: ClassVar[type[BaseModel]] = NoParams
+    shares_gpus: ClassVar[bool] = False  # needs workloads (model, batch) and a sharing model
     default_preemption_overhead_s: ClassVar[float] = CHECKPOINT_RESTORE_S
 
     def __init__(self, params: BaseModel | None = None) -> None:
