@@ -1,0 +1,180 @@
+"""Append-only Parquet profile store (Castor §7: profiled trace data for the predictor
+and the simulator).
+
+Layout: ``DIR/records/<config_key>.parquet`` -- one file per measured configuration
+(one row for a solo run, two for a pair), written to a ``.tmp-*`` name and
+``os.replace``d into place, so a killed sweep leaves either the whole file or nothing.
+``--force`` re-measurements are appended as ``<config_key>.<n>.parquet``; readers get
+every row and ``latest()`` keeps the newest per (config_key, job).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .indicators import ALL_INDICATORS
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "oom", "timeout", "error")
+
+
+def default_dir() -> Path:
+    """``$SCHEDLAB_HOME/profiles`` (SCHEDLAB_HOME defaults to ``./.schedlab``)."""
+    return Path(os.environ.get("SCHEDLAB_HOME", ".schedlab")) / "profiles"
+
+
+@dataclass
+class ProfileRecord:
+    """One job's measurement in one run (solo, or one member of a pair)."""
+
+    config_key: str
+    sweep: str
+    kind: str  # solo | pair
+    workload: str
+    size: str
+    batch_size: int
+    accum_steps: int
+    num_gpus: int
+    device: str
+    status: str = "ok"
+    message: Optional[str] = None
+    amp: bool = False
+    job: int = 0  # 0 or 1 within a pair
+    partner: Optional[str] = None
+    partner_batch_size: Optional[int] = None
+    mode: str = "solo"  # solo | timeslice | mps
+    share: Optional[float] = None  # MPS active-thread percentage
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    schema_version: int = SCHEMA_VERSION
+    created_at: float = field(default_factory=time.time)
+    host: str = field(default_factory=socket.gethostname)
+    gpu_indices: Optional[str] = None
+    gpu_model: Optional[str] = None
+    gpu_uuid: Optional[str] = None
+    driver_version: Optional[str] = None
+    torch_version: Optional[str] = None
+    cuda_version: Optional[str] = None
+    warmup_iters: Optional[int] = None
+    measured_iters: Optional[int] = None
+    iter_time_mean_s: Optional[float] = None
+    iter_time_p50_s: Optional[float] = None
+    iter_time_p95_s: Optional[float] = None
+    iter_time_std_s: Optional[float] = None
+    iter_time_min_s: Optional[float] = None
+    iter_time_max_s: Optional[float] = None
+    iter_times_s: list[float] = field(default_factory=list)
+    throughput: Optional[float] = None  # samples/s over all GPUs
+    peak_mem_bytes: Optional[int] = None
+    mem_source: Optional[str] = None
+    t_solo_s: Optional[float] = None
+    xi: Optional[float] = None  # t_coloc / t_solo
+    window_start: Optional[float] = None
+    window_end: Optional[float] = None
+    wall_s: Optional[float] = None
+    indicator_source: Optional[str] = None
+    indicators_missing: Optional[str] = None
+    ind: dict[str, Optional[float]] = field(default_factory=dict)  # flattened to <name>_mean/_p95
+
+    def to_row(self) -> dict[str, Any]:
+        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "ind"}
+        for name in ALL_INDICATORS:
+            for stat in ("mean", "p95"):
+                row[f"{name.lower()}_{stat}"] = self.ind.get(f"{name.lower()}_{stat}")
+        return row
+
+
+_PA = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+
+
+def _schema() -> pa.Schema:
+    fields = []
+    hints = {f.name: f.type for f in dataclasses.fields(ProfileRecord)}
+    for name, t in hints.items():
+        if name == "ind":
+            continue
+        t = str(t)
+        if t.startswith("list"):
+            typ = pa.list_(pa.float64())
+        else:
+            base = t.replace("Optional[", "").rstrip("]")
+            typ = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}.get(base, pa.string())
+        fields.append(pa.field(name, typ))
+    fields += [pa.field(f"{n.lower()}_{s}", pa.float64()) for n in ALL_INDICATORS for s in ("mean", "p95")]
+    return pa.schema(fields, metadata={"schedlab_schema_version": str(SCHEMA_VERSION)})
+
+
+SCHEMA = _schema()
+
+
+class ProfileStore:
+    """Directory of Parquet record files; one file per configuration run."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root) if root is not None else default_dir()
+        self.records = self.root / "records"
+        self.records.mkdir(parents=True, exist_ok=True)
+        for stale in self.records.glob(".tmp-*"):  # half-written files of a killed sweep
+            stale.unlink(missing_ok=True)
+
+    def _files(self) -> list[Path]:
+        return sorted(p for p in self.records.glob("*.parquet") if not p.name.startswith("."))
+
+    def has(self, config_key: str) -> bool:
+        return (self.records / f"{config_key}.parquet").exists()
+
+    def write(self, records: Iterable[ProfileRecord]) -> Path:
+        """Atomically add the records of one configuration run."""
+        recs = list(records)
+        if not recs or len({r.config_key for r in recs}) != 1:
+            raise ValueError("write() takes the records of exactly one configuration")
+        for r in recs:
+            if r.status not in STATUSES:
+                raise ValueError(f"bad status {r.status!r}")
+        key = recs[0].config_key
+        dest, n = self.records / f"{key}.parquet", 0
+        while dest.exists():
+            n += 1
+            dest = self.records / f"{key}.{n}.parquet"
+        table = pa.Table.from_pylist([r.to_row() for r in recs], schema=SCHEMA)
+        tmp = self.records / f".tmp-{key}-{uuid.uuid4().hex}.parquet"
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        if dest.exists():  # a concurrent writer won; keep ours as a further version
+            dest = self.records / f"{key}.{uuid.uuid4().hex[:8]}.parquet"
+        os.replace(tmp, dest)
+        return dest
+
+    def read(self) -> pd.DataFrame:
+        """All rows (every version), in the current schema."""
+        files = self._files()
+        if not files:
+            return SCHEMA.empty_table().to_pandas()
+        tables = [pq.read_table(p) for p in files]
+        return pa.concat_tables(tables, promote_options="default").to_pandas()
+
+    def latest(self) -> pd.DataFrame:
+        """Newest row per (config_key, job)."""
+        df = self.read()
+        if df.empty:
+            return df
+        return df.sort_values("created_at").groupby(["config_key", "job"], as_index=False).tail(1).reset_index(drop=True)
+
+    def solo_time(self, config_key: str) -> Optional[float]:
+        """Mean iteration time of a stored ok solo run, if any."""
+        paths = sorted(self.records.glob(f"{config_key}*.parquet"), key=lambda p: p.stat().st_mtime)
+        for p in reversed(paths):
+            t = pq.read_table(p, columns=["status", "iter_time_mean_s"]).to_pylist()
+            if t and t[0]["status"] == "ok":
+                return t[0]["iter_time_mean_s"]
+        return None

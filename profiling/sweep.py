@@ -1,0 +1,134 @@
+"""Sweep definitions and the resumable sweep loop (Castor §7: offline profiling over
+job configurations; §6.2: every pair of jobs labelled with its interference ratio ξ).
+
+A sweep YAML (``conf/sweeps/NAME.yaml``) has a ``solo`` grid (workloads x batch x
+accumulation x GPUs) and a ``pair`` grid (workload pairs x batch x mode x MPS split).
+Every configuration has a key hashed from what it measures and where; configurations
+already in the store are skipped unless ``force``.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+import yaml
+
+SWEEP_DIR = Path(__file__).resolve().parent.parent / "conf" / "sweeps"
+
+
+@dataclass(frozen=True)
+class SoloConfig:
+    """One job configuration (a solo run, or one member of a pair)."""
+
+    workload: str
+    batch: int
+    accum: int = 1
+    gpus: int = 1
+    size: str = "tiny"
+    amp: bool = False
+    warmup: int = 3
+    iters: int = 10
+    threads: Optional[int] = None
+    min_seconds: float = 0.0
+
+    def spec(self, device: str) -> dict[str, Any]:
+        return {"workload": self.workload, "batch": self.batch, "accum": self.accum, "size": self.size,
+                "amp": self.amp, "warmup": self.warmup, "iters": self.iters, "threads": self.threads,
+                "min_seconds": self.min_seconds, "device": device}
+
+
+@dataclass(frozen=True)
+class PairConfig:
+    """Two jobs co-located on the same GPU(s)."""
+
+    a: SoloConfig
+    b: SoloConfig
+    mode: str = "timeslice"  # timeslice | mps
+    share: tuple[Optional[float], Optional[float]] = (None, None)
+
+
+Config = Union[SoloConfig, PairConfig]
+
+
+@dataclass
+class Sweep:
+    name: str
+    configs: list[Config] = field(default_factory=list)
+    timeout_s: float = 600.0
+    interval_s: float = 1.0
+    device: str = "auto"
+
+
+def config_key(cfg: Config, device: str, gpus: list[str], host: Optional[str] = None) -> str:
+    """Stable hash of what is measured and where (host, device, GPU ids)."""
+    body = {"kind": "pair" if isinstance(cfg, PairConfig) else "solo", "cfg": asdict(cfg), "device": device,
+            "host": host or socket.gethostname(), "gpus": gpus if device == "cuda" or gpus != ["0"] else ["0"]}
+    return hashlib.sha1(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _per_workload(v: Any, w: str) -> list[Any]:
+    """Grid values given as a list, a scalar, or a {workload: list, default: list} map."""
+    if isinstance(v, dict):
+        v = v.get(w, v.get("default"))
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _solo_grid(g: dict[str, Any], common: dict[str, Any]) -> Iterator[SoloConfig]:
+    for w in g["workloads"]:
+        for b, acc, n in itertools.product(_per_workload(g.get("batch", 8), w), _per_workload(g.get("accum", 1), w),
+                                           _per_workload(g.get("gpus", 1), w)):
+            yield SoloConfig(w, int(b), int(acc), int(n), **common)
+
+
+def _pair_grid(g: dict[str, Any], common: dict[str, Any], solo_workloads: list[str]) -> Iterator[PairConfig]:
+    pairs = g.get("workloads", "all")
+    if pairs == "all":
+        pairs = list(itertools.combinations_with_replacement(solo_workloads, 2))
+    for wa, wb in pairs:
+        for b in _per_workload(g.get("batch", 8), f"{wa}+{wb}"):
+            ba, bb = (b, b) if not isinstance(b, (list, tuple)) else b
+            n = int(g.get("gpus", 1))
+            a = SoloConfig(wa, int(ba), int(g.get("accum", 1)), n, **common)
+            bcfg = SoloConfig(wb, int(bb), int(g.get("accum", 1)), n, **common)
+            for mode in g.get("modes", ["timeslice"]):
+                splits = g.get("mps_split", [[50, 50]]) if mode == "mps" else [[None, None]]
+                for sa, sb in splits:
+                    yield PairConfig(a, bcfg, mode, (sa, sb))
+
+
+def find(name_or_path: str) -> Path:
+    """A sweep file path, or the name of one in ``conf/sweeps/``."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    cand = SWEEP_DIR / f"{name_or_path}.yaml"
+    if cand.exists():
+        return cand
+    known = sorted(x.stem for x in SWEEP_DIR.glob("*.yaml"))
+    raise FileNotFoundError(f"no sweep {name_or_path!r} (a YAML path, or one of {known})")
+
+
+def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
+    """Build a sweep from its YAML mapping."""
+    common = {k: d[k] for k in ("size", "amp", "warmup", "iters", "threads", "min_seconds") if k in d}
+    configs: list[Config] = []
+    solo = d.get("solo") or {}
+    if solo:
+        configs += list(_solo_grid(solo, common))
+    if d.get("pair"):
+        configs += list(_pair_grid(d["pair"], common, list(solo.get("workloads", []))))
+    seen: set[str] = set()
+    unique = [c for c in configs if not (repr(c) in seen or seen.add(repr(c)))]  # type: ignore[func-returns-value]
+    interval = float((d.get("collect") or {}).get("interval_s", 1.0))
+    return Sweep(d.get("name", name), unique, float(d.get("timeout_s", 600)), interval, d.get("device", "auto"))
+
+
+def load(name_or_path: str) -> Sweep:
+    path = find(name_or_path)
+    with open(path) as f:
+        return parse(yaml.safe_load(f) or {}, path.stem)
