@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
+
+from schedlab.sched.fitting import fit_eq3, load_pollux
 
 GPU_TYPE = "t4"
 GPUS_PER_NODE_POLLUX = 4  # g4dn.12xlarge
@@ -125,96 +125,11 @@ def default_data_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def _placement_counts(placement: str) -> tuple[int, int]:
-    digits = [int(c) for c in str(placement)]
-    return sum(digits), len(digits)
-
-
-def load_pollux(model_dir: Path) -> pd.DataFrame:
-    """Pollux placements.csv + scalability.csv as one table: num_gpus, servers, local_bsz, step_time."""
-    p = pd.read_csv(model_dir / "placements.csv", dtype={"placement": str})
-    counts = p["placement"].map(_placement_counts)
-    p["num_gpus"] = [c[0] for c in counts]
-    p["servers"] = [c[1] for c in counts]
-    p["source"] = "placements"
-    s = pd.read_csv(model_dir / "scalability.csv")
-    s = s.rename(columns={"num_replicas": "num_gpus", "num_nodes": "servers"})
-    s["source"] = "scalability"
-    cols = ["num_gpus", "servers", "local_bsz", "step_time", "sync_time", "source"]
-    df = pd.concat([p[cols], s[cols]], ignore_index=True)
-    df = df[(df["step_time"] > 0) & np.isfinite(df["step_time"])].reset_index(drop=True)
-    df["group"] = np.where(df["num_gpus"] == 1, "single", np.where(df["servers"] == 1, "intra", "inter"))
-    return df
-
-
-PARAM_NAMES = (
-    "alpha_comp",
-    "beta_comp",
-    "alpha_comm_intra",
-    "beta_comm_intra",
-    "alpha_comm_inter",
-    "beta_comm_inter",
-    "delta",
-)
-
-
-def predict(p: np.ndarray, bsz, num_gpus, servers, model_mb: float, accumulation_steps=1) -> np.ndarray:
-    """Castor eq. 1-3 with the ring all-reduce form of eq. 2 (vectorised; same rule as sched.workloads)."""
-    a_c, b_c, a_i, b_i, a_x, b_x, delta = p
-    bsz = np.asarray(bsz, float)
-    n = np.asarray(num_gpus, float)
-    srv = np.asarray(servers, float)
-    s = np.asarray(accumulation_steps, float)
-    t_comp = a_c + b_c * bsz / s
-    a = np.where(srv > 1, a_x, a_i)
-    b = np.where(srv > 1, b_x, b_i)
-    t_comm = np.where(n > 1, 2.0 * (n - 1.0) * a + 2.0 * (n - 1.0) / n * b * model_mb, 0.0)
-    overlapped = (t_comp**delta + t_comm**delta) ** (1.0 / delta)
-    return (s - 1.0) * t_comp + overlapped
-
-
 def fit_model(df: pd.DataFrame, model_mb: float) -> tuple[dict, dict]:
-    """Bounded least squares of eq. 1-3 on one workload's Pollux rows. Returns (params, mape_by_group)."""
-    obs = df["step_time"].to_numpy(float)
-    bsz = df["local_bsz"].to_numpy(float)
-    n = df["num_gpus"].to_numpy(float)
-    srv = df["servers"].to_numpy(float)
-    groups = df["group"].to_numpy()
-    w = np.empty(len(df))
-    for g in np.unique(groups):
-        m = groups == g
-        w[m] = 1.0 / math.sqrt(m.sum())
-
-    single = df[df["group"] == "single"]
-    b0, a0 = np.polyfit(single["local_bsz"].to_numpy(float), single["step_time"].to_numpy(float), 1)
-    a0, b0 = max(a0, 1e-4), max(b0, 1e-6)
-    extra = np.maximum(obs - (a0 + b0 * bsz), 1e-4)
-    intra = df["group"].to_numpy() == "intra"
-    inter = df["group"].to_numpy() == "inter"
-    ai0 = float(np.median(extra[intra] / (2 * (n[intra] - 1)))) / 2
-    ax0 = float(np.median(extra[inter] / (2 * (n[inter] - 1)))) / 2
-    bi0 = float(np.median(extra[intra])) / model_mb / 2
-    bx0 = float(np.median(extra[inter])) / model_mb / 2
-
-    def resid(p):
-        return w * (predict(p, bsz, n, srv, model_mb) / obs - 1.0)
-
-    lower = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-    upper = [np.inf] * 6 + [10.0]
-    best = None
-    for d0 in (1.0, 2.0, 4.0, 8.0):
-        x0 = np.array([a0, b0, ai0, bi0, ax0, bx0, d0])
-        x0 = np.clip(x0, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
-        res = least_squares(resid, x0, bounds=(lower, upper), x_scale="jac", max_nfev=20000)
-        if best is None or res.cost < best.cost:
-            best = res
-    params = {k: float(v) for k, v in zip(PARAM_NAMES, best.x)}
-    pred = predict(best.x, bsz, n, srv, model_mb)
-    ape = np.abs(pred / obs - 1.0)
-    mape = {g: float(ape[groups == g].mean()) for g in ("single", "intra", "inter")}
-    mape["all"] = float(ape.mean())
-    mape["rows"] = int(len(df))
-    return params, mape
+    """Bounded least squares of eq. 1-3 on one workload's Pollux rows (the shared fitting routine,
+    :func:`schedlab.sched.fitting.fit_eq3`). Returns (params, in-sample mape_by_group)."""
+    fit = fit_eq3(df, model_mb, time="step_time", batch="local_bsz")
+    return fit.params, fit.mape
 
 
 def _round(v: float) -> float:

@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sortedcontainers import SortedList
 from tqdm import tqdm
 
 from schedlab.sched.cluster import ClusterState
@@ -83,6 +84,8 @@ class Engine:
         self.sharing = sharing
         self.now = 0.0
         self.running: dict[Job, None] = {}  # insertion-ordered set of running jobs
+        self.by_end = SortedList()  # (expected end, index, job) of running jobs, soonest first
+        self.state_version = 0  # bumped whenever who-runs-where or any rate changes
         self._heap: list[tuple[float, int, int, Any, int]] = []
         self._seq = 0
         self._busy_gpu_seconds = 0.0
@@ -111,8 +114,11 @@ class Engine:
             placement = self.place(self.cluster, free_needed, self.rng)
             if placement is None:
                 return False
+        job.accumulation_steps = accumulation_steps  # before the checks: ξ depends on the micro-batch
         pairs = self._check_sharing(job, share_gpus, mode, shares, accumulation_steps) if share_gpus else None
-        job.accumulation_steps = accumulation_steps
+        if pairs:  # Castor eq. 24's t_solo-location: pending until enough GPUs were released, then alone
+            released = self.gpus_free_at(job.num_gpus - self.cluster.free_gpus)
+            job.exclusive_jct_estimate = released + job.remaining - job.submit_time
         job.solo_speed = self.sharing.accumulation_speed(job, accumulation_steps) if accumulation_steps > 1 else 1.0
         job.share_mode = mode
         free_part = self.cluster.take_from_servers(placement, job) if free_needed > 0 else ()
@@ -159,9 +165,32 @@ class Engine:
         """When a running job will finish at its current rate."""
         return self._completion_time(job) if job.running else math.inf
 
-    def partners_of(self, gpu: int) -> list[Job]:
-        """The jobs on ``gpu`` (0, 1 or 2)."""
-        return self.cluster.holders[gpu]
+    def can_share(self, job: Job, partner: Job, mode: str = "timeslice", shares=None, accumulation_steps: int = 1) -> bool:
+        """Whether ``job`` could physically run beside ``partner``: both fit in one GPU's memory and
+        the (true) interference source does not say they cannot co-run (ξ = inf)."""
+        if self.sharing is None or not self.sharing.fits_together(job, partner, accumulation_steps):
+            return False
+        saved, job.accumulation_steps = job.accumulation_steps, accumulation_steps
+        try:
+            return all(math.isfinite(x) for x in self.sharing.ratio(job, partner, mode, shares))
+        finally:
+            job.accumulation_steps = saved
+
+    def gpus_free_at(self, needed: int) -> float:
+        """When ``needed`` more GPUs would be free if running jobs kept their pace and nothing new
+        arrived: a GPU frees when its last holder ends. Walks running jobs soonest-ending first."""
+        if needed <= 0:
+            return self.now
+        freed = 0
+        ended: set[Job] = set()
+        for end, _, job in self.by_end:
+            freed += job.num_gpus
+            if job.partners:  # a shared GPU frees only when the later of its two holders ends
+                freed -= sum(count for partner, (count, _) in job.partners.items() if partner not in ended)
+            ended.add(job)
+            if freed >= needed:
+                return end
+        return math.inf
 
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
@@ -255,6 +284,7 @@ class Engine:
 
     def _refresh_rate(self, job: Job) -> None:
         """Re-compute ``job``'s pace and rate from its partners; re-schedule its completion."""
+        self.state_version += 1
         pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
         rate = job.solo_speed / pace
         if job.rate > 0:
@@ -266,8 +296,12 @@ class Engine:
         job.pace = pace
         job.rate = rate
         job.version += 1
-        if math.isfinite(pace):
-            self._push(self._completion_time(job), _COMPLETION, job, job.version)
+        if job.end_key is not None:
+            self.by_end.remove(job.end_key)
+        end = self._completion_time(job)
+        job.end_key = (end, job.index, job)
+        self.by_end.add(job.end_key)
+        self._push(end, _COMPLETION, job, job.version)
 
     def _check_sharing(
         self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int
@@ -292,8 +326,6 @@ class Engine:
         return pairs
 
     def _join_partners(self, job: Job, gpus: tuple[int, ...], pairs: dict[Job, tuple[int, float, float]]) -> None:
-        # Castor eq. 24: the JCT had the job waited for these GPUs and then run alone
-        job.exclusive_jct_estimate = max(self.expected_end(p) for p in pairs) + job.remaining - job.submit_time
         self.cluster.share(gpus, job)
         job.partners = {}
         for partner, (count, xi_job, xi_partner) in pairs.items():
@@ -305,6 +337,9 @@ class Engine:
             self._refresh_rate(partner)
 
     def _stop(self, job: Job) -> None:
+        self.state_version += 1
+        self.by_end.remove(job.end_key)
+        job.end_key = None
         self.cluster.vacate(job)
         job.gpus = ()
         job.run_time += self.now - job.last_start

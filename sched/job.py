@@ -35,6 +35,7 @@ class Job:
     run_time: float = 0.0  # wall seconds spent holding GPUs, completed stints only
     preemptions: int = 0
     version: int = 0  # bumped on every rate change; stale completion events carry an older one
+    end_key: tuple | None = None  # (expected end, index, self) in the engine's by_end list while running
 
     # sharing state (Castor §3): set by the engine when the job runs beside others
     accumulation_steps: int = 1  # gradient accumulation chosen at start (Castor §5.2.3)

@@ -76,8 +76,8 @@ class Backfill(Policy):
     def _reservation(engine: Engine, head: Job) -> tuple[float, int]:
         """(shadow time, GPUs spare at shadow time) for the blocked head job."""
         available = engine.cluster.free_gpus
-        for end, gpus in sorted((engine.expected_end(j), j.num_gpus) for j in engine.running):
-            available += gpus
+        for end, _, job in engine.by_end:
+            available += job.num_gpus
             if available >= head.num_gpus:
                 return end, available - head.num_gpus
         return math.inf, 0

@@ -1,0 +1,55 @@
+"""Log fitted models to MLflow and register them (``iteration-time``, ``interference-ratio``).
+
+A fit is one MLflow run in the ``models`` experiment: metrics (flattened), parameters, the training
+data's hash and the profile store version as tags, the artifact under ``model/``; then a new version
+of the registered model whose source is ``runs:/<run>/model``. Load it back with
+``InterferenceModel.load("models:/interference-ratio/<version>")``. The tracking store is
+``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (``schedlab.flows.settings``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from schedlab.flows.settings import apply_env, artifact_root, tracking_uri
+
+EXPERIMENT = "models"
+
+
+def log_model(artifact: Path, registered_name: str, metrics: dict[str, Any], *, params: dict[str, Any] | None = None,
+              tags: dict[str, str] | None = None, uri: str | None = None) -> dict[str, str]:
+    """Log ``artifact`` (a directory or one file) with its metrics; register a new model version.
+    Returns ``run_id``, ``version`` and ``model_uri``."""
+    apply_env()
+    from schedlab.tasks.tracking import check_tracking, client, code_version, ensure_experiment, flat_metrics, retrying
+
+    uri = uri or tracking_uri()
+    check_tracking(uri)
+    c = client(uri)
+    exp = ensure_experiment(uri, EXPERIMENT, None if uri.startswith(("http://", "https://")) else artifact_root())
+    run = retrying(lambda: c.create_run(exp, run_name=f"fit-{registered_name}",
+                                        tags={"schedlab.kind": "fit", "schedlab.model": registered_name,
+                                              "schedlab.code_version": code_version(), **(tags or {})}))
+    rid = run.info.run_id
+    try:
+        for key, value in (params or {}).items():
+            retrying(lambda: c.log_param(rid, key, str(value)[:500]))
+        for key, value in flat_metrics(metrics).items():
+            retrying(lambda: c.log_metric(rid, key, value))
+        if artifact.is_dir():
+            c.log_artifacts(rid, str(artifact), "model")
+        else:
+            c.log_artifact(rid, str(artifact), "model")
+    except Exception:
+        retrying(lambda: c.set_terminated(rid, status="FAILED"))
+        raise
+    retrying(lambda: c.set_terminated(rid))
+    try:
+        retrying(lambda: c.create_registered_model(registered_name))
+    except Exception as err:  # noqa: BLE001 - already registered
+        if "already exists" not in str(err).lower() and "RESOURCE_ALREADY_EXISTS" not in str(err):
+            raise
+    version = retrying(lambda: c.create_model_version(registered_name, source=f"runs:/{rid}/model", run_id=rid))
+    return {"run_id": rid, "version": str(version.version),
+            "model_uri": f"models:/{registered_name}/{version.version}", "tracking_uri": uri}

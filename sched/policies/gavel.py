@@ -1,0 +1,271 @@
+"""``gavel``: round-based scheduling from an LP allocation over job combinations (Gavel, OSDI'20,
+Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Learning Workloads").
+
+On a homogeneous cluster Gavel's heterogeneity reduces to *combinations*: a job alone, or a pair of
+jobs with the same GPU count space-sharing the same GPUs (§3.1). The allocation ``X[c]`` (fraction of
+time per combination) is the optimum of a linear program (``gavel_lp.py``): ``max_min_fairness``
+(§4.1, LAS with equal weights) or ``makespan`` (§4.2), solved with scipy's HiGHS.
+
+Rounds (§5): every ``round_s`` seconds (6 minutes, §5 and Gavel's ``time_per_iteration=360``) the
+policy ranks combinations with ``X > 0`` by priority ``X[c] / time received by c`` (Gavel's fraction
+of rounds received; every combination starts at half a round, as in Gavel's scheduler, so a new one
+is not infinite), ties broken by the deficit (time owed, ``X·elapsed - received``) then by ``X``
+(§5, Algorithm 1). It greedily takes combinations that fit in the cluster's GPUs (whole gangs),
+skipping those with a job already taken; jobs left over then fill leftover GPUs alone, largest
+deficit first (Gavel's greedy also walks zero-priority jobs; keeping their deficit current so that
+fill jobs rotate is ours). Running jobs not chosen again are preempted (they keep their progress;
+Gavel checkpoints between rounds); jobs chosen again keep running (Gavel's lease extension, §5);
+a chosen pair starts its second job beside the first via ``share_gpus``, largest gangs first.
+
+Re-solving (§5; Gavel's simulator): arrivals and completions only mark the allocation stale; it is
+re-solved at the next round boundary at least ``reallocation_interval_s`` after the last solve (Gavel
+scheduler.py's ``minimum_time_between_allocation_resets`` = 1,920 s), or at once when no active job
+has an allocation. A re-solve resets the time-received counters, carrying the difference into the
+deficits, as Gavel does. GPUs freed mid-round stay idle until the next round, as in Gavel's
+simulator, except that an arrival on an idle cluster starts a round at once.
+
+LP size: at most ``max_jobs_in_lp`` active jobs (the oldest; default 100), the others run only as
+fill; at most ``max_partners_per_job`` (default 8) pair columns per job, its best partners by combined
+throughput, so a round's LP has at most ~900 columns and ~200 rows and solves in milliseconds on
+128 GPUs. A pair is a candidate only if both jobs fit in one GPU's memory, ξ is finite and the
+combined normalised throughput ``1/ξ_a + 1/ξ_b`` exceeds 1. Gavel's code considers every pair of
+equal scale factor with non-zero throughput; dropping pairs with combined throughput <= 1 loses
+nothing (time-slicing the two jobs alone gives the same progress for no more GPU time), and the
+partner cap did not lower the optimum on the replays we checked (analytic ξ and Gavel's table).
+
+Preemption overhead: the project default, 63 s checkpoint-restore (Lyra §7.5), like the other
+preemptive baselines; Gavel's simulator charges none (replay with ``preemption_overhead_s=0``).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedlab.sched.policies.base import Policy
+from schedlab.sched.policies.gavel_lp import build_problem, solve
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+
+ALLOCATION_FLOOR = 1e-6  # LP values below this are solver dust, not an allocation
+_ROUND = "gavel-round"
+
+
+class GavelParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    objective: Literal["max_min_fairness", "makespan"] = "max_min_fairness"
+    round_s: float = Field(default=360.0, gt=0, description="round length (Gavel §5: 6 minutes)")
+    reallocation_interval_s: float = Field(
+        default=1920.0, ge=0, description="least time between LP re-solves (Gavel scheduler.py default)"
+    )
+    max_jobs_in_lp: int = Field(default=100, ge=1, description="oldest active jobs the LP allocates")
+    max_partners_per_job: int = Field(
+        default=8, ge=1, description="a job's best partners (by combined throughput) kept as LP pair columns"
+    )
+    space_sharing: bool = Field(default=True, description="consider pairs (Gavel's packing variants)")
+    mode: Literal["timeslice", "mps"] = Field(default="timeslice", description="Gavel measured time-slicing")
+
+
+class Gavel(Policy):
+    name = "gavel"
+    summary = "round-based LP allocation over single jobs and space-sharing pairs (max-min fairness or makespan)"
+    paper = "Gavel (OSDI'20) §3.1 (combinations, effective throughput), §4.1-4.2 (objectives), §5 (rounds)"
+    simplified = (
+        "one GPU type; pairs of equal GPU count only; LP over the oldest max_jobs_in_lp jobs and each job's"
+        " max_partners_per_job best partners; ties refined by max total throughput; equal priority weights;"
+        " ξ known (no throughput estimation, §6); placement by the engine's strategy"
+    )
+    Params = GavelParams
+    shares_gpus = True
+
+    def __init__(self, params: GavelParams | None = None) -> None:
+        super().__init__(params)
+        self.active: dict[int, Job] = {}  # job index -> job, in arrival order
+        self.alloc: dict[tuple[int, ...], float] = {}  # combination (job indexes) -> X
+        self.received: dict[tuple[int, ...], float] = {}  # seconds run since the last re-solve
+        self.deficit: dict[tuple[int, ...], float] = {}  # owed time carried across re-solves
+        self.current: list[tuple[int, ...]] = []  # combinations running this round
+        self.round_start = 0.0
+        self.last_solve = -math.inf
+        self.stale = False
+        self.round_due = False
+        self.timer_seq = 0
+        self.pairs: dict[tuple, tuple[float, float] | None] = {}  # (model, batch) x 2 -> rates or None
+        self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
+        self.round_times: list[float] = []  # when each round started
+
+    # ---- events ------------------------------------------------------------------------------
+    def on_arrival(self, engine: Engine, job: Job) -> None:
+        self.active[job.index] = job
+        self.stale = True
+        if not engine.running:
+            self.round_due = True  # idle cluster: start a round now (a pending timer becomes stale)
+
+    def on_finish(self, engine: Engine, job: Job) -> None:
+        del self.active[job.index]
+        self.stale = True
+        i = job.index
+        self.alloc = {k: x for k, x in self.alloc.items() if i not in k}
+        self.received = {k: t for k, t in self.received.items() if i not in k}
+        self.deficit = {k: d for k, d in self.deficit.items() if i not in k}
+        self.current = [k for k in self.current if i not in k]
+
+    def on_timer(self, engine: Engine, payload: Any) -> None:
+        if payload == (_ROUND, self.timer_seq):
+            self.round_due = True
+
+    def schedule(self, engine: Engine) -> None:
+        if not self.round_due:
+            return
+        self.round_due = False
+        now = engine.now
+        for key in self.current:
+            self.received[key] = self.received.get(key, 0.0) + (now - self.round_start)
+        self.current = []
+        self.timer_seq += 1  # invalidates a pending timer when a round starts early
+        if not self.active:
+            return
+        if self.stale and (now - self.last_solve >= self.params.reallocation_interval_s or not self.alloc):
+            self._reallocate(engine)
+        self._apply(engine, self._plan(engine))
+        self.round_start = now
+        self.round_times.append(now)
+        engine.set_timer(now + self.params.round_s, (_ROUND, self.timer_seq))
+
+    # ---- allocation (Gavel §3.1, §4) ---------------------------------------------------------
+    def _reallocate(self, engine: Engine) -> None:
+        now = engine.now
+        span = now - self.last_solve
+        if math.isfinite(span):  # Gavel: deficit += time it should have had - time it had
+            for key in self.alloc.keys() | self.received.keys():
+                owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
+                self.deficit[key] = self.deficit.get(key, 0.0) + owed
+        self.received = {}
+        jobs = list(self.active.values())[: self.params.max_jobs_in_lp]
+        combos, rates = self._combinations(engine, jobs)
+        problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
+        remaining = [engine.remaining(j) for j in jobs] if self.params.objective == "makespan" else None
+        solution = solve(problem, self.params.objective, remaining)
+        self.lp_solve_times.append(solution.seconds)
+        self.alloc = {
+            tuple(sorted(jobs[p].index for p in members)): float(x)
+            for members, x in zip(combos, solution.x)
+            if x > ALLOCATION_FLOOR
+        }
+        self.last_solve = now
+        self.stale = False
+
+    def _combinations(self, engine: Engine, jobs: list[Job]):
+        """Every job alone, then for each job its ``max_partners_per_job`` best pairs: partners with
+        the same GPU count (Gavel packs equal scale factors only), best combined throughput first,
+        oldest first among equals. Pair rates are computed once per workload kind, not per job pair."""
+        n = len(jobs)
+        combos: list[tuple[int, ...]] = [(p,) for p in range(n)]
+        rates: list[tuple[float, ...]] = [(1.0,)] * n
+        if not self.params.space_sharing or engine.sharing is None:
+            return combos, rates
+        kinds: dict[tuple, list[int]] = {}  # (GPUs, model, batch) -> positions, oldest first
+        for p, job in enumerate(jobs):
+            if job.model is not None and job.batch_size == job.batch_size:
+                kinds.setdefault((job.num_gpus, job.model, job.batch_size), []).append(p)
+        ranked: dict[tuple, list[tuple]] = {}  # kind -> partner kinds, best pair first
+        for ka, pa in kinds.items():
+            options = []
+            for kb, pb in kinds.items():
+                pair = self._pair_rates(engine, jobs[pa[0]], jobs[pb[0]]) if kb[0] == ka[0] else None
+                if pair is not None:
+                    options.append((-sum(pair), pb[0], kb))
+            ranked[ka] = [kb for *_, kb in sorted(options)]
+        chosen: dict[tuple[int, int], tuple[float, float]] = {}
+        for ka, members in kinds.items():
+            for p in members:
+                partners = (q for kb in ranked[ka] for q in kinds[kb] if q != p)
+                for q in islice(partners, self.params.max_partners_per_job):
+                    key = (p, q) if p < q else (q, p)
+                    if key not in chosen:
+                        chosen[key] = self._pair_rates(engine, jobs[key[0]], jobs[key[1]])
+        for key in sorted(chosen):
+            combos.append(key)
+            rates.append(chosen[key])
+        return combos, rates
+
+    def _pair_rates(self, engine: Engine, a: Job, b: Job) -> tuple[float, float] | None:
+        """Normalised throughputs (1/ξ_a, 1/ξ_b) of a useful pair, or None (cached per workload pair)."""
+        key = (a.model, a.batch_size, b.model, b.batch_size)
+        if key not in self.pairs:
+            rates = None
+            if engine.sharing.fits_together(a, b):
+                xi_a, xi_b = engine.sharing.ratio(a, b, self.params.mode)
+                if math.isfinite(xi_a) and math.isfinite(xi_b) and 1 / xi_a + 1 / xi_b > 1:
+                    rates = (1 / xi_a, 1 / xi_b)
+            self.pairs[key] = rates
+        return self.pairs[key]
+
+    # ---- rounds (Gavel §5) -------------------------------------------------------------------
+    def _live_deficit(self, key: tuple[int, ...], now: float) -> float:
+        owed = self.alloc.get(key, 0.0) * (now - self.last_solve) if math.isfinite(self.last_solve) else 0.0
+        return self.deficit.get(key, 0.0) + owed - self.received.get(key, 0.0)
+
+    def _plan(self, engine: Engine) -> list[tuple[int, ...]]:
+        now, seed = engine.now, self.params.round_s / 2
+
+        def rank(item):  # Gavel §5: priority X / time received, then deficit, then X (all descending)
+            key, x = item
+            return (-x / (seed + self.received.get(key, 0.0)), -self._live_deficit(key, now), -x, key)
+
+        ranked = sorted(self.alloc.items(), key=rank)
+        free = engine.cluster.total_gpus
+        taken: set[int] = set()
+        plan: list[tuple[int, ...]] = []
+        for key, _ in ranked:
+            gpus = self.active[key[0]].num_gpus
+            if gpus > free or any(i in taken for i in key):
+                continue
+            plan.append(key)
+            taken.update(key)
+            free -= gpus
+            if free == 0:
+                return plan
+        leftovers = sorted(
+            (j for i, j in self.active.items() if i not in taken and j.num_gpus <= free),
+            key=lambda j: (-self._live_deficit((j.index,), now), j.index),
+        )
+        for job in leftovers:  # zero-priority fill, as Gavel's greedy walks every job
+            if job.num_gpus <= free:
+                plan.append((job.index,))
+                free -= job.num_gpus
+        return plan
+
+    @staticmethod
+    def _partners(engine: Engine, job: Job) -> list[Job]:
+        """The job sharing ``job``'s GPUs, if any (this policy pairs jobs on identical GPU sets)."""
+        return [p for p in engine.cluster.holders[job.gpus[0]] if p is not job]
+
+    def _apply(self, engine: Engine, plan: list[tuple[int, ...]]) -> None:
+        target = {i: key for key in plan for i in key}
+        running = list(engine.running)
+        for job in running:  # not chosen for the next round
+            if job.index not in target:
+                engine.preempt(job)
+        for job in running:  # chosen, but its current partner is not in its next combination
+            if job.running and any(p.index not in target[job.index] for p in self._partners(engine, job)):
+                engine.preempt(job)
+        for key in plan:  # a pair whose jobs both ran alone: move the second beside the first
+            if len(key) == 2:
+                a, b = self.active[key[0]], self.active[key[1]]
+                if a.running and b.running and b not in self._partners(engine, a):
+                    engine.preempt(b)
+        for key in sorted(plan, key=lambda k: -self.active[k[0]].num_gpus):  # big gangs first (Gavel §5)
+            a, b = self.active[key[0]], (self.active[key[1]] if len(key) == 2 else None)
+            if b is not None and b.running and not a.running:
+                a, b = b, a  # the running job anchors the pair
+            if not a.running and not engine.start(a):
+                raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
+            if b is not None and not b.running:
+                engine.start(b, share_gpus=a.gpus, mode=self.params.mode)
+            self.current.append(key)

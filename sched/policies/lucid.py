@@ -1,0 +1,249 @@
+"""``lucid``: Lucid's non-intrusive "indolent" packing (Hu et al., ASPLOS'23, "Lucid: A Non-intrusive,
+Scalable and Interpretable Scheduler for Deep Learning Training Jobs").
+
+The rules, cited by mechanism name (the paper's section numbers could not be checked here), as in its
+artifact (github S-Lab-System-Group/Lucid, ``simulation/policy/lucid.py``, ``analyzer/analyzer.py``):
+
+1. **Priority from the workload estimate** (Lucid's Workload Estimate Model + time-aware scheduling):
+   a job's priority value is its estimated duration x its GPU count; the queue is served lowest value
+   first, and a job that cannot start does not block the ones behind it.
+2. **Sharing score** (Lucid's Packing Analyze Model): each workload gets a score in {0, 1, 2} from
+   its profile: its average normalized speed when co-located (solo time / co-located time = 1/ξ)
+   is < 0.85 -> 2, < 0.95 -> 1, otherwise 0 (the artifact's labelling rule).
+3. **Affine-pair packing**: a queued job may be packed beside one running job that (a) runs alone,
+   (b) asks for the *same number of GPUs* (it then takes exactly that job's GPUs), (c) fits with it
+   in one GPU's memory, (d) whose score plus the job's is <= 2, and (e) whose priority value is at
+   least half the job's (the "time-aware" pair picker). Only single-server jobs are packed (the
+   artifact packs ``gpu_num <= 8`` on 8-GPU nodes; Castor §9.1: Lucid "neglects GPU sharing for DDL
+   jobs"). As in the artifact a job tries a partner first, free GPUs second. It never preempts.
+
+Simplified (also in ``simplified``): the workload estimate is the trace's true duration (no GA²M
+model); the score comes from the replay's ξ source against every catalog workload (no decision tree
+on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Predict Model foresees a
+quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
+eligible class head (so a pass stays O(decisions)). With a constant ξ >= 1.18 (``analytic``'s 1.5)
+every workload scores 2 and Lucid never packs: that is its rule, not a bug.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedlab.sched.job import Job
+from schedlab.sched.policies.base import Policy
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+
+
+def workload(job: Job) -> tuple:
+    return (job.model, job.batch_size)
+
+
+class ClassQueue:
+    """Jobs in two lazily-cleaned heap indexes on ``(key, index)``: per GPU count, and per class
+    ``(GPU count, workload)``. Finding the best job that fits, or the head of every class of one
+    GPU count, looks at a handful of heap heads, never at every job."""
+
+    def __init__(self, key: Callable[[Job], float]) -> None:
+        self.key = key
+        self.token: dict[Job, int] = {}
+        self._seq = 0
+        self.by_gpus: dict[int, list] = {}
+        self.by_class: dict[int, dict[tuple, list]] = {}
+
+    def push(self, job: Job) -> None:
+        self._seq += 1
+        self.token[job] = self._seq
+        entry = (self.key(job), job.index, self._seq, job)
+        heappush(self.by_gpus.setdefault(job.num_gpus, []), entry)
+        heappush(self.by_class.setdefault(job.num_gpus, {}).setdefault(workload(job), []), entry)
+
+    def remove(self, job: Job) -> None:
+        del self.token[job]
+
+    def _head(self, heap: list):
+        token = self.token
+        while heap and token.get(heap[0][3]) != heap[0][2]:
+            heappop(heap)
+        return heap[0] if heap else None
+
+    def best(self, max_gpus: int) -> Job | None:
+        """The lowest-key job needing at most ``max_gpus`` GPUs."""
+        best = None
+        for gpus, heap in self.by_gpus.items():
+            if gpus <= max_gpus and (entry := self._head(heap)) is not None and (best is None or entry < best):
+                best = entry
+        return None if best is None else best[3]
+
+    def heads(self, gpus: int) -> list:
+        """``(entry, workload)`` of the head of each non-empty class of ``gpus`` GPUs."""
+        return [(e, wl) for wl, heap in self.by_class.get(gpus, {}).items() if (e := self._head(heap)) is not None]
+
+    def head(self, gpus: int, wl: tuple):
+        heap = self.by_class.get(gpus, {}).get(wl)
+        return None if heap is None else self._head(heap)
+
+
+class PackingPolicy(Policy):
+    """What Lucid and Gandiva share: a waiting queue, the running jobs that are alone on their GPUs
+    (packing targets), pairs, and a packing pass that only revisits what changed: ``dirty`` maps a
+    GPU count to the waiting classes and the target classes that gained a job since the last pass;
+    only waiting classes that are new or compatible with a new target class are tried again."""
+
+    shares_gpus = True
+
+    def __init__(self, params, waiting_key: Callable[[Job], float], target_key: Callable[[Job], float]) -> None:
+        super().__init__(params)
+        self.waiting = ClassQueue(waiting_key)
+        self.alone = ClassQueue(target_key)
+        self.pair: dict[Job, Job] = {}
+        self.dirty: dict[int, tuple[set, set]] = {}
+        self.packs = 0
+
+    def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
+        """Index in ``targets`` (``(entry, workload)`` class heads) of the partner for ``entry``'s job."""
+        raise NotImplementedError
+
+    def fits(self, engine: Engine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
+        """Whether the two workload classes may ever be packed (cached by the subclass)."""
+        raise NotImplementedError
+
+    def on_packed(self, engine: Engine, job: Job, partner: Job) -> None:
+        """Called after ``job`` was packed beside ``partner``."""
+
+    def on_arrival(self, engine: Engine, job: Job) -> None:
+        self._enqueue(job)
+
+    def on_finish(self, engine: Engine, job: Job) -> None:
+        partner = self.pair.pop(job, None)
+        if partner is None:
+            self.alone.remove(job)
+        else:
+            del self.pair[partner]
+            self._alone(partner)
+
+    def _enqueue(self, job: Job) -> None:
+        self.waiting.push(job)
+        self.dirty.setdefault(job.num_gpus, (set(), set()))[0].add(workload(job))
+
+    def _alone(self, job: Job) -> None:
+        self.alone.push(job)
+        self.dirty.setdefault(job.num_gpus, (set(), set()))[1].add(workload(job))
+
+    def _start_free(self, engine: Engine) -> None:
+        """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one."""
+        while (job := self.waiting.best(engine.cluster.free_gpus)) is not None:
+            if not engine.start(job):
+                raise RuntimeError(f"{self.name}: job {job.job_id} did not fit although enough GPUs were free")
+            self.waiting.remove(job)
+            self._alone(job)
+
+    def _pack(self, engine: Engine, max_pack: int) -> None:
+        """Pack waiting class heads (best key first) beside targets of the same GPU count. A class
+        whose head finds no partner is done for this pass: within a class later jobs rank no better,
+        and targets are only used up."""
+        for gpus, (new_waiting, new_targets) in self.dirty.items():
+            if gpus > max_pack or self.waiting._head(self.waiting.by_gpus.get(gpus, [])) is None:
+                continue  # nothing of this size waits
+            if not (targets := self.alone.heads(gpus)):
+                continue
+            if new_targets:
+                fresh = [(e[3], twl) for e, twl in targets if twl in new_targets]
+                heads = [(e, wl) for e, wl in self.waiting.heads(gpus) if wl in new_waiting or any(
+                    self.fits(engine, e[3], wl, target, twl) for target, twl in fresh)]
+            else:
+                heads = [(e, wl) for wl in new_waiting if (e := self.waiting.head(gpus, wl)) is not None]
+            heads.sort()
+            for entry, wl in heads:
+                while entry is not None and targets and (i := self.choose(engine, entry, wl, targets)) is not None:
+                    job, partner, twl = entry[3], targets[i][0][3], targets[i][1]
+                    engine.start(job, share_gpus=partner.gpus)
+                    self.waiting.remove(job)
+                    self.alone.remove(partner)
+                    self.pair[job], self.pair[partner] = partner, job
+                    self.packs += 1
+                    self.on_packed(engine, job, partner)
+                    if (nxt := self.alone.head(gpus, twl)) is not None:
+                        targets[i] = (nxt, twl)
+                    else:
+                        del targets[i]
+                    entry = self.waiting.head(gpus, wl)
+        self.dirty.clear()
+
+
+class LucidParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    score_speeds: tuple[float, float] = Field(default=(0.85, 0.95), description="mean 1/ξ below: score 2 / 1")
+    max_pair_score: int = Field(default=2, ge=0, description="a pair packs if its scores sum to at most this")
+    priority_ratio: float = Field(default=2.0, gt=0, description="job priority <= ratio x partner priority")
+    max_pack_gpus: int | None = Field(default=None, ge=1, description="largest packed job; None: one server")
+    pack_when_free: bool = Field(default=True, description="try a partner before free GPUs (artifact order)")
+
+
+class Lucid(PackingPolicy):
+    name = "lucid"
+    summary = "priority = estimated GPU time; packs same-GPU-count single-server jobs with low sharing scores"
+    paper = "Lucid (ASPLOS'23): indolent packing, Packing Analyze Model, time-aware order; Castor §9.1 baseline"
+    simplified = "oracle durations; sharing score from the ξ source, not a DCGM decision tree; no adaptive sharing"
+    Params = LucidParams
+
+    def __init__(self, params: LucidParams | None = None) -> None:
+        super().__init__(params, self.priority, lambda job: -self.priority(job))  # targets: longest first
+        low, high = self.params.score_speeds
+        if not 0 < low <= high:
+            raise ValueError(f"lucid: score_speeds must satisfy 0 < low <= high, got {self.params.score_speeds}")
+        self._score: dict[tuple, int] = {}
+        self._compatible: dict[tuple, bool] = {}
+        self._probes: list[Job] | None = None
+
+    @staticmethod
+    def priority(job: Job) -> float:
+        """Lucid's priority value: estimated duration x GPUs (lower runs first)."""
+        return job.duration * job.num_gpus
+
+    def schedule(self, engine: Engine) -> None:
+        max_pack = self.params.max_pack_gpus or engine.cluster.gpus_per_server
+        if self.params.pack_when_free:
+            self._pack(engine, max_pack)
+        self._start_free(engine)
+        self._pack(engine, max_pack)
+
+    def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
+        """Time-aware affine pair: same GPU count (by construction), priority within ``priority_ratio``,
+        scores and memory compatible; the earliest-started such class head."""
+        job, limit = entry[3], entry[0] / self.params.priority_ratio
+        best, best_key = None, None
+        for i, (head, twl) in enumerate(targets):
+            target = head[3]
+            key = (target.last_start, target.index)
+            if -head[0] >= limit and (best is None or key < best_key) and self.fits(engine, job, wl, target, twl):
+                best, best_key = i, key
+        return best
+
+    def fits(self, engine: Engine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
+        if (ok := self._compatible.get(key := (wl, twl))) is None:
+            ok = self._compatible[key] = (
+                self.score(engine, job) + self.score(engine, target) <= self.params.max_pair_score
+                and engine.can_share(job, target)
+            )
+        return ok
+
+    def score(self, engine: Engine, job: Job) -> int:
+        """Lucid's sharing score of the job's workload: its mean speed 1/ξ beside every catalog workload."""
+        if (score := self._score.get(wl := workload(job))) is None:
+            if (sharing := engine.sharing) is None:
+                raise RuntimeError("lucid needs a sharing model (replay builds one)")
+            if self._probes is None:  # the profile's partners: every catalog workload and batch size
+                catalog = sharing.catalog
+                self._probes = [
+                    Job(f"probe:{m}:{b}", 0.0, 1, 1.0, model=m, batch_size=float(b))
+                    for m in catalog.models for b in catalog.workload(m).batch_sizes
+                ]
+            speed = sum(1.0 / sharing.ratio(job, probe, "timeslice")[0] for probe in self._probes) / len(self._probes)
+            low, high = self.params.score_speeds
+            score = self._score[wl] = 2 if speed < low else 1 if speed < high else 0
+        return score

@@ -1,0 +1,172 @@
+"""The ξ model (Castor §6): split by pair, artifact round trip (directory and MLflow), clear errors,
+the ``model`` ξ source, the Gavel configuration-only variant and the shipped default."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import shared_data
+
+from schedlab.profiling.store import ProfileRecord, ProfileStore
+from schedlab.sched import fit_interference as F
+from schedlab.sched.fit_cli import register
+from schedlab.sched.interference import make_interference
+from schedlab.sched.job import Job
+from schedlab.sched.models import InterferenceModel, ModelError
+
+SHIPPED = Path(__file__).resolve().parents[1] / "conf" / "models" / "interference-gavel-v100"
+WORKLOADS = {"resnet18": 0.7, "resnet50": 0.9, "bert": 0.5, "ncf": 0.1}  # FP32A-like intensity per workload
+
+
+def write_pair_store(root: Path) -> ProfileStore:
+    """TEST FIXTURE (synthetic, not measured): solo and pair records in the store's real schema; ξ is a
+    known function of the partners' indicators, so a model has something to learn."""
+    store, rng, n = ProfileStore(root), np.random.default_rng(0), 0
+
+    def ind(w: str, b: int) -> dict[str, float]:
+        k = WORKLOADS[w] * (1 + 0.1 * np.log2(b))
+        return {"smact_mean": min(k, 1.0), "fp32a_mean": k / 2, "drama_mean": 0.3 * k, "cpu_mean": 0.1}
+
+    jobs = [(w, b) for w in WORKLOADS for b in (4, 16)]
+    for w, b in jobs:
+        store.write([ProfileRecord(config_key=f"s-{w}-{b}", sweep="fx", kind="solo", workload=w, size="tiny",
+                                   batch_size=b, accum_steps=1, num_gpus=1, device="cpu", iter_time_mean_s=0.01,
+                                   ind=ind(w, b))])
+    for i, (wa, ba) in enumerate(jobs):
+        for wb, bb in jobs[i:]:
+            for mode, share in (("timeslice", None), ("mps", 50.0)):
+                xa = 1 + ind(wb, bb)["fp32a_mean"] * (1.2 if mode == "timeslice" else 0.7) + rng.normal(0, 0.02)
+                xb = 1 + ind(wa, ba)["fp32a_mean"] * (1.2 if mode == "timeslice" else 0.7) + rng.normal(0, 0.02)
+                n += 1
+                store.write([ProfileRecord(config_key=f"p{n}", sweep="fx", kind="pair", workload=w, size="tiny",
+                                           batch_size=b, accum_steps=1, num_gpus=1, device="cpu", job=j, partner=p,
+                                           mode=mode, share=share, xi=x, iter_time_mean_s=0.01 * x)
+                             for j, (w, b, p, x) in enumerate(((wa, ba, wb, xa), (wb, bb, wa, xb)))])
+    return store
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, InterferenceModel]:
+    root = tmp_path_factory.mktemp("ir")
+    df = write_pair_store(root / "store").latest()
+    rows, solo, job_features = F.rows_from_store(df)
+    model = F.fit(rows, solo, job_features, variant="indicators", workload_map=F.CATALOG_TO_PROFILED,
+                  provenance={"data": "test fixture"}, seed=3)
+    return root, model
+
+
+def _cli(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    register(ap.add_subparsers(dest="cmd", required=True))
+    args = ap.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_rows_and_split_by_pair(fitted: tuple[Path, InterferenceModel]) -> None:
+    root, model = fitted
+    rows, _, job_features = F.rows_from_store(ProfileStore(root / "store").latest())
+    assert len(rows) == 144 and rows["pair"].nunique() == 36  # mode does not make another pair
+    assert set(job_features) == {"SMACT", "DRAMA", "FP32A", "CPU", "batch"}  # what the profile has
+    for seed in range(5):
+        tr, te = F.split_by_pair(rows, 0.2, seed)
+        assert set(rows.iloc[tr]["pair"]).isdisjoint(rows.iloc[te]["pair"])
+        assert len(tr) + len(te) == len(rows) and rows.iloc[te]["pair"].nunique() == 7
+    m = model.meta["metrics"]
+    assert m["rmse_job0"] < 0.15 and m["rmse_job1"] < 0.15 and m["rmse"] <= m["interpolation"]["rmse"] + 0.05
+    assert set(m["importance"]) and all(k.startswith(("job0_", "job1_", "mps", "share")) for k in m["importance"])
+    assert set(model.meta["training"]["test_pairs"]) == set(rows.iloc[F.split_by_pair(rows, 0.2, 3)[1]]["pair"])
+
+
+def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
+    _, model = fitted
+    a = Job("a", 0, 1, 10, model="imagenet", batch_size=16)  # catalog name -> resnet50
+    b = Job("b", 0, 1, 10, model="ncf", batch_size=4)
+    xa, xb = model.ratio(a, b, "timeslice")
+    assert xa >= 1 and xb >= 1 and xb > xa  # resnet50 presses harder on its partner than ncf
+    assert model.ratio(a, b, "timeslice") == (xa, xb) and len(model._cache) == 1
+    assert model.ratio(b, a, "timeslice") == pytest.approx((xb, xa), abs=1e-6)
+    assert model.ratio(a, b, "mps", (50.0, 50.0))[1] < xb
+    assert model.fallbacks == 0
+    model.ratio(Job("c", 0, 1, 10, model="unknown-net", batch_size=8), b, "timeslice")
+    assert model.fallbacks == 1
+
+
+def test_save_load_and_mlflow_reproduce_exactly(fitted: tuple[Path, InterferenceModel], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    root, model = fitted
+    x = F.rows_from_store(ProfileStore(root / "store").latest())[0][model.features].to_numpy(float)
+    model.save(tmp_path / "m")
+    assert np.array_equal(InterferenceModel.load(tmp_path / "m").predict(x), model.predict(x))
+    # the CLI logs to MLflow (a real sqlite store here) and registers a version
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    out = tmp_path / "cli-model"
+    assert _cli(["fit", "interference", "--profiles", str(root / "store"), "--seed", "3", "--out", str(out)]) == 0
+    local = InterferenceModel.load(out)
+    assert np.array_equal(local.predict(x), model.predict(x))  # same data, same seed: same model
+    from mlflow import MlflowClient
+
+    versions = MlflowClient(uri, uri).search_model_versions("name='interference-ratio'")
+    assert len(versions) == 1
+    run = MlflowClient(uri).get_run(versions[0].run_id)
+    assert run.data.tags["schedlab.data_sha256"] == local.meta["training"]["data_sha256"]
+    assert "schedlab.profile_store" in run.data.tags and run.data.metrics["rmse_job0"] >= 0
+    for spec in (f"models:/interference-ratio/{versions[0].version}", f"runs:/{versions[0].run_id}/model"):
+        logged = make_interference(f"model:{spec}")
+        assert np.array_equal(logged.predict(x), local.predict(x))
+
+
+def test_corrupt_and_wrong_schema_files(fitted: tuple[Path, InterferenceModel], tmp_path: Path) -> None:
+    _, model = fitted
+    d = model.save(tmp_path / "m")
+    (d / "model.json").write_text('{"learner": tru')
+    with pytest.raises(ModelError, match=r"model\.json: not a valid XGBoost JSON model"):
+        InterferenceModel.load(d)
+    (d / "model.json").unlink()
+    with pytest.raises(ModelError, match=r"model\.json: file missing"):
+        InterferenceModel.load(d)
+    model.save(d)
+    meta = json.loads((d / "meta.json").read_text())
+    (d / "meta.json").write_text(json.dumps({**meta, "schema_version": 2}))
+    with pytest.raises(ModelError, match=r"meta\.json: schema_version 2"):
+        InterferenceModel.load(d)
+    (d / "meta.json").write_text(json.dumps({**meta, "feature_names": meta["feature_names"][::-1]}))
+    with pytest.raises(ModelError, match="feature names differ"):
+        InterferenceModel.load(d)
+    (d / "meta.json").write_text("[1, 2")
+    with pytest.raises(ModelError, match=r"meta\.json: not valid JSON"):
+        InterferenceModel.load(d)
+    (d / "meta.json").unlink()
+    with pytest.raises(ModelError, match=r"no meta\.json"):
+        InterferenceModel.load(d)
+    with pytest.raises(ModelError, match="model not found"):
+        make_interference(f"model:{tmp_path / 'nowhere'}")
+
+
+def test_shipped_gavel_default_loads_and_answers() -> None:
+    source = make_interference(f"model:{SHIPPED}")
+    meta = source.meta
+    assert meta["variant"] == "gavel-config" and "Gavel" in meta["provenance"]["data"]
+    assert set(meta["workload_map"]) == {"cifar10", "imagenet", "ncf", "bert", "deepspeech2", "yolov3"}
+    for m, b in (("cifar10", 64), ("imagenet", 32), ("yolov3", 8), ("deepspeech2", 20)):
+        xa, xb = source.ratio(Job("a", 0, 1, 1, model=m, batch_size=b), Job("b", 0, 1, 1, model="bert", batch_size=12),
+                              "mps", (50.0, 50.0))
+        assert 1 <= xa < 5 and 1 <= xb < 5
+    assert source.fallbacks == 0
+
+
+def test_gavel_config_only_variant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = shared_data("profiles", "gavel", "simulation_throughputs.json")
+    out = tmp_path / "g"
+    assert _cli(["fit", "interference", "--source", "gavel", "--gavel", str(path), "--out", str(out), "--no-track"]) == 0
+    assert "interpolation" in capsys.readouterr().out
+    meta = json.loads((out / "meta.json").read_text())
+    m = meta["metrics"]
+    assert meta["training"]["pairs"] == 330 and m["rmse"] < 0.7 and m["rmse"] < m["interpolation"]["rmse"]
+    shipped = json.loads((SHIPPED / "meta.json").read_text())
+    assert shipped["training"]["data_sha256"] == meta["training"]["data_sha256"]  # the default is reproducible
+    shutil.rmtree(out)
