@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="schedlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_replay(commands)
+    from schedlab.flows.cli import register as register_flows
+    register_flows(commands)
     policies = commands.add_parser("policies", help="list every registered policy")
     policies.set_defaults(func=_policies)
     try:

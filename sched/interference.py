@@ -141,8 +141,13 @@ class GavelTable(_Cached):
     def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares):
         type_a, type_b = self._job_type(model_a, batch_a), self._job_type(model_b, batch_b)
         measured = self.pairs.get((type_a, type_b))
-        if measured is None:
+        reverse = self.pairs.get((type_b, type_a))
+        if measured is None and reverse is None:
             return None
+        if measured is None or reverse is None:  # Gavel measured most pairs in both orders; use both
+            measured = measured or (reverse[1], reverse[0])
+        else:
+            measured = (_mean_throughput(measured[0], reverse[1]), _mean_throughput(measured[1], reverse[0]))
         xi = tuple(
             self.solo[t] / thr if thr > 0 else math.inf for t, thr in ((type_a, measured[0]), (type_b, measured[1]))
         )
@@ -177,6 +182,11 @@ class PairsTable(_Cached):
         distance = np.abs(np.log(rows["batch_a"].to_numpy() / batch_a)) + np.abs(np.log(rows["batch_b"].to_numpy() / batch_b))
         best = rows.iloc[int(np.argmin(distance))]
         return float(best["xi_a"]), float(best["xi_b"])
+
+
+def _mean_throughput(x: float, y: float) -> float:
+    """Mean of two measurements of one throughput; 0 (could not run) if either is 0."""
+    return 0.0 if x <= 0 or y <= 0 else (x + y) / 2
 
 
 def make_interference(spec: str | None) -> InterferenceSource:

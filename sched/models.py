@@ -38,6 +38,9 @@ _META_KEYS = ("schema_version", "kind", "variant", "feature_names", "job_feature
               "solo", "workload_map", "modes", "target")
 
 
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "conf" / "models"
+
+
 class ModelError(ValueError):
     """A model artifact that cannot be used; the message names the file."""
 
@@ -52,8 +55,10 @@ def resolve(spec: str | os.PathLike[str]) -> Path:
     spec = str(spec)
     if not is_uri(spec):
         path = Path(spec).expanduser()
+        if not path.exists() and (SHIPPED_MODELS / spec).exists():
+            path = SHIPPED_MODELS / spec  # a model shipped in conf/models/, by name
         if not path.exists():
-            raise ModelError(f"{path}: model not found")
+            raise ModelError(f"{path}: model not found (nor a shipped model in {SHIPPED_MODELS})")
         return path
     from schedlab.flows.settings import apply_env, tracking_uri
 

@@ -73,10 +73,11 @@ def replay(
     co-located jobs really run (``analytic`` by default; see ``sched/interference.py``)."""
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
     sharing = SharingModel.for_cluster(spec, interference)
+    decider = make_policy(policy, params)
     engine = Engine(
         jobs_from_table(table),
         ClusterState(spec),
-        make_policy(policy, params),
+        decider,
         placement=placement,
         preemption_overhead_s=preemption_overhead_s,
         seed=seed,
@@ -86,6 +87,7 @@ def replay(
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
+    summary.update(decider.metrics())
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     summary = {

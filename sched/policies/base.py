@@ -48,3 +48,7 @@ class Policy:
 
     def schedule(self, engine: Engine) -> None:
         raise NotImplementedError
+
+    def metrics(self) -> dict[str, float]:
+        """The policy's own figures for the replay summary (e.g. LP solve times); none by default."""
+        return {}

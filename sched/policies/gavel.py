@@ -43,6 +43,8 @@ import math
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
@@ -100,6 +102,11 @@ class Gavel(Policy):
         self.round_times: list[float] = []  # when each round started
 
     # ---- events ------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        times = np.asarray(self.lp_solve_times) if self.lp_solve_times else np.zeros(1)
+        return {"lp_solves": len(self.lp_solve_times), "lp_solve_mean_s": float(times.mean()),
+                "lp_solve_p99_s": float(np.percentile(times, 99))}
+
     def on_arrival(self, engine: Engine, job: Job) -> None:
         self.active[job.index] = job
         self.stale = True

@@ -67,6 +67,8 @@ class SharingParams(BaseModel):
 
 class CastorParams(SharingParams):
     mode: str = Field(default="mps", pattern="^(timeslice|mps)$")
+    # Castor §6: an XGBoost ξ predictor; shipped: fitted to Gavel's measured pairs (conf/models/README.md)
+    predictor: str | None = "model:interference-gavel-v100"
 
 
 class _SharingSJF(Policy):

@@ -76,8 +76,13 @@ class LoadOptions(BaseModel):
     on_bad_duration: Literal["error", "drop"] = "error"
     on_duplicate_id: Literal["error", "drop", "rename"] = "error"
     on_unsorted: Literal["error", "sort"] = "sort"
-    seed: int = 0  # synthetic
+    seed: int = 0  # synthetic, and the random sample below
     num_jobs: int | None = Field(default=None, ge=1)  # synthetic
+    # the papers' set-up (Castor §9.1, SJF-BSBF §VI-A, after Pollux §5): N jobs sampled at random
+    # from the busiest period: the window of ``busiest_hours`` with the most GPU-time submitted
+    # among the windows that hold at least ``sample`` jobs
+    busiest_hours: float | None = Field(default=None, gt=0)
+    sample: int | None = Field(default=None, ge=1)  # random sample of N jobs (seeded), after the window
 
     @model_validator(mode="after")
     def _window(self) -> LoadOptions:
@@ -316,8 +321,16 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
             df = df.assign(job_id=ids)
             repaired["duplicate_id_renamed"] += int(dup.sum())
 
-    # 7. order, first N
+    # 7. order, busiest window, random sample, first N
     df = df.sort_values(["submit_time", "job_id"], kind="stable")
+    if options.busiest_hours is not None and len(df):
+        keep = _busiest_window(df, options.busiest_hours * 3600.0, options.sample or 1)
+        dropped["outside_busiest_window"] += int((~keep).sum())
+        df = df[keep]
+    if options.sample is not None and len(df) > options.sample:
+        chosen = np.sort(np.random.default_rng(options.seed).choice(len(df), options.sample, replace=False))
+        dropped["not_sampled"] += len(df) - options.sample
+        df = df.iloc[chosen]
     if options.max_jobs is not None and len(df) > options.max_jobs:
         dropped["max_jobs"] += len(df) - options.max_jobs
         df = df.iloc[: options.max_jobs]
@@ -337,6 +350,25 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     report = LoadReport(raw.file, fmt, raw.read, len(out), dict(dropped), dict(repaired))
     assert report.read == report.kept + sum(report.dropped.values()), report
     return out, report
+
+
+def _busiest_window(df: pd.DataFrame, width_s: float, min_jobs: int) -> np.ndarray:
+    """Mask of the jobs submitted in the ``width_s`` window (starting at a submission) with the most
+    GPU-time submitted (jobs, when durations are unknown) among the windows with at least
+    ``min_jobs`` jobs (or the fullest window, if none has that many). ``df`` is sorted by submit time."""
+    times = df["submit_time"].to_numpy(dtype=float)
+    weight = (df["num_gpus"] * df["duration"]).to_numpy(dtype=float) if "duration" in df else np.ones(len(df))
+    cumulative = np.concatenate([[0.0], np.cumsum(np.nan_to_num(weight))])
+    starts = np.arange(len(times))
+    ends = np.searchsorted(times, times + width_s, side="left")
+    counts = ends - starts
+    if counts.max() < min_jobs:
+        min_jobs = int(counts.max())
+    demand = np.where(counts >= min_jobs, cumulative[ends] - cumulative[starts], -1.0)
+    best = int(np.argmax(demand))
+    mask = np.zeros(len(df), dtype=bool)
+    mask[best : ends[best]] = True
+    return mask
 
 
 def make_loader(fmt: str, reader: Reader) -> Loader:

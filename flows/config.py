@@ -1,0 +1,302 @@
+"""Experiment configuration (``conf/experiments/*.yaml``): validation and expansion into replays.
+
+.. code-block:: yaml
+
+    name: quickstart                 # the MLflow experiment
+    description: optional text
+    baseline: fifo                   # reference policy (label) of the comparison; default: first policy
+    seeds: [0, 1]                    # each seed: the replay seed and, unless options.seed is given,
+                                     # the trace seed (synthetic traces differ per seed)
+    traces:
+      - name: synthetic
+        source: null                 # a path; relative: against the YAML's folder, then the cwd
+        format: synthetic            # default: detected from the file
+        options: {num_jobs: 500, load: 2.0}   # LoadOptions fields; `load` may be a list (a sweep)
+        annotate: false              # assign workloads from the catalog (Castor §9.1)
+    clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
+    policies: all                    # every registered policy, or a list of names and/or
+                                     #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4}
+    placement: consolidated
+    preemption_overhead_s: null      # default: the engine's (63 s)
+    models: {interference: analytic, iteration_time: catalog}   # recorded as run parameters
+
+Every (trace, load, cluster, policy, params, seed) is one replay, identified by :attr:`ReplaySpec.key`
+(a hash of everything that determines its result plus the code version): the idempotency key
+the MLflow runs are tagged with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from schedlab.sched.traces import FORMATS, LoadOptions
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiments"
+
+
+class ConfigError(ValueError):
+    """A bad experiment file: the message names the file and the field."""
+
+
+class TraceEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    source: str | None = None
+    format: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    annotate: bool = False
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: str | None) -> str | None:
+        if value is not None and value not in FORMATS:
+            raise ValueError(f"unknown trace format {value!r}; choose one of {sorted(FORMATS)}")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        loads = value.get("load", 1.0)
+        for load in loads if isinstance(loads, list) else [loads]:
+            LoadOptions.model_validate({**value, "load": load})  # raises with the field's name
+        if isinstance(loads, list) and not loads:
+            raise ValueError("load: an empty list")
+        return value
+
+    @property
+    def loads(self) -> list[float]:
+        loads = self.options.get("load", 1.0)
+        return [float(x) for x in loads] if isinstance(loads, list) else [float(loads)]
+
+    @property
+    def sweeps_load(self) -> bool:
+        return isinstance(self.options.get("load"), list)
+
+
+class PolicyEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+
+
+class ModelSources(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    interference: str = "analytic"
+    iteration_time: str = "catalog"
+
+
+class ExperimentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    baseline: str | None = None
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    traces: list[TraceEntry] = Field(min_length=1)
+    clusters: list[str] = Field(min_length=1)
+    policies: Literal["all"] | list[str | PolicyEntry] = "all"
+    placement: str = "consolidated"
+    preemption_overhead_s: float | None = Field(default=None, ge=0)
+    models: ModelSources = Field(default_factory=ModelSources)
+
+    # set by load_config: where relative trace paths resolve
+    _base_dir: Path = Path(".")
+    _path: Path | None = None
+
+    def policy_entries(self) -> list[PolicyEntry]:
+        """The policies with a unique label each (``policies: all`` = the registry, read now)."""
+        from schedlab.sched.policies import POLICIES
+
+        if self.policies == "all":
+            entries = [PolicyEntry(name=n) for n in POLICIES]
+        else:
+            entries = [PolicyEntry(name=p) if isinstance(p, str) else p for p in self.policies]
+        counts: dict[str, int] = {}
+        for e in entries:
+            counts[e.name] = counts.get(e.name, 0) + 1
+        labelled = []
+        for e in entries:
+            label = e.label or (e.name if counts[e.name] == 1 or not e.params else
+                                f"{e.name}[{','.join(f'{k}={v}' for k, v in sorted(e.params.items()))}]")
+            labelled.append(e.model_copy(update={"label": label}))
+        return labelled
+
+    @property
+    def baseline_label(self) -> str:
+        return self.baseline or self.policy_entries()[0].label  # type: ignore[return-value]
+
+    def resolve_source(self, source: str | None) -> str | None:
+        """An absolute path for a relative trace path: the YAML's folder first, then the cwd."""
+        if source is None or source == "synthetic":
+            return None
+        path = Path(source).expanduser()
+        if path.is_absolute():
+            return str(path)
+        for base in (self._base_dir, Path.cwd()):
+            if (base / path).exists():
+                return str((base / path).resolve())
+        return str((self._base_dir / path).resolve())
+
+    def grid(self, code_version: str) -> list[ReplaySpec]:
+        """Every replay of the experiment, in a stable order (trace, load, cluster, policy, seed)."""
+        specs = []
+        for trace in self.traces:
+            for load in trace.loads:
+                for cluster in self.clusters:
+                    for pol in self.policy_entries():
+                        for seed in self.seeds:
+                            options = {**trace.options, "load": load}
+                            options.setdefault("seed", seed)
+                            specs.append(ReplaySpec(
+                                experiment=self.name, trace=trace.name,
+                                trace_label=f"{trace.name}@{load:g}x" if trace.sweeps_load else trace.name,
+                                source=self.resolve_source(trace.source), format=trace.format,
+                                options=options, annotate=trace.annotate, load=load, cluster=cluster,
+                                policy=pol.name, label=pol.label or pol.name, params=pol.params,
+                                seed=seed, placement=self.placement,
+                                preemption_overhead_s=self.preemption_overhead_s,
+                                models=self.models.model_dump(), code_version=code_version,
+                            ))
+        return specs
+
+    @property
+    def sweeps_load(self) -> bool:
+        return any(t.sweeps_load for t in self.traces)
+
+
+class ReplaySpec(BaseModel):
+    """One replay of an experiment: everything a worker needs (paths and options, no tables)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    experiment: str
+    trace: str
+    trace_label: str
+    source: str | None
+    format: str | None
+    options: dict[str, Any]
+    annotate: bool
+    load: float
+    cluster: str
+    policy: str
+    label: str
+    params: dict[str, Any]
+    seed: int
+    placement: str
+    preemption_overhead_s: float | None
+    models: dict[str, str]
+    code_version: str
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What determines the replay's result (the idempotency key hashes this)."""
+        return {
+            "trace": {"source": self.source, "format": self.format, "options": self.options,
+                      "annotate": self.annotate},
+            "cluster": self.cluster, "policy": self.policy, "params": self.params, "seed": self.seed,
+            "placement": self.placement, "preemption_overhead_s": self.preemption_overhead_s,
+            "models": self.models, "code_version": self.code_version,
+        }
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.identity, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    @property
+    def run_name(self) -> str:
+        return f"{self.label} | {self.trace_label} | {self.cluster} | seed {self.seed}"
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "PolicyEntry", "literal['all']", "list[union[str,PolicyEntry]]"):
+            continue  # union branch names pydantic puts in the location
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment YAML; a name without a folder looks in ``conf/experiments``.
+
+    Raises :class:`ConfigError` naming the file and the field."""
+    path = Path(path)
+    if not path.exists() and path.parent == Path(".") and (CONF_DIR / path).exists():
+        path = CONF_DIR / path
+    if not path.exists() and path.parent == Path(".") and (CONF_DIR / f"{path}.yaml").exists():
+        path = CONF_DIR / f"{path}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: experiment file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
+    try:
+        config = ExperimentConfig.model_validate(raw)
+    except ValidationError as err:
+        lines = [f"{path}: invalid experiment config"]
+        for e in err.errors():
+            lines.append(f"  {_where(e['loc'])}: {e['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+    config._base_dir = path.resolve().parent
+    config._path = path.resolve()
+    _check_semantics(config, path)
+    return config
+
+
+def _check_semantics(config: ExperimentConfig, path: Path) -> None:
+    """What pydantic cannot see: registered policies and their parameters, clusters, trace files."""
+    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.policies import POLICIES, make_policy
+
+    entries = config.policy_entries()
+    for i, entry in enumerate(entries):
+        where = "policies" if config.policies == "all" else f"policies[{i}]"
+        if entry.name not in POLICIES:
+            raise ConfigError(f"{path}: {where}.name: unknown policy {entry.name!r};"
+                              f" registered: {', '.join(sorted(POLICIES))}")
+        try:
+            make_policy(entry.name, entry.params)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {where}.params: {err}") from None
+    labels = [e.label for e in entries]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise ConfigError(f"{path}: policies: duplicate label(s) {dupes}; give each entry a `label:`")
+    if config.baseline is not None and config.baseline not in labels:
+        raise ConfigError(f"{path}: baseline: {config.baseline!r} is not among the policies {labels}")
+    if len(set(config.seeds)) != len(config.seeds):
+        raise ConfigError(f"{path}: seeds: duplicate seeds {config.seeds}")
+    names = [t.name for t in config.traces]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: traces: duplicate trace names {names}")
+    for i, cluster in enumerate(config.clusters):
+        try:
+            load_cluster(cluster)
+        except Exception as err:  # noqa: BLE001 - the cluster loader's own message
+            raise ConfigError(f"{path}: clusters[{i}]: {err}") from None
+    for i, trace in enumerate(config.traces):
+        if trace.source in (None, "synthetic"):
+            if trace.format not in (None, "synthetic"):
+                raise ConfigError(f"{path}: traces[{i}].source: format {trace.format!r} needs a source file")
+            continue
+        resolved = Path(config.resolve_source(trace.source) or "")
+        if not resolved.exists():
+            raise ConfigError(f"{path}: traces[{i}].source: {trace.source!r} not found (looked in"
+                              f" {config._base_dir} and {Path.cwd()})")

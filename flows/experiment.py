@@ -1,0 +1,360 @@
+"""The ``experiment`` flow: a trace x cluster x policy x params x seed grid, one Prefect task per replay,
+fanned out over Dask; one MLflow run per replay and a parent run holding the comparison.
+
+>>> report = run_experiment("conf/experiments/quickstart.yaml")           # LocalCluster
+>>> report = run_experiment("exp.yaml", dask_address="tcp://sched:8786")  # an existing Dask cluster
+
+:func:`run_experiment` checks everything that can be checked (the config, the tracking store, the
+Dask address) before any work starts, creates the MLflow database and experiment once, then runs
+:func:`experiment_flow`. Re-running the same experiment resumes: replays whose idempotency key has a
+``FINISHED`` run are not run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import socket
+import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from schedlab.flows import settings
+
+settings.apply_env()
+
+from prefect import flow  # noqa: E402
+from prefect.artifacts import create_markdown_artifact  # noqa: E402
+from prefect.futures import as_completed  # noqa: E402
+from prefect.states import Failed  # noqa: E402
+
+from schedlab.flows.config import ExperimentConfig, ReplaySpec, load_config  # noqa: E402
+from schedlab.tasks import compare, plots, tracking  # noqa: E402
+from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
+from schedlab.tasks.tracking import (  # noqa: E402
+    EXPERIMENT_KEY_TAG,
+    KIND_TAG,
+    TrackingError,
+    client,
+    retrying,
+)
+
+log = logging.getLogger("schedlab.experiment")
+
+#: a replay whose worker died is resubmitted this many times (Dask itself retries a task whose
+#: worker died up to ``distributed.scheduler.allowed-failures`` = 3 times first)
+INFRA_RETRIES = 2
+
+
+class DaskUnreachable(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# set-up checks (before any work)
+
+
+def check_dask(address: str, timeout: float = 3.0) -> int:
+    """Connect to an existing Dask scheduler; the number of its workers. Raises DaskUnreachable."""
+    from distributed import Client
+
+    try:
+        with Client(address, timeout=timeout, set_as_default=False) as dask_client:
+            return len(dask_client.scheduler_info(n_workers=-1).get("workers", {}))
+    except (OSError, TimeoutError, ValueError) as err:
+        raise DaskUnreachable(f"Dask scheduler {address} is unreachable ({err}); start one"
+                              " (`dask scheduler` + `dask worker ADDR`) or leave out --dask-address"
+                              " to use a LocalCluster") from None
+
+
+@contextlib.contextmanager
+def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> Iterator[str]:
+    """The scheduler address: the given one, or a LocalCluster's (one single-threaded worker process
+    per CPU, at most 8, unless ``workers`` says), closed on exit. Workers start importing what a
+    replay needs right away (in the background)."""
+    from distributed import Client
+
+    with contextlib.ExitStack() as stack:
+        if dask_address:
+            address = dask_address
+        else:
+            from distributed import LocalCluster
+
+            n = workers or min(os.cpu_count() or 1, 8)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.WARNING)
+            stack.callback(cluster.close, timeout=10)
+            address = cluster.scheduler_address
+        dask_client = stack.enter_context(Client(address, set_as_default=False))
+        warming = []  # held until the flow ends: a released future is cancelled
+        with contextlib.suppress(Exception):
+            for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
+                warming.append(dask_client.submit(warm_up, uri, workers=[worker], pure=False))
+        yield address
+        del warming
+
+
+@contextlib.contextmanager
+def prefect_api() -> Iterator[Future]:
+    """Make Dask workers talk to the flow's Prefect API. With no ``PREFECT_API_URL`` Prefect runs an
+    ephemeral server per *process* (each worker would start its own): one is started here and its
+    URL exported, so that workers spawned later inherit it. The server starts in the background;
+    wait on the returned future before running the flow."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    url = PREFECT_API_URL.value()
+    previous = os.environ.get("PREFECT_API_URL")
+    server = None
+    if url:
+        started: Future = Future()
+        started.set_result(url)
+    else:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = SubprocessASGIServer(port=port)
+        url = server.api_url
+        started = ThreadPoolExecutor(1, thread_name_prefix="prefect-api").submit(lambda: server.start(timeout=120) or url)
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings({PREFECT_API_URL: url}):
+            yield started
+    finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
+        if server is not None:
+            with contextlib.suppress(Exception):
+                started.result()
+            server.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the flow
+
+
+def experiment_key(config: ExperimentConfig, specs: list[ReplaySpec]) -> str:
+    blob = config.name + "\n" + "\n".join(sorted(s.key for s in specs))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: list[ReplaySpec],
+                config_path: Path) -> str:
+    """The experiment's parent run: the same one again when the same experiment is re-run."""
+    c = client(uri)
+    key = experiment_key(config, specs)
+    existing = tracking.runs_with_tag(uri, experiment_id, EXPERIMENT_KEY_TAG, [key])
+    if existing:
+        run_id = min(existing, key=lambda r: r.info.start_time or 0).info.run_id
+        retrying(lambda: c.update_run(run_id, status="RUNNING"))
+    else:
+        run = retrying(lambda: c.create_run(experiment_id, run_name=f"{config.name} (comparison)", tags={
+            KIND_TAG: "experiment", EXPERIMENT_KEY_TAG: key, "schedlab.experiment": config.name}))
+        run_id = run.info.run_id
+        from mlflow.entities import Param
+
+        params = {"experiment": config.name, "baseline": config.baseline_label, "replays": len(specs),
+                  "policies": ",".join(e.label or e.name for e in config.policy_entries()),
+                  "traces": ",".join(t.name for t in config.traces), "clusters": ",".join(config.clusters),
+                  "seeds": ",".join(map(str, config.seeds)), "placement": config.placement,
+                  "code_version": specs[0].code_version if specs else tracking.code_version(),
+                  **{f"model.{k}": v for k, v in config.models.model_dump().items()}}
+        retrying(lambda: c.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()]))
+        retrying(lambda: c.log_artifact(run_id, str(config_path)))
+    retrying(lambda: c.set_tag(run_id, "schedlab.config_path", str(config_path)))
+    return run_id
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^0-9A-Za-z_.@-]+", "_", text).strip("_")
+
+
+def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
+                    specs: list[ReplaySpec], done: dict[str, Any]) -> tuple[Any, str]:
+    """Comparison table (CSV + markdown), JCT/queueing CDFs per policy and, when load is swept,
+    average JCT and queueing vs load; all logged to the parent run. Returns (table, markdown)."""
+    import pandas as pd
+    from mlflow.artifacts import download_artifacts
+
+    c = client(uri)
+    baseline = config.baseline_label
+    rows, jobs = [], {}
+    with tempfile.TemporaryDirectory(prefix="schedlab-compare-") as tmp:
+        out = Path(tmp)
+        for spec in specs:
+            run = done.get(spec.key)
+            if run is None:
+                continue
+            rows.append({"trace": spec.trace_label, "trace_name": spec.trace, "load": spec.load,
+                         "cluster": spec.cluster, "policy": spec.label, "seed": spec.seed,
+                         **run.data.metrics})
+            try:
+                path = download_artifacts(run_id=run.info.run_id, artifact_path="jobs.parquet",
+                                          dst_path=str(out / "dl" / run.info.run_id), tracking_uri=uri)
+                jobs[spec.key] = pd.read_parquet(path, columns=["jct_s", "queue_s"])
+            except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
+                log.warning("no jobs.parquet for run %s: %s", run.info.run_id, err)
+        order = [e.label or e.name for e in config.policy_entries()]
+        table = compare.comparison(rows, baseline, order)
+        shown = compare.titled(table, baseline)
+        markdown = (f"## {config.name}: every policy against `{baseline}`\n\n"
+                    f"Seed means over {len(config.seeds)} seed(s); ratios are {baseline} ÷ policy"
+                    f" (> 1: better than {baseline}).\n\n" + compare.to_markdown(shown) + "\n")
+        shown.to_csv(out / "comparison.csv", index=False)
+        (out / "comparison.md").write_text(markdown)
+        plot_dir = out / "plots"
+        plot_dir.mkdir()
+        groups: dict[tuple[str, str], dict[str, list]] = {}
+        for spec in specs:
+            if spec.key in jobs:
+                groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
+                    jobs[spec.key])
+        for (trace_label, cluster), by_policy in groups.items():
+            pooled = {label: pd.concat(frames) for label, frames in by_policy.items()}
+            suffix = _safe(f"{trace_label}__{cluster}")
+            plots.cdf_comparison({k: v["jct_s"] for k, v in pooled.items()}, plot_dir / f"jct_cdf__{suffix}.png",
+                                 f"JCT CDF per policy: {trace_label} on {cluster} (seeds pooled)", "JCT (s)")
+            plots.cdf_comparison({k: v["queue_s"] for k, v in pooled.items()},
+                                 plot_dir / f"queue_cdf__{suffix}.png",
+                                 f"queueing delay CDF per policy: {trace_label} on {cluster}", "queueing delay (s)")
+        if config.sweeps_load and rows:
+            frame = pd.DataFrame(rows)
+            means = frame.groupby(["trace_name", "cluster", "policy", "load"], sort=False)[
+                ["avg_jct_s", "avg_queue_s"]].mean().reset_index()
+            for (trace, cluster), group in means.groupby(["trace_name", "cluster"], sort=False):
+                if group["load"].nunique() > 1:
+                    plots.load_sweep_plot(group, plot_dir / f"vs_load__{_safe(f'{trace}__{cluster}')}.png",
+                                          f"{trace} on {cluster}: average JCT and queueing vs load")
+        retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.csv")))
+        retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.md")))
+        retrying(lambda: c.log_artifacts(parent_run_id, str(plot_dir), "plots"))
+    return table, markdown
+
+
+@flow(name="experiment", log_prints=True, persist_result=False)
+def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | None = None,
+                    code_version: str | None = None) -> dict[str, Any]:
+    """Run every replay of the experiment not yet logged, then log and return the comparison."""
+    started = time.perf_counter()
+    config = load_config(config_path)
+    version = code_version or tracking.code_version()
+    specs = config.grid(version)
+    uri = tracking_uri
+    experiment_id = tracking.ensure_experiment(uri, config.name, Path(artifact_root) if artifact_root else None)
+    parent = _parent_run(uri, experiment_id, config, specs, Path(config_path).resolve())
+    done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
+    todo = [s for s in specs if s.key not in done]
+    print(f"experiment {config.name!r}: {len(specs)} replays; {len(specs) - len(todo)} already logged,"
+          f" {len(todo)} to run")
+
+    failures: dict[str, str] = {}
+    pending = {replay_task.submit(s, uri, experiment_id, parent): (s, 0) for s in todo}
+    finished = 0
+    while pending:
+        resubmit = {}
+        for future in as_completed(list(pending)):
+            spec, attempt = pending[future]
+            try:
+                result = future.result()
+            except ReplayFailed as error:
+                finished += 1
+                failures[spec.key] = str(error)
+                print(f"[{finished}/{len(todo)}] {spec.run_name}: FAILED: {error.message} (run {error.run_id})")
+                continue
+            except Exception as error:  # noqa: BLE001 - the worker died, the task crashed
+                if attempt < INFRA_RETRIES:
+                    print(f"{spec.run_name}: lost ({error!r}); submitting it again")
+                    resubmit[replay_task.submit(spec, uri, experiment_id, parent)] = (spec, attempt + 1)
+                else:
+                    finished += 1
+                    failures[spec.key] = repr(error)
+                    print(f"[{finished}/{len(todo)}] {spec.run_name}: gave up after {attempt + 1} attempts:"
+                          f" {error!r}")
+                continue
+            finished += 1
+            m = result["metrics"]
+            print(f"[{finished}/{len(todo)}] {spec.run_name}: avg JCT {m.get('avg_jct_s', float('nan')):,.0f} s,"
+                  f" avg queue {m.get('avg_queue_s', float('nan')):,.0f} s (run {result['run_id']}"
+                  f"{'' if result['logged'] else ', logged before'})")
+        pending = resubmit
+
+    done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
+    table, markdown = _log_comparison(uri, experiment_id, parent, config, specs, done)
+    labels = {s.key: s.run_name for s in specs}
+    if failures:
+        markdown += "\n**Failed replays** (their MLflow runs are FAILED, with `error.txt`):\n\n" + "\n".join(
+            f"- {labels[k]}: {msg}" for k, msg in failures.items()) + "\n"
+    create_markdown_artifact(markdown, key=_artifact_key(config.name),
+                             description=f"experiment {config.name}: comparison against {config.baseline_label}")
+    c = client(uri)
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    counts = {"replays": len(specs), "replays_finished": len(done), "replays_failed": len(failures),
+              "replays_run": len(todo), "replays_skipped": len(specs) - len(todo),
+              "experiment_wall_s": time.perf_counter() - started}
+    retrying(lambda: c.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()]))
+    retrying(lambda: c.set_terminated(parent, status="FAILED" if failures else "FINISHED"))
+    report = {
+        "experiment": config.name, "experiment_id": experiment_id, "parent_run_id": parent,
+        "tracking_uri": uri, "baseline": config.baseline_label, **counts,
+        "failures": {labels[k]: msg for k, msg in failures.items()},
+        "table": compare.to_text(compare.titled(table, config.baseline_label)),
+        "markdown": markdown, "ui_url": tracking.ui_url(uri, experiment_id, parent),
+    }
+    if failures:
+        return Failed(message=f"{len(failures)} of {len(specs)} replays failed", data=report)
+    return report
+
+
+def _artifact_key(name: str) -> str:
+    return ("experiment-" + re.sub(r"[^a-z0-9-]+", "-", name.lower())).strip("-")[:100]
+
+
+# ---------------------------------------------------------------------------------------------
+# entry point
+
+
+def run_experiment(config_path: str | Path, *, dask_address: str | None = None, workers: int | None = None,
+                   tracking_uri: str | None = None, home: Path | None = None,
+                   code_version: str | None = None) -> dict[str, Any]:
+    """Validate, check the tracking store and the Dask address, then run the flow.
+
+    Returns the flow's report (``failures`` non-empty when a replay failed). Raises ConfigError,
+    TrackingError or DaskUnreachable before any work when something is wrong."""
+    home = settings.apply_env(home)
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # the in-process scheduler's chatter
+    config = load_config(config_path)  # ConfigError names the file and field
+    uri = tracking_uri or settings.tracking_uri(home)
+    tracking.check_tracking(uri)  # also creates the sqlite schema, once, before the fan-out
+    if dask_address:
+        check_dask(dask_address)
+    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
+    tracking.ensure_experiment(uri, config.name, root)
+    path = str(config._path or Path(config_path).resolve())
+    from prefect_dask import DaskTaskRunner
+
+    with contextlib.ExitStack() as stack:
+        # the Prefect API (an ephemeral server unless PREFECT_API_URL is set) and the LocalCluster
+        # each take seconds to start: start them side by side; workers inherit PREFECT_API_URL
+        api = stack.enter_context(prefect_api())
+        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
+        api.result()
+        state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=address))(
+            path, uri, str(root) if root else None, code_version or tracking.code_version(), return_state=True)
+    report = state.result(raise_on_failure=False)
+    if isinstance(report, BaseException):
+        raise report
+    return report
+
+
+__all__ = ["DaskUnreachable", "TrackingError", "check_dask", "experiment_flow", "run_experiment"]

@@ -1,0 +1,165 @@
+"""The replay task: one (trace, cluster, policy, params, seed) -> one MLflow run, logged from the worker.
+
+Exactly once: the task looks up its idempotency key first. A ``FINISHED`` run with the key means the
+work is done (a worker killed after logging but before returning): it returns that run. Earlier
+attempts that did not finish (``RUNNING`` left by a killed worker, ``FAILED``) are retired
+(:func:`schedlab.tasks.tracking.supersede`) and the replay is logged anew; the run is marked
+``FINISHED`` only after every metric and artifact is in. A replay that raises ends its run ``FAILED``
+with ``error.txt`` (the traceback) as an artifact and raises :class:`ReplayFailed`.
+
+The result is small: run id, status, key and the summary's numbers (never tables).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import schedlab.tasks  # noqa: F401  (environment first)
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from schedlab.flows.config import ReplaySpec
+from schedlab.tasks import tracking
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+
+_METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
+
+
+class ReplayFailed(RuntimeError):
+    """The replay itself raised (bad trace, policy error): its run is FAILED; retrying will not help."""
+
+    def __init__(self, label: str, run_id: str, message: str) -> None:
+        super().__init__(f"replay {label} failed (MLflow run {run_id}): {message}")
+        self.label, self.run_id, self.message = label, run_id, message
+
+    def __reduce__(self):  # picklable across Dask processes
+        return (ReplayFailed, (self.label, self.run_id, self.message))
+
+
+def run_params(spec: ReplaySpec) -> dict[str, str]:
+    """The run's parameters: policy and its parameters, trace and loader options, cluster, seed,
+    model sources and code version."""
+    params: dict[str, Any] = {
+        "policy": spec.policy, "label": spec.label, "trace": spec.trace, "trace.label": spec.trace_label,
+        "trace.source": spec.source or "synthetic", "trace.format": spec.format or "auto",
+        "trace.annotate": spec.annotate, "cluster": spec.cluster, "seed": spec.seed,
+        "placement": spec.placement, "preemption_overhead_s": spec.preemption_overhead_s,
+        "code_version": spec.code_version,
+    }
+    params.update({f"params.{k}": json.dumps(v) for k, v in sorted(spec.params.items())})
+    params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
+    params.update({f"model.{k}": v for k, v in sorted(spec.models.items())})
+    return {k: str(v)[:6000] for k, v in params.items()}
+
+
+def _metrics(summary: dict[str, Any]) -> dict[str, float]:
+    return {_METRIC_NAME.sub("_", k): v for k, v in tracking.flat_metrics(summary).items()}
+
+
+def execute(spec: ReplaySpec) -> tuple[Any, Any]:
+    """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``."""
+    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.replay import prepare_table, replay
+    from schedlab.sched.traces import LoadOptions, load_trace
+
+    cluster = load_cluster(spec.cluster)
+    options = dict(spec.options)
+    options.setdefault("max_gpus", cluster.training_pool.servers * cluster.training_pool.gpus_per_server)
+    started = time.perf_counter()
+    table, report = load_trace(spec.source, spec.format, LoadOptions.model_validate(options))
+    table, notes = prepare_table(table, cluster, annotate_workloads=spec.annotate, seed=spec.seed)
+    load_s = time.perf_counter() - started
+    result = replay(table, cluster, spec.policy, spec.params, placement=spec.placement, seed=spec.seed,
+                    preemption_overhead_s=spec.preemption_overhead_s,
+                    interference=spec.models.get("interference"),
+                    load_report={**report.to_dict(), **notes})
+    result.summary["load_wall_s"] = load_s
+    return result, cluster
+
+
+def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
+    """Run one replay and log it as one MLflow run (exactly once per key). Plain function: the
+    Prefect task below wraps it; tests and serial benchmarks call it directly."""
+    from schedlab.tasks import plots
+
+    c = client(uri)
+    key = spec.key
+    earlier = tracking.runs_with_tag(uri, experiment_id, KEY_TAG, [key])
+    finished = [r for r in earlier if r.info.status == "FINISHED"]
+    if finished:
+        run = min(finished, key=lambda r: r.info.start_time or 0)
+        return {"key": key, "label": spec.label, "run_id": run.info.run_id, "status": "FINISHED",
+                "logged": False, "metrics": dict(run.data.metrics)}
+
+    tags = {KEY_TAG: key, KIND_TAG: "replay", "schedlab.experiment": spec.experiment,
+            "schedlab.policy": spec.policy, "schedlab.label": spec.label, "schedlab.trace": spec.trace_label,
+            "schedlab.cluster": spec.cluster, "schedlab.seed": str(spec.seed),
+            "schedlab.worker": f"{socket.gethostname()}:{os.getpid()}"}
+    if parent_run_id:
+        tags[PARENT_TAG] = parent_run_id
+    run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
+    run_id = run.info.run_id
+    tracking.supersede(uri, earlier, by=run_id)
+    try:
+        from mlflow.entities import Metric, Param
+
+        retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in run_params(spec).items()]))
+        started = time.perf_counter()
+        result, cluster = execute(spec)
+        replay_s = time.perf_counter() - started
+        summary = {**result.summary, "replay_wall_s": replay_s}
+        now = int(time.time() * 1000)
+        metrics = _metrics({k: v for k, v in summary.items() if k not in ("seed",)})
+        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
+        with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
+            out = Path(tmp)
+            result.summary = summary
+            result.write(out)
+            title = spec.run_name
+            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {title}", "JCT (s)")
+            plots.cdf_plot(result.jobs["queue_s"], out / "queue_cdf.png", f"queueing delay CDF: {title}",
+                           "queueing delay (s)")
+            plots.utilization_plot(result.utilization, cluster.training_pool.servers
+                                   * cluster.training_pool.gpus_per_server, out / "gpu_util.png",
+                                   f"GPU utilisation: {title}")
+            retrying(lambda: c.log_artifacts(run_id, str(out)))
+        retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
+        return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,
+                "metrics": metrics}
+    except BaseException as err:
+        message = f"{type(err).__name__}: {err}"
+        try:
+            retrying(lambda: c.log_text(run_id, traceback.format_exc(), "error.txt"))
+            retrying(lambda: c.set_tag(run_id, ERROR_TAG, message[:4000]))
+            retrying(lambda: c.set_terminated(run_id, status="FAILED"))
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
+        if isinstance(err, Exception):
+            raise ReplayFailed(spec.label, run_id, message) from None
+        raise
+
+
+def warm_up(uri: str) -> int:
+    """Import what a replay needs and open the tracking store, so that a fresh worker's first
+    replay does not pay for it (run on every worker while the Prefect API starts)."""
+    import prefect.task_engine  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    from schedlab.sched import replay  # noqa: F401
+    from schedlab.tasks import plots  # noqa: F401
+
+    client(uri)
+    return os.getpid()
+
+
+@task(name="replay", cache_policy=NO_CACHE, retries=0, task_run_name="{spec.run_name}")
+def replay_task(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
+    return log_replay(spec, uri, experiment_id, parent_run_id)

@@ -1,0 +1,186 @@
+"""MLflow helpers shared by the experiment flow (driver side) and the replay task (worker side).
+
+Only :class:`mlflow.MlflowClient` is used (no fluent ``mlflow.start_run``): it is explicit about the
+tracking URI and safe in Dask worker threads. Runs are tagged with their idempotency key
+(``schedlab.key``); "logged" means a ``FINISHED`` run with that key.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import schedlab.tasks  # noqa: F401  (environment first)
+
+KEY_TAG = "schedlab.key"
+KIND_TAG = "schedlab.kind"  # "replay" | "experiment"
+EXPERIMENT_KEY_TAG = "schedlab.experiment_key"
+PARENT_TAG = "mlflow.parentRunId"
+SUPERSEDED_TAG = "schedlab.superseded_by"
+ERROR_TAG = "schedlab.error"
+
+T = TypeVar("T")
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be used (unreachable server, unwritable folder)."""
+
+
+@functools.lru_cache(maxsize=8)
+def client(uri: str):
+    """One client per tracking URI and process (the sqlite engine is created once)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def retrying(call: Callable[[], T], attempts: int = 8) -> T:
+    """Retry a tracking call on sqlite's 'database is locked' (several workers write one file)."""
+    for i in range(attempts):
+        try:
+            return call()
+        except Exception as err:  # noqa: BLE001
+            if "locked" not in str(err) or i == attempts - 1:
+                raise
+            time.sleep(0.05 * 2**i)
+    raise AssertionError("unreachable")
+
+
+def check_tracking(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast, before any work, when the store cannot be used; create a sqlite store's schema
+    here, once (several workers creating it at the same time fail)."""
+    if uri.startswith(("http://", "https://")):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - user's server
+                if response.status != 200:
+                    raise TrackingError(f"MLflow tracking server {uri} answered {response.status} on /health")
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise TrackingError(f"MLflow tracking server {uri} is unreachable ({reason}); start it or"
+                                " unset MLFLOW_TRACKING_URI to use the local sqlite store") from None
+        return
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+            probe = db.parent / f".probe-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as err:
+            raise TrackingError(f"tracking store {uri}: cannot write {db.parent} ({err})") from None
+    try:
+        client(uri).search_experiments(max_results=1)  # creates and migrates the sqlite schema
+    except Exception as err:  # noqa: BLE001
+        raise TrackingError(f"tracking store {uri} cannot be opened: {err}") from None
+
+
+def ensure_experiment(uri: str, name: str, artifact_root: Path | None) -> str:
+    """The MLflow experiment's id, created with its artifacts under ``artifact_root/name``."""
+    c = client(uri)
+    exp = c.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.lifecycle_stage == "deleted":
+            c.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+    location = (artifact_root / name).resolve().as_uri() if artifact_root is not None else None
+    try:
+        return c.create_experiment(name, artifact_location=location)
+    except Exception:  # created by someone else meanwhile
+        exp = c.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def runs_with_tag(uri: str, experiment_id: str, tag: str, values: Iterable[str] | None = None,
+                  *, include_deleted: bool = False) -> list:
+    """Every run of the experiment carrying ``tag`` (optionally one of ``values``)."""
+    from mlflow.entities import ViewType
+
+    wanted = set(values) if values is not None else None
+    if wanted is not None and len(wanted) == 1:
+        filt = f"tags.`{tag}` = '{next(iter(wanted))}'"
+    else:
+        filt = f"tags.`{tag}` != ''"
+    view = ViewType.ALL if include_deleted else ViewType.ACTIVE_ONLY
+    c, out, token = client(uri), [], None
+    while True:
+        page = retrying(lambda: c.search_runs([experiment_id], filter_string=filt, run_view_type=view,
+                                              max_results=1000, page_token=token))
+        out += [r for r in page if wanted is None or r.data.tags.get(tag) in wanted]
+        token = page.token
+        if not token:
+            return out
+
+
+def finished_by_key(uri: str, experiment_id: str, keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """key -> its FINISHED run (the oldest, should there ever be two)."""
+    done: dict[str, Any] = {}
+    for run in sorted(runs_with_tag(uri, experiment_id, KEY_TAG, keys), key=lambda r: r.info.start_time or 0):
+        if run.info.status == "FINISHED":
+            done.setdefault(run.data.tags[KEY_TAG], run)
+    return done
+
+
+def supersede(uri: str, runs: Iterable[Any], by: str) -> list[str]:
+    """Retire earlier attempts of a replay being redone: a run left RUNNING by a killed worker ends
+    ``KILLED``; each is tagged with the run that replaces it and soft-deleted (the UI can restore it)."""
+    c, retired = client(uri), []
+    for run in runs:
+        rid = run.info.run_id
+        if run.info.status == "RUNNING":
+            retrying(lambda: c.set_terminated(rid, status="KILLED"))
+        retrying(lambda: c.set_tag(rid, SUPERSEDED_TAG, by))
+        retrying(lambda: c.delete_run(rid))
+        retired.append(rid)
+    return retired
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """``$SCHEDLAB_CODE_VERSION``, else the git commit of the package (``+dirty`` when tracked files
+    differ from it), else the package version."""
+    if os.environ.get("SCHEDLAB_CODE_VERSION"):
+        return os.environ["SCHEDLAB_CODE_VERSION"]
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        return f"{sha}+dirty" if dirty else sha
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"schedlab-{version('schedlab')}"
+        except PackageNotFoundError:
+            return "unknown"
+
+
+def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str = "http://127.0.0.1:5000") -> str:
+    """Where a run (or the experiment) is in the MLflow UI."""
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else ui
+    return f"{base}/#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+
+
+def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Every numeric entry of a summary (nested dicts flattened with dots) as a metric."""
+    out: dict[str, float] = {}
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat_metrics(value, f"{name}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = float(value)
+        elif isinstance(value, bool):
+            out[name] = float(value)
+    return out

@@ -1,0 +1,136 @@
+"""Experiment configs: validation errors name the file and the field; expansion into replays; keys."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from schedlab.flows.config import CONF_DIR, ConfigError, load_config
+from schedlab.sched.policies import POLICIES
+from schedlab.tasks import compare
+
+BASE = """\
+name: t
+seeds: [0, 1]
+traces:
+  - name: syn
+    format: synthetic
+    options: {num_jobs: 50, load: 2.0}
+clusters: [4x8]
+policies: [fifo, sjf]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_quickstart_is_every_registered_policy_two_seeds():
+    config = load_config(CONF_DIR / "quickstart.yaml")
+    assert [e.name for e in config.policy_entries()] == list(POLICIES)
+    assert config.seeds == [0, 1]
+    specs = config.grid("v1")
+    assert len(specs) == 2 * len(POLICIES)
+    assert config.baseline_label == "fifo"
+    assert load_config("quickstart").name == "quickstart"  # a bare name looks in conf/experiments
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ("bogus: 1\n", "bogus"),
+        ("placement: consolidated\nseeds: []\n", "seeds"),
+    ],
+)
+def test_top_level_errors_name_file_and_field(tmp_path, change, where):
+    path = write(tmp_path, BASE.replace("seeds: [0, 1]\n", "") + change)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(path) in str(err.value) and where in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ("{num_jobs: 50, load: 2.0}", "{num_jobs: 50, lod: 2.0}", "traces[0].options"),
+        ("{num_jobs: 50, load: 2.0}", "{num_jobs: 50, load: [1.0, -2]}", "traces[0].options"),
+        ("format: synthetic", "format: nope", "traces[0].format"),
+        ("policies: [fifo, sjf]", "policies: [fifo, nosuch]", "policies[1].name"),
+        ("policies: [fifo, sjf]", "policies: [fifo, {name: tiresias, params: {promote_knob: x}}]",
+         "policies[1].params"),
+        ("policies: [fifo, sjf]", "policies: [fifo, {name: sjf, parms: {}}]", "policies[1].parms"),
+        ("clusters: [4x8]", "clusters: [no-such-cluster]", "clusters[0]"),
+        ("format: synthetic", "source: missing.csv", "traces[0].source"),
+        ("seeds: [0, 1]", "seeds: [0, 1]\nbaseline: srtf", "baseline"),
+    ],
+)
+def test_field_errors_name_file_and_field(tmp_path, old, new, where):
+    path = write(tmp_path, BASE.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert str(path) in message and where in message, message
+
+
+def test_grid_load_sweep_labels_and_relative_sources(tmp_path):
+    trace = tmp_path / "traces" / "t.csv"
+    trace.parent.mkdir()
+    trace.write_text("job_id,submit_time,num_gpus,duration\nj1,0,1,10\n")
+    path = write(tmp_path, """\
+        name: t
+        seeds: [0, 1]
+        traces:
+          - {name: syn, format: synthetic, options: {num_jobs: 50, load: [1, 2]}}
+          - {name: file, source: traces/t.csv, format: canonical}
+        clusters: [4x8]
+        policies: [fifo, sjf]
+        """)
+    config = load_config(path)
+    specs = config.grid("v1")
+    assert len(specs) == (2 + 1) * 1 * 2 * 2  # (2 loads + 1 file) x cluster x policies x seeds
+    assert {s.trace_label for s in specs} == {"syn@1x", "syn@2x", "file"}
+    assert {s.source for s in specs if s.trace == "file"} == {str(trace.resolve())}
+    assert config.sweeps_load
+    # the synthetic trace's seed follows the replay seed unless the options fix it
+    assert {(s.seed, s.options["seed"]) for s in specs} == {(0, 0), (1, 1)}
+
+
+def test_duplicate_policy_names_get_distinct_labels(tmp_path):
+    path = write(tmp_path, BASE.replace("policies: [fifo, sjf]",
+                                        "policies: [fifo, {name: tiresias, params: {promote_knob: 4}},"
+                                        " {name: tiresias, params: {promote_knob: 2}, label: t2}]"))
+    labels = [e.label for e in load_config(path).policy_entries()]
+    assert labels == ["fifo", "tiresias[promote_knob=4]", "t2"]
+
+
+def test_keys_are_stable_and_cover_what_changes_a_result(tmp_path):
+    config = load_config(write(tmp_path, BASE))
+    a, b = config.grid("v1"), load_config(write(tmp_path, BASE, "again.yaml")).grid("v1")
+    assert [s.key for s in a] == [s.key for s in b]
+    assert len({s.key for s in a}) == len(a)
+    assert {s.key for s in config.grid("v2")}.isdisjoint(s.key for s in a)  # code version
+    other = load_config(write(tmp_path, BASE.replace("num_jobs: 50", "num_jobs: 51"), "o.yaml")).grid("v1")
+    assert {s.key for s in other}.isdisjoint(s.key for s in a)  # loader options
+
+
+def test_comparison_ratios_are_baseline_over_policy():
+    rows = [
+        {"trace": "t", "cluster": "c", "policy": p, "seed": s, "avg_jct_s": jct, "p95_jct_s": jct * 2,
+         "avg_queue_s": 1.0, "makespan_s": 100.0, "gpu_util": 0.5, "preemptions": 0}
+        for p, s, jct in [("fifo", 0, 100.0), ("fifo", 1, 300.0), ("sjf", 0, 50.0), ("sjf", 1, 50.0)]
+    ]
+    table = compare.comparison(rows, "fifo", ["sjf", "fifo"])
+    assert list(table["policy"]) == ["fifo", "sjf"]  # the baseline first
+    sjf = table.set_index("policy").loc["sjf"]
+    assert sjf["avg_jct_s"] == 50.0 and sjf["seeds"] == 2
+    assert sjf["ratio:avg_jct_s"] == pytest.approx(4.0)  # fifo's seed mean 200 / 50
+    shown = compare.titled(table, "fifo")
+    assert "avg JCT speed-up vs fifo" in shown.columns
+    assert "4.00x" in compare.to_markdown(shown)
+    assert isinstance(compare.to_text(shown), str)
+    assert compare.comparison([], "fifo").empty and isinstance(pd.DataFrame(), pd.DataFrame)

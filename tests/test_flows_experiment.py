@@ -1,0 +1,286 @@
+"""The experiment flow for real: a Dask LocalCluster, a sqlite MLflow store, Prefect's test API.
+
+One LocalCluster (2 worker processes) serves the module, reached by address (the ``--dask-address``
+path); the flow itself is covered end to end, including a worker killed mid-replay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from schedlab.flows.config import load_config
+from schedlab.flows.experiment import run_experiment
+from schedlab.tasks import tracking
+from schedlab.tasks.replay import ReplayFailed, log_replay
+from schedlab.tasks.tracking import KEY_TAG, PARENT_TAG, SUPERSEDED_TAG
+
+pytestmark = pytest.mark.timeout(240)
+
+CODE = "test-version"
+
+
+@pytest.fixture(scope="module")
+def dask_address():
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    yield cluster.scheduler_address
+    cluster.close(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def _local_store(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("SCHEDLAB_CODE_VERSION", CODE)
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def uri_of(home: Path) -> str:
+    return f"sqlite:///{home / 'mlflow.db'}"
+
+
+def all_runs(uri: str, name: str, deleted: bool = False) -> list:
+    from mlflow.entities import ViewType
+
+    c = tracking.client(uri)
+    exp = c.get_experiment_by_name(name)
+    if exp is None:
+        return []
+    return c.search_runs([exp.experiment_id], run_view_type=ViewType.ALL if deleted else ViewType.ACTIVE_ONLY,
+                         max_results=1000)
+
+
+def running_replays(db: Path) -> list[tuple[str, int]]:
+    """(run id, worker pid) of replay runs now RUNNING, read with plain sqlite (an MLflow client
+    would try to migrate a database the experiment is still creating)."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as con:
+            rows = con.execute(
+                "SELECT r.run_uuid, t.value FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid"
+                " WHERE r.status = 'RUNNING' AND t.key = 'schedlab.worker'").fetchall()
+    except sqlite3.Error:
+        return []
+    return [(run_id, int(worker.rsplit(":", 1)[1])) for run_id, worker in rows]
+
+
+def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_address):
+    path = write(tmp_path, """\
+        name: e2e
+        baseline: fifo
+        seeds: [0, 1]
+        traces:
+          - {name: syn, format: synthetic, options: {num_jobs: 300, load: 3.0}}
+        clusters: [4x8]
+        policies: [fifo, {name: tiresias, params: {promote_knob: 4}}]
+        models: {interference: analytic, iteration_time: catalog}
+        """)
+    home = tmp_path / "home"
+    report = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
+    uri = uri_of(home)
+    assert report["failures"] == {} and report["replays"] == 4 and report["replays_run"] == 4
+
+    runs = all_runs(uri, "e2e")
+    children = [r for r in runs if r.data.tags.get("schedlab.kind") == "replay"]
+    parents = [r for r in runs if r.data.tags.get("schedlab.kind") == "experiment"]
+    assert len(children) == 4 and len(parents) == 1
+    parent = parents[0]
+    specs = {s.key: s for s in load_config(path).grid(CODE)}
+    assert {r.data.tags[KEY_TAG] for r in children} == set(specs)
+    c = tracking.client(uri)
+    for run in children:
+        spec = specs[run.data.tags[KEY_TAG]]
+        assert run.info.status == "FINISHED"
+        assert run.data.tags[PARENT_TAG] == parent.info.run_id
+        p = run.data.params
+        assert p["policy"] == spec.policy and p["seed"] == str(spec.seed) and p["cluster"] == "4x8"
+        assert p["trace"] == "syn" and p["trace.option.num_jobs"] == "300" and p["trace.option.load"] == "3.0"
+        assert p["code_version"] == CODE and p["model.interference"] == "analytic"
+        assert p["model.iteration_time"] == "catalog"
+        if spec.policy == "tiresias":
+            assert p["params.promote_knob"] == "4"
+        m = run.data.metrics
+        assert m["jobs"] == 300 and m["avg_jct_s"] > 0 and 0 < m["gpu_util"] <= 1 and "p95_queue_s" in m
+        names = {a.path for a in c.list_artifacts(run.info.run_id)}
+        assert {"jobs.parquet", "summary.json", "utilization.parquet", "jct_cdf.png", "queue_cdf.png",
+                "gpu_util.png"} <= names
+        local = Path(run.info.artifact_uri.removeprefix("file://"))
+        assert local.is_relative_to(home / "mlartifacts")
+        assert len(pd.read_parquet(local / "jobs.parquet")) == 300
+
+    assert parent.info.status == "FINISHED"
+    names = {a.path for a in c.list_artifacts(parent.info.run_id)}
+    assert {"comparison.csv", "comparison.md", "plots", "exp.yaml"} <= names
+    plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
+    assert "plots/jct_cdf__syn__4x8.png" in plots
+    table = pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")
+    assert list(table["policy"]) == ["fifo", "tiresias"]
+    assert table.loc[0, "avg JCT speed-up vs fifo"] == pytest.approx(1.0)
+    fifo_mean = sum(r.data.metrics["avg_jct_s"] for r in children if r.data.params["policy"] == "fifo") / 2
+    assert table.loc[0, "avg JCT (s)"] == pytest.approx(fifo_mean)
+    assert "avg JCT speed-up vs fifo" in report["markdown"] and "tiresias" in report["table"]
+
+    # the same table is a Prefect markdown artifact
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as prefect:
+        artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["experiment-e2e"])))
+    assert artifacts and "avg JCT speed-up vs fifo" in artifacts[0].data
+
+    # re-running the same experiment resumes: nothing is logged twice
+    again = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
+    assert again["replays_run"] == 0 and again["replays_skipped"] == 4
+    assert len(all_runs(uri, "e2e", deleted=True)) == 5
+    assert again["parent_run_id"] == parent.info.run_id
+
+
+def test_failed_replay_run_is_failed_with_error_others_finish(tmp_path, prefect_harness, dask_address, capsys):
+    from schedlab.cli import main
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,submit_time,num_gpus,duration\nj1,0,1,10\nj2,5,one,10\n")
+    path = write(tmp_path, f"""\
+        name: failing
+        seeds: [0]
+        traces:
+          - {{name: syn, format: synthetic, options: {{num_jobs: 100, load: [1.0, 2.0]}}}}
+          - {{name: bad, source: {bad.name}, format: canonical}}
+        clusters: [4x8]
+        policies: [fifo]
+        """)
+    rc = main(["experiment", str(path), "--dask-address", dask_address])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "FAILED" in err and "bad" in err and "MLflow: http://127.0.0.1:5000/#/experiments/" in out
+    assert "schedlab ui" in out
+    uri = tracking.tracking_uri() if hasattr(tracking, "tracking_uri") else None
+    from schedlab.flows import settings
+
+    uri = settings.tracking_uri()
+    runs = all_runs(uri, "failing")
+    by_trace = {r.data.params.get("trace.label"): r for r in runs if r.data.tags.get("schedlab.kind") == "replay"}
+    assert by_trace["bad"].info.status == "FAILED"
+    assert by_trace["syn@1x"].info.status == "FINISHED" and by_trace["syn@2x"].info.status == "FINISHED"
+    c = tracking.client(uri)
+    error = Path(by_trace["bad"].info.artifact_uri.removeprefix("file://")) / "error.txt"
+    assert "TraceError" in error.read_text() and "num_gpus" in error.read_text()
+    assert "num_gpus" in by_trace["bad"].data.tags["schedlab.error"]
+    parent = next(r for r in runs if r.data.tags.get("schedlab.kind") == "experiment")
+    assert parent.info.status == "FAILED" and parent.data.metrics["replays_failed"] == 1
+    plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
+    assert "plots/vs_load__syn__4x8.png" in plots  # the config sweeps load
+
+
+def test_unreachable_tracking_server_and_dask_fail_before_any_work(tmp_path, monkeypatch, capsys):
+    from schedlab.cli import main
+
+    path = write(tmp_path, """\
+        name: never
+        traces: [{name: syn, options: {num_jobs: 10}}]
+        clusters: [4x8]
+        policies: [fifo]
+        """)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    assert main(["experiment", str(path)]) == 2
+    assert "tracking server http://127.0.0.1:9 is unreachable" in capsys.readouterr().err
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    started = time.perf_counter()
+    assert main(["experiment", str(path), "--dask-address", "tcp://127.0.0.1:9"]) == 2
+    assert "Dask scheduler tcp://127.0.0.1:9 is unreachable" in capsys.readouterr().err
+    assert time.perf_counter() - started < 30
+    from schedlab.flows import settings
+
+    assert all_runs(settings.tracking_uri(), "never") == []
+    bad = write(tmp_path, "name: x\ntraces: []\nclusters: [4x8]\n", "bad.yaml")
+    assert main(["experiment", str(bad)]) == 2
+    assert f"{bad}: invalid experiment config" in capsys.readouterr().err
+
+
+def test_replay_is_logged_once_even_when_retried(tmp_path):
+    """A task killed after logging FINISHED but before returning is re-run by Dask: the re-run finds
+    the key and logs nothing; a run left RUNNING by a killed worker is retired when redone."""
+    path = write(tmp_path, """\
+        name: once
+        traces: [{name: syn, options: {num_jobs: 50}}]
+        clusters: [4x8]
+        policies: [fifo, sjf]
+        """)
+    uri = uri_of(tmp_path)
+    tracking.check_tracking(uri)
+    exp = tracking.ensure_experiment(uri, "once", tmp_path / "art")
+    first, second = load_config(path).grid(CODE)
+    a = log_replay(first, uri, exp, None)
+    b = log_replay(first, uri, exp, None)
+    assert a["logged"] and not b["logged"] and a["run_id"] == b["run_id"]
+    stale = tracking.client(uri).create_run(exp, tags={KEY_TAG: second.key})  # a worker died here
+    c = log_replay(second, uri, exp, None)
+    runs = {r.info.run_id: r for r in all_runs(uri, "once", deleted=True)}
+    assert runs[stale.info.run_id].info.status == "KILLED"
+    assert runs[stale.info.run_id].info.lifecycle_stage == "deleted"
+    assert runs[stale.info.run_id].data.tags[SUPERSEDED_TAG] == c["run_id"]
+    assert sorted(r.info.status for r in all_runs(uri, "once")) == ["FINISHED", "FINISHED"]
+    with pytest.raises(ReplayFailed):
+        log_replay(second.model_copy(update={"policy": "nosuch", "label": "nosuch"}), uri, exp, None)
+
+
+def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefect_harness, dask_address):
+    path = write(tmp_path, """\
+        name: kill
+        seeds: [0, 1]
+        traces: [{name: syn, options: {num_jobs: 10000, load: 4.0}}]
+        clusters: [castor-sim]
+        policies: [srtf, tiresias]
+        """)
+    home = tmp_path / "home"
+    uri = uri_of(home)
+    outcome: dict = {}
+
+    def experiment() -> None:
+        try:
+            outcome["report"] = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
+        except BaseException as err:  # noqa: BLE001 - reported by the assertions below
+            outcome["error"] = err
+
+    runner = threading.Thread(target=experiment)
+    runner.start()
+    killed = None
+    deadline = time.monotonic() + 150
+    while killed is None and runner.is_alive() and time.monotonic() < deadline:
+        running = running_replays(home / "mlflow.db")
+        if running:
+            killed = running[0]
+            os.kill(killed[1], signal.SIGKILL)  # the worker process logging this run, mid-replay
+        time.sleep(0.05)
+    runner.join(180)
+    assert killed is not None and "error" not in outcome, outcome
+    report = outcome["report"]
+    assert report["failures"] == {} and report["replays_finished"] == 4
+
+    runs = all_runs(uri, "kill", deleted=True)
+    replays = [r for r in runs if r.data.tags.get("schedlab.kind") == "replay"]
+    finished = [r for r in replays if r.info.status == "FINISHED" and r.info.lifecycle_stage == "active"]
+    assert sorted(r.data.tags[KEY_TAG] for r in finished) == sorted(s.key for s in load_config(path).grid(CODE))
+    retired = next(r for r in replays if r.info.run_id == killed[0])
+    assert retired.info.status == "KILLED" and retired.info.lifecycle_stage == "deleted"
+
+    again = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
+    assert again["replays_run"] == 0 and again["failures"] == {}
+    assert len(all_runs(uri, "kill", deleted=True)) == len(runs)
