@@ -10,7 +10,10 @@ from typing import Any
 
 import yaml
 
+from schedlab.flows.cli import register as register_flows
+from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
+from schedlab.sched.fit_cli import register as register_fit
 from schedlab.sched.policies import BASELINES, POLICIES
 from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace
 
@@ -21,16 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="schedlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_replay(commands)
-    from schedlab.flows.cli import register as register_flows
-    register_flows(commands)
     policies = commands.add_parser("policies", help="list every registered policy")
     policies.set_defaults(func=_policies)
-    try:
-        from schedlab.profiling.cli import register as register_profile
-    except ImportError:  # profiling needs the optional [gpu] extra's torch only at run time
-        register_profile = None
-    if register_profile is not None:
-        register_profile(commands)
+    for register in (register_flows, register_profile, register_fit):  # experiment/ui/serve…, profile, fit
+        register(commands)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
@@ -48,6 +45,8 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML)")
     p.add_argument("--placement", default="consolidated", help="consolidated | best-fit | random")
+    p.add_argument("--interference", default="analytic",
+                   help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI")
     p.add_argument("--preemption-overhead", type=float, help="checkpoint-restore seconds (default: 63)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-jobs", type=int, help="first N jobs of the trace")
@@ -96,7 +95,10 @@ def _replay(args: argparse.Namespace) -> int:
         seed=args.seed, num_jobs=args.num_jobs,
     )
     table, report = load_trace(args.trace, args.format, options)
-    table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate, seed=args.seed)
+    needs_workloads = any(POLICIES[p].shares_gpus for p in args.policy) and "model" not in table.columns
+    if needs_workloads and not args.annotate:
+        print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")
+    table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
     out = Path(args.out)
@@ -104,7 +106,8 @@ def _replay(args: argparse.Namespace) -> int:
     for name in args.policy:
         result = replay(
             table, cluster, name, params[name], placement=args.placement, seed=args.seed,
-            preemption_overhead_s=args.preemption_overhead, load_report={**report.to_dict(), **notes},
+            preemption_overhead_s=args.preemption_overhead, interference=args.interference,
+            load_report={**report.to_dict(), **notes},
             progress=not args.no_progress and sys.stderr.isatty(),
         )
         result.write(out / name if len(args.policy) > 1 else out)
