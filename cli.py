@@ -14,6 +14,7 @@ from schedlab.flows.cli import register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
 from schedlab.sched.fit_cli import register as register_fit
+from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
 from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace
 
@@ -121,16 +122,7 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-COMPARISON_COLUMNS = {
-    "policy": "policy",
-    "jobs": "jobs",
-    "avg_jct_s": "avg JCT (s)",
-    "p95_jct_s": "p95 JCT (s)",
-    "avg_queue_s": "avg queue (s)",
-    "makespan_s": "makespan (s)",
-    "gpu_util": "GPU util",
-    "preemptions": "preemptions",
-}
+COMPARISON_COLUMNS = {"policy": "policy", "jobs": "jobs", **METRICS}
 
 
 def comparison_table(summaries: list[dict[str, Any]]):

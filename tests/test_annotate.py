@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from schedlab.sched.annotate import LAMBDA_RANGE, AnnotationError, annotate
 from schedlab.sched.workloads import default_catalog
 

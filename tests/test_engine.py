@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
+from helpers import make_table
 from schedlab.sched.cluster import ClusterError, ClusterState, load_cluster
 from schedlab.sched.engine import Engine, EngineError
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.replay import replay
-from helpers import make_table
 
 # One 4-GPU server. A blocks B (4 GPUs); C and D are small and arrive while B waits.
 TRACE = make_table([("A", 0, 2, 10), ("B", 1, 4, 5), ("C", 2, 1, 3), ("D", 3, 2, 4)])
@@ -122,8 +121,9 @@ def test_placements_give_whole_gangs(placement):
 def test_consolidated_uses_fewest_servers():
     state = ClusterState(load_cluster("3x4"))
     state.take_from_servers([(0, 3), (1, 1)], job=None)  # free: server0 1, server1 3, server2 4
-    from schedlab.sched.placement import best_fit, consolidated
     import random
+
+    from schedlab.sched.placement import best_fit, consolidated
 
     assert consolidated(state, 3, random.Random(0)) == [(1, 3)]
     assert consolidated(state, 6, random.Random(0)) == [(2, 4), (1, 2)]

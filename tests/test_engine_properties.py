@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from schedlab.sched.cluster import ClusterState, load_cluster
 from schedlab.sched.engine import Engine
 from schedlab.sched.job import Job, jobs_from_table

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from schedlab.flows.config import load_config
 from schedlab.flows.experiment import run_experiment
 from schedlab.tasks import tracking

@@ -113,7 +113,6 @@ def test_serve_registers_the_cron_schedule_and_stopping_pauses_it(servers):
 
 def test_serve_without_a_server_or_with_a_bad_flow_says_so(capsys):
     from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from schedlab.cli import main
 
     with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{free_port()}/api"}):

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import shared_data
-
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.sched import fitting
 from schedlab.sched.fit_cli import register

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from schedlab.profiling import cli as profile_cli
 from schedlab.profiling.store import ProfileStore
 from schedlab.sched.fit_cli import register

@@ -5,68 +5,20 @@ engine's invariants on a synthetic trace."""
 from __future__ import annotations
 
 import math
-from collections import Counter
 
-import pandas as pd
 import pytest
-
-from helpers import make_table, shared_data
+from helpers import shared_data
+from packing import run as run_packing
+from packing import workloads
 from schedlab.sched.annotate import annotate
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
-from schedlab.sched.policies import make_policy
-from schedlab.sched.sharing import SharingModel
 from schedlab.sched.traces import LoadOptions, load_trace
-
-
-class CheckedEngine(Engine):
-    """Records every start as (time, job, partner or None) and checks the invariants as it goes."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.log: list[tuple[float, object, object]] = []
-        self.completions: Counter = Counter()
-
-    def start(self, job, placement=None, *, share_gpus=(), **kwargs) -> bool:
-        partners = {self.cluster.holders[g][0] for g in share_gpus}
-        assert len(partners) <= 1
-        partner = next(iter(partners), None)
-        if partner is not None:
-            assert self.sharing.fits_together(job, partner), "packed beyond GPU memory"
-            assert self.cluster.free_gpus < job.num_gpus, "packed although it fitted on free GPUs"
-        ok = super().start(job, placement, share_gpus=share_gpus, **kwargs)
-        if ok:
-            self.log.append((self.now, job, partner))
-            assert all(len(self.cluster.holders[g]) <= 2 for g in job.gpus)
-        return ok
-
-    def _complete(self, job) -> None:
-        self.completions[job.job_id] += 1
-        super()._complete(job)
-
-
-def run(table: pd.DataFrame, cluster: str, xi: str, params=None, overhead=0.0):
-    spec = load_cluster(cluster)
-    engine = CheckedEngine(
-        jobs_from_table(table), ClusterState(spec), make_policy("gandiva", params),
-        preemption_overhead_s=overhead, sharing=SharingModel.for_cluster(spec, xi),
-    )
-    engine.run()
-    jobs = {j.job_id: j for j in engine.jobs}
-    assert all(engine.completions[j] == 1 for j in jobs), "every job completes exactly once"
-    return engine, jobs
-
-
-def workloads(rows, models):
-    table = make_table(rows)
-    table["model"] = [m for m, _ in models]
-    table["batch_size"] = [float(b) for _, b in models]
-    return table
-
 
 ROWS = [("A", 0, 1, 1000), ("B", 10, 1, 100), ("C", 100, 1, 50)]
 MODELS = [("cifar10", 32), ("ncf", 256), ("ncf", 256)]
+
+
+def run(table, cluster, xi, params=None, overhead=0.0):
+    return run_packing(table, cluster, xi, "gandiva", params, overhead, packs_only_under_overload=True)
 
 
 def test_unpacks_when_measured_slowdown_is_high():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
+from helpers import shared_data
 from schedlab.sched.annotate import annotate
 from schedlab.sched.cluster import ClusterState, load_cluster
 from schedlab.sched.engine import Engine
@@ -16,7 +16,6 @@ from schedlab.sched.replay import replay
 from schedlab.sched.sharing import SharingModel
 from schedlab.sched.traces import load_trace
 from schedlab.sched.traces.common import LoadOptions
-from helpers import shared_data
 
 SINGLES_AND_PAIR = [(0,), (1,), (0, 1)]
 

@@ -4,65 +4,17 @@ time-aware priority ratio), its priority order, and the engine's invariants on a
 from __future__ import annotations
 
 import math
-from collections import Counter
 
-import pandas as pd
 import pytest
-
 from helpers import make_table, shared_data
+from packing import run as run_packing
+from packing import workloads
 from schedlab.sched.annotate import annotate
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
-from schedlab.sched.policies import make_policy
-from schedlab.sched.sharing import SharingModel
 from schedlab.sched.traces import LoadOptions, load_trace
 
 
-class CheckedEngine(Engine):
-    """Records every start as (time, job, partner or None) and checks the invariants as it goes."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.log: list[tuple[float, object, object]] = []
-        self.completions: Counter = Counter()
-
-    def start(self, job, placement=None, *, share_gpus=(), **kwargs) -> bool:
-        partners = {self.cluster.holders[g][0] for g in share_gpus}
-        assert len(partners) <= 1
-        partner = next(iter(partners), None)
-        if partner is not None:
-            assert self.sharing.fits_together(job, partner), "packed beyond GPU memory"
-        ok = super().start(job, placement, share_gpus=share_gpus, **kwargs)
-        if ok:
-            self.log.append((self.now, job, partner))
-            assert all(len(self.cluster.holders[g]) <= 2 for g in job.gpus)
-        return ok
-
-    def _complete(self, job) -> None:
-        self.completions[job.job_id] += 1
-        super()._complete(job)
-
-
-def run(table: pd.DataFrame, cluster: str, xi: str, policy: str = "lucid", params=None, overhead=None):
-    spec = load_cluster(cluster)
-    engine = CheckedEngine(
-        jobs_from_table(table), ClusterState(spec), make_policy(policy, params),
-        preemption_overhead_s=overhead, sharing=SharingModel.for_cluster(spec, xi),
-    )
-    engine.run()
-    jobs = {j.job_id: j for j in engine.jobs}
-    assert all(engine.completions[j] == 1 for j in jobs), "every job completes exactly once"
-    return engine, jobs
-
-
-def workloads(rows, models):
-    """A job table from (job_id, submit, gpus, duration) rows and per-row (model, per-GPU batch)."""
-    table = make_table(rows)
-    table["model"] = [m for m, _ in models]
-    table["batch_size"] = [float(b) for _, b in models]
-    return table
-
+def run(table, cluster, xi, policy="lucid", params=None, overhead=None):
+    return run_packing(table, cluster, xi, policy, params, overhead)
 
 def test_packs_only_beside_a_job_of_the_same_gpu_count():
     # A (2 GPUs) runs; B (1 GPU) cannot pack beside it and takes a free GPU; C (2 GPUs, priority

@@ -4,11 +4,10 @@ from __future__ import annotations
 import time
 
 import pytest
-
+from schedlab.profiling import nvml
 from schedlab.profiling.collectors import MIN_INTERVAL_S, Collector, HostCollector
 from schedlab.profiling.indicators import percentile
 from schedlab.profiling.mps import MpsDaemon, MpsError
-from schedlab.profiling import nvml
 
 
 class Counting(Collector):

@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
-from schedlab.profiling.dcgm import DcgmCollector, fetch, indicators_for, normalise_url, parse_metrics, select_gpus
+from schedlab.profiling.dcgm import (
+    DcgmCollector,
+    fetch,
+    indicators_for,
+    normalise_url,
+    parse_metrics,
+    select_gpus,
+)
 from schedlab.profiling.indicators import DCGM_FIELDS, GPU_INDICATORS
 
 FIX = Path(__file__).parent / "fixtures" / "dcgm"

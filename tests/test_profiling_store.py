@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
-
 from schedlab.profiling.store import SCHEMA, SCHEMA_VERSION, ProfileRecord, ProfileStore
 
 

@@ -15,7 +15,6 @@ from typing import Iterator
 
 import pandas as pd
 import pytest
-
 from schedlab.profiling import cli
 from schedlab.profiling.execute import Context, outcome
 from schedlab.profiling.profiler import Profiler

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from schedlab.profiling import runner
 from schedlab.profiling.workloads import WORKLOADS, get
 

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from schedlab.sched.jobtable import CANONICAL_COLUMNS
-from schedlab.sched.traces import FORMATS, LoadOptions, LoadReport, detect_format, load_trace
+from schedlab.sched.traces import (
+    FORMATS,
+    LoadOptions,
+    LoadReport,
+    detect_format,
+    load_trace,
+)
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pydantic
 import pytest
-
 from schedlab.sched.traces import LoadOptions, TraceError, load_trace
 from schedlab.sched.traces.synthetic import generate, load_config
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from schedlab.sched.traces import LoadOptions, TraceError, load_trace
 
 FIX = Path(__file__).parent / "fixtures" / "traces"

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from schedlab.sched.workloads import (
     DEFAULT_CATALOG_PATH,
     CatalogError,

@@ -34,9 +34,9 @@ FORMATS: dict[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {
 # Columns that identify a CSV format from its header (required columns of each reader).
 _SIGNATURES: dict[str, tuple[str, ...]] = {
     "philly": philly.COLUMNS,
-    "helios": helios.COLUMNS,
-    "itp": itp.COLUMNS,
-    "tiresias": tiresias.COLUMNS,
+    "helios": tuple(source for source, _ in helios.COLUMNS.values()),
+    "itp": tuple(source for source, _ in itp.COLUMNS.values()),
+    "tiresias": tuple(source for source, _ in tiresias.COLUMNS.values()),
     "alibaba-pai": alibaba_pai.JOB_COLUMNS,
     "canonical": ("job_id", "submit_time", "num_gpus"),
 }

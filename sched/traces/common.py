@@ -232,6 +232,25 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
     return (dt - pd.Timestamp(0)).dt.total_seconds()
 
 
+def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None) -> Raw:
+    """A CSV whose canonical columns are plain conversions of its own: ``columns`` maps a canonical
+    name to ``(source column, kind)``, kind one of ``text``, ``seconds``, ``int``, ``float``
+    (``duration`` may be missing: the bad-duration rule decides)."""
+    file = str(path)
+    df = read_csv(path, tuple(source for source, _ in columns.values()))
+    convert = {
+        "text": lambda col, name: df[col],
+        "seconds": lambda col, name: seconds(df, col, file),
+        "int": lambda col, name: numeric(df, col, file, integer=True),
+        "float": lambda col, name: numeric(df, col, file, allow_missing=name == "duration"),
+    }
+    out = pd.DataFrame({name: convert[kind](col, name) for name, (col, kind) in columns.items()})
+    for name, value in (constant or {}).items():
+        out[name] = value
+    out["_row"] = df["_row"]
+    return Raw(out, file, len(out))
+
+
 # --------------------------------------------------------------------------- finalize
 
 

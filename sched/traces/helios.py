@@ -10,32 +10,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+from .common import LoadOptions, Raw, make_loader, read_mapped
 
-from .common import LoadOptions, Raw, make_loader, numeric, read_csv, seconds
-
-COLUMNS = ("job_id", "user", "vc", "gpu_num", "submit_time", "duration")
+COLUMNS = {
+    "job_id": ("job_id", "text"),
+    "submit_time": ("submit_time", "seconds"),
+    "num_gpus": ("gpu_num", "int"),
+    "duration": ("duration", "float"),
+    "user": ("user", "text"),
+    "vc": ("vc", "text"),
+}
 
 
 def read(path: Path | None, options: LoadOptions) -> Raw:
     """Columns used: job_id, user, vc, gpu_num, submit_time, duration; gpu_num 0 -> dropped no_gpu."""
     assert path is not None
-    file = str(path)
-    df = read_csv(path, COLUMNS)
-    out = pd.DataFrame(
-        {
-            "job_id": df["job_id"],
-            "submit_time": seconds(df, "submit_time", file),
-            "num_gpus": numeric(df, "gpu_num", file, integer=True),
-            "duration": numeric(df, "duration", file, allow_missing=True),
-            "user": df["user"],
-            "vc": df["vc"],
-            "_row": df["_row"],
-        }
-    )
-    cpu_only = out["num_gpus"] == 0
+    raw = read_mapped(path, COLUMNS)
+    cpu_only = raw.df["num_gpus"] == 0
     dropped = {"no_gpu": int(cpu_only.sum())} if cpu_only.any() else {}
-    return Raw(out[~cpu_only], file, len(out), dropped)
+    return Raw(raw.df[~cpu_only], raw.file, raw.read, dropped)
 
 
 load = make_loader("helios", read)
