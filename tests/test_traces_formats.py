@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -177,14 +176,11 @@ needs_philly = pytest.mark.skipif(not PHILLY.is_file(), reason="real Philly trac
 
 @needs_philly
 def test_real_philly() -> None:
-    t = time.perf_counter()
     df, rep = load_trace(PHILLY)
-    elapsed = time.perf_counter() - t
     check_canonical(df, rep)
     assert rep.read == rep.kept == 82_247
     assert df["vc"].nunique() == 15
     assert df["num_gpus"].value_counts()[1] == 76_627
-    assert elapsed < 2.0, f"loading Philly took {elapsed:.2f} s"
 
 
 @needs_philly
