@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_jobs_pollux.csv"
+from common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 
 def one(trace: str, policy: str, size: int, cluster: str) -> dict:
@@ -32,7 +28,7 @@ def one(trace: str, policy: str, size: int, cluster: str) -> dict:
         "jobs": len(table),
         "seconds": seconds,
         "jobs_per_s": len(table) / seconds,
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mb": peak_mb(),
         "avg_jct_s": result.summary["avg_jct_s"],
         "passes": result.summary["scheduling_passes"],
     }
@@ -51,18 +47,13 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(args.trace, args.policy[0], args.sizes[0], args.cluster)))
         return
-    if not Path(args.trace).exists():
-        sys.exit(f"trace not found: {args.trace} (pass --trace)")
+    require_trace(args.trace)
     print(f"trace {args.trace} on {args.cluster}")
     print(f"{'policy':10s} {'jobs':>7s} {'seconds':>8s} {'jobs/s':>9s} {'peak MB':>8s} {'s per 1k jobs':>13s}")
     for policy in args.policy:
         for size in args.sizes:
-            out = subprocess.run(
-                [sys.executable, __file__, "--one", "--trace", args.trace, "--cluster", args.cluster,
-                 "--policy", policy, "--sizes", str(size)],
-                check=True, capture_output=True, text=True,
-            )
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r = run_isolated(__file__, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
+                                        "--sizes", str(size)])
             print(f"{policy:10s} {r['jobs']:7d} {r['seconds']:8.2f} {r['jobs_per_s']:9.0f} {r['peak_mb']:8.0f}"
                   f" {1000 * r['seconds'] / r['jobs']:13.3f}", flush=True)
 

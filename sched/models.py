@@ -139,6 +139,7 @@ class InterferenceModel:
             json.loads(model_path.read_text())
             booster = xgb.Booster()
             booster.load_model(str(model_path))
+            booster.set_param({"nthread": 1})  # one row per call: threads cost ~15x (2.4 vs 0.16 ms)
         except FileNotFoundError:
             raise ModelError(f"{model_path}: file missing") from None
         except (json.JSONDecodeError, UnicodeDecodeError, xgb.core.XGBoostError) as err:

@@ -295,10 +295,12 @@ class SJFBSBF(_SharingSJF):
         skipped = False
         for _, _, steps, partner, gpus in beneficial:
             steps_with = max(steps_needed, steps)
-            if steps_with != steps_needed and not all(
-                engine.can_share(job, p, self.params.mode, self._shares, steps_with) for p in partners
-            ):
-                skipped = True
+            recheck = partners if steps_with != steps_needed else []
+            if steps_with != steps and not engine.can_share(job, partner, self.params.mode, self._shares, steps_with):
+                skipped = True  # this pair was judged at a larger batch and cannot run at this one
+                continue
+            if not all(engine.can_share(job, p, self.params.mode, self._shares, steps_with) for p in recheck):
+                skipped = True  # the smaller batch this pair needs would not run beside an earlier partner
                 continue
             chosen.extend(gpus[: job.num_gpus - len(chosen)])
             partners.append(partner)
