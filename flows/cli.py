@@ -1,8 +1,10 @@
-"""Sub-commands ``experiment``, ``ui`` and ``serve`` of the ``schedlab`` command line.
+"""Sub-commands ``experiment``, ``ui``, ``serve``, ``nightly``, ``reproduce`` and ``end-to-end`` of the
+``schedlab`` command line.
 
 ``register(subparsers)`` adds them to the main parser (``schedlab.cli``); each handler returns its
-exit code: 0 done, 1 some replays failed (``experiment``), 2 nothing ran (bad config, unreachable
-tracking store / Dask scheduler / Prefect server).
+exit code: 0 done, 1 some replays / profiling tasks / fits failed, 2 nothing ran (bad config or
+sweep, unreachable tracking store / Dask scheduler / Prefect server), 3 (``nightly``) no GPU worker
+in the Dask cluster and no ``--cpu-smoke``: nothing was profiled.
 """
 
 from __future__ import annotations
@@ -47,6 +49,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--timezone", default=DEFAULT_TIMEZONE, help=f"IANA time zone of the cron (default {DEFAULT_TIMEZONE})")
     s.add_argument("--name", help="deployment name (default: the flow's name)")
     s.set_defaults(func=_serve)
+
+    n = subparsers.add_parser("nightly", help="profile on the Dask cluster's GPU workers, refit and register both models",
+                              description="Run the nightly_profile flow once: the sweep on every GPU host of the Dask"
+                              " cluster (workers started with `--resources GPU=1`), appended to the profile store,"
+                              " then both models refitted, logged and registered in MLflow. Exit 3 when there is no"
+                              " GPU worker (and no --cpu-smoke).")
+    n.add_argument("--sweep", default="nightly", help="sweep name in conf/sweeps/ or a YAML path (default nightly)")
+    n.add_argument("--cpu-smoke", action="store_true", help="with no GPU worker, run the CPU smoke sweep instead")
+    n.add_argument("--dask-address", metavar="ADDR", help="Dask scheduler tcp://host:8786 (default"
+                   " $SCHEDLAB_DASK_ADDRESS, else a LocalCluster with this machine's GPUs)")
+    n.add_argument("--store", type=Path, help="profile store (default $SCHEDLAB_HOME/profiles)")
+    n.add_argument("--dcgm-url", help="dcgm-exporter metrics URL on the GPU nodes, e.g. http://localhost:9400/metrics")
+    n.add_argument("--force", action="store_true", help="re-measure configurations already in the store")
+    n.set_defaults(func=_nightly)
+
+    r = subparsers.add_parser("reproduce", help="the reproduction experiments and the paper-vs-ours tables",
+                              description="Run each reproduction experiment (default: castor-philly, sjf-bsbf-philly,"
+                              " castor-itp) over Dask and print our results beside the papers' tables.")
+    r.add_argument("configs", nargs="*", metavar="CONFIG", help="experiment YAMLs or names in conf/experiments/")
+    r.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
+    r.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: CPUs, at most 8)")
+    r.set_defaults(func=_reproduce)
+
+    e = subparsers.add_parser("end-to-end", help="profile -> fit -> an experiment using the fitted models",
+                              description="Profile a sweep on this machine (default: the CPU smoke sweep), fit both"
+                              " models, then run an experiment whose replays use the fitted interference model.")
+    e.add_argument("--sweep", default="smoke", help="sweep name or YAML path (default smoke)")
+    e.add_argument("--experiment", default="quickstart", help="experiment YAML or name (default quickstart)")
+    e.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
+    e.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: CPUs, at most 8)")
+    e.add_argument("--no-track", action="store_true", help="do not log/register the fits (the experiment is logged)")
+    e.set_defaults(func=_end_to_end)
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -125,3 +159,77 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     serve_flow(flow, args.cron, args.timezone, args.name)
     return 0
+
+
+def _setup_errors() -> tuple[type[BaseException], ...]:
+    from schedlab.flows.config import ConfigError
+    from schedlab.flows.experiment import DaskUnreachable
+    from schedlab.tasks.tracking import TrackingError
+
+    return (ConfigError, TrackingError, DaskUnreachable, FileNotFoundError, ValueError)
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    from schedlab.flows.nightly import run_nightly
+
+    try:
+        report = run_nightly(args.sweep, cpu_fallback=args.cpu_smoke, dask_address=args.dask_address,
+                             store=str(args.store) if args.store else None, dcgm_url=args.dcgm_url, force=args.force)
+    except _setup_errors() as err:
+        print(f"schedlab nightly: error: {err}", file=sys.stderr)
+        return 2
+    if report["status"] == "no-gpu-worker":
+        print(f"schedlab nightly: {report['message']}; nothing profiled (--cpu-smoke runs the CPU smoke sweep)",
+              file=sys.stderr)
+        return 3
+    for p in report["profiles"]:
+        print(f"profiled {report['sweep']} on {p.get('host', p.get('worker'))}: "
+              + (f"FAILED: {p['error']}" if "error" in p else f"{p.get('counts') or 'nothing to do'}"))
+    for name, fit in report["fits"].items():
+        print(f"{name}: {fit['model_uri']} ({fit['path']})")
+    for what, msg in report["failures"].items():
+        print(f"FAILED {what}: {msg}", file=sys.stderr)
+    print(f"MLflow: {report['ui_url']}")
+    return 1 if report["failures"] else 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from schedlab.flows.reproduce import run_reproduce
+
+    if args.workers is not None and args.workers < 1:
+        print("schedlab reproduce: error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        report = run_reproduce(args.configs or None, dask_address=args.dask_address, workers=args.workers)
+    except _setup_errors() as err:
+        print(f"schedlab reproduce: error: {err}", file=sys.stderr)
+        return 2
+    print()
+    print(report["markdown"])
+    for what, msg in report["failures"].items():
+        print(f"FAILED {what}: {msg}", file=sys.stderr)
+    print(f"MLflow: {report['ui_url']}")
+    return 1 if report["failures"] else 0
+
+
+def _end_to_end(args: argparse.Namespace) -> int:
+    from schedlab.flows.end_to_end import run_end_to_end
+
+    if args.workers is not None and args.workers < 1:
+        print("schedlab end-to-end: error: --workers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        report = run_end_to_end(args.sweep, args.experiment, dask_address=args.dask_address, workers=args.workers,
+                                track=not args.no_track)
+    except _setup_errors() as err:
+        print(f"schedlab end-to-end: error: {err}", file=sys.stderr)
+        return 2
+    print()
+    for name, fit in report["fits"].items():
+        print(f"{name}: {fit['path']}" + (f" ({fit['model_uri']})" if fit.get("model_uri") else ""))
+    print(f"experiment {report['experiment']} with the fitted interference model ({report['config_path']}):")
+    print(report["table"])
+    for label, msg in report["failures"].items():
+        print(f"FAILED {label}: {msg}", file=sys.stderr)
+    print(f"\nMLflow: {report['ui_url']}")
+    return 1 if report["failures"] else 0

@@ -1,0 +1,142 @@
+"""The ``end_to_end`` flow: profile -> fit -> an experiment that uses the freshly fitted models.
+
+1. **profile** a sweep into the store on this machine (default ``smoke``, the CPU sweep; resumable:
+   configurations already in the store are not measured again);
+2. **fit** the iteration-time and interference models from the store (content-named artifacts under
+   ``$SCHEDLAB_HOME/models``; logged to MLflow and registered unless ``track=False``);
+3. run an **experiment** (default ``quickstart``) with ``models.interference: model:<fitted dir>``
+   and ``models.iteration_time: <fitted json>`` (recorded): its replays decide co-located speeds
+   from the new ξ model. The derived experiment file is written to
+   ``$SCHEDLAB_HOME/end-to-end/<name>-<hash>.yaml`` (trace paths made absolute) and logged with the
+   experiment's comparison run, which is tagged with the fit runs.
+
+>>> report = run_end_to_end()                                    # smoke -> fit -> quickstart
+>>> report = run_end_to_end(sweep="tiny.yaml", experiment="exp.yaml", track=False)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from schedlab.flows import settings
+
+settings.apply_env()
+
+import yaml  # noqa: E402
+from prefect import flow  # noqa: E402
+from prefect.states import Failed  # noqa: E402
+from schedlab.flows.config import load_config  # noqa: E402
+from schedlab.tasks import tracking  # noqa: E402
+from schedlab.tasks.fit import KINDS, fit_task  # noqa: E402
+from schedlab.tasks.profile import profile_task, read_sweep  # noqa: E402
+from schedlab.tasks.tracking import client, retrying  # noqa: E402
+
+DEFAULT_SWEEP = "smoke"
+DEFAULT_EXPERIMENT = "quickstart"
+
+
+def derived_config(experiment: str, interference_dir: str, iteration_time: str | None, out_dir: Path) -> Path:
+    """The experiment file with the fitted models, trace sources made absolute, written to
+    ``out_dir/<name>-<hash>.yaml`` (the same models give the same file: re-runs resume)."""
+    config = load_config(experiment)
+    raw = yaml.safe_load(Path(config._path).read_text())
+    for trace in raw.get("traces") or []:
+        if trace.get("source") not in (None, "synthetic"):
+            trace["source"] = config.resolve_source(trace["source"])
+    raw["models"] = {**(raw.get("models") or {}), "interference": f"model:{interference_dir}"}
+    if iteration_time:
+        raw["models"]["iteration_time"] = iteration_time
+    text = (f"# {config._path} with the models fitted by the end_to_end flow\n"
+            + yaml.safe_dump(raw, sort_keys=False))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{config.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    if not path.exists():
+        path.write_text(text)
+    load_config(path)  # still valid
+    return path
+
+
+@flow(name="end-to-end", log_prints=True, persist_result=False)
+def end_to_end(dask_address: str, sweep: str = DEFAULT_SWEEP, experiment: str = DEFAULT_EXPERIMENT,
+               store: str | None = None, models_dir: str | None = None, tracking_uri: str | None = None,
+               track: bool = True, artifact_root: str | None = None, code_version: str | None = None,
+               holdout: float = 0.2, seed: int = 0) -> dict[str, Any]:
+    """Profile ``sweep`` here, fit both models, run ``experiment`` (its replays on the Dask cluster at
+    ``dask_address``) with the fitted interference model. Returns the experiment's report plus
+    ``profile``, ``fits`` and ``config_path``."""
+    from prefect_dask import DaskTaskRunner
+    from schedlab.flows.experiment import experiment_flow
+
+    home = settings.apply_env()
+    uri = tracking_uri or settings.tracking_uri(home)
+    store_dir = str(Path(store).expanduser().resolve() if store else home / "profiles")
+    models = str(Path(models_dir).expanduser().resolve() if models_dir else home / "models")
+    chosen = read_sweep(sweep)
+
+    profile = profile_task(chosen["yaml"], chosen["name"], store_dir)
+    profile.pop("records", None)
+    print(f"profiled {chosen['name']!r} ({profile['device']}): {profile['counts'] or 'nothing to do'}; store {store_dir}")
+
+    fits = {}
+    for kind, name in KINDS.items():
+        fits[name] = fit_task(kind, store_dir, models, holdout, seed, uri if track else None, None,
+                              {"schedlab.end_to_end": "true"})
+        print(f"fitted {name}: {fits[name]['path']}" + (f" -> {fits[name]['model_uri']}" if track else ""))
+
+    config_path = derived_config(experiment, fits["interference-ratio"]["path"], fits["iteration-time"]["path"],
+                                 home / "end-to-end")
+    print(f"experiment file with the fitted models: {config_path}")
+    state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
+        str(config_path), uri, artifact_root, code_version or tracking.code_version(), return_state=True)
+    report = state.result(raise_on_failure=False)
+    if isinstance(report, BaseException):
+        raise report
+    c = client(uri)
+    for name, fit in fits.items():
+        retrying(lambda: c.set_tag(report["parent_run_id"], f"schedlab.model_path.{name}", fit["path"]))
+        if fit.get("run_id"):
+            retrying(lambda: c.set_tag(report["parent_run_id"], f"schedlab.fit_run_id.{name}", fit["run_id"]))
+    report = {**report, "profile": profile, "config_path": str(config_path),
+              "fits": {n: {k: f.get(k) for k in ("path", "run_id", "version", "model_uri", "metrics")}
+                       for n, f in fits.items()}}
+    if report["failures"]:
+        return Failed(message=f"{len(report['failures'])} replays failed", data=report)
+    return report
+
+
+def run_end_to_end(sweep: str = DEFAULT_SWEEP, experiment: str = DEFAULT_EXPERIMENT, *,
+                   dask_address: str | None = None, workers: int | None = None, track: bool = True,
+                   tracking_uri: str | None = None, home: Path | None = None, code_version: str | None = None,
+                   **options: Any) -> dict[str, Any]:
+    """Check the sweep, the experiment file, the tracking store and the Dask address, then run
+    :func:`end_to_end` (replays on a LocalCluster unless ``dask_address``). Raises FileNotFoundError /
+    ValueError (sweep), ConfigError, TrackingError or DaskUnreachable before any work."""
+    from schedlab.flows.experiment import check_dask, dask_scheduler, prefect_api
+
+    home = settings.apply_env(home)
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    read_sweep(sweep)
+    load_config(experiment)
+    uri = tracking_uri or settings.tracking_uri(home)
+    tracking.check_tracking(uri)
+    if dask_address:
+        check_dask(dask_address)
+    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
+    with contextlib.ExitStack() as stack:
+        api = stack.enter_context(prefect_api())
+        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
+        api.result()
+        state = end_to_end(address, sweep, experiment, tracking_uri=uri, track=track,
+                           artifact_root=str(root) if root else None,
+                           code_version=code_version or tracking.code_version(), return_state=True, **options)
+    report = state.result(raise_on_failure=False)
+    if isinstance(report, BaseException):
+        raise report
+    return report
+
+
+__all__ = ["derived_config", "end_to_end", "run_end_to_end"]

@@ -1,0 +1,245 @@
+"""The ``reproduce`` flow: the reproduction experiments, then our results beside the papers'.
+
+One :func:`schedlab.flows.experiment.experiment_flow` per config (a subflow each, on the same Dask
+cluster; every replay an MLflow run, resumable as usual), default the three shipped reproduction
+configs: ``castor-philly`` (Castor Tables 4-5, Fig. 16), ``sjf-bsbf-philly`` (SJF-BSBF Tables II-III,
+Fig. 6a) and ``castor-itp`` (the Castor Table 6 set-up on the ITP trace). From the replays'
+``jobs.parquet`` it builds, per config:
+
+- the **paper-vs-ours table** (:func:`schedlab.sched.reproduce.compare`) where
+  ``conf/papers/tables.yaml`` has published numbers for the config (matched by its ``experiment``
+  field): average JCT and queueing, all / large / small jobs, hours, seed means at the paper's load;
+- the **load sweep**: average JCT (hours, seed means) per policy and load factor (Castor Fig. 16,
+  SJF-BSBF Fig. 6a).
+
+Everything goes to a parent MLflow run ``reproduce-<date>`` (experiment ``reproduce``:
+``reproduce.md`` and one CSV per table, tagged with each experiment's comparison run), a Prefect
+markdown artifact ``reproduce`` and the terminal.
+
+>>> report = run_reproduce()                                  # the three shipped configs
+>>> report = run_reproduce(["sjf-bsbf-philly"], dask_address="tcp://sched:8786")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from schedlab.flows import settings
+
+settings.apply_env()
+
+import pandas as pd  # noqa: E402
+from prefect import flow  # noqa: E402
+from prefect.artifacts import create_markdown_artifact  # noqa: E402
+from prefect.states import Failed  # noqa: E402
+from schedlab.flows.config import load_config  # noqa: E402
+from schedlab.tasks import tracking  # noqa: E402
+from schedlab.tasks.tracking import KIND_TAG, client, retrying  # noqa: E402
+
+log = logging.getLogger("schedlab.reproduce")
+
+DEFAULT_CONFIGS = ["castor-philly", "sjf-bsbf-philly", "castor-itp"]
+EXPERIMENT = "reproduce"
+HOUR = 3600.0
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^0-9A-Za-z_.@-]+", "_", text).strip("_")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "—" if math.isnan(value) else f"{value:.2f}"
+    return str(value)
+
+
+def to_markdown(frame: pd.DataFrame, index: str) -> str:
+    """A plain markdown table (numbers to 2 decimals, missing as —) with the index as first column."""
+    frame = frame.reset_index().rename(columns={"index": index})
+    head = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def paper_table_for(experiment: str) -> tuple[str, dict[str, Any]] | None:
+    """(table name, spec) of the published table the experiment reproduces, if any."""
+    from schedlab.sched.reproduce import paper_tables
+
+    for name, spec in paper_tables().items():
+        if spec.get("experiment") == experiment:
+            return name, spec
+    return None
+
+
+def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> dict[str, pd.DataFrame]:
+    """spec key -> its FINISHED replay's job table (from the run's ``jobs.parquet``)."""
+    from mlflow.artifacts import download_artifacts
+
+    done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
+    out: dict[str, pd.DataFrame] = {}
+    with tempfile.TemporaryDirectory(prefix="schedlab-reproduce-") as tmp:
+        for spec in specs:
+            run = done.get(spec.key)
+            if run is None:
+                continue
+            path = download_artifacts(run_id=run.info.run_id, artifact_path="jobs.parquet",
+                                      dst_path=str(Path(tmp) / run.info.run_id), tracking_uri=uri)
+            out[spec.key] = pd.read_parquet(path, columns=["num_gpus", "jct_s", "wait_s"])
+    return out
+
+
+def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The config's tables: ``<paper table>`` (paper vs ours) when published numbers exist, and
+    ``<config>__jct_by_load`` (average JCT in hours, policy x load; one per trace and cluster when
+    the config has several)."""
+    from schedlab.sched.reproduce import compare
+
+    tables: dict[str, pd.DataFrame] = {}
+    found = paper_table_for(config.name)
+    if found:
+        name, spec = found
+        at_load: dict[str, list[pd.DataFrame]] = {}
+        for s in specs:
+            if s.key in jobs and math.isclose(s.load, float(spec["load"])):
+                at_load.setdefault(s.label, []).append(jobs[s.key])
+        tables[name] = compare(name, at_load)
+    groups = sorted({(s.trace, s.cluster) for s in specs})
+    for trace, cluster in groups:
+        cells: dict[tuple[str, float], list[float]] = {}
+        for s in specs:
+            if s.key in jobs and (s.trace, s.cluster) == (trace, cluster):
+                cells.setdefault((s.label, s.load), []).append(float(jobs[s.key]["jct_s"].mean()) / HOUR)
+        if not cells:
+            continue
+        labels = list(dict.fromkeys(s.label for s in specs))
+        loads = sorted({load for _, load in cells})
+        frame = pd.DataFrame({f"load {load:g}": [sum(cells[(p, load)]) / len(cells[(p, load)])
+                                                 if (p, load) in cells else math.nan for p in labels]
+                              for load in loads}, index=labels)
+        suffix = "" if len(groups) == 1 else f"__{_safe(trace)}__{_safe(cluster)}"
+        tables[f"{config.name}__jct_by_load{suffix}"] = frame
+    return tables
+
+
+def _section(config: Any, tables: dict[str, pd.DataFrame], report: dict[str, Any] | None) -> str:
+    lines = [f"## {config.name}: {config.description or ''}".rstrip(": "), "",
+             f"Seeds {config.seeds}; interference `{config.models.interference}`."]
+    if report and report.get("failures"):
+        lines.append(f"**{len(report['failures'])} replay(s) failed**; the tables use the others.")
+    for name, frame in tables.items():
+        lines.append("")
+        if name.startswith(f"{config.name}__jct_by_load"):
+            lines.append("Average JCT (hours, seed means) by load factor:")
+            lines += ["", to_markdown(frame, "policy")]
+        else:
+            from schedlab.sched.reproduce import paper_tables
+
+            spec = paper_tables()[name]
+            lines.append(f"`{name}` at load {spec['load']} (hours; large = more than {spec['large_job_gpus']}"
+                         " GPUs; `paper` = published, `ours` = this replay):")
+            lines += ["", to_markdown(frame, "policy")]
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="reproduce", log_prints=True, persist_result=False)
+def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, artifact_root: str | None = None,
+                   code_version: str | None = None) -> dict[str, Any]:
+    """Run each config's experiment (a subflow on the Dask cluster at ``dask_address``), then build,
+    log and return the paper-vs-ours and load-sweep tables."""
+    from prefect_dask import DaskTaskRunner
+    from schedlab.flows.experiment import experiment_flow
+
+    started = time.perf_counter()
+    uri = tracking_uri
+    version = code_version or tracking.code_version()
+    root = Path(artifact_root) if artifact_root else None
+    sections, all_tables, experiments, failures = [], {}, {}, {}
+    for path in configs:
+        config = load_config(path)
+        state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
+            str(config._path), uri, artifact_root, version, return_state=True)
+        report = state.result(raise_on_failure=False)
+        if isinstance(report, BaseException):  # the experiment itself crashed (not a replay)
+            failures[config.name] = f"{type(report).__name__}: {report}"
+            print(f"experiment {config.name} failed: {failures[config.name]}")
+            report = None
+        elif report.get("failures"):
+            failures.update({f"{config.name}: {k}": v for k, v in report["failures"].items()})
+        specs = config.grid(version)
+        experiment_id = tracking.ensure_experiment(uri, config.name, root)
+        tables = tables_for(config, specs, replay_jobs(uri, experiment_id, specs))
+        all_tables.update(tables)
+        experiments[config.name] = {"parent_run_id": report and report["parent_run_id"],
+                                    "experiment_id": experiment_id, "tables": list(tables)}
+        sections.append(_section(config, tables, report))
+        for name, frame in tables.items():
+            print(f"\n{name}:\n{frame.round(2).to_string()}")
+
+    stamp = datetime.now(UTC)
+    markdown = (f"# Paper vs ours ({stamp:%Y-%m-%d})\n\n" + "\n".join(sections)
+                + ("\n**Failures**:\n\n" + "\n".join(f"- {k}: {v}" for k, v in failures.items()) + "\n"
+                   if failures else ""))
+    experiment_id = tracking.ensure_experiment(uri, EXPERIMENT, root)
+    c = client(uri)
+    tags = {KIND_TAG: "reproduce", "schedlab.code_version": version,
+            **{f"schedlab.experiment_run_id.{n}": e["parent_run_id"] for n, e in experiments.items()
+               if e["parent_run_id"]}}
+    parent = retrying(lambda: c.create_run(experiment_id, run_name=f"reproduce-{stamp:%Y-%m-%d}", tags=tags)).info.run_id
+    retrying(lambda: c.log_param(parent, "configs", ",".join(experiments)))
+    with tempfile.TemporaryDirectory(prefix="schedlab-reproduce-") as tmp:
+        out = Path(tmp)
+        (out / "reproduce.md").write_text(markdown)
+        (out / "tables").mkdir()
+        for name, frame in all_tables.items():
+            frame.rename_axis("policy").to_csv(out / "tables" / f"{_safe(name)}.csv")
+        retrying(lambda: c.log_artifact(parent, str(out / "reproduce.md")))
+        retrying(lambda: c.log_artifacts(parent, str(out / "tables"), "tables"))
+    retrying(lambda: c.log_metric(parent, "reproduce_wall_s", time.perf_counter() - started))
+    retrying(lambda: c.set_terminated(parent, status="FAILED" if failures else "FINISHED"))
+    create_markdown_artifact(markdown, key="reproduce", description="reproduction experiments: paper vs ours")
+    report = {"parent_run_id": parent, "experiment_id": experiment_id, "tracking_uri": uri,
+              "experiments": experiments, "tables": all_tables, "markdown": markdown, "failures": failures,
+              "ui_url": tracking.ui_url(uri, experiment_id, parent)}
+    if failures:
+        return Failed(message=f"reproduce: {len(failures)} failure(s)", data=report)
+    return report
+
+
+def run_reproduce(configs: list[str] | None = None, *, dask_address: str | None = None, workers: int | None = None,
+                  tracking_uri: str | None = None, home: Path | None = None,
+                  code_version: str | None = None) -> dict[str, Any]:
+    """Validate every config, check the tracking store and the Dask address, then run
+    :func:`reproduce_flow` on one Dask cluster (a LocalCluster unless ``dask_address``). Raises
+    ConfigError, TrackingError or DaskUnreachable before any work."""
+    from schedlab.flows.experiment import check_dask, dask_scheduler, prefect_api
+
+    home = settings.apply_env(home)
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    paths = [str(load_config(c)._path) for c in (configs or DEFAULT_CONFIGS)]  # ConfigError first
+    uri = tracking_uri or settings.tracking_uri(home)
+    tracking.check_tracking(uri)
+    if dask_address:
+        check_dask(dask_address)
+    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
+    with contextlib.ExitStack() as stack:
+        api = stack.enter_context(prefect_api())
+        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
+        api.result()
+        state = reproduce_flow(paths, uri, address, str(root) if root else None,
+                               code_version or tracking.code_version(), return_state=True)
+    report = state.result(raise_on_failure=False)
+    if isinstance(report, BaseException):
+        raise report
+    return report
+
+
+__all__ = ["DEFAULT_CONFIGS", "paper_table_for", "replay_jobs", "reproduce_flow", "run_reproduce", "tables_for"]
