@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 from pathlib import Path
@@ -115,23 +114,15 @@ def run_end_to_end(sweep: str = DEFAULT_SWEEP, experiment: str = DEFAULT_EXPERIM
     """Check the sweep, the experiment file, the tracking store and the Dask address, then run
     :func:`end_to_end` (replays on a LocalCluster unless ``dask_address``). Raises FileNotFoundError /
     ValueError (sweep), ConfigError, TrackingError or DaskUnreachable before any work."""
-    from schedlab.flows.experiment import check_dask, dask_scheduler, prefect_api
+    from schedlab.flows.experiment import orchestration
 
     home = settings.apply_env(home)
     logging.getLogger("distributed").setLevel(logging.WARNING)
     read_sweep(sweep)
     load_config(experiment)
-    uri = tracking_uri or settings.tracking_uri(home)
-    tracking.check_tracking(uri)
-    if dask_address:
-        check_dask(dask_address)
-    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
-    with contextlib.ExitStack() as stack:
-        api = stack.enter_context(prefect_api())
-        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
-        api.result()
-        state = end_to_end(address, sweep, experiment, tracking_uri=uri, track=track,
-                           artifact_root=str(root) if root else None,
+    with orchestration(home, tracking_uri, dask_address, workers) as run:
+        state = end_to_end(run.address, sweep, experiment, tracking_uri=run.uri, track=track,
+                           artifact_root=run.artifact_root,
                            code_version=code_version or tracking.code_version(), return_state=True, **options)
     report = state.result(raise_on_failure=False)
     if isinstance(report, BaseException):

@@ -13,6 +13,7 @@ Dask address) before any work starts, creates the MLflow database and experiment
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import hashlib
 import logging
 import os
@@ -324,6 +325,31 @@ def _artifact_key(name: str) -> str:
 # entry point
 
 
+@dataclass(frozen=True)
+class Orchestration:
+    uri: str  # MLflow tracking URI
+    artifact_root: str | None  # local artifact root for a sqlite store, None for a tracking server
+    address: str  # the Dask scheduler the flow's tasks run on
+
+
+@contextlib.contextmanager
+def orchestration(home: Path, tracking_uri: str | None, dask_address: str | None,
+                  workers: int | None) -> Iterator[Orchestration]:
+    """Check the tracking store (creating the sqlite schema once, before any fan-out) and the Dask
+    address before any work, then start the Prefect API (an ephemeral server unless PREFECT_API_URL
+    is set) and the Dask cluster side by side: each takes seconds; workers inherit PREFECT_API_URL."""
+    uri = tracking_uri or settings.tracking_uri(home)
+    tracking.check_tracking(uri)
+    if dask_address:
+        check_dask(dask_address)
+    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
+    with contextlib.ExitStack() as stack:
+        api = stack.enter_context(prefect_api())
+        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
+        api.result()
+        yield Orchestration(uri, str(root) if root else None, address)
+
+
 def run_experiment(config_path: str | Path, *, dask_address: str | None = None, workers: int | None = None,
                    tracking_uri: str | None = None, home: Path | None = None,
                    code_version: str | None = None) -> dict[str, Any]:
@@ -334,23 +360,13 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
     home = settings.apply_env(home)
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the in-process scheduler's chatter
     config = load_config(config_path)  # ConfigError names the file and field
-    uri = tracking_uri or settings.tracking_uri(home)
-    tracking.check_tracking(uri)  # also creates the sqlite schema, once, before the fan-out
-    if dask_address:
-        check_dask(dask_address)
-    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
-    tracking.ensure_experiment(uri, config.name, root)
     path = str(config._path or Path(config_path).resolve())
     from prefect_dask import DaskTaskRunner
 
-    with contextlib.ExitStack() as stack:
-        # the Prefect API (an ephemeral server unless PREFECT_API_URL is set) and the LocalCluster
-        # each take seconds to start: start them side by side; workers inherit PREFECT_API_URL
-        api = stack.enter_context(prefect_api())
-        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
-        api.result()
-        state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=address))(
-            path, uri, str(root) if root else None, code_version or tracking.code_version(), return_state=True)
+    with orchestration(home, tracking_uri, dask_address, workers) as run:
+        tracking.ensure_experiment(run.uri, config.name, Path(run.artifact_root) if run.artifact_root else None)
+        state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=run.address))(
+            path, run.uri, run.artifact_root, code_version or tracking.code_version(), return_state=True)
     report = state.result(raise_on_failure=False)
     if isinstance(report, BaseException):
         raise report

@@ -22,7 +22,6 @@ markdown artifact ``reproduce`` and the terminal.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
@@ -220,21 +219,13 @@ def run_reproduce(configs: list[str] | None = None, *, dask_address: str | None 
     """Validate every config, check the tracking store and the Dask address, then run
     :func:`reproduce_flow` on one Dask cluster (a LocalCluster unless ``dask_address``). Raises
     ConfigError, TrackingError or DaskUnreachable before any work."""
-    from schedlab.flows.experiment import check_dask, dask_scheduler, prefect_api
+    from schedlab.flows.experiment import orchestration
 
     home = settings.apply_env(home)
     logging.getLogger("distributed").setLevel(logging.WARNING)
     paths = [str(load_config(c)._path) for c in (configs or DEFAULT_CONFIGS)]  # ConfigError first
-    uri = tracking_uri or settings.tracking_uri(home)
-    tracking.check_tracking(uri)
-    if dask_address:
-        check_dask(dask_address)
-    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
-    with contextlib.ExitStack() as stack:
-        api = stack.enter_context(prefect_api())
-        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
-        api.result()
-        state = reproduce_flow(paths, uri, address, str(root) if root else None,
+    with orchestration(home, tracking_uri, dask_address, workers) as run:
+        state = reproduce_flow(paths, run.uri, run.address, run.artifact_root,
                                code_version or tracking.code_version(), return_state=True)
     report = state.result(raise_on_failure=False)
     if isinstance(report, BaseException):
