@@ -117,12 +117,6 @@ class ClusterState:
         self.double_gpus = 0
         self.single_by_server: list[int] = [0] * self.num_servers
 
-    def server_of(self, gpu: int) -> int:
-        return gpu // self.gpus_per_server
-
-    def servers_spanned(self, gpus: tuple[int, ...]) -> int:
-        return len({g // self.gpus_per_server for g in gpus})
-
     def take_from_servers(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
         """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
         taken: list[int] = []
