@@ -114,6 +114,8 @@ class Engine:
             placement = self.place(self.cluster, free_needed, self.rng)
             if placement is None:
                 return False
+        if accumulation_steps > 1 and self.sharing is None:
+            raise EngineError(f"job {job.job_id}: gradient accumulation needs a sharing model (iteration times)")
         job.accumulation_steps = accumulation_steps  # before the checks: ξ depends on the micro-batch
         pairs = self._check_sharing(job, share_gpus, mode, shares, accumulation_steps) if share_gpus else None
         if pairs:  # Castor eq. 24's t_solo-location: pending until enough GPUs were released, then alone
