@@ -169,67 +169,67 @@ def _setup_errors() -> tuple[type[BaseException], ...]:
     return (ConfigError, TrackingError, DaskUnreachable, FileNotFoundError, ValueError)
 
 
-def _nightly(args: argparse.Namespace) -> int:
-    from schedlab.flows.nightly import run_nightly
-
-    try:
-        report = run_nightly(args.sweep, cpu_fallback=args.cpu_smoke, dask_address=args.dask_address,
-                             store=str(args.store) if args.store else None, dcgm_url=args.dcgm_url, force=args.force)
-    except _setup_errors() as err:
-        print(f"schedlab nightly: error: {err}", file=sys.stderr)
+def _run(command: str, args: argparse.Namespace, run, render) -> int:
+    """Shared by the flow commands: run the flow (set-up errors: exit 2 before any work), print its
+    report with ``render`` (which may return an exit code of its own), the failures and the MLflow link."""
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        print(f"schedlab {command}: error: --workers must be at least 1", file=sys.stderr)
         return 2
-    if report["status"] == "no-gpu-worker":
-        print(f"schedlab nightly: {report['message']}; nothing profiled (--cpu-smoke runs the CPU smoke sweep)",
-              file=sys.stderr)
-        return 3
-    for p in report["profiles"]:
-        print(f"profiled {report['sweep']} on {p.get('host', p.get('worker'))}: "
-              + (f"FAILED: {p['error']}" if "error" in p else f"{p.get('counts') or 'nothing to do'}"))
-    for name, fit in report["fits"].items():
-        print(f"{name}: {fit['model_uri']} ({fit['path']})")
+    try:
+        report = run()
+    except _setup_errors() as err:
+        print(f"schedlab {command}: error: {err}", file=sys.stderr)
+        return 2
+    code = render(report)
+    if code is not None:
+        return code
     for what, msg in report["failures"].items():
         print(f"FAILED {what}: {msg}", file=sys.stderr)
     print(f"MLflow: {report['ui_url']}")
     return 1 if report["failures"] else 0
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    from schedlab.flows.nightly import run_nightly
+
+    def render(report: dict) -> int | None:
+        if report["status"] == "no-gpu-worker":
+            print(f"schedlab nightly: {report['message']}; nothing profiled (--cpu-smoke runs the CPU smoke sweep)",
+                  file=sys.stderr)
+            return 3
+        for p in report["profiles"]:
+            print(f"profiled {report['sweep']} on {p.get('host', p.get('worker'))}: "
+                  + (f"FAILED: {p['error']}" if "error" in p else f"{p.get('counts') or 'nothing to do'}"))
+        for name, fit in report["fits"].items():
+            print(f"{name}: {fit['model_uri']} ({fit['path']})")
+        return None
+
+    return _run("nightly", args, lambda: run_nightly(
+        args.sweep, cpu_fallback=args.cpu_smoke, dask_address=args.dask_address,
+        store=str(args.store) if args.store else None, dcgm_url=args.dcgm_url, force=args.force), render)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
     from schedlab.flows.reproduce import run_reproduce
 
-    if args.workers is not None and args.workers < 1:
-        print("schedlab reproduce: error: --workers must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        report = run_reproduce(args.configs or None, dask_address=args.dask_address, workers=args.workers)
-    except _setup_errors() as err:
-        print(f"schedlab reproduce: error: {err}", file=sys.stderr)
-        return 2
-    print()
-    print(report["markdown"])
-    for what, msg in report["failures"].items():
-        print(f"FAILED {what}: {msg}", file=sys.stderr)
-    print(f"MLflow: {report['ui_url']}")
-    return 1 if report["failures"] else 0
+    def render(report: dict) -> None:
+        print()
+        print(report["markdown"])
+
+    return _run("reproduce", args, lambda: run_reproduce(
+        args.configs or None, dask_address=args.dask_address, workers=args.workers), render)
 
 
 def _end_to_end(args: argparse.Namespace) -> int:
     from schedlab.flows.end_to_end import run_end_to_end
 
-    if args.workers is not None and args.workers < 1:
-        print("schedlab end-to-end: error: --workers must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        report = run_end_to_end(args.sweep, args.experiment, dask_address=args.dask_address, workers=args.workers,
-                                track=not args.no_track)
-    except _setup_errors() as err:
-        print(f"schedlab end-to-end: error: {err}", file=sys.stderr)
-        return 2
-    print()
-    for name, fit in report["fits"].items():
-        print(f"{name}: {fit['path']}" + (f" ({fit['model_uri']})" if fit.get("model_uri") else ""))
-    print(f"experiment {report['experiment']} with the fitted interference model ({report['config_path']}):")
-    print(report["table"])
-    for label, msg in report["failures"].items():
-        print(f"FAILED {label}: {msg}", file=sys.stderr)
-    print(f"\nMLflow: {report['ui_url']}")
-    return 1 if report["failures"] else 0
+    def render(report: dict) -> None:
+        print()
+        for name, fit in report["fits"].items():
+            print(f"{name}: {fit['path']}" + (f" ({fit['model_uri']})" if fit.get("model_uri") else ""))
+        print(f"experiment {report['experiment']} with the fitted interference model ({report['config_path']}):")
+        print(report["table"])
+
+    return _run("end-to-end", args, lambda: run_end_to_end(
+        args.sweep, args.experiment, dask_address=args.dask_address, workers=args.workers,
+        track=not args.no_track), render)

@@ -60,4 +60,7 @@ def apply_env(home: Path | None = None) -> Path:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # Dask's INFO chatter off (workers too)
     os.environ.setdefault("SCHEDLAB_HOME", str(home))
     os.environ.setdefault("PREFECT_HOME", str(prefect_home(home)))
+    # Prefect creates its home when imported and only warns if it cannot (a missing parent):
+    # make sure the folder exists so nothing ends up elsewhere
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
     return home
