@@ -122,7 +122,6 @@ class Engine:
             released = self.gpus_free_at(job.num_gpus - self.cluster.free_gpus)
             job.exclusive_jct_estimate = released + job.remaining - job.submit_time
         job.solo_speed = self.sharing.accumulation_speed(job, accumulation_steps) if accumulation_steps > 1 else 1.0
-        job.share_mode = mode
         free_part = self.cluster.take_from_servers(placement, job) if free_needed > 0 else ()
         if len(free_part) != free_needed:
             raise EngineError(f"placement gave job {job.job_id} {len(free_part)} free GPUs, it needs {free_needed}")

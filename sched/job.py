@@ -40,7 +40,6 @@ class Job:
     # sharing state (Castor §3): set by the engine when the job runs beside others
     accumulation_steps: int = 1  # gradient accumulation chosen at start (Castor §5.2.3)
     solo_speed: float = 1.0  # rate when alone: < 1 with accumulation
-    share_mode: str = "timeslice"
     partners: dict | None = None  # partner Job -> [GPUs shared with it, ξ of this job beside it]
     pace: float = 1.0  # current slowdown: the largest ξ over its GPUs (stragglers, Gimbal §2.2)
     shared_seconds: float = 0.0  # wall seconds run beside a partner

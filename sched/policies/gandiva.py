@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.job import Job
-from schedlab.sched.policies.lucid import PackingPolicy, workload
+from schedlab.sched.policies.packing import PackingPolicy, workload
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine

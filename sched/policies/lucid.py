@@ -27,152 +27,15 @@ every workload scores 2 and Lucid never packs: that is its rule, not a bug.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.job import Job
-from schedlab.sched.policies.base import Policy
+from schedlab.sched.policies.packing import PackingPolicy, workload
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
-
-
-def workload(job: Job) -> tuple:
-    return (job.model, job.batch_size)
-
-
-class ClassQueue:
-    """Jobs in two lazily-cleaned heap indexes on ``(key, index)``: per GPU count, and per class
-    ``(GPU count, workload)``. Finding the best job that fits, or the head of every class of one
-    GPU count, looks at a handful of heap heads, never at every job."""
-
-    def __init__(self, key: Callable[[Job], float]) -> None:
-        self.key = key
-        self.token: dict[Job, int] = {}
-        self._seq = 0
-        self.by_gpus: dict[int, list] = {}
-        self.by_class: dict[int, dict[tuple, list]] = {}
-
-    def push(self, job: Job) -> None:
-        self._seq += 1
-        self.token[job] = self._seq
-        entry = (self.key(job), job.index, self._seq, job)
-        heappush(self.by_gpus.setdefault(job.num_gpus, []), entry)
-        heappush(self.by_class.setdefault(job.num_gpus, {}).setdefault(workload(job), []), entry)
-
-    def remove(self, job: Job) -> None:
-        del self.token[job]
-
-    def _head(self, heap: list):
-        token = self.token
-        while heap and token.get(heap[0][3]) != heap[0][2]:
-            heappop(heap)
-        return heap[0] if heap else None
-
-    def best(self, max_gpus: int) -> Job | None:
-        """The lowest-key job needing at most ``max_gpus`` GPUs."""
-        best = None
-        for gpus, heap in self.by_gpus.items():
-            if gpus <= max_gpus and (entry := self._head(heap)) is not None and (best is None or entry < best):
-                best = entry
-        return None if best is None else best[3]
-
-    def heads(self, gpus: int) -> list:
-        """``(entry, workload)`` of the head of each non-empty class of ``gpus`` GPUs."""
-        return [(e, wl) for wl, heap in self.by_class.get(gpus, {}).items() if (e := self._head(heap)) is not None]
-
-    def head(self, gpus: int, wl: tuple):
-        heap = self.by_class.get(gpus, {}).get(wl)
-        return None if heap is None else self._head(heap)
-
-
-class PackingPolicy(Policy):
-    """What Lucid and Gandiva share: a waiting queue, the running jobs that are alone on their GPUs
-    (packing targets), pairs, and a packing pass that only revisits what changed: ``dirty`` maps a
-    GPU count to the waiting classes and the target classes that gained a job since the last pass;
-    only waiting classes that are new or compatible with a new target class are tried again."""
-
-    shares_gpus = True
-
-    def __init__(self, params, waiting_key: Callable[[Job], float], target_key: Callable[[Job], float]) -> None:
-        super().__init__(params)
-        self.waiting = ClassQueue(waiting_key)
-        self.alone = ClassQueue(target_key)
-        self.pair: dict[Job, Job] = {}
-        self.dirty: dict[int, tuple[set, set]] = {}
-        self.packs = 0
-
-    def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
-        """Index in ``targets`` (``(entry, workload)`` class heads) of the partner for ``entry``'s job."""
-        raise NotImplementedError
-
-    def fits(self, engine: Engine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
-        """Whether the two workload classes may ever be packed (cached by the subclass)."""
-        raise NotImplementedError
-
-    def on_packed(self, engine: Engine, job: Job, partner: Job) -> None:
-        """Called after ``job`` was packed beside ``partner``."""
-
-    def on_arrival(self, engine: Engine, job: Job) -> None:
-        self._enqueue(job)
-
-    def on_finish(self, engine: Engine, job: Job) -> None:
-        partner = self.pair.pop(job, None)
-        if partner is None:
-            self.alone.remove(job)
-        else:
-            del self.pair[partner]
-            self._alone(partner)
-
-    def _enqueue(self, job: Job) -> None:
-        self.waiting.push(job)
-        self.dirty.setdefault(job.num_gpus, (set(), set()))[0].add(workload(job))
-
-    def _alone(self, job: Job) -> None:
-        self.alone.push(job)
-        self.dirty.setdefault(job.num_gpus, (set(), set()))[1].add(workload(job))
-
-    def _start_free(self, engine: Engine) -> None:
-        """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one."""
-        while (job := self.waiting.best(engine.cluster.free_gpus)) is not None:
-            if not engine.start(job):
-                raise RuntimeError(f"{self.name}: job {job.job_id} did not fit although enough GPUs were free")
-            self.waiting.remove(job)
-            self._alone(job)
-
-    def _pack(self, engine: Engine, max_pack: int) -> None:
-        """Pack waiting class heads (best key first) beside targets of the same GPU count. A class
-        whose head finds no partner is done for this pass: within a class later jobs rank no better,
-        and targets are only used up."""
-        for gpus, (new_waiting, new_targets) in self.dirty.items():
-            if gpus > max_pack or self.waiting._head(self.waiting.by_gpus.get(gpus, [])) is None:
-                continue  # nothing of this size waits
-            if not (targets := self.alone.heads(gpus)):
-                continue
-            if new_targets:
-                fresh = [(e[3], twl) for e, twl in targets if twl in new_targets]
-                heads = [(e, wl) for e, wl in self.waiting.heads(gpus) if wl in new_waiting or any(
-                    self.fits(engine, e[3], wl, target, twl) for target, twl in fresh)]
-            else:
-                heads = [(e, wl) for wl in new_waiting if (e := self.waiting.head(gpus, wl)) is not None]
-            heads.sort()
-            for entry, wl in heads:
-                while entry is not None and targets and (i := self.choose(engine, entry, wl, targets)) is not None:
-                    job, partner, twl = entry[3], targets[i][0][3], targets[i][1]
-                    engine.start(job, share_gpus=partner.gpus)
-                    self.waiting.remove(job)
-                    self.alone.remove(partner)
-                    self.pair[job], self.pair[partner] = partner, job
-                    self.packs += 1
-                    self.on_packed(engine, job, partner)
-                    if (nxt := self.alone.head(gpus, twl)) is not None:
-                        targets[i] = (nxt, twl)
-                    else:
-                        del targets[i]
-                    entry = self.waiting.head(gpus, wl)
-        self.dirty.clear()
 
 
 class LucidParams(BaseModel):
