@@ -13,7 +13,7 @@ import yaml
 from schedlab.flows.cli import register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
-from schedlab.sched.fit_cli import register as register_fit
+from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
 from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace

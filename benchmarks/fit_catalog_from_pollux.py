@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from schedlab.sched.fitting import fit_eq3, load_pollux
+from schedlab.profiling.fitting import fit_eq3, load_pollux
 
 GPU_TYPE = "t4"
 GPUS_PER_NODE_POLLUX = 4  # g4dn.12xlarge
@@ -127,7 +127,7 @@ def default_data_dir() -> Path:
 
 def fit_model(df: pd.DataFrame, model_mb: float) -> tuple[dict, dict]:
     """Bounded least squares of eq. 1-3 on one workload's Pollux rows (the shared fitting routine,
-    :func:`schedlab.sched.fitting.fit_eq3`). Returns (params, in-sample mape_by_group)."""
+    :func:`schedlab.profiling.fitting.fit_eq3`). Returns (params, in-sample mape_by_group)."""
     fit = fit_eq3(df, model_mb, time="step_time", batch="local_bsz")
     return fit.params, fit.mape
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from schedlab.flows.config import load_config
+from schedlab.tasks.config import load_config
 from schedlab.sched.reproduce import HOUR, compare, paper_tables
 from schedlab.tasks.replay import execute
 

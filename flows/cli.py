@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schedlab.flows import settings
+from schedlab import settings
 
 UI_HOST, UI_PORT = "127.0.0.1", 5000
 
@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from schedlab.flows.config import ConfigError
+    from schedlab.tasks.config import ConfigError
     from schedlab.flows.experiment import DaskUnreachable, run_experiment
     from schedlab.tasks.tracking import TrackingError
 
@@ -162,7 +162,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _setup_errors() -> tuple[type[BaseException], ...]:
-    from schedlab.flows.config import ConfigError
+    from schedlab.tasks.config import ConfigError
     from schedlab.flows.experiment import DaskUnreachable
     from schedlab.tasks.tracking import TrackingError
 

@@ -21,14 +21,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from schedlab.flows import settings
+from schedlab import settings
 
 settings.apply_env()
 
 import yaml  # noqa: E402
 from prefect import flow  # noqa: E402
 from prefect.states import Failed  # noqa: E402
-from schedlab.flows.config import load_config  # noqa: E402
+from schedlab.tasks.config import load_config  # noqa: E402
 from schedlab.tasks import tracking  # noqa: E402
 from schedlab.tasks.fit import KINDS, fit_task  # noqa: E402
 from schedlab.tasks.profile import profile_task, read_sweep  # noqa: E402

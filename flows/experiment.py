@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from schedlab.flows import settings
+from schedlab import settings
 
 settings.apply_env()
 
@@ -35,7 +35,7 @@ from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.states import Failed  # noqa: E402
 
-from schedlab.flows.config import ExperimentConfig, ReplaySpec, load_config  # noqa: E402
+from schedlab.tasks.config import ExperimentConfig, ReplaySpec, load_config  # noqa: E402
 from schedlab.tasks import compare, plots, tracking  # noqa: E402
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
 from schedlab.tasks.tracking import (  # noqa: E402

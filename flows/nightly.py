@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from schedlab.flows import settings
+from schedlab import settings
 
 settings.apply_env()
 
@@ -56,7 +56,7 @@ log = logging.getLogger("schedlab.nightly")
 DEFAULT_SWEEP = "nightly"
 CPU_SWEEP = "smoke"
 NO_GPU_WORKER = "no GPU worker in the Dask cluster"
-#: the MLflow experiment of the nightly runs: the fits' own (``sched/model_tracking.EXPERIMENT``),
+#: the MLflow experiment of the nightly runs: the fits' own (``tasks/model_tracking.EXPERIMENT``),
 #: so that the fit runs nest under the nightly run in the UI
 EXPERIMENT = "models"
 NIGHTLY_TAG = "schedlab.nightly_run_id"

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from schedlab.flows import settings
+from schedlab import settings
 
 settings.apply_env()
 
@@ -39,7 +39,7 @@ import pandas as pd  # noqa: E402
 from prefect import flow  # noqa: E402
 from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.states import Failed  # noqa: E402
-from schedlab.flows.config import load_config  # noqa: E402
+from schedlab.tasks.config import load_config  # noqa: E402
 from schedlab.tasks import tracking  # noqa: E402
 from schedlab.tasks.tracking import KIND_TAG, client, retrying  # noqa: E402
 

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from schedlab.flows import settings
+from schedlab import settings
 
 settings.apply_env()
 

@@ -7,7 +7,7 @@ An **interference-ratio** artifact is a directory::
                  (indicators / throughput) the features are built from, the catalog-to-profiled
                  workload mapping, target transform, metrics, training-data hash, data provenance
 
-An **iteration-time** artifact is one plain JSON file (see :mod:`schedlab.sched.fitting`). Both
+An **iteration-time** artifact is one plain JSON file (see :mod:`schedlab.profiling.fitting`). Both
 load from a path or an MLflow URI (``models:/NAME/VERSION``, ``runs:/RUN/PATH``); nothing is
 pickled. A missing file, corrupt JSON or another schema version raises :class:`ModelError`
 naming the file.
@@ -60,7 +60,7 @@ def resolve(spec: str | os.PathLike[str]) -> Path:
         if not path.exists():
             raise ModelError(f"{path}: model not found (nor a shipped model in {SHIPPED_MODELS})")
         return path
-    from schedlab.flows.settings import apply_env, tracking_uri
+    from schedlab.settings import apply_env, tracking_uri
 
     apply_env()
     import mlflow

@@ -1,6 +1,6 @@
 """Fitting tasks: the iteration-time model (Castor §3.1) and the ξ model (Castor §6) from a profile
-store, through ``schedlab fit``'s own code (:mod:`schedlab.sched.fit_cli`), then logged to MLflow and
-registered (:func:`schedlab.sched.model_tracking.log_model`) with links to the runs it came from.
+store, through ``schedlab fit``'s own code (:mod:`schedlab.tasks.fit_cli`), then logged to MLflow and
+registered (:func:`schedlab.tasks.model_tracking.log_model`) with links to the runs it came from.
 
 Each artifact lands in a folder named after its content (``iteration-time-<sha12>.json``,
 ``interference-ratio-<sha12>/``): an experiment that names a model by path (``model:<dir>``) then
@@ -65,7 +65,7 @@ def fit_model(kind: str, store_dir: str, out_dir: str, *, holdout: float = 0.2, 
     """Fit ``kind`` (``iteration-time`` | ``interference``) from the store, write the artifact under
     ``out_dir`` (content-named). Returns ``kind, name, path, metrics, data_sha256, profile_store,
     params``. Raises ValueError when the store cannot train it (no records, fewer than 2 pairs)."""
-    from schedlab.sched import fit_cli
+    from schedlab.tasks import fit_cli
 
     if kind not in KINDS:
         raise ValueError(f"unknown fit {kind!r}; one of {sorted(KINDS)}")
@@ -91,7 +91,7 @@ def log_fit(fit: dict[str, Any], uri: str, *, parent_run_id: str | None = None,
             tags: dict[str, str] | None = None) -> dict[str, str]:
     """Log a fit as an MLflow run (experiment ``models``) and register a new version of its model;
     with ``parent_run_id`` the run is nested under it. Returns ``run_id, version, model_uri``."""
-    from schedlab.sched.model_tracking import log_model
+    from schedlab.tasks.model_tracking import log_model
     from schedlab.tasks.tracking import PARENT_TAG, client, retrying
 
     all_tags = {"schedlab.data_sha256": fit["data_sha256"],

@@ -26,7 +26,7 @@ import schedlab.tasks  # noqa: F401  (environment first)
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from schedlab.flows.config import ReplaySpec
+from schedlab.tasks.config import ReplaySpec
 from schedlab.tasks import tracking
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 

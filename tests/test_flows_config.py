@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.flows.config import CONF_DIR, ConfigError, load_config
+from schedlab.tasks.config import CONF_DIR, ConfigError, load_config
 from schedlab.sched.policies import POLICIES
 from schedlab.tasks import compare
 

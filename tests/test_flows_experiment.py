@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.flows.config import load_config
+from schedlab.tasks.config import load_config
 from schedlab.flows.experiment import run_experiment
 from schedlab.tasks import tracking
 from schedlab.tasks.replay import ReplayFailed, log_replay
@@ -171,7 +171,7 @@ def test_failed_replay_run_is_failed_with_error_others_finish(tmp_path, prefect_
     assert "FAILED" in err and "bad" in err and "MLflow: http://127.0.0.1:5000/#/experiments/" in out
     assert "schedlab ui" in out
     uri = tracking.tracking_uri() if hasattr(tracking, "tracking_uri") else None
-    from schedlab.flows import settings
+    from schedlab import settings
 
     uri = settings.tracking_uri()
     runs = all_runs(uri, "failing")
@@ -205,7 +205,7 @@ def test_unreachable_tracking_server_and_dask_fail_before_any_work(tmp_path, mon
     assert main(["experiment", str(path), "--dask-address", "tcp://127.0.0.1:9"]) == 2
     assert "Dask scheduler tcp://127.0.0.1:9 is unreachable" in capsys.readouterr().err
     assert time.perf_counter() - started < 30
-    from schedlab.flows import settings
+    from schedlab import settings
 
     assert all_runs(settings.tracking_uri(), "never") == []
     bad = write(tmp_path, "name: x\ntraces: []\nclusters: [4x8]\n", "bad.yaml")

@@ -22,7 +22,7 @@ def _env(monkeypatch):
 
 
 def test_reproduce_tiny_config(tmp_path, prefect_harness):
-    from schedlab.flows.config import load_config
+    from schedlab.tasks.config import load_config
 
     assert [load_config(c).name for c in DEFAULT_CONFIGS] == DEFAULT_CONFIGS  # the shipped ones validate
     report = run_reproduce([str(TINY)], workers=1, home=tmp_path)

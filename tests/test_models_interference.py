@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
-from schedlab.sched import fit_interference as F
-from schedlab.sched.fit_cli import register
+from schedlab.profiling import fit_interference as F
+from schedlab.tasks.fit_cli import register
 from schedlab.sched.interference import make_interference
 from schedlab.sched.job import Job
 from schedlab.sched.models import InterferenceModel, ModelError

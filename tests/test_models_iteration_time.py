@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
-from schedlab.sched import fitting
-from schedlab.sched.fit_cli import register
+from schedlab.profiling import fitting
+from schedlab.tasks.fit_cli import register
 from schedlab.sched.models import IterationTimeModel, ModelError
 from schedlab.sched.workloads import GpuParams, iteration_time
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from schedlab.profiling import cli as profile_cli
 from schedlab.profiling.store import ProfileStore
-from schedlab.sched.fit_cli import register
+from schedlab.tasks.fit_cli import register
 from schedlab.sched.job import Job
 from schedlab.sched.models import InterferenceModel, IterationTimeModel
 

@@ -61,7 +61,7 @@ def _store(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 def _home() -> Path:
-    from schedlab.flows.settings import schedlab_home
+    from schedlab.settings import schedlab_home
 
     return schedlab_home() / "models"
 
@@ -71,7 +71,7 @@ def _fmt(v: Any) -> str:
 
 
 def fit_iteration_time(args: argparse.Namespace) -> int:
-    from schedlab.sched import fitting
+    from schedlab.profiling import fitting
     from schedlab.sched.models import ITERATION_KIND, SCHEMA_VERSION, IterationTimeModel
 
     if args.source == "pollux":
@@ -112,7 +112,7 @@ def fit_iteration_time(args: argparse.Namespace) -> int:
 
 
 def fit_interference(args: argparse.Namespace) -> int:
-    from schedlab.sched import fit_interference as F
+    from schedlab.profiling import fit_interference as F
 
     if args.source == "gavel":
         import yaml
@@ -159,7 +159,7 @@ def _track(args: argparse.Namespace, artifact: Path, name: str, metrics: dict[st
            store_version: dict[str, Any]) -> None:
     if args.no_track:
         return
-    from schedlab.sched.model_tracking import log_model
+    from schedlab.tasks.model_tracking import log_model
 
     logged = log_model(artifact, name, metrics, params={"source": args.source, "holdout": args.holdout, "seed": args.seed},
                        tags={"schedlab.data_sha256": data_hash, "schedlab.profile_store": json.dumps(store_version)[:4000]})

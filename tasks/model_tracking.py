@@ -4,7 +4,7 @@ A fit is one MLflow run in the ``models`` experiment: metrics (flattened), param
 data's hash and the profile store version as tags, the artifact under ``model/``; then a new version
 of the registered model whose source is ``runs:/<run>/model``. Load it back with
 ``InterferenceModel.load("models:/interference-ratio/<version>")``. The tracking store is
-``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (``schedlab.flows.settings``).
+``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (``schedlab.settings``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from schedlab.flows.settings import apply_env, artifact_root, tracking_uri
+from schedlab.settings import apply_env, artifact_root, tracking_uri
 
 EXPERIMENT = "models"
 
