@@ -146,7 +146,11 @@ class ClusterState:
 
     def vacate(self, job) -> None:
         """Take ``job`` off its GPUs; a GPU left empty goes back to its server's free stack."""
-        for g in job.gpus:
+        self.release(job, job.gpus)
+
+    def release(self, job, gpus) -> None:
+        """Take ``job`` off ``gpus`` (some or all of its GPUs)."""
+        for g in gpus:
             holders = self.holders[g]
             holders.remove(job)
             server = g // self.gpus_per_server

@@ -12,6 +12,14 @@ Rates (DESIGN.md, "Exact, event-driven time"): work is in solo seconds, so a job
 have different partners runs at its slowest worker's pace (Gimbal §2.2). At most two jobs share a
 GPU (Castor eq. 7), and only if both fit in its memory.
 
+Elastic and goodput jobs (DESIGN.md, "What the engine models"; specs/pollux.md): ``resize`` changes a
+running job's GPUs and ``set_batch`` its global batch; every allocation change, the first start
+included, stalls the job for ``allocation_stall_s`` (Pollux charges 30 s) while it holds its GPUs. A
+goodput job's work is still counted in nominal seconds (its run time alone at the trace's GPU count
+and batch), but its rate comes from its goodput model: goodput on its current placement, batch and
+epoch over its nominal goodput. Epoch boundaries are events where that rate is recomputed (and the
+policy's ``on_epoch`` is called); a fixed-duration job has none, so its replay is exactly as before.
+
 Policies see the engine only through the methods under "policy API" below.
 """
 
@@ -65,6 +73,7 @@ class Engine:
         seed: int = 0,
         progress: bool = False,
         sharing: SharingModel | None = None,
+        allocation_stall_s: float | None = None,
     ) -> None:
         oversize = [j for j in jobs if j.num_gpus > cluster.total_gpus]
         if oversize:
@@ -78,6 +87,9 @@ class Engine:
         self.place = get_strategy(placement)
         self.preemption_overhead_s = (
             policy.default_preemption_overhead_s if preemption_overhead_s is None else preemption_overhead_s
+        )
+        self.allocation_stall_s = (
+            policy.default_allocation_stall_s if allocation_stall_s is None else allocation_stall_s
         )
         self.rng = random.Random(seed)
         self.progress = progress
@@ -103,17 +115,24 @@ class Engine:
         mode: str = "timeslice",
         shares: tuple[float, float] | None = None,
         accumulation_steps: int = 1,
+        num_gpus: int | None = None,
     ) -> bool:
         """Start (or restart) ``job``: ``share_gpus`` (GPUs holding exactly one job) beside their
-        holders, the rest on free GPUs chosen by ``placement`` or the placement strategy. Returns
-        False (and changes nothing) if the free part does not fit."""
+        holders, the rest on free GPUs chosen by ``placement`` or the placement strategy. An elastic
+        policy may give the job ``num_gpus`` other than its current count. Returns False (and changes
+        nothing) if the free part does not fit."""
         if job.running or job.finished:
             raise EngineError(f"policy {self.policy.name} started job {job.job_id} which is already running or done")
-        free_needed = job.num_gpus - len(share_gpus)
+        gpus = job.num_gpus if num_gpus is None else num_gpus
+        if not 1 <= gpus <= self.cluster.total_gpus:
+            raise EngineError(f"policy {self.policy.name} started job {job.job_id} on {gpus} GPUs")
+        free_needed = gpus - len(share_gpus)
         if placement is None and free_needed > 0:
             placement = self.place(self.cluster, free_needed, self.rng)
             if placement is None:
                 return False
+        if gpus != job.num_gpus:
+            self._set_gpu_count(job, gpus)
         if accumulation_steps > 1 and self.sharing is None:
             raise EngineError(f"job {job.job_id}: gradient accumulation needs a sharing model (iteration times)")
         job.accumulation_steps = accumulation_steps  # before the checks: ξ depends on the micro-batch
@@ -127,9 +146,12 @@ class Engine:
             raise EngineError(f"placement gave job {job.job_id} {len(free_part)} free GPUs, it needs {free_needed}")
         if math.isnan(job.start_time):
             job.start_time = self.now
+            job.overhead_left = self.allocation_stall_s  # Pollux: the first start is an allocation change too
         else:
             job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
         job.gpus = free_part + tuple(share_gpus)
+        if job.goodput is not None:
+            job.placement_shape = self._shape(job.gpus)
         job.last_start = self.now
         self.running[job] = None
         if pairs:
@@ -149,6 +171,65 @@ class Engine:
         job.preemptions += 1
         job.last_stop = self.now
 
+    def resize(
+        self,
+        job: Job,
+        num_gpus: int,
+        placement: list[tuple[int, int]] | None = None,
+        release: tuple[int, ...] | None = None,
+    ) -> bool:
+        """Grow or shrink running ``job`` to ``num_gpus`` GPUs (elastic scaling: Pollux, Optimus, AFS).
+
+        Growing takes the extra GPUs from ``placement`` (``(server, n)`` pairs) or, by default, first
+        from servers the job already uses, then by the placement strategy; returns False (and changes
+        nothing) if they are not free. Shrinking releases ``release`` (GPU ids of the job) or, by
+        default, GPUs on the servers where the job holds the fewest. Progress is settled first and the
+        job stalls for ``allocation_stall_s`` (its GPUs stay held). A job beside a partner cannot resize."""
+        if not job.running:
+            raise EngineError(f"policy {self.policy.name} resized job {job.job_id} which is not running")
+        if job.partners:
+            raise EngineError(f"policy {self.policy.name} resized job {job.job_id} which shares GPUs")
+        if num_gpus < 1:
+            raise EngineError(f"policy {self.policy.name} resized job {job.job_id} to {num_gpus} GPUs")
+        delta = num_gpus - job.num_gpus
+        if delta == 0:
+            return True
+        if delta > 0:
+            placement = placement if placement is not None else self._grow_placement(job, delta)
+            if placement is None or sum(n for _, n in placement) != delta:
+                return False
+            if any(n > len(self.cluster.free_by_server[server]) for server, n in placement):
+                return False
+            self._settle(job)
+            job.gpus = job.gpus + self.cluster.take_from_servers(placement, job)
+        else:
+            gone = release if release is not None else self._shrink_choice(job, -delta)
+            if len(gone) != -delta or not set(gone) <= set(job.gpus):
+                raise EngineError(f"job {job.job_id}: cannot release {gone} from {job.gpus}")
+            self._settle(job)
+            self.cluster.release(job, gone)
+            dropped = set(gone)
+            job.gpus = tuple(g for g in job.gpus if g not in dropped)
+        self._set_gpu_count(job, num_gpus, running=True)
+        job.resizes += 1
+        job.overhead_left = self.allocation_stall_s
+        if job.goodput is not None:
+            job.placement_shape = self._shape(job.gpus)
+        self._refresh_rate(job, force=True)
+        return True
+
+    def set_batch(self, job: Job, global_batch: int) -> None:
+        """Give goodput job ``job`` another global batch (Pollux's adaptive batch size); no stall."""
+        if job.goodput is None:
+            raise EngineError(f"policy {self.policy.name} set the batch of job {job.job_id}, which has no goodput model")
+        if global_batch == job.global_batch:
+            return
+        if job.running:
+            self._settle(job)
+        job.global_batch = global_batch
+        if job.running:
+            self._refresh_rate(job, force=True)
+
     def remaining(self, job: Job) -> float:
         """Solo seconds of work ``job`` has left now."""
         if not job.running:
@@ -160,7 +241,7 @@ class Engine:
     def attained_service(self, job: Job) -> float:
         """GPU-seconds the job has held GPUs so far (Tiresias' attained service)."""
         current = self.now - job.last_start if job.running else 0.0
-        return job.num_gpus * (job.run_time + current)
+        return job.num_gpus * (job.run_time + current) + job.service_correction
 
     def expected_end(self, job: Job) -> float:
         """When a running job will finish at its current rate."""
@@ -218,9 +299,12 @@ class Engine:
                 _, _, kind, obj, version = heapq.heappop(heap)
                 if kind == _COMPLETION:
                     if obj.version == version and obj.running:
-                        self._complete(obj)
-                        done += 1
-                        changed = True
+                        if obj.goodput is not None and self._epoch_breakpoint(obj) > 0:
+                            self._next_epoch(obj)
+                        else:
+                            self._complete(obj)
+                            done += 1
+                            changed = True
                 else:
                     policy.on_timer(self, obj)
                     changed = True
@@ -281,15 +365,42 @@ class Engine:
         job.last_update = self.now
 
     def _completion_time(self, job: Job) -> float:
+        """When the job ends at its current rate (for a goodput job, if its epoch rate held)."""
         return job.last_update + job.overhead_left + job.remaining / job.rate
 
-    def _refresh_rate(self, job: Job) -> None:
-        """Re-compute ``job``'s pace and rate from its partners; re-schedule its completion."""
+    def _epoch_breakpoint(self, job: Job) -> float:
+        """Nominal seconds left when the goodput job's current epoch ends (0 in its last epoch)."""
+        return max(0.0, (job.goodput.total_progress - job.epoch_end) / job.progress_scale)
+
+    def _next_event_time(self, job: Job) -> float:
+        """The job's next own event: its completion, or for a goodput job the end of its epoch."""
+        if job.goodput is None:
+            return self._completion_time(job)
+        to_go = max(0.0, job.remaining - self._epoch_breakpoint(job))
+        return job.last_update + job.overhead_left + to_go / job.rate
+
+    def _next_epoch(self, job: Job) -> None:
+        """A goodput job reached an epoch boundary: its statistical efficiency changes (specs/pollux.md)."""
+        self._settle(job)
+        job.remaining = self._epoch_breakpoint(job)  # exactly on the boundary
+        job.epoch_start = job.epoch_end
+        job.epoch_end = job.goodput.epoch_end(job.epoch_start)
+        if job.epoch_end <= job.epoch_start:
+            raise EngineError(f"job {job.job_id}: the goodput model gives no progress after {job.epoch_start}")
+        self._refresh_rate(job, force=True)
+        self.policy.on_epoch(self, job)
+
+    def _refresh_rate(self, job: Job, force: bool = False) -> None:
+        """Re-compute ``job``'s pace and rate from its partners (and, for a goodput job, from its
+        placement, batch and epoch); re-schedule its completion."""
         self.state_version += 1
         pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
         rate = job.solo_speed / pace
+        if job.goodput is not None:
+            goodput = job.goodput.goodput(job.placement_shape, job.global_batch, job.epoch_start)
+            rate *= goodput / job.progress_scale
         if job.rate > 0:
-            if rate == job.rate:
+            if rate == job.rate and not force:
                 return
             self._settle(job)
         else:
@@ -302,7 +413,7 @@ class Engine:
         end = self._completion_time(job)
         job.end_key = (end, job.index, job)
         self.by_end.add(job.end_key)
-        self._push(end, _COMPLETION, job, job.version)
+        self._push(self._next_event_time(job), _COMPLETION, job, job.version)
 
     def _check_sharing(
         self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int
@@ -336,6 +447,63 @@ class Engine:
                 partner.partners = {}
             partner.partners[job] = [count, xi_partner]
             self._refresh_rate(partner)
+
+    def _set_gpu_count(self, job: Job, num_gpus: int, running: bool = False) -> None:
+        """Change the job's GPU count, keeping its attained service (GPU-seconds) exact."""
+        held = job.run_time + (self.now - job.last_start if running else 0.0)
+        job.service_correction += (job.num_gpus - num_gpus) * held
+        job.num_gpus = num_gpus
+        if job.goodput is not None and job.global_batch:
+            job.batch_size = -(-job.global_batch // num_gpus)
+
+    def _shape(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
+        """GPUs per server of an allocation, largest first (what a goodput model's placement is)."""
+        per = self.cluster.gpus_per_server
+        counts: dict[int, int] = {}
+        for g in gpus:
+            counts[g // per] = counts.get(g // per, 0) + 1
+        return tuple(sorted(counts.values(), reverse=True))
+
+    def _grow_placement(self, job: Job, extra: int) -> list[tuple[int, int]] | None:
+        """Extra GPUs for a growing job: its own servers first (most free first), then the strategy."""
+        if extra > self.cluster.free_gpus:
+            return None
+        per = self.cluster.gpus_per_server
+        own = sorted({g // per for g in job.gpus}, key=lambda s: (-len(self.cluster.free_by_server[s]), s))
+        placement: list[tuple[int, int]] = []
+        for server in own:
+            take = min(extra, len(self.cluster.free_by_server[server]))
+            if take:
+                placement.append((server, take))
+                extra -= take
+            if extra == 0:
+                return placement
+        used = {s for s, _ in placement}
+        free = [(len(stack) - (dict(placement).get(s, 0)), s) for s, stack in enumerate(self.cluster.free_by_server)
+                if s not in used and stack]
+        free.sort(key=lambda fs: (-fs[0], fs[1]))
+        for n, server in free:
+            take = min(extra, n)
+            placement.append((server, take))
+            extra -= take
+            if extra == 0:
+                return placement
+        return None
+
+    def _shrink_choice(self, job: Job, count: int) -> tuple[int, ...]:
+        """GPUs a shrinking job gives back: from the servers where it holds the fewest first."""
+        per = self.cluster.gpus_per_server
+        by_server: dict[int, list[int]] = {}
+        for g in job.gpus:
+            by_server.setdefault(g // per, []).append(g)
+        order = sorted(by_server, key=lambda s: (len(by_server[s]), -s))
+        chosen: list[int] = []
+        for server in order:
+            for g in reversed(by_server[server]):
+                if len(chosen) == count:
+                    return tuple(chosen)
+                chosen.append(g)
+        return tuple(chosen[:count])
 
     def _stop(self, job: Job) -> None:
         self.state_version += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -46,9 +47,25 @@ class Job:
     pace_seconds: float = 0.0  # integral of pace over running time
     exclusive_jct_estimate: float = math.nan  # Castor eq. 24's t_solo-location, when it started shared
 
+    # elastic state (Pollux, Optimus, AFS): allocations that change while the job runs
+    requested_gpus: int = 0  # GPUs the trace asked for (``num_gpus`` is the current allocation)
+    resizes: int = 0  # allocation changes while running (grow or shrink)
+    service_correction: float = 0.0  # GPU-seconds attained at earlier allocations minus num_gpus x their time
+
+    # goodput state (specs/pollux.md): progress in the job model's own units, converted to nominal
+    # seconds so that ``remaining`` keeps one meaning for every policy
+    goodput: Any = None  # the application's GoodputModel, or None for a fixed-duration job
+    global_batch: int = 0  # current global batch (adaptive policies change it)
+    progress_scale: float = 1.0  # model progress units per nominal second: total_progress / duration
+    epoch_start: float = 0.0  # model progress at the start of the current epoch (an exact model boundary)
+    epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
+    placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
+
     def __post_init__(self) -> None:
         if math.isnan(self.remaining):
             self.remaining = self.duration
+        if not self.requested_gpus:
+            self.requested_gpus = self.num_gpus
 
     @property
     def running(self) -> bool:
@@ -64,15 +81,19 @@ class Job:
         return self.num_gpus * self.duration
 
 
-def jobs_from_table(table: pd.DataFrame) -> list[Job]:
-    """Build job records from a canonical job table that has ``duration`` (annotate first if not)."""
+def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None = None) -> list[Job]:
+    """Build job records from a canonical job table that has ``duration`` (annotate first if not).
+
+    A table with ``global_batch`` holds goodput jobs (specs/pollux.md): each gets its application's
+    model from ``goodput_models`` (keyed by the ``model`` column) and its ``duration`` is read as the
+    nominal run time, the unit its progress is counted in."""
     if "duration" not in table.columns:
         raise ValueError("the job table has no 'duration' column: annotate it with a workload catalog first")
     ordered = table.sort_values(["submit_time", "job_id"], kind="stable")
     deadlines = ordered["deadline"] if "deadline" in ordered.columns else pd.Series(math.nan, index=ordered.index)
     models = ordered["model"] if "model" in ordered.columns else pd.Series(None, index=ordered.index)
     batches = ordered["batch_size"] if "batch_size" in ordered.columns else pd.Series(math.nan, index=ordered.index)
-    return [
+    jobs = [
         Job(
             job_id=str(job_id),
             submit_time=float(submit),
@@ -95,3 +116,15 @@ def jobs_from_table(table: pd.DataFrame) -> list[Job]:
             )
         )
     ]
+    if "global_batch" in ordered.columns:
+        if goodput_models is None:
+            raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
+        for job, global_batch in zip(jobs, ordered["global_batch"]):
+            model = goodput_models.get(job.model)
+            if model is None:
+                raise ValueError(f"job {job.job_id}: no goodput model for application {job.model!r}"
+                                 f" (known: {sorted(goodput_models)})")
+            job.goodput, job.global_batch = model, int(global_batch)
+            job.progress_scale = model.total_progress / job.duration
+            job.epoch_end = model.epoch_end(0.0)
+    return jobs

@@ -13,6 +13,7 @@ import pandas as pd
 from schedlab.sched.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.engine import Engine
+from schedlab.sched.goodput import load_applications
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
@@ -38,13 +39,20 @@ class ReplayResult:
 
 
 def prepare_table(
-    table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool = False, seed: int = 0
+    table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool = False, seed: int = 0,
+    goodput_root: str | Path | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Optionally annotate workloads, then fill solo durations from the catalog where a trace gives
     ``model, batch_size, iterations`` only. Iteration times are for the cluster's training GPU type,
-    or the catalog's reference type when the catalog has no figures for it (reported in the notes)."""
-    catalog = default_catalog()
+    or the catalog's reference type when the catalog has no figures for it (reported in the notes).
+
+    Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
+    nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
+    (specs/pollux.md); that is what SJF-like policies see as the job's length."""
     pool = cluster.training_pool
+    if "global_batch" in table.columns:
+        return nominal_durations(table, pool.gpus_per_server, goodput_root), {"goodput": True}
+    catalog = default_catalog()
     gpu_type = catalog_gpu_type(catalog, pool.gpu_type)
     notes: dict[str, Any] = {"iteration_time_gpu_type": gpu_type}
     if gpu_type != pool.gpu_type:
@@ -54,6 +62,20 @@ def prepare_table(
         notes["annotated"] = True
     table = fill_durations(table, catalog, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
     return table, notes
+
+
+def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
+    """``duration`` = each goodput job's run time alone at its own GPU count and global batch."""
+    models = load_applications(root)
+    unknown = sorted(set(table["model"]) - set(models))
+    if unknown:
+        raise ValueError(f"no goodput model for application(s) {unknown} (known: {sorted(models)})")
+    out = table.copy()
+    out["duration"] = [
+        models[app].run_time(int(gpus), int(batch), gpus_per_server)
+        for app, gpus, batch in zip(out["model"], out["num_gpus"], out["global_batch"])
+    ]
+    return out
 
 
 def replay(
@@ -68,14 +90,17 @@ def replay(
     interference: str | None = None,
     load_report: dict[str, Any] | None = None,
     progress: bool = False,
+    allocation_stall_s: float | None = None,
+    goodput_root: str | Path | None = None,
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/interference.py``)."""
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
     sharing = SharingModel.for_cluster(spec, interference)
     decider = make_policy(policy, params)
+    goodput_models = load_applications(goodput_root) if "global_batch" in table.columns else None
     engine = Engine(
-        jobs_from_table(table),
+        jobs_from_table(table, goodput_models),
         ClusterState(spec),
         decider,
         placement=placement,
@@ -83,6 +108,7 @@ def replay(
         seed=seed,
         progress=progress,
         sharing=sharing,
+        allocation_stall_s=allocation_stall_s,
     )
     result = engine.run()
     jobs = job_table(result)

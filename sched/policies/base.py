@@ -2,7 +2,7 @@
 
 The engine calls ``on_arrival`` / ``on_finish`` / ``on_timer`` to keep the policy's own queues up to
 date, then ``schedule`` once per instant. A policy acts only through the engine's policy API:
-``start``, ``preempt``, ``set_timer``, and reads ``now``, ``cluster``, ``running``, ``remaining``,
+``start``, ``preempt``, ``resize``, ``set_batch``, ``set_timer``, and reads ``now``, ``cluster``, ``running``, ``remaining``,
 ``attained_service`` and ``expected_end``.
 """
 
@@ -33,6 +33,8 @@ class Policy:
     Params: ClassVar[type[BaseModel]] = NoParams
     shares_gpus: ClassVar[bool] = False  # needs workloads (model, batch) and a sharing model
     default_preemption_overhead_s: ClassVar[float] = CHECKPOINT_RESTORE_S
+    #: stall on every allocation change, the first start included (Pollux: 30 s); 0 for fixed jobs
+    default_allocation_stall_s: ClassVar[float] = 0.0
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
@@ -45,6 +47,9 @@ class Policy:
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
         """A timer this policy set has fired."""
+
+    def on_epoch(self, engine: Engine, job: Job) -> None:
+        """A running goodput job began a new epoch (its rate was just recomputed)."""
 
     def schedule(self, engine: Engine) -> None:
         raise NotImplementedError
