@@ -13,7 +13,6 @@ import pandas as pd
 from schedlab.sched.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.engine import Engine
-from schedlab.sched.goodput import load_applications
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
@@ -66,6 +65,8 @@ def prepare_table(
 
 def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
     """``duration`` = each goodput job's run time alone at its own GPU count and global batch."""
+    from schedlab.sched.goodput import load_applications
+
     models = load_applications(root)
     unknown = sorted(set(table["model"]) - set(models))
     if unknown:
@@ -98,7 +99,11 @@ def replay(
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
     sharing = SharingModel.for_cluster(spec, interference)
     decider = make_policy(policy, params)
-    goodput_models = load_applications(goodput_root) if "global_batch" in table.columns else None
+    goodput_models = None
+    if "global_batch" in table.columns:
+        from schedlab.sched.goodput import load_applications
+
+        goodput_models = load_applications(goodput_root)
     engine = Engine(
         jobs_from_table(table, goodput_models),
         ClusterState(spec),
