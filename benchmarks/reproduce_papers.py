@@ -12,12 +12,11 @@ from collections import defaultdict
 import pandas as pd
 
 from schedlab.tasks.config import load_config
-from schedlab.sched.reproduce import HOUR, compare, paper_tables
+from schedlab.sched.reproduce import HOUR, compare, tables_for_experiment
 from schedlab.tasks.replay import execute
 
 
 def main(names: list[str]) -> None:
-    tables = {spec["experiment"]: (name, spec) for name, spec in paper_tables().items()}
     pd.set_option("display.width", 200, "display.max_columns", 20, "display.precision", 2)
     for name in names:
         config = load_config(name)
@@ -33,8 +32,7 @@ def main(names: list[str]) -> None:
         )
         print("average JCT (hours) by load factor:")
         print(sweep.round(2).to_string())
-        if name in tables:
-            table_name, spec = tables[name]
+        for table_name, spec in tables_for_experiment(name).items():
             at_load = {label: js for (l, label), js in jobs.items() if l == spec["load"]}
             print(f"\n{table_name} at load {spec['load']} (hours; large = more than {spec['large_job_gpus']} GPUs):")
             print(compare(table_name, at_load).round(2).to_string())

@@ -7,8 +7,8 @@ Fig. 6a) and ``castor-itp`` (the Castor Table 6 set-up on the ITP trace). From t
 ``jobs.parquet`` it builds, per config:
 
 - the **paper-vs-ours table** (:func:`schedlab.sched.reproduce.compare`) where
-  ``conf/papers/tables.yaml`` has published numbers for the config (matched by its ``experiment``
-  field): average JCT and queueing, all / large / small jobs, hours, seed means at the paper's load;
+  ``conf/papers/tables.yaml`` has published numbers for the config (matched by its ``experiments``
+  list): average JCT and queueing, all / large / small jobs, hours, seed means at the paper's load;
 - the **load sweep**: average JCT (hours, seed means) per policy and load factor (Castor Fig. 16,
   SJF-BSBF Fig. 6a).
 
@@ -69,14 +69,6 @@ def to_markdown(frame: pd.DataFrame, index: str) -> str:
     return "\n".join(lines)
 
 
-def paper_table_for(experiment: str) -> tuple[str, dict[str, Any]] | None:
-    """(table name, spec) of the published table the experiment reproduces, if any."""
-    from schedlab.sched.reproduce import paper_tables
-
-    for name, spec in paper_tables().items():
-        if spec.get("experiment") == experiment:
-            return name, spec
-    return None
 
 
 def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> dict[str, pd.DataFrame]:
@@ -100,12 +92,10 @@ def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> 
     """The config's tables: ``<paper table>`` (paper vs ours) when published numbers exist, and
     ``<config>__jct_by_load`` (average JCT in hours, policy x load; one per trace and cluster when
     the config has several)."""
-    from schedlab.sched.reproduce import compare
+    from schedlab.sched.reproduce import compare, tables_for_experiment
 
     tables: dict[str, pd.DataFrame] = {}
-    found = paper_table_for(config.name)
-    if found:
-        name, spec = found
+    for name, spec in tables_for_experiment(config.name).items():
         at_load: dict[str, list[pd.DataFrame]] = {}
         for s in specs:
             if s.key in jobs and math.isclose(s.load, float(spec["load"])):
@@ -233,4 +223,4 @@ def run_reproduce(configs: list[str] | None = None, *, dask_address: str | None 
     return report
 
 
-__all__ = ["DEFAULT_CONFIGS", "paper_table_for", "replay_jobs", "reproduce_flow", "run_reproduce", "tables_for"]
+__all__ = ["DEFAULT_CONFIGS", "replay_jobs", "reproduce_flow", "run_reproduce", "tables_for"]

@@ -1,0 +1,45 @@
+"""Paper-vs-ours tables: the published tables are well-formed and ours are aggregated as each paper does."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from schedlab.sched.reproduce import HOUR, compare, our_row, paper_tables, tables_for_experiment
+
+
+def test_published_tables_are_well_formed():
+    for name, spec in paper_tables().items():
+        assert spec["experiments"], name
+        assert spec["class_average"] in ("mean", "share"), name
+        for policy, row in spec["rows"].items():
+            assert len(row) == len(spec["columns"]), (name, policy)
+            assert all(math.isfinite(v) and v >= 0 for v in row), (name, policy)
+
+
+def test_castor_table5_all_is_large_plus_small():
+    """Why Castor Table 5 is read as `share`: All = Large + Small in its JCT columns, every row."""
+    spec = paper_tables()["castor-table5"]
+    for policy, row in spec["rows"].items():
+        assert row[0] == pytest.approx(row[1] + row[2], abs=0.011), policy
+
+
+def test_class_average_mean_and_share():
+    jobs = pd.DataFrame({"num_gpus": [1, 1, 16], "jct_s": [1.0, 3.0, 8.0], "wait_s": [0.0, 1.0, 2.0]})
+    jobs["jct_s"] *= HOUR
+    jobs["wait_s"] *= HOUR
+    assert our_row(jobs, 8, "mean") == pytest.approx([4.0, 8.0, 2.0, 1.0, 2.0, 0.5])
+    share = our_row(jobs, 8, "share")
+    assert share == pytest.approx([4.0, 8 / 3, 4 / 3, 1.0, 2 / 3, 1 / 3])
+    assert share[0] == pytest.approx(share[1] + share[2])
+    with pytest.raises(ValueError, match="class_average"):
+        our_row(jobs, 8, "median")
+
+
+def test_compare_uses_the_tables_aggregation():
+    jobs = pd.DataFrame({"num_gpus": [1, 16], "jct_s": [HOUR, 3 * HOUR], "wait_s": [0.0, HOUR]})
+    table = compare("castor-table5", {"fifo": [jobs]})
+    assert table.loc["fifo", "avg_jct_large ours"] == pytest.approx(1.5)
+    assert table.loc["fifo", "avg_jct_large paper"] == 1.04
+    assert "castor" in table.index  # published rows we did not replay are still shown
+    assert set(tables_for_experiment("sjf-bsbf-pollux-480")) == {"sjf-bsbf-table4"}
