@@ -1,8 +1,9 @@
 """The canonical job table itself, as CSV or Parquet (see ``schedlab.sched.jobtable``).
 
-``submit_time`` and ``deadline`` are seconds on the same clock; columns outside the canonical set
-are an error (a misspelled optional column must not vanish silently). Booleans (``fungible``,
-``checkpoint``) accept true/false/1/0/yes/no.
+``submit_time`` and ``deadline`` are seconds or datetimes on the same clock (a Parquet datetime
+column is converted to seconds exactly as a CSV datetime is; a timedelta ``duration`` is taken in
+seconds); columns outside the canonical set are an error (a misspelled optional column must not
+vanish silently). Booleans (``fungible``, ``checkpoint``) accept true/false/1/0/yes/no.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     out["submit_time"] = seconds(df, "submit_time", file)
     out["num_gpus"] = numeric(df, "num_gpus", file, integer=True)
     for c in cols:
-        if c in ("duration", "deadline"):
+        if c == "duration":
             out[c] = numeric(df, c, file, allow_missing=True)
+        elif c == "deadline":  # same clock as submit_time: seconds or datetimes
+            out[c] = seconds(df, c, file, allow_missing=True)
         elif c in ("batch_size", "iterations", "elastic_min", "elastic_max"):
             out[c] = numeric(df, c, file, integer=True, allow_missing=c.startswith("elastic"))
         elif c in ("fungible", "checkpoint"):

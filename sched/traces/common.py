@@ -193,8 +193,13 @@ def _first(mask: pd.Series | np.ndarray) -> int:
 def numeric(
     df: pd.DataFrame, col: str, file: str, *, integer: bool = False, allow_missing: bool = False
 ) -> pd.Series:
-    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors."""
+    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors.
+    A timedelta column (Parquet) is taken in seconds; a datetime column is an error."""
     s = df[col]
+    if pd.api.types.is_timedelta64_dtype(s):
+        s = s.dt.total_seconds()
+    elif pd.api.types.is_datetime64_any_dtype(s):
+        raise TraceError(file, "a datetime column where a number is expected", column=col)
     num = pd.to_numeric(s, errors="coerce").astype("float64")
     bad = (num.isna() & s.notna()) | np.isinf(num)
     if bad.any():
@@ -213,9 +218,21 @@ def numeric(
     return num
 
 
+def _epoch_seconds(dt: pd.Series) -> pd.Series:
+    """Datetimes (naive = UTC, aware = converted to UTC) as float seconds since the Unix epoch."""
+    if dt.dt.tz is not None:
+        dt = dt.dt.tz_convert("UTC").dt.tz_localize(None)
+    return (dt - pd.Timestamp(0)).dt.total_seconds()
+
+
 def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = False) -> pd.Series:
-    """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601)."""
+    """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601; a
+    datetime column, e.g. from Parquet, is converted the same way, never read as its raw ticks)."""
     s = df[col]
+    if pd.api.types.is_datetime64_any_dtype(s):
+        if not allow_missing and s.isna().any():
+            raise TraceError(file, "missing value", int(df["_row"].iat[_first(s.isna())]), col)
+        return _epoch_seconds(s)
     num = pd.to_numeric(s, errors="coerce")
     if (num.notna() == s.notna()).all():
         return numeric(df, col, file, allow_missing=allow_missing)
@@ -227,9 +244,7 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
     if not allow_missing and dt.isna().any():
         i = _first(dt.isna())
         raise TraceError(file, "missing value", int(df["_row"].iat[i]), col)
-    if dt.dt.tz is not None:
-        dt = dt.dt.tz_convert("UTC").dt.tz_localize(None)
-    return (dt - pd.Timestamp(0)).dt.total_seconds()
+    return _epoch_seconds(dt)
 
 
 def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None) -> Raw:
