@@ -3,6 +3,7 @@ file's own column) or a correct reading, checked through the loaders and the ``r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -73,3 +74,78 @@ def test_cli_parquet_datetime_trace(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert rc == 0
     jobs = pd.read_parquet(tmp_path / "out" / "jobs.parquet")
     assert sorted(jobs["submit_time"].tolist()) == [0.0, 60.0]
+
+
+# ---------------------------------------------------------------- job ids pandas reads as missing
+
+NA_IDS = ["NA", "NULL", "nan", "None", "n/a", "#N/A"]
+
+
+def test_na_like_ids_are_ids_in_every_csv_format(tmp_path: Path) -> None:
+    files = {
+        "itp": ITP_HEADER + "".join(f"{i},{t},10,1\n" for t, i in enumerate(NA_IDS)),
+        "tiresias": "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+        + "".join(f"{i},1,{t},5,None,10,0\n" for t, i in enumerate(NA_IDS)),
+        "helios": "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+        + "".join(f"{i},NA,null,1,4,1,COMPLETED,{t},,,60,0\n" for t, i in enumerate(NA_IDS)),
+        "canonical": "job_id,submit_time,num_gpus,duration,user,vc\n"
+        + "".join(f"{i},{t},1,5,NA,None\n" for t, i in enumerate(NA_IDS)),
+    }
+    for fmt, text in files.items():
+        df, rep = load_trace(write(tmp_path, f"{fmt}.csv", text), fmt)
+        assert df["job_id"].tolist() == NA_IDS, fmt
+        assert rep.kept == len(NA_IDS) and rep.dropped == {}
+    assert df["user"].tolist() == ["NA"] * len(NA_IDS) and df["vc"].tolist() == ["None"] * len(NA_IDS)
+
+
+def test_na_like_ids_in_pai_and_philly_raw_and_parquet(tmp_path: Path) -> None:
+    write(tmp_path, "pai_job_table.csv", "".join(f"{i},x,u,Terminated,{t},9\n" for t, i in enumerate(NA_IDS)))
+    write(tmp_path, "pai_task_table.csv",
+          "".join(f"{i},worker,1,Terminated,{t},{t + 50},600,29,100,V100\n" for t, i in enumerate(NA_IDS)))
+    df, _ = load_trace(tmp_path, "alibaba-pai")
+    assert df["job_id"].tolist() == NA_IDS and df["duration"].tolist() == [50.0] * len(NA_IDS)
+    job = {"vc": "v", "user": "u", "status": "Pass", "submitted_time": "2017-10-01 00:00:00",
+           "attempts": [{"start_time": "2017-10-01 00:00:01", "end_time": "2017-10-01 00:10:00",
+                         "detail": [{"ip": "x", "gpus": ["g0"]}]}]}
+    raw = write(tmp_path, "log.json", json.dumps([{**job, "jobid": i} for i in NA_IDS]))
+    df, _ = load_trace(raw, "philly-raw")
+    assert sorted(df["job_id"]) == sorted(NA_IDS)
+    pq = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": NA_IDS, "submit_time": range(6), "num_gpus": 1, "duration": 5.0}).to_parquet(pq)
+    assert load_trace(pq)[0]["job_id"].tolist() == NA_IDS
+
+
+def test_na_like_ids_are_not_duplicates(tmp_path: Path) -> None:
+    # "NA" and "nan" were both read as NaN: a duplicate (or a crash) though the ids differ
+    p = write(tmp_path, "itp.csv", ITP_HEADER + "NA,0,10,1\nnan,1,10,1\n")
+    assert load_trace(p, "itp")[0]["job_id"].tolist() == ["NA", "nan"]
+    p = write(tmp_path, "dup.csv", ITP_HEADER + "NA,0,10,1\nNA,1,10,1\n")
+    with pytest.raises(TraceError, match="row 2, column 'job_id': duplicate job_id.*first seen in row 1"):
+        load_trace(p, "itp")
+
+
+@pytest.mark.parametrize("value", ["", "  ", '""'])
+def test_empty_id_is_an_error_naming_file_and_row(tmp_path: Path, value: str) -> None:
+    p = write(tmp_path, "itp.csv", ITP_HEADER + f"a,0,10,1\n\n{value},1,10,1\n")
+    with pytest.raises(TraceError, match=r"itp.csv, row 3, column 'job_id': missing job id") as info:
+        load_trace(p, "itp")
+    assert info.value.file == str(p) and info.value.row == 3
+
+
+def test_null_id_in_parquet_and_philly_raw_is_an_error(tmp_path: Path) -> None:
+    pq = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": ["a", None], "submit_time": [0.0, 1.0], "num_gpus": 1, "duration": 5.0}).to_parquet(pq)
+    with pytest.raises(TraceError, match="row 2, column 'job_id': missing job id"):
+        load_trace(pq)
+    raw = write(tmp_path, "log.json", json.dumps([{"jobid": None, "submitted_time": "2017-10-01", "attempts": []}]))
+    with pytest.raises(TraceError, match="row 1, column 'jobid': missing job id"):
+        load_trace(raw)
+
+
+def test_cli_na_like_ids(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = write(tmp_path, "itp.csv", ITP_HEADER + "NA,0,10,1\nNULL,1,10,1\nnan,2,10,1\nNone,3,10,1\n")
+    rc, _ = replay(tmp_path, capsys, p)
+    assert rc == 0
+    assert sorted(pd.read_parquet(tmp_path / "out" / "jobs.parquet")["job_id"]) == ["NA", "NULL", "None", "nan"]
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "e.csv", ITP_HEADER + "a,0,10,1\n,1,10,1\n"))
+    assert rc == 2 and "e.csv, row 2, column 'job_id': missing job id" in out and "Traceback" not in out

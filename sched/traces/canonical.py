@@ -15,9 +15,11 @@ import pandas as pd
 
 from ..jobtable import CANONICAL_COLUMNS, DURATION_COLUMNS, REQUIRED_COLUMNS, WORKLOAD_COLUMNS
 from .common import (
-    LoadOptions, Raw, TraceError, check_columns, make_loader, numeric, read_csv, seconds, suggest,
+    LoadOptions, Raw, TraceError, check_columns, job_ids, make_loader, numeric, read_csv, seconds,
+    suggest,
 )
 
+_TEXT = ("job_id", "model", "user", "vc")  # read verbatim: "NA" is a name, not a missing value
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
@@ -28,7 +30,7 @@ def _read_any(path: Path) -> pd.DataFrame:
         df = pd.read_parquet(path)
         check_columns(str(path), list(df.columns), REQUIRED_COLUMNS)
         return df.assign(_row=np.arange(1, len(df) + 1))
-    return read_csv(path, REQUIRED_COLUMNS)
+    return read_csv(path, REQUIRED_COLUMNS, text=_TEXT)
 
 
 def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
@@ -55,7 +57,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
             raise TraceError(file, f"unknown column {c!r}{suggest(c, close)}", column=c)
     if not set(DURATION_COLUMNS) <= set(cols):
         check_columns(file, cols, WORKLOAD_COLUMNS)
-    out = pd.DataFrame({"job_id": df["job_id"].astype("str"), "_row": df["_row"]})
+    out = pd.DataFrame({"job_id": job_ids(df, "job_id", file), "_row": df["_row"]})
     out["submit_time"] = seconds(df, "submit_time", file)
     out["num_gpus"] = numeric(df, "num_gpus", file, integer=True)
     for c in cols:

@@ -20,6 +20,7 @@ line N; in a JSON job list, row N is the N-th job object).
 
 from __future__ import annotations
 
+import csv
 import difflib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -148,32 +149,46 @@ def check_columns(file: str, found: Sequence[str], required: Sequence[str]) -> N
             )
 
 
-def read_csv(path: Path, required: Sequence[str], *, header_optional: bool = False) -> pd.DataFrame:
+#: the strings pandas reads as missing by default; only numeric and time columns use them: ids and
+#: names (``NA``, ``None``, ``nan``…) are read verbatim, where only an empty field is missing
+NA_STRINGS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def _header(path: Path) -> list[str]:
+    """The first line's fields, as pandas names them (leading blanks skipped)."""
+    with path.open(newline="") as fh:
+        return next(csv.reader([fh.readline()], skipinitialspace=True), [])
+
+
+def read_csv(
+    path: Path, required: Sequence[str], *, header_optional: bool = False, text: Sequence[str] = ()
+) -> pd.DataFrame:
     """Read a CSV as strings, check the required columns, add ``_row``; blank lines are skipped.
 
-    ``header_optional``: a file whose first line names none of ``required`` is read as headerless
-    with ``required`` as its column names (Alibaba's release has no header row).
+    ``text``: columns read verbatim (ids, names): ``NA`` or ``None`` there is a value, only an
+    empty field is missing. ``header_optional``: a file whose first line names none of ``required``
+    is read as headerless with ``required`` as its column names (Alibaba's release has no header row).
     """
     file = str(path)
     if not path.is_file():
         raise TraceError(file, "file not found")
+    first = _header(path)
     names = None
-    if header_optional:
-        with path.open() as fh:
-            first = [c.strip() for c in fh.readline().split(",")]
-        if not set(first) & set(required):
-            if len(first) != len(required):
-                raise TraceError(
-                    file,
-                    f"headerless file must have {len(required)} fields {list(required)}, "
-                    f"the first line has {len(first)}",
-                    row=1,
-                )
-            names = list(required)
+    if header_optional and not {c.strip() for c in first} & set(required):
+        if len(first) != len(required):
+            raise TraceError(
+                file,
+                f"headerless file must have {len(required)} fields {list(required)}, "
+                f"the first line has {len(first)}",
+                row=1,
+            )
+        names = list(required)
+    na_values = {c: NA_STRINGS for c in names or first if c.strip() not in text}
     try:
         df = pd.read_csv(
             path, dtype=str, skip_blank_lines=False, skipinitialspace=True, names=names,
-            header=None if names else "infer",
+            header=None if names else "infer", keep_default_na=False, na_values=na_values,
         )
     except pd.errors.ParserError as exc:  # e.g. "Expected 5 fields in line 7, saw 6"
         raise TraceError(file, f"malformed CSV: {exc}") from None
@@ -181,9 +196,22 @@ def read_csv(path: Path, required: Sequence[str], *, header_optional: bool = Fal
         raise TraceError(file, "empty file") from None
     df.columns = [str(c).strip() for c in df.columns]
     check_columns(file, list(df.columns), required)
+    for col in text:
+        if col in df.columns:
+            df[col] = df[col].mask(df[col] == "")
     df["_row"] = np.arange(1, len(df) + 1)
     data = df.columns.drop("_row")
     return df[df[data].notna().any(axis=1)].reset_index(drop=True)
+
+
+def job_ids(df: pd.DataFrame, col: str, file: str) -> pd.Series:
+    """Job ids as strings, verbatim (``NA``, ``None``, ``nan`` are ids); a missing or blank id is an error."""
+    s = df[col]
+    text = s.astype("str")
+    missing = s.isna().to_numpy() | (text.str.strip() == "").to_numpy()
+    if missing.any():
+        raise TraceError(file, "missing job id (empty or null)", int(df["_row"].iat[_first(missing)]), col)
+    return text
 
 
 def _first(mask: pd.Series | np.ndarray) -> int:
@@ -252,9 +280,10 @@ def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[
     name to ``(source column, kind)``, kind one of ``text``, ``seconds``, ``int``, ``float``
     (``duration`` may be missing: the bad-duration rule decides)."""
     file = str(path)
-    df = read_csv(path, tuple(source for source, _ in columns.values()))
+    df = read_csv(path, tuple(source for source, _ in columns.values()),
+                  text=[source for source, kind in columns.values() if kind == "text"])
     convert = {
-        "text": lambda col, name: df[col],
+        "text": lambda col, name: job_ids(df, col, file) if name == "job_id" else df[col],
         "seconds": lambda col, name: seconds(df, col, file),
         "int": lambda col, name: numeric(df, col, file, integer=True),
         "float": lambda col, name: numeric(df, col, file, allow_missing=name == "duration"),

@@ -57,6 +57,8 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         for key in KEYS:
             if key not in job:
                 raise TraceError(file, f"missing key {key!r}{suggest(key, list(job))}", row, key)
+        if job["jobid"] is None or not str(job["jobid"]).strip():
+            raise TraceError(file, "missing job id (null or empty)", row, "jobid")
         attempts = job["attempts"] or []
         if not isinstance(attempts, list):
             raise TraceError(file, "attempts must be a list", row, "attempts", attempts)
