@@ -149,3 +149,42 @@ def test_cli_na_like_ids(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert sorted(pd.read_parquet(tmp_path / "out" / "jobs.parquet")["job_id"]) == ["NA", "NULL", "None", "nan"]
     rc, out = replay(tmp_path, capsys, write(tmp_path, "e.csv", ITP_HEADER + "a,0,10,1\n,1,10,1\n"))
     assert rc == 2 and "e.csv, row 2, column 'job_id': missing job id" in out and "Traceback" not in out
+
+
+# ---------------------------------------------------------------- nothing left to replay
+
+PHILLY = Path(__file__).parent / "fixtures" / "traces" / "philly_small.csv"  # VCs vcA, vcB, vcC; 0-7200 s
+
+
+@pytest.mark.parametrize(
+    ("source", "opts", "why"),
+    [
+        ("header", {}, "the file has no jobs"),
+        ("philly", {"vcs": ["nope"]}, r"\(vc_filter: 6\); no job is in VC 'nope'; VCs in the file: \['vcA', 'vcB', 'vcC'\]"),
+        ("philly", {"max_jobs": 0}, r"\(max_jobs: 6\); the job limit \(max_jobs\) is 0"),
+        ("philly", {"start": 8000}, r"no job is submitted in the window \[8000, end\) s; submit times span 0 to 7200 s"),
+        ("philly", {"vcs": ["vcC"], "start": 4000}, r"every job read \(6\) was dropped \(outside_window: 4, vc_filter: 2\)$"),
+    ],
+)
+def test_no_job_left_is_an_error_naming_why(tmp_path: Path, source: str, opts: dict, why: str) -> None:
+    path = write(tmp_path, "h.csv", ITP_HEADER) if source == "header" else PHILLY
+    with pytest.raises(TraceError, match=why) as info:
+        load_trace(path, None, LoadOptions(**opts))
+    assert str(info.value).startswith(f"{path}: no job")
+
+
+def test_no_job_left_after_format_drops(tmp_path: Path) -> None:
+    p = write(tmp_path, "h.csv", "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,"
+              "end_time,duration,queue\nj1,u,v,0,4,1,COMPLETED,0,,,60,0\n")
+    with pytest.raises(TraceError, match=r"every job read \(1\) was dropped \(no_gpu: 1\)"):
+        load_trace(p, "helios")
+
+
+@pytest.mark.parametrize("args", [["--vc", "nope"], ["--max-jobs", "0"], ["--start", "9000"], ["--header-only"]])
+def test_cli_empty_result_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str]) -> None:
+    trace = PHILLY
+    if args == ["--header-only"]:
+        trace, args = write(tmp_path, "h.csv", ITP_HEADER), []
+    rc, out = replay(tmp_path, capsys, trace, *args)
+    assert rc == 2 and "no job" in out and "nan" not in out and "Traceback" not in out
+    assert not (tmp_path / "out").exists()

@@ -398,6 +398,9 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         dropped["max_jobs"] += len(df) - options.max_jobs
         df = df.iloc[: options.max_jobs]
 
+    if not len(df):
+        raise TraceError(file, _nothing_left(raw, dropped, options, t0, st))
+
     # 8. rebase and load scaling (deadlines keep their slack after submission)
     df = df.reset_index(drop=True)
     base = float(df["submit_time"].min()) if len(df) else 0.0
@@ -413,6 +416,32 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     report = LoadReport(raw.file, fmt, raw.read, len(out), dict(dropped), dict(repaired))
     assert report.read == report.kept + sum(report.dropped.values()), report
     return out, report
+
+
+def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: float, st: np.ndarray) -> str:
+    """Why no job is left to replay: an empty file, or the reasons every job read was dropped (with
+    the filter that matches no job of the file at all, where one does)."""
+    if raw.read == 0:
+        return "no job to replay: the file has no jobs (no data rows)"
+    reasons = ", ".join(f"{k}: {v}" for k, v in dropped.items())
+    why = [f"no job left to replay: every job read ({raw.read}) was dropped ({reasons})"]
+    rel = st - t0
+    in_window = np.ones(len(rel), bool)
+    if options.start is not None:
+        in_window &= rel >= options.start
+    if options.end is not None:
+        in_window &= rel < options.end
+    if not in_window.any() and (options.start is not None or options.end is not None):
+        why.append(f"no job is submitted in the window [{options.start or 0:g}, "
+                   f"{'end' if options.end is None else format(options.end, 'g')}) s; submit times "
+                   f"span 0 to {float(rel.max()) if len(rel) else 0.0:g} s from the trace start")
+    if options.vcs is not None and not raw.df["vc"].isin(options.vcs).any():
+        found = sorted(raw.df["vc"].dropna().astype(str).unique())
+        shown = found[:20] + (["..."] if len(found) > 20 else [])
+        why.append(f"no job is in VC {', '.join(map(repr, options.vcs))}; VCs in the file: {shown}")
+    if options.max_jobs == 0:
+        why.append("the job limit (max_jobs) is 0")
+    return "; ".join(why)
 
 
 def _busiest_window(df: pd.DataFrame, width_s: float, min_jobs: int) -> np.ndarray:
