@@ -4,6 +4,11 @@ file's own column) or a correct reading, checked through the loaders and the ``r
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -188,3 +193,70 @@ def test_cli_empty_result_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture,
     rc, out = replay(tmp_path, capsys, trace, *args)
     assert rc == 2 and "no job" in out and "nan" not in out and "Traceback" not in out
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- unreadable files
+
+
+def test_latin1_file_is_an_error_naming_encoding_and_row(tmp_path: Path) -> None:
+    p = tmp_path / "itp.csv"
+    p.write_bytes((ITP_HEADER + "a,0,10,1\nb,1,10,1\nJos\xe9,2,10,1\n").encode("latin-1"))
+    for fmt in ("itp", None):
+        with pytest.raises(TraceError, match=r"row 3: not UTF-8 text: byte 0xe9 on line 4.*re-encode") as info:
+            load_trace(p, fmt)
+        assert info.value.file == str(p)
+    header = tmp_path / "h.csv"  # the bad byte in the header line: no data row to name
+    header.write_bytes("job_id,submission_time,duration,num_gpu\xe9\n".encode("latin-1"))
+    with pytest.raises(TraceError, match=r"h.csv: not UTF-8 text: byte 0xe9 on line 1"):
+        load_trace(header, "itp")
+    raw = tmp_path / "log.json"
+    raw.write_bytes('[{"jobid": "Jos\xe9"}]'.encode("latin-1"))
+    with pytest.raises(TraceError, match=r"log.json: not UTF-8 text: byte 0xe9 on line 1"):
+        load_trace(raw, "philly-raw")
+
+
+def test_utf8_with_byte_order_mark_reads(tmp_path: Path) -> None:
+    p = tmp_path / "itp.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + (ITP_HEADER + "a,0,10,1\n").encode())
+    for fmt in ("itp", None):
+        assert load_trace(p, fmt)[0]["job_id"].tolist() == ["a"]
+
+
+def test_directory_and_not_parquet_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").mkdir()
+    with pytest.raises(TraceError, match="d.csv: is a directory, not a trace file"):
+        load_trace(tmp_path / "d.csv", "itp")
+    bad = tmp_path / "t.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(TraceError, match="t.parquet: not a readable Parquet file"):
+        load_trace(bad)
+
+
+def test_cli_unreadable_file_exits_2_without_traceback(tmp_path: Path) -> None:
+    """A file the user may not read: exit 2 naming it (root reads everything, so as root the
+    command runs without the capability that bypasses file permissions, where capsh exists)."""
+    p = write(tmp_path, "itp.csv", ITP_HEADER + "a,0,10,1\n")
+    p.chmod(0)
+    cmd = [sys.executable, "-m", "schedlab.cli", "replay", "--trace", str(p), "--format", "itp",
+           "--policy", "fifo", "--no-progress", "--out", str(tmp_path / "out")]
+    if os.geteuid() == 0:
+        if not shutil.which("capsh"):
+            pytest.skip("running as root without capsh: every file is readable")
+        cmd = ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(cmd)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"{p}: cannot read the file: Permission denied" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["latin", "dir", "parquet"])
+def test_cli_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture, name: str) -> None:
+    if name == "latin":
+        trace = tmp_path / "itp.csv"
+        trace.write_bytes((ITP_HEADER + "Jos\xe9,0,10,1\n").encode("latin-1"))
+    elif name == "dir":
+        trace = tmp_path / "d.csv"
+        trace.mkdir()
+    else:
+        trace = write(tmp_path, "t.parquet", "junk")
+    rc, out = replay(tmp_path, capsys, trace, *(["--format", "itp"] if name == "dir" else []))
+    assert rc == 2 and str(trace) in out and "Traceback" not in out

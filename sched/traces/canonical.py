@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..jobtable import CANONICAL_COLUMNS, DURATION_COLUMNS, REQUIRED_COLUMNS, WORKLOAD_COLUMNS
 from .common import (
-    LoadOptions, Raw, TraceError, check_columns, job_ids, make_loader, numeric, read_csv, seconds,
+    LoadOptions, Raw, TraceError, check_columns, check_file, job_ids, make_loader, numeric, read_csv, seconds,
     suggest,
 )
 
@@ -25,9 +25,11 @@ _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no":
 
 def _read_any(path: Path) -> pd.DataFrame:
     if path.suffix.lower() in (".parquet", ".pq"):
-        if not path.is_file():
-            raise TraceError(path, "file not found")
-        df = pd.read_parquet(path)
+        check_file(path)
+        try:
+            df = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+            raise TraceError(path, f"not a readable Parquet file: {exc}") from None
         check_columns(str(path), list(df.columns), REQUIRED_COLUMNS)
         return df.assign(_row=np.arange(1, len(df) + 1))
     return read_csv(path, REQUIRED_COLUMNS, text=_TEXT)

@@ -155,10 +155,49 @@ NA_STRINGS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-na
               "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
 
+def check_file(path: Path) -> None:
+    """A TraceError unless ``path`` is a file this process can open."""
+    if path.is_dir():
+        raise TraceError(path, "is a directory, not a trace file")
+    if not path.is_file():
+        raise TraceError(path, "file not found")
+    try:
+        path.open("rb").close()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def not_utf8(path: Path, *, header: bool | None = True) -> TraceError:
+    """The error for a file that is not UTF-8 text, naming the first bad line and how to re-encode
+    it; also its data row for a CSV (``header``: whether line 1 is a header; None: no rows, JSON)."""
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                row = None if header is None else n - 1 if header else n
+                return TraceError(
+                    path,
+                    f"not UTF-8 text: byte 0x{line[exc.start]:02x} on line {n} (a latin-1 or other "
+                    "8-bit encoding?); re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8",
+                    row=row or None,
+                )
+    return TraceError(path, "not UTF-8 text; re-encode the file as UTF-8")
+
+
+def first_line(path: Path) -> str:
+    """The first line of a text file (UTF-8, a byte-order mark skipped)."""
+    check_file(path)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            return fh.readline()
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+
+
 def _header(path: Path) -> list[str]:
     """The first line's fields, as pandas names them (leading blanks skipped)."""
-    with path.open(newline="") as fh:
-        return next(csv.reader([fh.readline()], skipinitialspace=True), [])
+    return next(csv.reader([first_line(path)], skipinitialspace=True), [])
 
 
 def read_csv(
@@ -171,8 +210,6 @@ def read_csv(
     is read as headerless with ``required`` as its column names (Alibaba's release has no header row).
     """
     file = str(path)
-    if not path.is_file():
-        raise TraceError(file, "file not found")
     first = _header(path)
     names = None
     if header_optional and not {c.strip() for c in first} & set(required):
@@ -194,6 +231,10 @@ def read_csv(
         raise TraceError(file, f"malformed CSV: {exc}") from None
     except pd.errors.EmptyDataError:
         raise TraceError(file, "empty file") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path, header=names is None) from None
+    except OSError as exc:
+        raise TraceError(file, f"cannot read the file: {exc.strerror or exc}") from None
     df.columns = [str(c).strip() for c in df.columns]
     check_columns(file, list(df.columns), required)
     for col in text:

@@ -20,16 +20,18 @@ from typing import Any
 
 import pandas as pd
 
-from .common import LoadOptions, Raw, TraceError, make_loader, seconds, suggest
+from .common import LoadOptions, Raw, TraceError, check_file, make_loader, not_utf8, seconds, suggest
 
 KEYS = ("jobid", "submitted_time", "attempts")
 
 
 def _jobs(path: Path) -> list[Any]:
     file = str(path)
-    if not path.is_file():
-        raise TraceError(file, "file not found")
-    text = path.read_text()
+    check_file(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise not_utf8(path, header=None) from None
     try:
         if text.lstrip().startswith("["):
             return json.loads(text)
