@@ -260,3 +260,37 @@ def test_cli_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
         trace = write(tmp_path, "t.parquet", "junk")
     rc, out = replay(tmp_path, capsys, trace, *(["--format", "itp"] if name == "dir" else []))
     assert rc == 2 and str(trace) in out and "Traceback" not in out
+
+
+# ---------------------------------------------------------------- malformed philly-raw attempts
+
+RAW_JOB = {"jobid": "j", "vc": "v", "user": "u", "status": "Pass", "submitted_time": "2017-10-01 00:00:00"}
+GOOD_ATTEMPT = {"start_time": "2017-10-01 00:00:01", "end_time": "2017-10-01 00:10:00",
+                "detail": [{"ip": "x", "gpus": ["g0"]}]}
+
+
+@pytest.mark.parametrize(
+    ("attempts", "match"),
+    [
+        ([1, 2], "attempt 1 is not a JSON object"),
+        ([GOOD_ATTEMPT, 5], "attempt 2 is not a JSON object"),
+        ([GOOD_ATTEMPT, "x"], "attempt 2 is not a JSON object"),
+        ("x", "attempts must be a list"),
+        ([{**GOOD_ATTEMPT, "detail": "abc"}], "attempt detail must be a list"),
+        ([{**GOOD_ATTEMPT, "detail": [{"ip": "x", "gpus": "abc"}]}], "attempt detail must be a list"),  # not 3 GPUs
+        ([{**GOOD_ATTEMPT, "detail": [{"ip": "x", "gpus": None}]}], "attempt detail must be a list"),
+        ([{**GOOD_ATTEMPT, "detail": ["x"]}], "attempt detail must be a list"),
+    ],
+)
+def test_philly_raw_malformed_attempts(tmp_path: Path, attempts: object, match: str) -> None:
+    p = write(tmp_path, "log.json", json.dumps([{**RAW_JOB, "attempts": [GOOD_ATTEMPT]},
+                                                {**RAW_JOB, "jobid": "k", "attempts": attempts}]))
+    with pytest.raises(TraceError, match=f"log.json, row 2, column 'attempts': {match}"):
+        load_trace(p, "philly-raw")
+
+
+def test_cli_philly_raw_malformed_attempts_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = write(tmp_path, "log.json", json.dumps([{**RAW_JOB, "attempts": [GOOD_ATTEMPT, 7]}]))
+    rc, out = replay(tmp_path, capsys, p)
+    assert rc == 2 and "row 1, column 'attempts': attempt 2 is not a JSON object" in out
+    assert "Traceback" not in out

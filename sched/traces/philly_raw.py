@@ -41,10 +41,11 @@ def _jobs(path: Path) -> list[Any]:
 
 
 def _gpus(attempt: dict, file: str, row: int) -> int:
-    try:
-        return sum(len(d["gpus"]) for d in attempt.get("detail") or [])
-    except (TypeError, KeyError):
-        raise TraceError(file, "attempt detail must be a list of {ip, gpus[]}", row, "attempts") from None
+    detail = attempt.get("detail") or []
+    if not isinstance(detail, list) or not all(isinstance(d, dict) and isinstance(d.get("gpus"), list)
+                                               for d in detail):
+        raise TraceError(file, "attempt detail must be a list of {ip, gpus[]}", row, "attempts", detail)
+    return sum(len(d["gpus"]) for d in detail)
 
 
 def read(path: Path | None, options: LoadOptions) -> Raw:
@@ -64,7 +65,11 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         attempts = job["attempts"] or []
         if not isinstance(attempts, list):
             raise TraceError(file, "attempts must be a list", row, "attempts", attempts)
-        starts = [a.get("start_time") for a in attempts if isinstance(a, dict)]
+        for n, attempt in enumerate(attempts, start=1):
+            if not isinstance(attempt, dict):
+                raise TraceError(file, f"attempt {n} is not a JSON object "
+                                 "{start_time, end_time, detail}", row, "attempts", attempt)
+        starts = [a.get("start_time") for a in attempts]
         if not attempts or starts[0] is None:
             reasons["never_ran"] += 1
             continue
