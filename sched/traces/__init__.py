@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, synthetic, tiresias
-from .common import LoadOptions, LoadReport, TraceError
+from .common import LoadOptions, LoadReport, TraceError, check_file, first_line
 
 __all__ = ["FORMATS", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace"]
 
@@ -54,16 +54,14 @@ def detect_format(source: str | Path) -> str:
         if (path / "pai_job_table.csv").is_file():
             return "alibaba-pai"
         raise _unknown(path, "a directory without pai_job_table.csv")
-    if not path.is_file():
-        raise TraceError(path, "file not found")
+    check_file(path)
     if suffix in (".yaml", ".yml"):
         return "synthetic"
     if suffix in (".parquet", ".pq"):
         return "canonical"
     if name.startswith("pai_job_table"):
         return "alibaba-pai"
-    with path.open() as fh:
-        first = fh.readline()
+    first = first_line(path)
     if suffix in (".json", ".jsonl") or first.lstrip().startswith(("[", "{")) or "cluster_job_log" in name:
         return "philly-raw"
     header = {c.strip() for c in first.split(",")}

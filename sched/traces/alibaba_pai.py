@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import LoadOptions, Raw, TraceError, make_loader, numeric, read_csv, seconds
+from .common import LoadOptions, Raw, TraceError, job_ids, make_loader, numeric, read_csv, seconds
 
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
                 "plan_cpu", "plan_mem", "plan_gpu", "gpu_type")
+_TEXT = ("job_name", "user", "task_name", "gpu_type")  # verbatim: "NA" is a name
 
 
 def tables(path: Path) -> tuple[Path, Path]:
@@ -43,7 +44,7 @@ def tables(path: Path) -> tuple[Path, Path]:
 
 def _tasks(path: Path) -> pd.DataFrame:
     file = str(path)
-    t = read_csv(path, TASK_COLUMNS, header_optional=True)
+    t = read_csv(path, TASK_COLUMNS, header_optional=True, text=_TEXT)
     gpu = numeric(t, "inst_num", file) * numeric(t, "plan_gpu", file, allow_missing=True).fillna(0.0)
     end = seconds(t, "end_time", file, allow_missing=True)
     return pd.DataFrame(
@@ -65,10 +66,10 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     assert path is not None
     job_path, task_path = tables(path)
     file = str(job_path)
-    j = read_csv(job_path, JOB_COLUMNS, header_optional=True)
+    j = read_csv(job_path, JOB_COLUMNS, header_optional=True, text=_TEXT)
     jobs = pd.DataFrame(
         {
-            "job_id": j["job_name"],
+            "job_id": job_ids(j, "job_name", file),
             "submit_time": seconds(j, "start_time", file),
             "user": j["user"],
             "_row": j["_row"],

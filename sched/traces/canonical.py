@@ -1,8 +1,9 @@
 """The canonical job table itself, as CSV or Parquet (see ``schedlab.sched.jobtable``).
 
-``submit_time`` and ``deadline`` are seconds on the same clock; columns outside the canonical set
-are an error (a misspelled optional column must not vanish silently). Booleans (``fungible``,
-``checkpoint``) accept true/false/1/0/yes/no.
+``submit_time`` and ``deadline`` are seconds or datetimes on the same clock (a Parquet datetime
+column is converted to seconds exactly as a CSV datetime is; a timedelta ``duration`` is taken in
+seconds); columns outside the canonical set are an error (a misspelled optional column must not
+vanish silently). Booleans (``fungible``, ``checkpoint``) accept true/false/1/0/yes/no.
 """
 
 from __future__ import annotations
@@ -14,20 +15,24 @@ import pandas as pd
 
 from ..jobtable import CANONICAL_COLUMNS, DURATION_COLUMNS, REQUIRED_COLUMNS, WORKLOAD_COLUMNS
 from .common import (
-    LoadOptions, Raw, TraceError, check_columns, make_loader, numeric, read_csv, seconds, suggest,
+    LoadOptions, Raw, TraceError, check_columns, check_file, job_ids, make_loader, numeric, read_csv, seconds,
+    suggest,
 )
 
+_TEXT = ("job_id", "model", "user", "vc")  # read verbatim: "NA" is a name, not a missing value
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
 def _read_any(path: Path) -> pd.DataFrame:
     if path.suffix.lower() in (".parquet", ".pq"):
-        if not path.is_file():
-            raise TraceError(path, "file not found")
-        df = pd.read_parquet(path)
+        check_file(path)
+        try:
+            df = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+            raise TraceError(path, f"not a readable Parquet file: {exc}") from None
         check_columns(str(path), list(df.columns), REQUIRED_COLUMNS)
         return df.assign(_row=np.arange(1, len(df) + 1))
-    return read_csv(path, REQUIRED_COLUMNS)
+    return read_csv(path, REQUIRED_COLUMNS, text=_TEXT)
 
 
 def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
@@ -54,12 +59,14 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
             raise TraceError(file, f"unknown column {c!r}{suggest(c, close)}", column=c)
     if not set(DURATION_COLUMNS) <= set(cols):
         check_columns(file, cols, WORKLOAD_COLUMNS)
-    out = pd.DataFrame({"job_id": df["job_id"].astype("str"), "_row": df["_row"]})
+    out = pd.DataFrame({"job_id": job_ids(df, "job_id", file), "_row": df["_row"]})
     out["submit_time"] = seconds(df, "submit_time", file)
     out["num_gpus"] = numeric(df, "num_gpus", file, integer=True)
     for c in cols:
-        if c in ("duration", "deadline"):
+        if c == "duration":
             out[c] = numeric(df, c, file, allow_missing=True)
+        elif c == "deadline":  # same clock as submit_time: seconds or datetimes
+            out[c] = seconds(df, c, file, allow_missing=True)
         elif c in ("batch_size", "iterations", "elastic_min", "elastic_max"):
             out[c] = numeric(df, c, file, integer=True, allow_missing=c.startswith("elastic"))
         elif c in ("fungible", "checkpoint"):

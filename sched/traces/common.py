@@ -20,6 +20,7 @@ line N; in a JSON job list, row N is the N-th job object).
 
 from __future__ import annotations
 
+import csv
 import difflib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -148,42 +149,110 @@ def check_columns(file: str, found: Sequence[str], required: Sequence[str]) -> N
             )
 
 
-def read_csv(path: Path, required: Sequence[str], *, header_optional: bool = False) -> pd.DataFrame:
+#: the strings pandas reads as missing by default; only numeric and time columns use them: ids and
+#: names (``NA``, ``None``, ``nan``…) are read verbatim, where only an empty field is missing
+NA_STRINGS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+              "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def check_file(path: Path) -> None:
+    """A TraceError unless ``path`` is a file this process can open."""
+    if path.is_dir():
+        raise TraceError(path, "is a directory, not a trace file")
+    if not path.is_file():
+        raise TraceError(path, "file not found")
+    try:
+        path.open("rb").close()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def not_utf8(path: Path, *, header: bool | None = True) -> TraceError:
+    """The error for a file that is not UTF-8 text, naming the first bad line and how to re-encode
+    it; also its data row for a CSV (``header``: whether line 1 is a header; None: no rows, JSON)."""
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                row = None if header is None else n - 1 if header else n
+                return TraceError(
+                    path,
+                    f"not UTF-8 text: byte 0x{line[exc.start]:02x} on line {n} (a latin-1 or other "
+                    "8-bit encoding?); re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8",
+                    row=row or None,
+                )
+    return TraceError(path, "not UTF-8 text; re-encode the file as UTF-8")
+
+
+def first_line(path: Path) -> str:
+    """The first line of a text file (UTF-8, a byte-order mark skipped)."""
+    check_file(path)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            return fh.readline()
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+
+
+def _header(path: Path) -> list[str]:
+    """The first line's fields, as pandas names them (leading blanks skipped)."""
+    return next(csv.reader([first_line(path)], skipinitialspace=True), [])
+
+
+def read_csv(
+    path: Path, required: Sequence[str], *, header_optional: bool = False, text: Sequence[str] = ()
+) -> pd.DataFrame:
     """Read a CSV as strings, check the required columns, add ``_row``; blank lines are skipped.
 
-    ``header_optional``: a file whose first line names none of ``required`` is read as headerless
-    with ``required`` as its column names (Alibaba's release has no header row).
+    ``text``: columns read verbatim (ids, names): ``NA`` or ``None`` there is a value, only an
+    empty field is missing. ``header_optional``: a file whose first line names none of ``required``
+    is read as headerless with ``required`` as its column names (Alibaba's release has no header row).
     """
     file = str(path)
-    if not path.is_file():
-        raise TraceError(file, "file not found")
+    first = _header(path)
     names = None
-    if header_optional:
-        with path.open() as fh:
-            first = [c.strip() for c in fh.readline().split(",")]
-        if not set(first) & set(required):
-            if len(first) != len(required):
-                raise TraceError(
-                    file,
-                    f"headerless file must have {len(required)} fields {list(required)}, "
-                    f"the first line has {len(first)}",
-                    row=1,
-                )
-            names = list(required)
+    if header_optional and not {c.strip() for c in first} & set(required):
+        if len(first) != len(required):
+            raise TraceError(
+                file,
+                f"headerless file must have {len(required)} fields {list(required)}, "
+                f"the first line has {len(first)}",
+                row=1,
+            )
+        names = list(required)
+    na_values = {c: NA_STRINGS for c in names or first if c.strip() not in text}
     try:
         df = pd.read_csv(
             path, dtype=str, skip_blank_lines=False, skipinitialspace=True, names=names,
-            header=None if names else "infer",
+            header=None if names else "infer", keep_default_na=False, na_values=na_values,
         )
     except pd.errors.ParserError as exc:  # e.g. "Expected 5 fields in line 7, saw 6"
         raise TraceError(file, f"malformed CSV: {exc}") from None
     except pd.errors.EmptyDataError:
         raise TraceError(file, "empty file") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path, header=names is None) from None
+    except OSError as exc:
+        raise TraceError(file, f"cannot read the file: {exc.strerror or exc}") from None
     df.columns = [str(c).strip() for c in df.columns]
     check_columns(file, list(df.columns), required)
+    for col in text:
+        if col in df.columns:
+            df[col] = df[col].mask(df[col] == "")
     df["_row"] = np.arange(1, len(df) + 1)
     data = df.columns.drop("_row")
     return df[df[data].notna().any(axis=1)].reset_index(drop=True)
+
+
+def job_ids(df: pd.DataFrame, col: str, file: str) -> pd.Series:
+    """Job ids as strings, verbatim (``NA``, ``None``, ``nan`` are ids); a missing or blank id is an error."""
+    s = df[col]
+    text = s.astype("str")
+    missing = s.isna().to_numpy() | (text.str.strip() == "").to_numpy()
+    if missing.any():
+        raise TraceError(file, "missing job id (empty or null)", int(df["_row"].iat[_first(missing)]), col)
+    return text
 
 
 def _first(mask: pd.Series | np.ndarray) -> int:
@@ -193,8 +262,13 @@ def _first(mask: pd.Series | np.ndarray) -> int:
 def numeric(
     df: pd.DataFrame, col: str, file: str, *, integer: bool = False, allow_missing: bool = False
 ) -> pd.Series:
-    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors."""
+    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors.
+    A timedelta column (Parquet) is taken in seconds; a datetime column is an error."""
     s = df[col]
+    if pd.api.types.is_timedelta64_dtype(s):
+        s = s.dt.total_seconds()
+    elif pd.api.types.is_datetime64_any_dtype(s):
+        raise TraceError(file, "a datetime column where a number is expected", column=col)
     num = pd.to_numeric(s, errors="coerce").astype("float64")
     bad = (num.isna() & s.notna()) | np.isinf(num)
     if bad.any():
@@ -213,9 +287,21 @@ def numeric(
     return num
 
 
+def _epoch_seconds(dt: pd.Series) -> pd.Series:
+    """Datetimes (naive = UTC, aware = converted to UTC) as float seconds since the Unix epoch."""
+    if dt.dt.tz is not None:
+        dt = dt.dt.tz_convert("UTC").dt.tz_localize(None)
+    return (dt - pd.Timestamp(0)).dt.total_seconds()
+
+
 def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = False) -> pd.Series:
-    """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601)."""
+    """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601; a
+    datetime column, e.g. from Parquet, is converted the same way, never read as its raw ticks)."""
     s = df[col]
+    if pd.api.types.is_datetime64_any_dtype(s):
+        if not allow_missing and s.isna().any():
+            raise TraceError(file, "missing value", int(df["_row"].iat[_first(s.isna())]), col)
+        return _epoch_seconds(s)
     num = pd.to_numeric(s, errors="coerce")
     if (num.notna() == s.notna()).all():
         return numeric(df, col, file, allow_missing=allow_missing)
@@ -227,9 +313,7 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
     if not allow_missing and dt.isna().any():
         i = _first(dt.isna())
         raise TraceError(file, "missing value", int(df["_row"].iat[i]), col)
-    if dt.dt.tz is not None:
-        dt = dt.dt.tz_convert("UTC").dt.tz_localize(None)
-    return (dt - pd.Timestamp(0)).dt.total_seconds()
+    return _epoch_seconds(dt)
 
 
 def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None) -> Raw:
@@ -237,9 +321,10 @@ def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[
     name to ``(source column, kind)``, kind one of ``text``, ``seconds``, ``int``, ``float``
     (``duration`` may be missing: the bad-duration rule decides)."""
     file = str(path)
-    df = read_csv(path, tuple(source for source, _ in columns.values()))
+    df = read_csv(path, tuple(source for source, _ in columns.values()),
+                  text=[source for source, kind in columns.values() if kind == "text"])
     convert = {
-        "text": lambda col, name: df[col],
+        "text": lambda col, name: job_ids(df, col, file) if name == "job_id" else df[col],
         "seconds": lambda col, name: seconds(df, col, file),
         "int": lambda col, name: numeric(df, col, file, integer=True),
         "float": lambda col, name: numeric(df, col, file, allow_missing=name == "duration"),
@@ -354,6 +439,9 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         dropped["max_jobs"] += len(df) - options.max_jobs
         df = df.iloc[: options.max_jobs]
 
+    if not len(df):
+        raise TraceError(file, _nothing_left(raw, dropped, options, t0, st))
+
     # 8. rebase and load scaling (deadlines keep their slack after submission)
     df = df.reset_index(drop=True)
     base = float(df["submit_time"].min()) if len(df) else 0.0
@@ -369,6 +457,32 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     report = LoadReport(raw.file, fmt, raw.read, len(out), dict(dropped), dict(repaired))
     assert report.read == report.kept + sum(report.dropped.values()), report
     return out, report
+
+
+def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: float, st: np.ndarray) -> str:
+    """Why no job is left to replay: an empty file, or the reasons every job read was dropped (with
+    the filter that matches no job of the file at all, where one does)."""
+    if raw.read == 0:
+        return "no job to replay: the file has no jobs (no data rows)"
+    reasons = ", ".join(f"{k}: {v}" for k, v in dropped.items())
+    why = [f"no job left to replay: every job read ({raw.read}) was dropped ({reasons})"]
+    rel = st - t0
+    in_window = np.ones(len(rel), bool)
+    if options.start is not None:
+        in_window &= rel >= options.start
+    if options.end is not None:
+        in_window &= rel < options.end
+    if not in_window.any() and (options.start is not None or options.end is not None):
+        why.append(f"no job is submitted in the window [{options.start or 0:g}, "
+                   f"{'end' if options.end is None else format(options.end, 'g')}) s; submit times "
+                   f"span 0 to {float(rel.max()) if len(rel) else 0.0:g} s from the trace start")
+    if options.vcs is not None and not raw.df["vc"].isin(options.vcs).any():
+        found = sorted(raw.df["vc"].dropna().astype(str).unique())
+        shown = found[:20] + (["..."] if len(found) > 20 else [])
+        why.append(f"no job is in VC {', '.join(map(repr, options.vcs))}; VCs in the file: {shown}")
+    if options.max_jobs == 0:
+        why.append("the job limit (max_jobs) is 0")
+    return "; ".join(why)
 
 
 def _busiest_window(df: pd.DataFrame, width_s: float, min_jobs: int) -> np.ndarray:

@@ -20,7 +20,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     """Columns: timestamp (datetime), duration (s), num_gpus, cluster (-> vc)."""
     assert path is not None
     file = str(path)
-    df = read_csv(path, COLUMNS)
+    df = read_csv(path, COLUMNS, text=("cluster",))
     out = pd.DataFrame(
         {
             "job_id": "philly-" + df["_row"].astype(str),

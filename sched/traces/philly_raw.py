@@ -20,16 +20,18 @@ from typing import Any
 
 import pandas as pd
 
-from .common import LoadOptions, Raw, TraceError, make_loader, seconds, suggest
+from .common import LoadOptions, Raw, TraceError, check_file, make_loader, not_utf8, seconds, suggest
 
 KEYS = ("jobid", "submitted_time", "attempts")
 
 
 def _jobs(path: Path) -> list[Any]:
     file = str(path)
-    if not path.is_file():
-        raise TraceError(file, "file not found")
-    text = path.read_text()
+    check_file(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise not_utf8(path, header=None) from None
     try:
         if text.lstrip().startswith("["):
             return json.loads(text)
@@ -39,10 +41,11 @@ def _jobs(path: Path) -> list[Any]:
 
 
 def _gpus(attempt: dict, file: str, row: int) -> int:
-    try:
-        return sum(len(d["gpus"]) for d in attempt.get("detail") or [])
-    except (TypeError, KeyError):
-        raise TraceError(file, "attempt detail must be a list of {ip, gpus[]}", row, "attempts") from None
+    detail = attempt.get("detail") or []
+    if not isinstance(detail, list) or not all(isinstance(d, dict) and isinstance(d.get("gpus"), list)
+                                               for d in detail):
+        raise TraceError(file, "attempt detail must be a list of {ip, gpus[]}", row, "attempts", detail)
+    return sum(len(d["gpus"]) for d in detail)
 
 
 def read(path: Path | None, options: LoadOptions) -> Raw:
@@ -57,10 +60,16 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         for key in KEYS:
             if key not in job:
                 raise TraceError(file, f"missing key {key!r}{suggest(key, list(job))}", row, key)
+        if job["jobid"] is None or not str(job["jobid"]).strip():
+            raise TraceError(file, "missing job id (null or empty)", row, "jobid")
         attempts = job["attempts"] or []
         if not isinstance(attempts, list):
             raise TraceError(file, "attempts must be a list", row, "attempts", attempts)
-        starts = [a.get("start_time") for a in attempts if isinstance(a, dict)]
+        for n, attempt in enumerate(attempts, start=1):
+            if not isinstance(attempt, dict):
+                raise TraceError(file, f"attempt {n} is not a JSON object "
+                                 "{start_time, end_time, detail}", row, "attempts", attempt)
+        starts = [a.get("start_time") for a in attempts]
         if not attempts or starts[0] is None:
             reasons["never_ran"] += 1
             continue

@@ -1,0 +1,296 @@
+"""Bad trace input found by the issue #13 probe: each defect is a clear TraceError (file, row, the
+file's own column) or a correct reading, checked through the loaders and the ``replay`` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from schedlab.cli import main
+from schedlab.sched.traces import LoadOptions, TraceError, load_trace
+
+ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def replay(tmp_path: Path, capsys: pytest.CaptureFixture, trace: Path, *args: str) -> tuple[int, str]:
+    """Run ``schedlab replay`` (fifo) on ``trace``: (exit status, stdout + stderr)."""
+    rc = main(["replay", "--trace", str(trace), "--policy", "fifo", "--no-progress",
+               "--out", str(tmp_path / "out"), *args])
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+# ---------------------------------------------------------------- Parquet datetimes
+
+
+def test_parquet_datetime_submit_time_is_seconds_as_in_csv(tmp_path: Path) -> None:
+    times = ["2020-01-01 00:00:00", "2020-01-01 00:01:00", "2020-01-01 02:00:30"]
+    frame = pd.DataFrame({"job_id": ["a", "b", "c"], "submit_time": times, "num_gpus": [1, 2, 1],
+                          "duration": [10.0, 20.0, 30.0]})
+    csv = tmp_path / "t.csv"
+    frame.to_csv(csv, index=False)
+    naive = tmp_path / "naive.parquet"
+    frame.assign(submit_time=pd.to_datetime(times)).to_parquet(naive)
+    aware = tmp_path / "aware.parquet"  # 01:00+01:00 is 00:00 UTC: the same instants
+    frame.assign(submit_time=pd.to_datetime(times).tz_localize("UTC").tz_convert("Europe/Berlin")).to_parquet(aware)
+    expected, _ = load_trace(csv, "canonical")
+    assert expected["submit_time"].tolist() == [0.0, 60.0, 7230.0]
+    for path in (naive, aware):
+        df, _ = load_trace(path)
+        pd.testing.assert_frame_equal(df, expected)
+
+
+def test_parquet_datetime_deadline_and_timedelta_duration(tmp_path: Path) -> None:
+    p = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": ["a", "b"], "submit_time": pd.to_datetime(["2020-01-01 00:00", "2020-01-01 00:10"]),
+                  "num_gpus": [1, 1], "duration": pd.to_timedelta([90, 120], unit="s"),
+                  "deadline": pd.to_datetime(["2020-01-01 01:00", pd.NaT])}).to_parquet(p)
+    df, _ = load_trace(p)
+    assert df["submit_time"].tolist() == [0.0, 600.0] and df["duration"].tolist() == [90.0, 120.0]
+    assert df["deadline"].iat[0] == 3600.0 and pd.isna(df["deadline"].iat[1])
+
+
+def test_parquet_datetime_duration_is_an_error(tmp_path: Path) -> None:
+    p = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": ["a"], "submit_time": [0.0], "num_gpus": [1],
+                  "duration": pd.to_datetime(["2020-01-01"])}).to_parquet(p)
+    with pytest.raises(TraceError, match="column 'duration': a datetime column where a number"):
+        load_trace(p)
+
+
+def test_cli_parquet_datetime_trace(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": ["a", "b"], "submit_time": pd.to_datetime(["2020-01-01 00:00", "2020-01-01 00:01"]),
+                  "num_gpus": [1, 1], "duration": [10.0, 20.0]}).to_parquet(p)
+    rc, _ = replay(tmp_path, capsys, p)
+    assert rc == 0
+    jobs = pd.read_parquet(tmp_path / "out" / "jobs.parquet")
+    assert sorted(jobs["submit_time"].tolist()) == [0.0, 60.0]
+
+
+# ---------------------------------------------------------------- job ids pandas reads as missing
+
+NA_IDS = ["NA", "NULL", "nan", "None", "n/a", "#N/A"]
+
+
+def test_na_like_ids_are_ids_in_every_csv_format(tmp_path: Path) -> None:
+    files = {
+        "itp": ITP_HEADER + "".join(f"{i},{t},10,1\n" for t, i in enumerate(NA_IDS)),
+        "tiresias": "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+        + "".join(f"{i},1,{t},5,None,10,0\n" for t, i in enumerate(NA_IDS)),
+        "helios": "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+        + "".join(f"{i},NA,null,1,4,1,COMPLETED,{t},,,60,0\n" for t, i in enumerate(NA_IDS)),
+        "canonical": "job_id,submit_time,num_gpus,duration,user,vc\n"
+        + "".join(f"{i},{t},1,5,NA,None\n" for t, i in enumerate(NA_IDS)),
+    }
+    for fmt, text in files.items():
+        df, rep = load_trace(write(tmp_path, f"{fmt}.csv", text), fmt)
+        assert df["job_id"].tolist() == NA_IDS, fmt
+        assert rep.kept == len(NA_IDS) and rep.dropped == {}
+    assert df["user"].tolist() == ["NA"] * len(NA_IDS) and df["vc"].tolist() == ["None"] * len(NA_IDS)
+
+
+def test_na_like_ids_in_pai_and_philly_raw_and_parquet(tmp_path: Path) -> None:
+    write(tmp_path, "pai_job_table.csv", "".join(f"{i},x,u,Terminated,{t},9\n" for t, i in enumerate(NA_IDS)))
+    write(tmp_path, "pai_task_table.csv",
+          "".join(f"{i},worker,1,Terminated,{t},{t + 50},600,29,100,V100\n" for t, i in enumerate(NA_IDS)))
+    df, _ = load_trace(tmp_path, "alibaba-pai")
+    assert df["job_id"].tolist() == NA_IDS and df["duration"].tolist() == [50.0] * len(NA_IDS)
+    job = {"vc": "v", "user": "u", "status": "Pass", "submitted_time": "2017-10-01 00:00:00",
+           "attempts": [{"start_time": "2017-10-01 00:00:01", "end_time": "2017-10-01 00:10:00",
+                         "detail": [{"ip": "x", "gpus": ["g0"]}]}]}
+    raw = write(tmp_path, "log.json", json.dumps([{**job, "jobid": i} for i in NA_IDS]))
+    df, _ = load_trace(raw, "philly-raw")
+    assert sorted(df["job_id"]) == sorted(NA_IDS)
+    pq = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": NA_IDS, "submit_time": range(6), "num_gpus": 1, "duration": 5.0}).to_parquet(pq)
+    assert load_trace(pq)[0]["job_id"].tolist() == NA_IDS
+
+
+def test_na_like_ids_are_not_duplicates(tmp_path: Path) -> None:
+    # "NA" and "nan" were both read as NaN: a duplicate (or a crash) though the ids differ
+    p = write(tmp_path, "itp.csv", ITP_HEADER + "NA,0,10,1\nnan,1,10,1\n")
+    assert load_trace(p, "itp")[0]["job_id"].tolist() == ["NA", "nan"]
+    p = write(tmp_path, "dup.csv", ITP_HEADER + "NA,0,10,1\nNA,1,10,1\n")
+    with pytest.raises(TraceError, match="row 2, column 'job_id': duplicate job_id.*first seen in row 1"):
+        load_trace(p, "itp")
+
+
+@pytest.mark.parametrize("value", ["", "  ", '""'])
+def test_empty_id_is_an_error_naming_file_and_row(tmp_path: Path, value: str) -> None:
+    p = write(tmp_path, "itp.csv", ITP_HEADER + f"a,0,10,1\n\n{value},1,10,1\n")
+    with pytest.raises(TraceError, match=r"itp.csv, row 3, column 'job_id': missing job id") as info:
+        load_trace(p, "itp")
+    assert info.value.file == str(p) and info.value.row == 3
+
+
+def test_null_id_in_parquet_and_philly_raw_is_an_error(tmp_path: Path) -> None:
+    pq = tmp_path / "t.parquet"
+    pd.DataFrame({"job_id": ["a", None], "submit_time": [0.0, 1.0], "num_gpus": 1, "duration": 5.0}).to_parquet(pq)
+    with pytest.raises(TraceError, match="row 2, column 'job_id': missing job id"):
+        load_trace(pq)
+    raw = write(tmp_path, "log.json", json.dumps([{"jobid": None, "submitted_time": "2017-10-01", "attempts": []}]))
+    with pytest.raises(TraceError, match="row 1, column 'jobid': missing job id"):
+        load_trace(raw)
+
+
+def test_cli_na_like_ids(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = write(tmp_path, "itp.csv", ITP_HEADER + "NA,0,10,1\nNULL,1,10,1\nnan,2,10,1\nNone,3,10,1\n")
+    rc, _ = replay(tmp_path, capsys, p)
+    assert rc == 0
+    assert sorted(pd.read_parquet(tmp_path / "out" / "jobs.parquet")["job_id"]) == ["NA", "NULL", "None", "nan"]
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "e.csv", ITP_HEADER + "a,0,10,1\n,1,10,1\n"))
+    assert rc == 2 and "e.csv, row 2, column 'job_id': missing job id" in out and "Traceback" not in out
+
+
+# ---------------------------------------------------------------- nothing left to replay
+
+PHILLY = Path(__file__).parent / "fixtures" / "traces" / "philly_small.csv"  # VCs vcA, vcB, vcC; 0-7200 s
+
+
+@pytest.mark.parametrize(
+    ("source", "opts", "why"),
+    [
+        ("header", {}, "the file has no jobs"),
+        ("philly", {"vcs": ["nope"]}, r"\(vc_filter: 6\); no job is in VC 'nope'; VCs in the file: \['vcA', 'vcB', 'vcC'\]"),
+        ("philly", {"max_jobs": 0}, r"\(max_jobs: 6\); the job limit \(max_jobs\) is 0"),
+        ("philly", {"start": 8000}, r"no job is submitted in the window \[8000, end\) s; submit times span 0 to 7200 s"),
+        ("philly", {"vcs": ["vcC"], "start": 4000}, r"every job read \(6\) was dropped \(outside_window: 4, vc_filter: 2\)$"),
+    ],
+)
+def test_no_job_left_is_an_error_naming_why(tmp_path: Path, source: str, opts: dict, why: str) -> None:
+    path = write(tmp_path, "h.csv", ITP_HEADER) if source == "header" else PHILLY
+    with pytest.raises(TraceError, match=why) as info:
+        load_trace(path, None, LoadOptions(**opts))
+    assert str(info.value).startswith(f"{path}: no job")
+
+
+def test_no_job_left_after_format_drops(tmp_path: Path) -> None:
+    p = write(tmp_path, "h.csv", "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,"
+              "end_time,duration,queue\nj1,u,v,0,4,1,COMPLETED,0,,,60,0\n")
+    with pytest.raises(TraceError, match=r"every job read \(1\) was dropped \(no_gpu: 1\)"):
+        load_trace(p, "helios")
+
+
+@pytest.mark.parametrize("args", [["--vc", "nope"], ["--max-jobs", "0"], ["--start", "9000"], ["--header-only"]])
+def test_cli_empty_result_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str]) -> None:
+    trace = PHILLY
+    if args == ["--header-only"]:
+        trace, args = write(tmp_path, "h.csv", ITP_HEADER), []
+    rc, out = replay(tmp_path, capsys, trace, *args)
+    assert rc == 2 and "no job" in out and "nan" not in out and "Traceback" not in out
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- unreadable files
+
+
+def test_latin1_file_is_an_error_naming_encoding_and_row(tmp_path: Path) -> None:
+    p = tmp_path / "itp.csv"
+    p.write_bytes((ITP_HEADER + "a,0,10,1\nb,1,10,1\nJos\xe9,2,10,1\n").encode("latin-1"))
+    for fmt in ("itp", None):
+        with pytest.raises(TraceError, match=r"row 3: not UTF-8 text: byte 0xe9 on line 4.*re-encode") as info:
+            load_trace(p, fmt)
+        assert info.value.file == str(p)
+    header = tmp_path / "h.csv"  # the bad byte in the header line: no data row to name
+    header.write_bytes("job_id,submission_time,duration,num_gpu\xe9\n".encode("latin-1"))
+    with pytest.raises(TraceError, match=r"h.csv: not UTF-8 text: byte 0xe9 on line 1"):
+        load_trace(header, "itp")
+    raw = tmp_path / "log.json"
+    raw.write_bytes('[{"jobid": "Jos\xe9"}]'.encode("latin-1"))
+    with pytest.raises(TraceError, match=r"log.json: not UTF-8 text: byte 0xe9 on line 1"):
+        load_trace(raw, "philly-raw")
+
+
+def test_utf8_with_byte_order_mark_reads(tmp_path: Path) -> None:
+    p = tmp_path / "itp.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + (ITP_HEADER + "a,0,10,1\n").encode())
+    for fmt in ("itp", None):
+        assert load_trace(p, fmt)[0]["job_id"].tolist() == ["a"]
+
+
+def test_directory_and_not_parquet_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").mkdir()
+    with pytest.raises(TraceError, match="d.csv: is a directory, not a trace file"):
+        load_trace(tmp_path / "d.csv", "itp")
+    bad = tmp_path / "t.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(TraceError, match="t.parquet: not a readable Parquet file"):
+        load_trace(bad)
+
+
+def test_cli_unreadable_file_exits_2_without_traceback(tmp_path: Path) -> None:
+    """A file the user may not read: exit 2 naming it (root reads everything, so as root the
+    command runs without the capability that bypasses file permissions, where capsh exists)."""
+    p = write(tmp_path, "itp.csv", ITP_HEADER + "a,0,10,1\n")
+    p.chmod(0)
+    cmd = [sys.executable, "-m", "schedlab.cli", "replay", "--trace", str(p), "--format", "itp",
+           "--policy", "fifo", "--no-progress", "--out", str(tmp_path / "out")]
+    if os.geteuid() == 0:
+        if not shutil.which("capsh"):
+            pytest.skip("running as root without capsh: every file is readable")
+        cmd = ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(cmd)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"{p}: cannot read the file: Permission denied" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["latin", "dir", "parquet"])
+def test_cli_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture, name: str) -> None:
+    if name == "latin":
+        trace = tmp_path / "itp.csv"
+        trace.write_bytes((ITP_HEADER + "Jos\xe9,0,10,1\n").encode("latin-1"))
+    elif name == "dir":
+        trace = tmp_path / "d.csv"
+        trace.mkdir()
+    else:
+        trace = write(tmp_path, "t.parquet", "junk")
+    rc, out = replay(tmp_path, capsys, trace, *(["--format", "itp"] if name == "dir" else []))
+    assert rc == 2 and str(trace) in out and "Traceback" not in out
+
+
+# ---------------------------------------------------------------- malformed philly-raw attempts
+
+RAW_JOB = {"jobid": "j", "vc": "v", "user": "u", "status": "Pass", "submitted_time": "2017-10-01 00:00:00"}
+GOOD_ATTEMPT = {"start_time": "2017-10-01 00:00:01", "end_time": "2017-10-01 00:10:00",
+                "detail": [{"ip": "x", "gpus": ["g0"]}]}
+
+
+@pytest.mark.parametrize(
+    ("attempts", "match"),
+    [
+        ([1, 2], "attempt 1 is not a JSON object"),
+        ([GOOD_ATTEMPT, 5], "attempt 2 is not a JSON object"),
+        ([GOOD_ATTEMPT, "x"], "attempt 2 is not a JSON object"),
+        ("x", "attempts must be a list"),
+        ([{**GOOD_ATTEMPT, "detail": "abc"}], "attempt detail must be a list"),
+        ([{**GOOD_ATTEMPT, "detail": [{"ip": "x", "gpus": "abc"}]}], "attempt detail must be a list"),  # not 3 GPUs
+        ([{**GOOD_ATTEMPT, "detail": [{"ip": "x", "gpus": None}]}], "attempt detail must be a list"),
+        ([{**GOOD_ATTEMPT, "detail": ["x"]}], "attempt detail must be a list"),
+    ],
+)
+def test_philly_raw_malformed_attempts(tmp_path: Path, attempts: object, match: str) -> None:
+    p = write(tmp_path, "log.json", json.dumps([{**RAW_JOB, "attempts": [GOOD_ATTEMPT]},
+                                                {**RAW_JOB, "jobid": "k", "attempts": attempts}]))
+    with pytest.raises(TraceError, match=f"log.json, row 2, column 'attempts': {match}"):
+        load_trace(p, "philly-raw")
+
+
+def test_cli_philly_raw_malformed_attempts_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = write(tmp_path, "log.json", json.dumps([{**RAW_JOB, "attempts": [GOOD_ATTEMPT, 7]}]))
+    rc, out = replay(tmp_path, capsys, p)
+    assert rc == 2 and "row 1, column 'attempts': attempt 2 is not a JSON object" in out
+    assert "Traceback" not in out
