@@ -96,6 +96,9 @@ def replay(
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/interference.py``)."""
+    for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
+        if value is not None and not 0 <= value < math.inf:
+            raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
     sharing = SharingModel.for_cluster(spec, interference)
     decider = make_policy(policy, params)
