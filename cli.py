@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schedlab import checks
+from schedlab import checks, settings
 from schedlab.flows.cli import register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
@@ -90,7 +90,10 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    help="submit times out of order: sort them (default) or stop with an error")
     p.add_argument("--annotate", action="store_true",
                    help="assign workloads (model, batch, iterations) and deadlines from the catalog (Castor §9.1)")
-    p.add_argument("--out", default="runs/replay", help="output folder (default: runs/replay)")
+    p.add_argument("--out", help="output folder; refused if it holds results, unless --overwrite"
+                   " (default: a new folder under $SCHEDLAB_HOME/replays/)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results already in --out (removed before the replay starts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_replay)
 
@@ -153,9 +156,20 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from schedlab.sched.replay import prepare_table, replay
+    from schedlab.sched.outdir import claim, fresh_folder
 
     params, cluster, options = _check_replay(args)
+    out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
+    lock = claim(out, overwrite=args.overwrite)  # a file, read-only, busy or non-empty --out: before the replay
+    try:
+        return _run_replay(args, params, cluster, options, out)
+    finally:
+        lock.release()
+
+
+def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], cluster: Any, options: LoadOptions,
+                out: Path) -> int:
+    from schedlab.sched.replay import prepare_table, replay, write_atomic
 
     table, report = load_trace(args.trace, args.format, options)
     needs_workloads = any(POLICIES[p].shares_gpus for p in args.policy) and "model" not in table.columns
@@ -164,7 +178,6 @@ def _replay(args: argparse.Namespace) -> int:
     table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
-    out = Path(args.out)
     rows = []
     for name in args.policy:
         result = replay(
@@ -176,8 +189,7 @@ def _replay(args: argparse.Namespace) -> int:
         result.write(out / name if len(args.policy) > 1 else out)
         rows.append(result.summary)
     comparison = comparison_table(rows)
-    out.mkdir(parents=True, exist_ok=True)
-    comparison.to_csv(out / "comparison.csv", index=False)
+    write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
     print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {args.placement}, seed: {args.seed}")
     print(format_table(comparison))
     print(f"results: {out}/")
