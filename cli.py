@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schedlab import checks, settings
+from schedlab import __version__, checks, settings
 from schedlab.flows.cli import register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
@@ -33,6 +33,7 @@ DESCRIPTION = ("Replay GPU-cluster job traces through schedulers, run experiment
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="schedlab", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"schedlab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_replay(commands)
     policies = commands.add_parser("policies", help="list every registered policy",
@@ -61,7 +62,8 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                             " and print their comparison; results go to --out.")
     p.add_argument("--trace", help="trace file or folder (default: the built-in synthetic trace)")
     p.add_argument("--format", choices=sorted(FORMATS), help="trace format (default: detect)")
-    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help="shipped name, YAML path or NxG[:type]")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER,
+                   help=f"shipped name, YAML path or NxG[:type] (default: {DEFAULT_CLUSTER})")
     p.add_argument("--policy", nargs="+", default=list(BASELINES), help="policies (default: all baselines)")
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML)")

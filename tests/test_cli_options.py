@@ -1,13 +1,15 @@
 """``schedlab replay`` options: every value checked before any work (exit 2 naming the option as typed),
-clean exits on bad ``--set`` YAML and Ctrl-C (issue #13)."""
+clean exits on bad ``--set`` YAML and Ctrl-C, ``--version`` and help text for every flag (issue #13)."""
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import pytest
 
-from schedlab.cli import main
+from schedlab import __version__
+from schedlab.cli import build_parser, main
 from schedlab.sched.replay import replay
 from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -93,3 +95,33 @@ def test_ctrl_c_exits_130_without_a_traceback_and_releases_the_folder(tmp_path, 
     assert main([*SMALL, "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert not (out / ".schedlab-replay.lock").exists()
+
+
+def test_version(capsys):
+    assert _exit_code(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"schedlab {__version__}"
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "schedlab"):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_option_of_every_command_has_help():
+    missing = [f"{path} {'/'.join(a.option_strings) or a.dest}"
+               for path, parser in _parsers(build_parser()) for a in parser._actions
+               if not isinstance(a, argparse._SubParsersAction) and not (a.help and a.help.strip())]
+    assert missing == []
+    commands = [path for path, _ in _parsers(build_parser())]
+    assert "schedlab replay" in commands and "schedlab experiment" in commands  # the walk reaches them
+
+
+def test_help_has_no_internal_references():
+    internal = ("DESIGN.md", "``", ".py ", "sched/", "flows/", "tasks/", "tests/")
+    for path, parser in _parsers(build_parser()):
+        text = parser.format_help()
+        found = [word for word in internal if word in text]
+        assert found == [], f"{path} --help mentions {found}"
