@@ -54,6 +54,19 @@ def test_bad_numbers_exit_2_naming_the_option_before_any_work(tmp_path, capsys, 
     assert not out.exists()  # nothing was written: the check came first
 
 
+@pytest.mark.parametrize(("cluster", "field"), [("servers: 0", "pools.0.servers"),
+                                                ("servers: 2\n    gpu_memory_gb: .inf", "pools.0.gpu_memory_gb"),
+                                                ("0x8", "servers")])
+def test_bad_clusters_are_one_line_errors_naming_the_field(tmp_path, capsys, cluster, field):
+    if "x" not in cluster:
+        spec = tmp_path / "c.yaml"
+        spec.write_text(f"name: c\npools:\n  - gpus_per_server: 8\n    {cluster}\n")
+        cluster = str(spec)
+    assert _exit_code([*SMALL, "--cluster", cluster, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert cluster in err and field in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_library_replay_refuses_negative_and_non_finite_overheads():
     table, _ = load_trace(None, "synthetic", LoadOptions(num_jobs=5, max_gpus=32))
     for bad in (-1.0, math.inf, math.nan):
