@@ -161,8 +161,11 @@ def _replay(args: argparse.Namespace) -> int:
     from schedlab.sched.outdir import claim, fresh_folder
 
     params, cluster, options = _check_replay(args)
+    if args.trace and not Path(args.trace).exists():
+        raise ValueError(f"--trace {args.trace}: no such file or folder")
     out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
-    lock = claim(out, overwrite=args.overwrite)  # a file, read-only, busy or non-empty --out: before the replay
+    # a file, read-only, busy or non-empty --out fails here, before the replay
+    lock = claim(out, overwrite=args.overwrite, created=not args.out)
     try:
         return _run_replay(args, params, cluster, options, out)
     finally:

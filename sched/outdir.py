@@ -9,10 +9,12 @@
   mix. Only a folder marked as a replay's (or holding a ``comparison.csv``/``summary.json`` of an
   older version) is ever emptied.
 - Without ``--out``, every replay gets a fresh folder ``$SCHEDLAB_HOME/replays/<UTC time>[-N]``.
+- A folder created for a replay that wrote nothing (it failed, or was interrupted) is removed again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -37,11 +39,16 @@ class OutputLock:
 
     out: Path
     fd: int
+    created: bool = False  # the folder did not exist before: removed again if nothing was written
 
     def release(self) -> None:
         if self.fd < 0:
             return
         (self.out / LOCK).unlink(missing_ok=True)  # still holding the lock: nobody can be mid-acquire on it
+        if self.created and {p.name for p in self.out.iterdir()} <= {MARKER}:
+            with contextlib.suppress(OSError):
+                (self.out / MARKER).unlink(missing_ok=True)
+                self.out.rmdir()
         os.close(self.fd)
         self.fd = -1
 
@@ -61,15 +68,18 @@ def fresh_folder(root: Path) -> Path:
     raise OutputError(f"{root}: no free folder name for {base.name}")
 
 
-def claim(out: Path, *, overwrite: bool = False, option: str = "--out") -> OutputLock:
-    """Create and lock ``out`` for one replay (see the module docstring); raises :class:`OutputError`."""
+def claim(out: Path, *, overwrite: bool = False, option: str = "--out", created: bool = False) -> OutputLock:
+    """Create and lock ``out`` for one replay (see the module docstring); raises :class:`OutputError`.
+    A folder created here (or passed as ``created``) is removed again on release if nothing was written."""
     if out.exists() and not out.is_dir():
         raise OutputError(f"{option} {out}: is a file, not a folder")
+    created = created or not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"{option} {out}: cannot create the folder ({err.strerror})") from None
     lock = _acquire(out, option)
+    lock.created = created
     try:
         _clear(out, overwrite, option)
         (out / MARKER).write_text(json.dumps(_me()) + "\n")

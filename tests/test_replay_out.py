@@ -105,6 +105,17 @@ def test_default_out_is_a_fresh_folder_under_schedlab_home(tmp_path, monkeypatch
     assert f"results: {runs[-1]}" in capsys.readouterr().out
 
 
+def test_a_failed_replay_leaves_no_empty_folder_behind(tmp_path, capsys):
+    out = tmp_path / "out"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,submit_time,num_gpus,duration\na,0,1,-5\n")
+    assert main(["replay", "--trace", str(bad), "--format", "canonical", "--policy", "fifo", "--no-progress",
+                 "--out", str(out)]) == 2
+    assert not out.exists()
+    assert main(["replay", "--trace", str(tmp_path / "missing.csv"), "--out", str(out)]) == 2
+    assert "--trace" in capsys.readouterr().err and not out.exists()
+
+
 def test_atomic_writes_use_unique_temp_names_and_leave_none_behind(tmp_path):
     seen = []
 
