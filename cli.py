@@ -1,4 +1,7 @@
-"""The ``schedlab`` command line (DESIGN.md, "CLI"): one entry point, one sub-command per job."""
+"""The ``schedlab`` command line: one entry point, one sub-command per job.
+
+Every option is checked before any work starts: a bad value exits 2 with a message naming the option
+as typed (numbers through :mod:`schedlab.checks`); Ctrl-C exits 130 without a traceback."""
 
 from __future__ import annotations
 
@@ -9,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
+from schedlab import __version__, checks, settings
 from schedlab.flows.cli import register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
+from schedlab.sched.placement import STRATEGIES
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
@@ -21,48 +27,75 @@ from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace
 DEFAULT_CLUSTER = "castor-sim"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="schedlab", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+DESCRIPTION = ("Replay GPU-cluster job traces through schedulers, run experiments over Dask tracked in"
+               " MLflow, profile training workloads and fit the models that decide how fast shared jobs run.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="schedlab", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"schedlab {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_replay(commands)
-    policies = commands.add_parser("policies", help="list every registered policy")
+    policies = commands.add_parser("policies", help="list every registered policy",
+                                   description="List every registered policy, its paper and its parameters.")
     policies.set_defaults(func=_policies)
     for register in (register_flows, register_profile, register_fit):  # experiment/ui/serve…, profile, fit
         register(commands)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except (TraceError, ClusterError, ValueError) as err:
         print(f"schedlab {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\nschedlab {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _add_replay(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("replay", help="replay a job trace through one or more policies")
+    p = commands.add_parser("replay", help="replay a job trace through one or more policies",
+                            description="Replay a job trace through one or more policies on a simulated cluster"
+                            " and print their comparison; results go to --out.")
     p.add_argument("--trace", help="trace file or folder (default: the built-in synthetic trace)")
     p.add_argument("--format", choices=sorted(FORMATS), help="trace format (default: detect)")
-    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help="shipped name, YAML path or NxG[:type]")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER,
+                   help=f"shipped name, YAML path or NxG[:type] (default: {DEFAULT_CLUSTER})")
     p.add_argument("--policy", nargs="+", default=list(BASELINES), help="policies (default: all baselines)")
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML)")
-    p.add_argument("--placement", default="consolidated", help="consolidated | best-fit | random")
+    p.add_argument("--placement", default="consolidated", choices=list(STRATEGIES),
+                   help="which free GPUs a job gets (default: consolidated)")
     p.add_argument("--interference", default="analytic",
                    help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI")
-    p.add_argument("--preemption-overhead", type=float, help="checkpoint-restore seconds (default: 63)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-jobs", type=int, help="first N jobs of the trace")
-    p.add_argument("--num-jobs", type=int, help="synthetic trace: number of jobs")
-    p.add_argument("--load", type=float, default=1.0, help="load scaling: submit times divided by this")
-    p.add_argument("--start", type=float, help="time window start (s from trace start)")
-    p.add_argument("--end", type=float, help="time window end (s from trace start)")
+    p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
+                   help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
+    p.add_argument("--seed", type=checks.seed, default=0,
+                   help="seed of the replay and of the synthetic trace (>= 0; default 0)")
+    p.add_argument("--max-jobs", type=checks.count, metavar="N", help="first N jobs of the trace (N >= 1)")
+    p.add_argument("--num-jobs", type=checks.count, metavar="N", help="synthetic trace: number of jobs (N >= 1)")
+    p.add_argument("--load", type=checks.number(float, gt=0), default=1.0,
+                   help="load scaling: submit times divided by this (> 0; default 1)")
+    p.add_argument("--start", type=checks.seconds, help="time window start (s from trace start, >= 0)")
+    p.add_argument("--end", type=checks.number(float, gt=0), help="time window end (s from trace start, > --start)")
     p.add_argument("--vc", action="append", help="keep only these VCs (repeatable)")
-    p.add_argument("--on-oversize", default="error", choices=["error", "drop", "clip"])
-    p.add_argument("--on-bad-duration", default="error", choices=["error", "drop"])
-    p.add_argument("--on-duplicate-id", default="error", choices=["error", "drop", "rename"])
-    p.add_argument("--on-unsorted", default="sort", choices=["error", "sort"])
+    p.add_argument("--on-oversize", default="error", choices=["error", "drop", "clip"],
+                   help="a job larger than the cluster: stop with an error (default), drop it, or clip its GPUs")
+    p.add_argument("--on-bad-duration", default="error", choices=["error", "drop"],
+                   help="a missing or non-positive duration: stop with an error (default) or drop the job")
+    p.add_argument("--on-duplicate-id", default="error", choices=["error", "drop", "rename"],
+                   help="a repeated job id: stop with an error (default), drop the repeat, or rename it")
+    p.add_argument("--on-unsorted", default="sort", choices=["error", "sort"],
+                   help="submit times out of order: sort them (default) or stop with an error")
     p.add_argument("--annotate", action="store_true",
                    help="assign workloads (model, batch, iterations) and deadlines from the catalog (Castor §9.1)")
-    p.add_argument("--out", default="runs/replay", help="output folder (default: runs/replay)")
+    p.add_argument("--out", help="output folder; refused if it holds results, unless --overwrite"
+                   " (default: a new folder under $SCHEDLAB_HOME/replays/)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results already in --out (removed before the replay starts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_replay)
 
@@ -76,25 +109,73 @@ def _policy_params(pairs: list[str], policies: list[str]) -> dict[str, dict[str,
             raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE")
         if name not in params:
             raise ValueError(f"--set {pair!r}: policy {name!r} is not among --policy {' '.join(policies)}")
-        params[name][param] = yaml.safe_load(value)
+        try:
+            params[name][param] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({problem})") from None
     return params
 
 
-def _replay(args: argparse.Namespace) -> int:
-    from schedlab.sched.replay import prepare_table, replay
+#: LoadOptions fields as the replay options that set them (for messages)
+LOAD_OPTION_NAMES = {"start": "--start", "end": "--end", "vcs": "--vc", "max_jobs": "--max-jobs", "load": "--load",
+                     "seed": "--seed", "num_jobs": "--num-jobs", "max_gpus": "--cluster"}
+
+
+def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], Any, LoadOptions]:
+    """Every ``replay`` option that argparse cannot check alone, before any work: policies and their
+    ``--set`` parameters, the cluster, the ξ source and the trace window."""
+    from schedlab.sched.interference import make_interference
+    from schedlab.sched.policies import make_policy
 
     unknown = [p for p in args.policy if p not in POLICIES]
     if unknown:
-        raise ValueError(f"unknown policy {unknown[0]!r}; registered: {', '.join(sorted(POLICIES))}")
+        raise ValueError(f"--policy: unknown policy {unknown[0]!r}; registered: {', '.join(sorted(POLICIES))}")
     params = _policy_params(args.set, args.policy)
+    for name in args.policy:
+        try:
+            make_policy(name, params[name])
+        except ValueError as err:
+            raise ValueError(f"--set: {err}") from None
     cluster = load_cluster(args.cluster)
-    options = LoadOptions(
-        start=args.start, end=args.end, vcs=args.vc, max_jobs=args.max_jobs, load=args.load,
-        max_gpus=cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
-        on_oversize=args.on_oversize, on_bad_duration=args.on_bad_duration,
-        on_duplicate_id=args.on_duplicate_id, on_unsorted=args.on_unsorted,
-        seed=args.seed, num_jobs=args.num_jobs,
-    )
+    try:
+        make_interference(args.interference)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"--interference: {err}") from None
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        raise ValueError(f"--end ({args.end:g}) must be greater than --start ({args.start:g})")
+    try:
+        options = LoadOptions(
+            start=args.start, end=args.end, vcs=args.vc, max_jobs=args.max_jobs, load=args.load,
+            max_gpus=cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
+            on_oversize=args.on_oversize, on_bad_duration=args.on_bad_duration,
+            on_duplicate_id=args.on_duplicate_id, on_unsorted=args.on_unsorted,
+            seed=args.seed, num_jobs=args.num_jobs,
+        )
+    except ValidationError as err:
+        raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
+    return params, cluster, options
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from schedlab.sched.outdir import claim, fresh_folder
+
+    params, cluster, options = _check_replay(args)
+    if args.trace and not Path(args.trace).exists():
+        raise ValueError(f"--trace {args.trace}: no such file or folder")
+    out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
+    # a file, read-only, busy or non-empty --out fails here, before the replay
+    lock = claim(out, overwrite=args.overwrite, created=not args.out)
+    try:
+        return _run_replay(args, params, cluster, options, out)
+    finally:
+        lock.release()
+
+
+def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], cluster: Any, options: LoadOptions,
+                out: Path) -> int:
+    from schedlab.sched.replay import prepare_table, replay, write_atomic
+
     table, report = load_trace(args.trace, args.format, options)
     needs_workloads = any(POLICIES[p].shares_gpus for p in args.policy) and "model" not in table.columns
     if needs_workloads and not args.annotate:
@@ -102,7 +183,6 @@ def _replay(args: argparse.Namespace) -> int:
     table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
-    out = Path(args.out)
     rows = []
     for name in args.policy:
         result = replay(
@@ -114,8 +194,7 @@ def _replay(args: argparse.Namespace) -> int:
         result.write(out / name if len(args.policy) > 1 else out)
         rows.append(result.summary)
     comparison = comparison_table(rows)
-    out.mkdir(parents=True, exist_ok=True)
-    comparison.to_csv(out / "comparison.csv", index=False)
+    write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
     print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {args.placement}, seed: {args.seed}")
     print(format_table(comparison))
     print(f"results: {out}/")

@@ -9,6 +9,7 @@ configuration once, at import time.
     $SCHEDLAB_HOME/mlflow.db        MLflow tracking store (sqlite)
     $SCHEDLAB_HOME/mlartifacts/     MLflow artifacts, one folder per experiment
     $SCHEDLAB_HOME/prefect/         PREFECT_HOME (the ephemeral API's database, logs, profiles)
+    $SCHEDLAB_HOME/replays/         ``schedlab replay`` results without ``--out``, a folder per replay
 
 ``MLFLOW_TRACKING_URI`` set by the user (a tracking server ``http(s)://…``) wins over the sqlite store.
 """
@@ -41,6 +42,10 @@ def sqlite_uri(home: Path | None = None) -> str:
 
 def artifact_root(home: Path | None = None) -> Path:
     return (home or schedlab_home()) / "mlartifacts"
+
+
+def replays_dir(home: Path | None = None) -> Path:
+    return (home or schedlab_home()) / "replays"
 
 
 def tracking_uri(home: Path | None = None) -> str:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schedlab import settings
+from schedlab import checks, settings
 
 UI_HOST, UI_PORT = "127.0.0.1", 5000
 
@@ -34,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u = subparsers.add_parser("ui", help="the MLflow UI over the project's tracking store",
                               description="Start MLflow's UI (one worker, no job execution) over"
                               " $SCHEDLAB_HOME/mlflow.db; Ctrl-C stops it.")
-    u.add_argument("--host", default=UI_HOST)
-    u.add_argument("--port", type=int, default=UI_PORT)
+    u.add_argument("--host", default=UI_HOST, help=f"address the UI listens on (default {UI_HOST})")
+    u.add_argument("--port", type=checks.number(int, ge=1, le=65535), default=UI_PORT,
+                   help=f"port the UI listens on (default {UI_PORT})")
     u.set_defaults(func=_ui)
 
     from schedlab.flows.serve import DEFAULT_CRON, DEFAULT_FLOW, DEFAULT_TIMEZONE

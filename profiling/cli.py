@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from schedlab import checks
+
 from .collectors import MIN_INTERVAL_S
 
 
@@ -27,9 +29,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--gpus", type=_gpus, default=None, help="GPU indices or UUIDs to use/record, e.g. 0,1")
     p.add_argument("--out", type=Path, default=None, help="store directory (default $SCHEDLAB_HOME/profiles)")
     p.add_argument("--force", action="store_true", help="re-measure configurations already in the store")
-    p.add_argument("--interval", type=float, default=None,
+    p.add_argument("--interval", type=checks.number(float, ge=MIN_INTERVAL_S), default=None,
                    help=f"collector sampling interval in s (default: the sweep's, else 1; min {MIN_INTERVAL_S})")
-    p.add_argument("--timeout", type=float, default=None, help="per-configuration timeout in s")
+    p.add_argument("--timeout", type=checks.number(float, gt=0), default=None,
+                   help="per-configuration timeout in s (> 0; default: the sweep's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

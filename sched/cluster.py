@@ -11,7 +11,9 @@ import re
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from schedlab.checks import validation_message
 
 CLUSTERS_DIR = Path(__file__).resolve().parent.parent / "conf" / "clusters"
 _SHORTHAND = re.compile(r"^(?P<servers>\d+)x(?P<gpus>\d+)(?::(?P<type>[A-Za-z0-9_-]+))?$")
@@ -24,6 +26,8 @@ DEFAULT_GPU_TYPE = "v100"
 
 
 class PoolSpec(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)
+
     name: str = "training"
     servers: int = Field(ge=1)
     gpus_per_server: int = Field(ge=1)
@@ -67,12 +71,15 @@ def load_cluster(ref: str | Path) -> ClusterSpec:
     match = _SHORTHAND.match(text)
     if match:
         gpu_type = (match["type"] or DEFAULT_GPU_TYPE).lower()
-        pool = PoolSpec(
-            servers=int(match["servers"]),
-            gpus_per_server=int(match["gpus"]),
-            gpu_type=gpu_type,
-            gpu_memory_gb=GPU_MEMORY_GB.get(gpu_type, 32),
-        )
+        try:
+            pool = PoolSpec(
+                servers=int(match["servers"]),
+                gpus_per_server=int(match["gpus"]),
+                gpu_type=gpu_type,
+                gpu_memory_gb=GPU_MEMORY_GB.get(gpu_type, 32),
+            )
+        except ValidationError as err:
+            raise ClusterError(f"cluster {text!r}: {validation_message(err)}") from None
         return ClusterSpec(name=text, pools=[pool])
     path = Path(text)
     if not path.suffix and not path.exists():
@@ -86,7 +93,7 @@ def load_cluster(ref: str | Path) -> ClusterSpec:
         data = yaml.safe_load(path.read_text())
         return ClusterSpec.model_validate(data)
     except ValidationError as err:
-        raise ClusterError(f"{path}: invalid cluster spec:\n{err}") from None
+        raise ClusterError(f"{path}: invalid cluster spec: {validation_message(err)}") from None
     except yaml.YAMLError as err:
         raise ClusterError(f"{path}: not valid YAML: {err}") from None
 

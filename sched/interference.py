@@ -71,8 +71,8 @@ class Analytic:
     """A constant ratio per mode (see the module docstring for the defaults' provenance)."""
 
     def __init__(self, timeslice: float = 1.5, mps: float | None = None) -> None:
-        if timeslice < 1 or (mps is not None and mps < 1):
-            raise InterferenceError(f"interference ratios must be >= 1 (timeslice={timeslice}, mps={mps})")
+        if not (1 <= timeslice < math.inf) or (mps is not None and not 1 <= mps < math.inf):
+            raise InterferenceError(f"interference ratios must be finite and >= 1 (timeslice={timeslice}, mps={mps})")
         self.name = f"analytic:{timeslice:g}"
         self.xi = {"timeslice": timeslice, "mps": mps if mps is not None else mps_from_timeslice(timeslice)}
         self.fallbacks = 0
@@ -194,7 +194,11 @@ def make_interference(spec: str | None) -> InterferenceSource:
     spec = spec or "analytic"
     kind, _, rest = spec.partition(":")
     if kind == "analytic":
-        return Analytic(float(rest)) if rest else Analytic()
+        try:
+            xi = float(rest) if rest else None
+        except ValueError:
+            raise InterferenceError(f"interference {spec!r}: XI must be a number >= 1, got {rest!r}") from None
+        return Analytic(xi) if xi is not None else Analytic()
     if kind == "gavel":
         path, _, worker = rest.rpartition(":") if rest.rsplit(":", 1)[-1] in ("k80", "p100", "v100") else (rest, "", "")
         return GavelTable(path, worker or "v100")

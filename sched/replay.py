@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +33,9 @@ class ReplayResult:
         """Write ``jobs.parquet``, ``summary.json`` and ``utilization.parquet`` (atomically, file by file)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        _atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
-        _atomic(out / "utilization.parquet", lambda p: self.utilization.to_parquet(p, index=False))
-        _atomic(out / "summary.json", lambda p: p.write_text(json.dumps(_jsonable(self.summary), indent=2)))
+        write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        write_atomic(out / "utilization.parquet", lambda p: self.utilization.to_parquet(p, index=False))
+        write_atomic(out / "summary.json", lambda p: p.write_text(json.dumps(_jsonable(self.summary), indent=2)))
         return out
 
 
@@ -96,6 +98,9 @@ def replay(
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/interference.py``)."""
+    for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
+        if value is not None and not 0 <= value < math.inf:
+            raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
     sharing = SharingModel.for_cluster(spec, interference)
     decider = make_policy(policy, params)
@@ -135,10 +140,14 @@ def replay(
     return ReplayResult(policy=policy, jobs=jobs, summary=summary, utilization=utilization)
 
 
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    tmp.replace(path)
+def write_atomic(path: Path, write) -> None:
+    """Write through a temp file of a unique name (concurrent writers never share one), then rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _jsonable(value: Any) -> Any:

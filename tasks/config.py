@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,7 +45,7 @@ class ConfigError(ValueError):
 
 
 class TraceEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str
     source: str | None = None
@@ -94,20 +94,38 @@ class ModelSources(BaseModel):
     interference: str = "analytic"
     iteration_time: str = "catalog"
 
+    @field_validator("interference")
+    @classmethod
+    def _interference(cls, value: str) -> str:
+        from schedlab.sched.interference import make_interference
+
+        if value.partition(":")[0] not in ("gavel", "table", "model"):  # their files: read by the replays
+            make_interference(value)  # an unknown source, a bad or non-finite analytic XI
+        return value
+
 
 class ExperimentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     description: str | None = None
     baseline: str | None = None
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
     traces: list[TraceEntry] = Field(min_length=1)
     clusters: list[str] = Field(min_length=1)
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
     placement: str = "consolidated"
     preemption_overhead_s: float | None = Field(default=None, ge=0)
     models: ModelSources = Field(default_factory=ModelSources)
+
+    @field_validator("placement")
+    @classmethod
+    def _placement(cls, value: str) -> str:
+        from schedlab.sched.placement import STRATEGIES
+
+        if value not in STRATEGIES:
+            raise ValueError(f"unknown placement {value!r}; choose one of {', '.join(STRATEGIES)}")
+        return value
 
     # set by load_config: where relative trace paths resolve
     _base_dir: Path = Path(".")
@@ -252,7 +270,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except ValidationError as err:
         lines = [f"{path}: invalid experiment config"]
         for e in err.errors():
-            lines.append(f"  {_where(e['loc'])}: {e['msg']}")
+            got = f" (got {e['input']!r})" if isinstance(e.get("input"), (int, float, str)) else ""
+            lines.append(f"  {_where(e['loc'])}: {e['msg'].removeprefix('Value error, ')}{got}")
         raise ConfigError("\n".join(lines)) from None
     config._base_dir = path.resolve().parent
     config._path = path.resolve()

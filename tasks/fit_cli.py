@@ -18,6 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from schedlab import checks
+
 DEFAULT_GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "profiles" / "gavel" / "simulation_throughputs.json"
 DEFAULT_POLLUX = DEFAULT_GAVEL.parents[1] / "pollux" / "traces"
 
@@ -26,18 +28,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit = subparsers.add_parser("fit", help="fit the iteration-time or interference-ratio model")
     sub = fit.add_subparsers(dest="fit_command", required=True)
     it = sub.add_parser("iteration-time", help="Castor §3.1 eq. 1-3 per workload and GPU type")
-    it.add_argument("--source", choices=["store", "pollux"], default="store")
+    it.add_argument("--source", choices=["store", "pollux"], default="store",
+                    help="fit from the profile store (default) or from the Pollux traces")
     it.add_argument("--pollux", type=Path, default=DEFAULT_POLLUX, help="Pollux traces folder (--source pollux)")
     it.add_argument("--out", type=Path, default=None, help="artifact file (default: $SCHEDLAB_HOME/models/iteration-time.json)")
     ir = sub.add_parser("interference", help="Castor §6 XGBoost interference-ratio model")
-    ir.add_argument("--source", choices=["store", "gavel"], default="store")
+    ir.add_argument("--source", choices=["store", "gavel"], default="store",
+                    help="fit from the profile store (default) or from Gavel's measured throughputs")
     ir.add_argument("--gavel", type=Path, default=DEFAULT_GAVEL, help="Gavel simulation_throughputs.json")
     ir.add_argument("--worker", default="v100", help="Gavel worker type (k80, p100, v100)")
     ir.add_argument("--out", type=Path, default=None, help="artifact directory (default: $SCHEDLAB_HOME/models/…)")
     for p in (it, ir):
         p.add_argument("--profiles", type=Path, default=None, help="profile store (default: $SCHEDLAB_HOME/profiles)")
-        p.add_argument("--holdout", type=float, default=0.2, help="fraction held out (default 0.2)")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--holdout", type=checks.fraction, default=0.2,
+                       help="fraction held out for validation (between 0 and 1; default 0.2)")
+        p.add_argument("--seed", type=checks.seed, default=0, help="seed of the hold-out split and the fit (default 0)")
         p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     it.set_defaults(func=fit_iteration_time)
     ir.set_defaults(func=fit_interference)

@@ -76,6 +76,35 @@ def test_field_errors_name_file_and_field(tmp_path, old, new, where):
     assert str(path) in message and where in message, message
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ("clusters: [4x8]", "clusters: [4x8]\npreemption_overhead_s: -5", "preemption_overhead_s"),
+        ("clusters: [4x8]", "clusters: [4x8]\npreemption_overhead_s: .inf", "preemption_overhead_s"),
+        ("clusters: [4x8]", "clusters: [4x8]\npreemption_overhead_s: .nan", "preemption_overhead_s"),
+        ("seeds: [0, 1]", "seeds: [0, -1]", "seeds[1]"),
+        ("load: 2.0", "load: .inf", "traces[0].options.load"),
+        ("load: 2.0", "load: [1.0, .nan]", "traces[0].options.load"),
+        ("load: 2.0", "load: 2.0, start: .nan", "traces[0].options.start"),
+        ("load: 2.0", "load: 2.0, seed: -3", "traces[0].options.seed"),
+        ("load: 2.0", "load: 2.0, max_jobs: 0", "traces[0].options.max_jobs"),
+        ("policies: [fifo, sjf]", "policies: [fifo, {name: tiresias, params: {promote_knob: .inf}}]",
+         "policies[1].params"),
+        ("clusters: [4x8]", "clusters: [4x8]\nplacement: bogus", "placement"),
+        ("clusters: [4x8]", "clusters: [4x8]\nmodels: {interference: 'analytic:nan'}", "models.interference"),
+        ("clusters: [4x8]", "clusters: [4x8]\nmodels: {interference: nosuch}", "models.interference"),
+    ],
+)
+def test_numbers_and_names_are_checked_when_the_file_is_read(tmp_path, old, new, where):
+    """Issue #13: negative/inf/nan numbers and unknown placements used to pass and fail (or hang) in a replay."""
+    path = write(tmp_path, BASE.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert str(path) in message and where in message and "Value error" not in message, message
+    assert "pydantic" not in message
+
+
 def test_grid_load_sweep_labels_and_relative_sources(tmp_path):
     trace = tmp_path / "traces" / "t.csv"
     trace.parent.mkdir()

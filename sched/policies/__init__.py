@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from schedlab.checks import finite_floats, validation_message
 from schedlab.sched.policies.base import Policy
 
 
@@ -35,6 +36,11 @@ def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; registered: {', '.join(sorted(POLICIES))}") from None
     try:
-        return cls(cls.Params.model_validate(params or {}))
+        validated = cls.Params.model_validate(params or {})
     except ValidationError as err:
-        raise ValueError(f"bad parameters for policy {name!r}:\n{err}") from None
+        raise ValueError(f"bad parameters for policy {name!r}: {validation_message(err)}") from None
+    bad = finite_floats({k: getattr(validated, k) for k in params or {}})
+    if bad is not None:
+        raise ValueError(f"bad parameters for policy {name!r}: {bad}: must be a finite number"
+                         f" (got {getattr(validated, bad)!r})")
+    return cls(validated)

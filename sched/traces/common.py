@@ -63,21 +63,21 @@ class TraceError(ValueError):
 
 
 class LoadOptions(BaseModel):
-    """Options every loader honours (all optional)."""
+    """Options every loader honours (all optional); numbers must be finite and in range."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     start: float | None = None  # window on submit_time, seconds from trace start (before rebasing)
     end: float | None = None  # exclusive
     vcs: list[str] | None = None
-    max_jobs: int | None = Field(default=None, ge=0)  # first N jobs after filters, in submit order
+    max_jobs: int | None = Field(default=None, ge=1)  # first N jobs after filters, in submit order
     load: float = Field(default=1.0, gt=0)  # submit times are divided by load
     max_gpus: int | None = Field(default=None, ge=1)  # cluster capacity, for the oversize check
     on_oversize: Literal["error", "drop", "clip"] = "error"
     on_bad_duration: Literal["error", "drop"] = "error"
     on_duplicate_id: Literal["error", "drop", "rename"] = "error"
     on_unsorted: Literal["error", "sort"] = "sort"
-    seed: int = 0  # synthetic, and the random sample below
+    seed: int = Field(default=0, ge=0)  # synthetic, and the random sample below
     num_jobs: int | None = Field(default=None, ge=1)  # synthetic
     # the papers' set-up (Castor §9.1, SJF-BSBF §VI-A, after Pollux §5): N jobs sampled at random
     # from the busiest period: the window of ``busiest_hours`` with the most GPU-time submitted
