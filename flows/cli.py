@@ -10,6 +10,7 @@ in the Dask cluster and no ``--cpu-smoke``: nothing was profiled.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -120,7 +121,49 @@ def ui_command(host: str = UI_HOST, port: int = UI_PORT, home: Path | None = Non
             "--host", host, "--port", str(port), "--workers", "1"]
 
 
+def port_free(host: str, port: int) -> OSError | None:
+    """None when a server can listen on (host, port), else the bind error."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        return err
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does
+        try:
+            sock.bind(address)
+        except OSError as err:
+            return err
+    return None
+
+
+def stop_group(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Stop a child started in a session of its own and all it started: SIGTERM to the group, then
+    SIGKILL to whatever is left of it after ``timeout`` s."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def _ui(args: argparse.Namespace) -> int:
+    import signal
+
+    if not 0 < args.port < 65536:
+        print(f"schedlab ui: error: --port {args.port} is not a TCP port (1-65535)", file=sys.stderr)
+        return 2
+    busy = port_free(args.host, args.port)
+    if busy is not None:
+        print(f"schedlab ui: error: cannot listen on {args.host}:{args.port} ({busy.strerror or busy});"
+              " is another `schedlab ui` or MLflow server running? Choose another --port", file=sys.stderr)
+        return 2
     home = settings.apply_env()
     uri = settings.tracking_uri(home)
     if uri.startswith(("http://", "https://")):
@@ -136,16 +179,24 @@ def _ui(args: argparse.Namespace) -> int:
     settings.artifact_root(home).mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     print(f"MLflow UI on http://{args.host}:{args.port} over {uri} (Ctrl-C stops it)", flush=True)
-    proc = subprocess.Popen(ui_command(args.host, args.port, home), env=env)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # the server runs in a session of its own (its workers with it): SIGTERM, SIGHUP and Ctrl-C here
+    # stop the whole group, and nothing is left behind listening on the port
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    proc = None
     try:
+        proc = subprocess.Popen(ui_command(args.host, args.port, home), env=env, start_new_session=True)
         return proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         return 0
+    finally:
+        if proc is not None:
+            stop_group(proc)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import schedlab.tasks  # noqa: F401  (environment first)
+from schedlab.tasks.locks import LockTimeout, file_lock
 
 KEY_TAG = "schedlab.key"
 KIND_TAG = "schedlab.kind"  # "replay" | "experiment"
@@ -33,12 +34,34 @@ class TrackingError(RuntimeError):
     """The tracking store cannot be used (unreachable server, unwritable folder)."""
 
 
+#: how long a process waits for another one creating or migrating the same sqlite store
+STORE_LOCK_TIMEOUT_S = 300.0
+
+
 @functools.lru_cache(maxsize=8)
 def client(uri: str):
-    """One client per tracking URI and process (the sqlite engine is created once)."""
+    """One client per tracking URI and process (the sqlite engine is created once). A sqlite store
+    is opened (created, migrated) under a file lock beside it: MLflow's alembic migrations fail when
+    two processes create the same database at once."""
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=uri)
+    db = Path(uri.removeprefix("sqlite:///"))
+    try:
+        with file_lock(db.with_name(db.name + ".lock"), what=f"tracking store {db}", timeout=STORE_LOCK_TIMEOUT_S):
+            c = MlflowClient(tracking_uri=uri)
+            c.search_experiments(max_results=1)  # the schema is created and migrated by now
+    except LockTimeout as err:
+        raise TrackingError(f"{err}: another process is creating or migrating it") from None
+    except OSError as err:
+        raise TrackingError(f"tracking store {uri}: cannot lock {db.parent} ({err})") from None
+    except Exception as err:  # noqa: BLE001 - alembic / sqlalchemy errors, shown in one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TrackingError(f"tracking store {uri}: its database {db} cannot be created or migrated"
+                            f" ({type(err).__name__}: {first}); is it an MLflow database of this"
+                            " or an older MLflow version?") from None
+    return c
 
 
 def retrying(call: Callable[[], T], attempts: int = 8) -> T:
@@ -55,7 +78,7 @@ def retrying(call: Callable[[], T], attempts: int = 8) -> T:
 
 def check_tracking(uri: str, timeout: float = 5.0) -> None:
     """Fail fast, before any work, when the store cannot be used; create a sqlite store's schema
-    here, once (several workers creating it at the same time fail)."""
+    here, before the fan-out (:func:`client` holds a file lock while it does)."""
     if uri.startswith(("http://", "https://")):
         url = uri.rstrip("/") + "/health"
         try:
@@ -77,7 +100,9 @@ def check_tracking(uri: str, timeout: float = 5.0) -> None:
         except OSError as err:
             raise TrackingError(f"tracking store {uri}: cannot write {db.parent} ({err})") from None
     try:
-        client(uri).search_experiments(max_results=1)  # creates and migrates the sqlite schema
+        client(uri).search_experiments(max_results=1)  # a sqlite schema is created here, under a lock
+    except TrackingError:
+        raise
     except Exception as err:  # noqa: BLE001
         raise TrackingError(f"tracking store {uri} cannot be opened: {err}") from None
 
