@@ -325,14 +325,13 @@ def default_root() -> Path:
 def load_applications(root: str | Path | None = None) -> dict[str, GoodputModel]:
     """Every application under ``root/traces/`` (or ``root`` itself if it has no ``traces``
     folder), by name; read once per process and folder."""
-    path = Path(root).expanduser() if root is not None else default_root()
-    return _load_all(str(path.resolve()))
+    path = (Path(root).expanduser() if root is not None else default_root()).resolve()
+    return _load_all(str(path / "traces" if (path / "traces").is_dir() else path))
 
 
 @functools.lru_cache(maxsize=8)
 def _load_all(root: str) -> dict[str, GoodputModel]:
-    base = Path(root)
-    folder = base / "traces" if (base / "traces").is_dir() else base
+    folder = Path(root)
     if not folder.is_dir():
         raise GoodputDataError(folder, "goodput data folder not found (set $SCHEDLAB_POLLUX_DATA or goodput_root)")
     apps = sorted(p for p in folder.iterdir() if (p / "placements.csv").is_file())

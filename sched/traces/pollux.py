@@ -92,7 +92,7 @@ def generate(trace: pd.DataFrame, num_jobs: int, seed: int = 0, window: tuple[fl
     from schedlab.sched.goodput import load_applications
 
     models = models if models is not None else load_applications()
-    missing = sorted({a for _, names in BUCKETS for a in names} | {"bert"} - set(models))
+    missing = sorted(({a for _, names in BUCKETS for a in names} | {"bert"}) - set(models))
     if missing:
         raise ValueError(f"pollux-philly needs goodput models for {missing} (have {sorted(models)})")
     gpu_hours = trace["duration"].to_numpy(float) * trace["num_gpus"].to_numpy(float) / 3600.0
