@@ -5,7 +5,8 @@ Columns
 required: ``job_id`` (str), ``submit_time`` (float, seconds from trace start), ``num_gpus`` (int >= 1),
 and either ``duration`` (float, solo seconds) or all of ``model, batch_size, iterations``.
 optional: ``deadline`` (absolute seconds), ``elastic_min, elastic_max`` (GPUs), ``fungible`` (bool),
-``checkpoint`` (bool), ``user``, ``vc`` (str).
+``checkpoint`` (bool), ``user``, ``vc`` (str), ``global_batch`` (int: a goodput job's global batch,
+specs/pollux.md; its ``model`` names the application).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "checkpoint",
     "user",
     "vc",
+    "global_batch",
 )
 CANONICAL_COLUMNS: tuple[str, ...] = (
     REQUIRED_COLUMNS + DURATION_COLUMNS + WORKLOAD_COLUMNS + OPTIONAL_COLUMNS

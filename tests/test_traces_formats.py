@@ -40,7 +40,7 @@ def check_canonical(df: pd.DataFrame, report: LoadReport) -> None:
 
 def test_formats_registry() -> None:
     assert set(FORMATS) == {"philly", "philly-raw", "helios", "alibaba-pai", "itp", "tiresias",
-                            "canonical", "synthetic"}
+                            "canonical", "synthetic", "pollux", "pollux-philly"}
 
 
 def test_philly_fixture() -> None:

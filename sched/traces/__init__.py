@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, synthetic, tiresias
+from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, pollux, synthetic, tiresias
 from .common import LoadOptions, LoadReport, TraceError, check_file, first_line
 
 __all__ = ["FORMATS", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace"]
@@ -29,6 +29,8 @@ FORMATS: dict[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {
     "tiresias": tiresias.load,
     "canonical": canonical.load,
     "synthetic": synthetic.load,
+    "pollux": pollux.load,
+    "pollux-philly": pollux.load_philly,
 }
 
 # Columns that identify a CSV format from its header (required columns of each reader).
@@ -39,6 +41,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "tiresias": tuple(source for source, _ in tiresias.COLUMNS.values()),
     "alibaba-pai": alibaba_pai.JOB_COLUMNS,
     "canonical": ("job_id", "submit_time", "num_gpus"),
+    "pollux": pollux.COLUMNS,
 }
 
 
