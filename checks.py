@@ -50,7 +50,8 @@ def validation_message(err: Any, names: dict[str, str] | None = None) -> str:
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
         loc = (names or {}).get(loc, loc)
         msg = e["msg"].removeprefix("Value error, ")
-        got = f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], (dict, list)) else ""
+        got = (f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], (dict, list))
+               and e["type"] != "value_error" else "")  # a validator's own message names the value
         parts.append(f"{loc}: {msg}{got}")
     return "; ".join(parts)
 

@@ -270,7 +270,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except ValidationError as err:
         lines = [f"{path}: invalid experiment config"]
         for e in err.errors():
-            got = f" (got {e['input']!r})" if isinstance(e.get("input"), (int, float, str)) else ""
+            got = (f" (got {e['input']!r})" if isinstance(e.get("input"), (int, float, str))
+                   and e["type"] != "value_error" else "")  # a validator's own message names the value
             lines.append(f"  {_where(e['loc'])}: {e['msg'].removeprefix('Value error, ')}{got}")
         raise ConfigError("\n".join(lines)) from None
     config._base_dir = path.resolve().parent
