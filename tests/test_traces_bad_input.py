@@ -166,7 +166,7 @@ PHILLY = Path(__file__).parent / "fixtures" / "traces" / "philly_small.csv"  # V
     [
         ("header", {}, "the file has no jobs"),
         ("philly", {"vcs": ["nope"]}, r"\(vc_filter: 6\); no job is in VC 'nope'; VCs in the file: \['vcA', 'vcB', 'vcC'\]"),
-        ("philly", {"max_jobs": 0}, r"\(max_jobs: 6\); the job limit \(max_jobs\) is 0"),
+        ("philly", {"max_jobs": 0}, r"\(max_jobs: 6\); the job limit is 0"),
         ("philly", {"start": 8000}, r"no job is submitted in the window \[8000, end\) s; submit times span 0 to 7200 s"),
         ("philly", {"vcs": ["vcC"], "start": 4000}, r"every job read \(6\) was dropped \(outside_window: 4, vc_filter: 2\)$"),
     ],
@@ -294,3 +294,49 @@ def test_cli_philly_raw_malformed_attempts_exit_2(tmp_path: Path, capsys: pytest
     rc, out = replay(tmp_path, capsys, p)
     assert rc == 2 and "row 1, column 'attempts': attempt 2 is not a JSON object" in out
     assert "Traceback" not in out
+
+
+# ---------------------------------------------------------------- the file's own names, the user's own options
+
+HELIOS_HEADER = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "column", "opts"),
+    [
+        ("h.csv", HELIOS_HEADER + "j1,u,v,-1,4,1,DONE,0,,,60,0\n", "helios", "gpu_num", {}),
+        ("h.csv", HELIOS_HEADER + "j1,u,v,9,4,1,DONE,0,,,60,0\n", "helios", "gpu_num", {"max_gpus": 8}),
+        ("i.csv", ITP_HEADER + "a,5,10,1\nb,1,10,1\n", "itp", "submission_time", {"on_unsorted": "error"}),
+        ("i.csv", ITP_HEADER + "a,0,10,1\na,1,10,1\n", "itp", "job_id", {}),
+        ("t.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,0,0,5,vgg,10,0\n",
+         "tiresias", "num_gpu", {}),
+        ("p.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:10:00,60,1,60,a\n"
+         "2017-10-01 00:00:00,60,1,60,a\n", "philly", "timestamp", {"on_unsorted": "error"}),
+    ],
+)
+def test_errors_name_the_files_own_column(tmp_path: Path, name: str, text: str, fmt: str, column: str,
+                                          opts: dict) -> None:
+    with pytest.raises(TraceError) as info:
+        load_trace(write(tmp_path, name, text), fmt, LoadOptions(**opts))
+    assert info.value.column == column and f"column {column!r}" in str(info.value)
+    assert "np." not in str(info.value)  # values as written (5), not numpy reprs (np.int64(5))
+
+
+def test_hint_names_python_option_in_api_and_flag_in_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    unknown = write(tmp_path, "x.csv", "foo,bar\n1,2\n")
+    with pytest.raises(TraceError, match=r"cannot detect the trace format .*; pass fmt=one of \['philly'"):
+        load_trace(unknown)
+    rc, out = replay(tmp_path, capsys, unknown)
+    assert rc == 2 and "pass --format one of philly, philly-raw" in out and "fmt=" not in out
+    cases = {
+        "dup.csv": (ITP_HEADER + "a,0,10,1\na,1,10,1\n", "pass --on-duplicate-id drop or rename"),
+        "bad.csv": (ITP_HEADER + "a,0,10,1\nb,1,0,1\n", "pass --on-bad-duration drop to drop such jobs (value 0.0)"),
+        "big.csv": (ITP_HEADER + "a,0,10,100000\n", "column 'num_gpu': demand exceeds the cluster's 128 GPUs; "
+                    "pass --on-oversize drop or clip (value 100000)"),
+    }
+    for name, (text, expected) in cases.items():
+        rc, out = replay(tmp_path, capsys, write(tmp_path, name, text), "--cluster", "16x8")
+        assert rc == 2 and expected in out and "='drop'" not in out, out
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "u.csv", ITP_HEADER + "a,5,10,1\nb,1,10,1\n"),
+                     "--on-unsorted", "error")
+    assert rc == 2 and "column 'submission_time'" in out and "pass --on-unsorted sort to sort" in out

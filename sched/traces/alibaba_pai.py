@@ -93,6 +93,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         out, file, len(jobs),
         {k: int(m.sum()) for k, m in reasons.items() if m.any()},
         {"fractional_gpu_rounded_up": frac} if frac else {},
+        {"job_id": "job_name", "submit_time": "start_time"},
     )
 
 

@@ -38,9 +38,21 @@ ROW_CONVENTION = "rows are 1-based data rows, header excluded"
 _NO_VALUE = object()
 
 
+@dataclass(frozen=True)
+class Hint:
+    """An option that would get past an error: ``option`` (a ``load_trace``/:class:`LoadOptions`
+    name), the ``choices`` to give it, and what that does."""
+
+    option: str
+    choices: tuple[str, ...]
+    effect: str = ""
+
+
 class TraceError(ValueError):
     """Bad trace input. The message names the file, the row (1-based data row, header excluded)
-    and the column where known; the same are kept as attributes."""
+    and the column (the file's own name) where known; the same are kept as attributes. A ``hint``
+    names the option that would help: ``str(err)`` spells it as in Python (``on_oversize='drop'``),
+    :meth:`describe` as the caller spells options (the CLI: ``--on-oversize drop``)."""
 
     def __init__(
         self,
@@ -49,17 +61,32 @@ class TraceError(ValueError):
         row: int | None = None,
         column: str | None = None,
         value: Any = _NO_VALUE,
+        hint: Hint | None = None,
     ) -> None:
-        self.file, self.row, self.column = str(file), row, column
-        where = [str(file)]
-        if row is not None:
-            where.append(f"row {row}")
-        if column is not None:
-            where.append(f"column {column!r}")
-        msg = ", ".join(where) + ": " + message
-        if value is not _NO_VALUE:
-            msg += f" (value {value!r})"
-        super().__init__(msg)
+        self.file, self.row, self.column, self.message, self.hint = str(file), row, column, message, hint
+        self.value = value.item() if isinstance(value, np.generic) else value  # 5, not np.int64(5)
+        super().__init__(self.describe())
+
+    def describe(self, flag: Callable[[str], str] | None = None) -> str:
+        """The message, with the hint's option named by ``flag(option)`` (default: as in Python)."""
+        where = [self.file]
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.column is not None:
+            where.append(f"column {self.column!r}")
+        msg = ", ".join(where) + ": " + self.message
+        if self.hint is not None:
+            h = self.hint
+            if flag is None:
+                values = " or ".join(map(repr, h.choices)) if len(h.choices) <= 3 else f"one of {list(h.choices)}"
+                msg += f"; pass {h.option}={values}"
+            else:
+                values = " or ".join(h.choices) if len(h.choices) <= 3 else f"one of {', '.join(h.choices)}"
+                msg += f"; pass {flag(h.option)} {values}"
+            msg += f" {h.effect}" if h.effect else ""
+        if self.value is not _NO_VALUE:
+            msg += f" (value {self.value!r})"
+        return msg
 
 
 class LoadOptions(BaseModel):
@@ -124,6 +151,7 @@ class Raw:
     read: int
     dropped: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)  # canonical name -> the file's own, where renamed
 
 
 Reader = Callable[[Path | None, LoadOptions], Raw]
@@ -333,15 +361,17 @@ def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[
     for name, value in (constant or {}).items():
         out[name] = value
     out["_row"] = df["_row"]
-    return Raw(out, file, len(out))
+    return Raw(out, file, len(out), columns={name: source for name, (source, _) in columns.items()})
 
 
 # --------------------------------------------------------------------------- finalize
 
 
-def _bad(file: str, df: pd.DataFrame, mask: np.ndarray | pd.Series, col: str, msg: str) -> TraceError:
+def _bad(raw: Raw, df: pd.DataFrame, mask: np.ndarray | pd.Series, col: str, msg: str,
+         hint: Hint | None = None) -> TraceError:
+    """The error for the first masked row, naming the file's own column for canonical ``col``."""
     i = _first(mask)
-    return TraceError(file, msg, int(df["_row"].iat[i]), col, df[col].iat[i])
+    return TraceError(raw.file, msg, int(df["_row"].iat[i]), raw.columns.get(col, col), df[col].iat[i], hint)
 
 
 def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, LoadReport]:
@@ -361,8 +391,8 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     late = st < np.maximum.accumulate(st) if len(st) else np.zeros(0, bool)
     if late.any():
         if options.on_unsorted == "error":
-            raise _bad(file, df, late, "submit_time",
-                       "submit_time is earlier than a previous row's; pass on_unsorted='sort' to sort")
+            raise _bad(raw, df, late, "submit_time", "submit time is earlier than a previous row's",
+                       Hint("on_unsorted", ("sort",), "to sort"))
         repaired["unsorted_sorted"] += int(late.sum())
         df = df.sort_values("submit_time", kind="stable")
 
@@ -385,20 +415,19 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         bad = ~(df[col].to_numpy(dtype="float64") > 0)  # NaN counts as bad
         if bad.any():
             if options.on_bad_duration == "error":
-                raise _bad(file, df, bad, col, f"{col} must be > 0 (missing, zero or negative); "
-                           "pass on_bad_duration='drop' to drop such jobs")
+                raise _bad(raw, df, bad, col, f"{col} must be > 0 (missing, zero or negative)",
+                           Hint("on_bad_duration", ("drop",), "to drop such jobs"))
             df = drop(bad, f"bad_{col}")
     if (df["num_gpus"] < 1).any():
-        raise _bad(file, df, df["num_gpus"] < 1, "num_gpus", "num_gpus must be >= 1")
+        raise _bad(raw, df, df["num_gpus"] < 1, "num_gpus", "GPU count must be >= 1")
 
     # 5. oversize
     if options.max_gpus is not None:
         over = (df["num_gpus"] > options.max_gpus).to_numpy()
         if over.any():
             if options.on_oversize == "error":
-                raise _bad(file, df, over, "num_gpus",
-                           f"demand exceeds the cluster's {options.max_gpus} GPUs; "
-                           "pass on_oversize='drop' or 'clip'")
+                raise _bad(raw, df, over, "num_gpus", f"demand exceeds the cluster's {options.max_gpus} GPUs",
+                           Hint("on_oversize", ("drop", "clip")))
             if options.on_oversize == "drop":
                 df = drop(over, "oversize")
             else:
@@ -411,16 +440,16 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         if options.on_duplicate_id == "error":
             i = _first(dup)
             first_row = int(df["_row"][df["job_id"] == df["job_id"].iat[i]].iat[0])
-            raise TraceError(file, f"duplicate job_id (first seen in row {first_row}); "
-                             "pass on_duplicate_id='drop' or 'rename'",
-                             int(df["_row"].iat[i]), "job_id", df["job_id"].iat[i])
+            raise TraceError(file, f"duplicate job_id (first seen in row {first_row})",
+                             int(df["_row"].iat[i]), raw.columns.get("job_id", "job_id"), df["job_id"].iat[i],
+                             Hint("on_duplicate_id", ("drop", "rename")))
         if options.on_duplicate_id == "drop":
             df = drop(dup, "duplicate_id")
         else:
             k = df.groupby("job_id", sort=False).cumcount().astype(str)
             ids = df["job_id"].where(~dup, df["job_id"] + "#" + k)
             if ids.duplicated().any():
-                raise _bad(file, df.assign(job_id=ids), ids.duplicated().to_numpy(), "job_id",
+                raise _bad(raw, df.assign(job_id=ids), ids.duplicated().to_numpy(), "job_id",
                            "renamed duplicate collides with an existing job_id")
             df = df.assign(job_id=ids)
             repaired["duplicate_id_renamed"] += int(dup.sum())
@@ -481,7 +510,7 @@ def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: flo
         shown = found[:20] + (["..."] if len(found) > 20 else [])
         why.append(f"no job is in VC {', '.join(map(repr, options.vcs))}; VCs in the file: {shown}")
     if options.max_jobs == 0:
-        why.append("the job limit (max_jobs) is 0")
+        why.append("the job limit is 0")
     return "; ".join(why)
 
 

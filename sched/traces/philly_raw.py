@@ -99,7 +99,8 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         }
     )
     read_n = len(out) + sum(reasons.values())
-    return Raw(out, file, read_n, {k: v for k, v in reasons.items() if v})
+    return Raw(out, file, read_n, {k: v for k, v in reasons.items() if v},
+               columns={"job_id": "jobid", "submit_time": "submitted_time", "duration": "attempts"})
 
 
 load = make_loader("philly-raw", read)
