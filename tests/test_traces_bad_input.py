@@ -340,3 +340,32 @@ def test_hint_names_python_option_in_api_and_flag_in_cli(tmp_path: Path, capsys:
     rc, out = replay(tmp_path, capsys, write(tmp_path, "u.csv", ITP_HEADER + "a,5,10,1\nb,1,10,1\n"),
                      "--on-unsorted", "error")
     assert rc == 2 and "column 'submission_time'" in out and "pass --on-unsorted sort to sort" in out
+
+
+# ---------------------------------------------------------------- overflowing integers
+
+
+@pytest.mark.parametrize("value", ["1e308", "99999999999999999999", "-1e19", "1e18"])
+def test_overflowing_integer_is_reported_as_written(tmp_path: Path, value: str) -> None:
+    # read as -9223372036854775808 (int64 wrap-around) and reported as "must be >= 1" before
+    p = write(tmp_path, "i.csv", ITP_HEADER + f"a,0,10,1\nb,1,10,{value}\n")
+    with pytest.raises(TraceError, match=rf"row 2, column 'num_gpu': integer out of range .*\(value '{value}'\)"):
+        load_trace(p, "itp")
+
+
+def test_largest_exact_integer_is_kept(tmp_path: Path) -> None:
+    p = write(tmp_path, "i.csv", ITP_HEADER + f"a,0,10,{2**53}\n")
+    assert load_trace(p, "itp")[0]["num_gpus"].tolist() == [2**53]
+
+
+def test_pai_overflowing_gpu_demand(tmp_path: Path) -> None:
+    write(tmp_path, "pai_job_table.csv", "j1,x,u,Terminated,0,9\n")
+    tasks = write(tmp_path, "pai_task_table.csv", "j1,worker,1000,Terminated,0,50,600,29,1e300,V100\n")
+    with pytest.raises(TraceError, match="GPU demand of job 'j1'.*out of range") as info:
+        load_trace(tmp_path, "alibaba-pai")
+    assert info.value.file == str(tasks) and info.value.column == "plan_gpu"
+
+
+def test_cli_overflowing_gpus(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1e308\n"))
+    assert rc == 2 and "column 'num_gpu': integer out of range" in out and "-9223372036854775808" not in out

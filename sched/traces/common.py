@@ -287,11 +287,15 @@ def _first(mask: pd.Series | np.ndarray) -> int:
     return int(np.flatnonzero(np.asarray(mask))[0])
 
 
+#: the largest integer a column may hold: every integer up to it is exact in float64, as parsed
+MAX_INTEGER = 2.0**53
+
+
 def numeric(
     df: pd.DataFrame, col: str, file: str, *, integer: bool = False, allow_missing: bool = False
 ) -> pd.Series:
-    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors.
-    A timedelta column (Parquet) is taken in seconds; a datetime column is an error."""
+    """Column as float64 (or int64): non-numeric, non-finite, missing, fractional or (for integers)
+    out-of-range values are errors. A timedelta column (Parquet) is taken in seconds; a datetime column is an error."""
     s = df[col]
     if pd.api.types.is_timedelta64_dtype(s):
         s = s.dt.total_seconds()
@@ -310,6 +314,10 @@ def numeric(
         if frac.any():
             i = _first(frac)
             raise TraceError(file, "not an integer", int(df["_row"].iat[i]), col, s.iat[i])
+        huge = num.abs() > MAX_INTEGER
+        if huge.any():  # would wrap around in int64 (1e308 GPUs read as -9223372036854775808)
+            i = _first(huge)
+            raise TraceError(file, "integer out of range (larger than 2**53)", int(df["_row"].iat[i]), col, s.iat[i])
         if not num.isna().any():
             return num.astype("int64")
     return num
