@@ -369,3 +369,48 @@ def test_pai_overflowing_gpu_demand(tmp_path: Path) -> None:
 def test_cli_overflowing_gpus(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rc, out = replay(tmp_path, capsys, write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1e308\n"))
     assert rc == 2 and "column 'num_gpu': integer out of range" in out and "-9223372036854775808" not in out
+
+
+# ---------------------------------------------------------------- mixed time zones and forms
+
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def philly(tmp_path: Path, *times: str) -> Path:
+    return write(tmp_path, "p.csv", PHILLY_HEADER + "".join(f"{t},60,1,60,vcA\n" for t in times))
+
+
+def test_times_with_different_offsets_are_converted_to_utc(tmp_path: Path) -> None:
+    df, _ = load_trace(philly(tmp_path, "2017-10-01 00:00:00+02:00", "2017-10-01T00:00:00Z",
+                              "2017-10-01 00:30:00-00:30"), "philly")
+    assert df["submit_time"].tolist() == [0.0, 7200.0, 10800.0]
+
+
+@pytest.mark.parametrize(
+    ("times", "row", "match"),
+    [
+        (["2017-10-01 00:00:00+02:00", "2017-10-01 00:00:00"], 2, "a time without a UTC offset among times with one"),
+        (["2017-10-01 00:00:00", "2017-10-01 00:00:00", "2017-10-01 01:00:00Z"], 3,
+         "a time with a UTC offset among times without one"),
+        (["2017-10-01 00:00:00", "1500"], 2, "a number among datetimes"),
+        (["2017-10-01 00:00:00", "1.5", "2017-10-01 00:00:00"], 2, "a number among datetimes"),
+    ],
+)
+def test_mixed_time_zones_or_forms_are_an_error(tmp_path: Path, times: list[str], row: int, match: str) -> None:
+    p = philly(tmp_path, *times)
+    with pytest.raises(TraceError, match=match) as info:
+        load_trace(p, "philly")
+    assert info.value.row == row and info.value.column == "timestamp" and info.value.file == str(p)
+
+
+def test_philly_raw_numbers_and_datetimes_across_time_fields(tmp_path: Path) -> None:
+    job = {**RAW_JOB, "attempts": [{**GOOD_ATTEMPT, "start_time": 1.5}]}  # 1.5 s and a 2017 end
+    with pytest.raises(TraceError, match="column 'start_time': start_time holds numbers of seconds but "
+                       "submitted_time datetimes"):
+        load_trace(write(tmp_path, "log.json", json.dumps([job])), "philly-raw")
+
+
+def test_cli_mixed_time_zones(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, philly(tmp_path, "2017-10-01 00:00:00+02:00", "2017-10-01 00:00:00"))
+    assert rc == 2 and "row 2, column 'timestamp': a time without a UTC offset" in out
+    assert "Mixed timezones" not in out and "utc=True" not in out

@@ -330,6 +330,31 @@ def _epoch_seconds(dt: pd.Series) -> pd.Series:
     return (dt - pd.Timestamp(0)).dt.total_seconds()
 
 
+def _datetimes(s: pd.Series, df: pd.DataFrame, col: str, file: str) -> pd.Series:
+    """Parse ISO 8601 text; times with different UTC offsets are converted to UTC, but times with
+    an offset mixed with times without one (whose zone is unknown) are an error naming the row."""
+    try:
+        return pd.to_datetime(s, errors="coerce", format="ISO8601")
+    except ValueError:  # "Mixed timezones detected"
+        pass
+
+    def has_offset(value: Any) -> bool | None:
+        try:
+            return pd.Timestamp(value).tzinfo is not None
+        except (ValueError, TypeError):
+            return None  # missing or not a datetime: reported after parsing
+
+    aware = [has_offset(v) for v in s]
+    kinds = {a for a in aware if a is not None}
+    if kinds == {True}:
+        return pd.to_datetime(s, errors="coerce", format="ISO8601", utc=True)
+    first = next(a for a in aware if a is not None)
+    i = next(k for k, a in enumerate(aware) if a is not None and a != first)
+    raise TraceError(file, f"a time {'with' if aware[i] else 'without'} a UTC offset among times "
+                     f"{'without' if aware[i] else 'with'} one: give every time an offset (e.g. +00:00) or none",
+                     int(df["_row"].iat[i]), col, s.iat[i])
+
+
 def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = False) -> pd.Series:
     """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601; a
     datetime column, e.g. from Parquet, is converted the same way, never read as its raw ticks)."""
@@ -339,9 +364,16 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
             raise TraceError(file, "missing value", int(df["_row"].iat[_first(s.isna())]), col)
         return _epoch_seconds(s)
     num = pd.to_numeric(s, errors="coerce")
-    if (num.notna() == s.notna()).all():
+    is_num = num.notna().to_numpy()
+    if (is_num == s.notna().to_numpy()).all():
         return numeric(df, col, file, allow_missing=allow_missing)
-    dt = pd.to_datetime(s, errors="coerce", format="ISO8601")
+    if is_num.any():  # numbers among datetimes: which clock? ("1.5" would parse as a date)
+        known = s.notna().to_numpy()
+        i = _first(known & (is_num != is_num[_first(known)]))
+        kind = "a number" if is_num[i] else "a datetime"
+        raise TraceError(file, f"{kind} among {'datetimes' if is_num[i] else 'numbers of seconds'}: "
+                         "give every time in the same form", int(df["_row"].iat[i]), col, s.iat[i])
+    dt = _datetimes(s, df, col, file)
     bad = dt.isna() & s.notna()
     if bad.any():
         i = _first(bad)
