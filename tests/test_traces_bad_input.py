@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -414,3 +415,49 @@ def test_cli_mixed_time_zones(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
     rc, out = replay(tmp_path, capsys, philly(tmp_path, "2017-10-01 00:00:00+02:00", "2017-10-01 00:00:00"))
     assert rc == 2 and "row 2, column 'timestamp': a time without a UTC offset" in out
     assert "Mixed timezones" not in out and "utc=True" not in out
+
+
+# ---------------------------------------------------------------- implausible values
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "value"),
+    [
+        ("b,1e308,10,1", "submission_time", "1e+308"),
+        ("b,1700000000000,10,1", "submission_time", "1700000000000.0"),  # milliseconds, not seconds
+        ("b,1,1e308,1", "duration", "1e+308"),
+        ("b,1,2e10,1", "duration", "20000000000.0"),
+    ],
+)
+def test_implausible_times_are_errors(tmp_path: Path, row: str, column: str, value: str) -> None:
+    p = write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1\n" + row + "\n")
+    with pytest.raises(TraceError, match=rf"i.csv, row 2, column '{column}': implausible .*\(value {re.escape(value)}\)"):
+        load_trace(p, "itp", LoadOptions(on_bad_duration="drop"))
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "NaN"])
+def test_non_finite_submit_time_is_an_error(tmp_path: Path, value: str) -> None:
+    p = write(tmp_path, "i.csv", ITP_HEADER + f"a,0,10,1\nb,{value},10,1\n")
+    with pytest.raises(TraceError, match=r"row 2, column 'submission_time': (not a finite number|missing value)"):
+        load_trace(p, "itp")
+
+
+def test_implausible_parquet_values(tmp_path: Path) -> None:
+    base = {"job_id": ["a", "b"], "submit_time": [0.0, 1.0], "num_gpus": [1, 1], "duration": [1.0, 1.0]}
+    for column, value in [("submit_time", 1e300), ("submit_time", float("inf")), ("duration", float("inf")),
+                          ("deadline", -1e11)]:
+        p = tmp_path / "t.parquet"
+        pd.DataFrame({**base, "deadline": [5.0, float("nan")], column: [base.get(column, [5.0])[0], value]}).to_parquet(p)
+        with pytest.raises(TraceError, match=rf"row 2, column '{column}': (implausible|not a finite)"):
+            load_trace(p)
+
+
+def test_plausible_extremes_are_kept(tmp_path: Path) -> None:
+    # a Unix time in 2262 (pandas' last datetime) and a 100-year job are odd but readable
+    p = write(tmp_path, "i.csv", ITP_HEADER + "a,9200000000,3153600000,1\n")
+    assert load_trace(p, "itp")[0]["duration"].tolist() == [3153600000.0]
+
+
+def test_cli_implausible_submit_time(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1\nb,1e308,10,1\n"))
+    assert rc == 2 and "row 2, column 'submission_time': implausible submit time" in out

@@ -4,6 +4,7 @@ A format module only *reads* its file into a :class:`Raw` table (canonical colum
 ``_row`` column holding each job's 1-based data row in the source file, its own drop counts);
 :func:`finalize` then applies, in this order:
 
+0. implausible times (not finite, or beyond ``MAX_SECONDS``) -> error
 1. unsorted submit times     -> error, or stable sort (``on_unsorted``; counted in ``repaired``)
 2. time window ``start/end`` -> on submit_time minus the trace start (earliest submit time read)
 3. VC filter ``vcs``
@@ -287,6 +288,9 @@ def _first(mask: pd.Series | np.ndarray) -> int:
     return int(np.flatnonzero(np.asarray(mask))[0])
 
 
+#: the largest plausible time or duration in seconds (about 317 years; a Unix time up to the year
+#: 2286): beyond it a value is a typo, an overflow, or milliseconds taken for seconds
+MAX_SECONDS = 1e10
 #: the largest integer a column may hold: every integer up to it is exact in float64, as parsed
 MAX_INTEGER = 2.0**53
 
@@ -425,6 +429,16 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         if n:
             dropped[reason] += n
         return df[~np.asarray(mask)] if n else df
+
+    # 0. implausible times: beyond MAX_SECONDS (1e308 read as a submit time, milliseconds as seconds)
+    for col in ("submit_time", "duration", "deadline"):
+        if col in df.columns:
+            v = df[col].to_numpy(dtype="float64")
+            bad = ~np.isfinite(v) if col == "submit_time" else np.isinf(v)
+            bad |= np.abs(v) > MAX_SECONDS  # NaN: missing, decided below
+            if bad.any():
+                raise _bad(raw, df, bad, col, f"implausible {col.replace('_', ' ')}: not finite or beyond "
+                           f"{MAX_SECONDS:g} s (about 317 years); times are in seconds")
 
     # 1. unsorted submit times (in file order)
     st = df["submit_time"].to_numpy()
