@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, synthetic, tiresias
-from .common import Hint, LoadOptions, LoadReport, TraceError, check_file, first_line
+from .common import LoadOptions, LoadReport, TraceError, check_file, first_line
+from .common import Hint
 
 __all__ = ["FORMATS", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace"]
 

@@ -563,8 +563,6 @@ def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: flo
         found = sorted(raw.df["vc"].dropna().astype(str).unique())
         shown = found[:20] + (["..."] if len(found) > 20 else [])
         why.append(f"no job is in VC {', '.join(map(repr, options.vcs))}; VCs in the file: {shown}")
-    if options.max_jobs == 0:
-        why.append("the job limit is 0")
     return "; ".join(why)
 
 
