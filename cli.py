@@ -49,11 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (TraceError, ClusterError, ValueError) as err:
-        print(f"schedlab {args.command}: error: {err}", file=sys.stderr)
+        message = err.describe(_flag) if isinstance(err, TraceError) else err
+        print(f"schedlab {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nschedlab {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _flag(option: str) -> str:
+    """The replay flag for a trace-loading option named in an error's hint (``fmt`` -> ``--format``)."""
+    return {"fmt": "--format", "vcs": "--vc"}.get(option, "--" + option.replace("_", "-"))
 
 
 def _add_replay(commands: argparse._SubParsersAction) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -26,7 +27,8 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def replay(tmp_path: Path, capsys: pytest.CaptureFixture, trace: Path, *args: str) -> tuple[int, str]:
-    """Run ``schedlab replay`` (fifo) on ``trace``: (exit status, stdout + stderr)."""
+    """Run ``schedlab replay`` (fifo) on ``trace`` into a fresh ``tmp_path/out``: (exit status, output)."""
+    shutil.rmtree(tmp_path / "out", ignore_errors=True)
     rc = main(["replay", "--trace", str(trace), "--policy", "fifo", "--no-progress",
                "--out", str(tmp_path / "out"), *args])
     out = capsys.readouterr()
@@ -166,7 +168,6 @@ PHILLY = Path(__file__).parent / "fixtures" / "traces" / "philly_small.csv"  # V
     [
         ("header", {}, "the file has no jobs"),
         ("philly", {"vcs": ["nope"]}, r"\(vc_filter: 6\); no job is in VC 'nope'; VCs in the file: \['vcA', 'vcB', 'vcC'\]"),
-        ("philly", {"max_jobs": 0}, r"\(max_jobs: 6\); the job limit \(max_jobs\) is 0"),
         ("philly", {"start": 8000}, r"no job is submitted in the window \[8000, end\) s; submit times span 0 to 7200 s"),
         ("philly", {"vcs": ["vcC"], "start": 4000}, r"every job read \(6\) was dropped \(outside_window: 4, vc_filter: 2\)$"),
     ],
@@ -185,7 +186,7 @@ def test_no_job_left_after_format_drops(tmp_path: Path) -> None:
         load_trace(p, "helios")
 
 
-@pytest.mark.parametrize("args", [["--vc", "nope"], ["--max-jobs", "0"], ["--start", "9000"], ["--header-only"]])
+@pytest.mark.parametrize("args", [["--vc", "nope"], ["--start", "9000"], ["--header-only"]])
 def test_cli_empty_result_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str]) -> None:
     trace = PHILLY
     if args == ["--header-only"]:
@@ -294,3 +295,169 @@ def test_cli_philly_raw_malformed_attempts_exit_2(tmp_path: Path, capsys: pytest
     rc, out = replay(tmp_path, capsys, p)
     assert rc == 2 and "row 1, column 'attempts': attempt 2 is not a JSON object" in out
     assert "Traceback" not in out
+
+
+# ---------------------------------------------------------------- the file's own names, the user's own options
+
+HELIOS_HEADER = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "column", "opts"),
+    [
+        ("h.csv", HELIOS_HEADER + "j1,u,v,-1,4,1,DONE,0,,,60,0\n", "helios", "gpu_num", {}),
+        ("h.csv", HELIOS_HEADER + "j1,u,v,9,4,1,DONE,0,,,60,0\n", "helios", "gpu_num", {"max_gpus": 8}),
+        ("i.csv", ITP_HEADER + "a,5,10,1\nb,1,10,1\n", "itp", "submission_time", {"on_unsorted": "error"}),
+        ("i.csv", ITP_HEADER + "a,0,10,1\na,1,10,1\n", "itp", "job_id", {}),
+        ("t.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,0,0,5,vgg,10,0\n",
+         "tiresias", "num_gpu", {}),
+        ("p.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:10:00,60,1,60,a\n"
+         "2017-10-01 00:00:00,60,1,60,a\n", "philly", "timestamp", {"on_unsorted": "error"}),
+    ],
+)
+def test_errors_name_the_files_own_column(tmp_path: Path, name: str, text: str, fmt: str, column: str,
+                                          opts: dict) -> None:
+    with pytest.raises(TraceError) as info:
+        load_trace(write(tmp_path, name, text), fmt, LoadOptions(**opts))
+    assert info.value.column == column and f"column {column!r}" in str(info.value)
+    assert "np." not in str(info.value)  # values as written (5), not numpy reprs (np.int64(5))
+
+
+def test_hint_names_python_option_in_api_and_flag_in_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    unknown = write(tmp_path, "x.csv", "foo,bar\n1,2\n")
+    with pytest.raises(TraceError, match=r"cannot detect the trace format .*; pass fmt=one of \['philly'"):
+        load_trace(unknown)
+    rc, out = replay(tmp_path, capsys, unknown)
+    assert rc == 2 and "pass --format one of philly, philly-raw" in out and "fmt=" not in out
+    cases = {
+        "dup.csv": (ITP_HEADER + "a,0,10,1\na,1,10,1\n", "pass --on-duplicate-id drop or rename"),
+        "bad.csv": (ITP_HEADER + "a,0,10,1\nb,1,0,1\n", "pass --on-bad-duration drop to drop such jobs (value 0.0)"),
+        "big.csv": (ITP_HEADER + "a,0,10,100000\n", "column 'num_gpu': demand exceeds the cluster's 128 GPUs; "
+                    "pass --on-oversize drop or clip (value 100000)"),
+    }
+    for name, (text, expected) in cases.items():
+        rc, out = replay(tmp_path, capsys, write(tmp_path, name, text), "--cluster", "16x8")
+        assert rc == 2 and expected in out and "='drop'" not in out, out
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "u.csv", ITP_HEADER + "a,5,10,1\nb,1,10,1\n"),
+                     "--on-unsorted", "error")
+    assert rc == 2 and "column 'submission_time'" in out and "pass --on-unsorted sort to sort" in out
+
+
+# ---------------------------------------------------------------- overflowing integers
+
+
+@pytest.mark.parametrize("value", ["1e308", "99999999999999999999", "-1e19", "1e18"])
+def test_overflowing_integer_is_reported_as_written(tmp_path: Path, value: str) -> None:
+    # read as -9223372036854775808 (int64 wrap-around) and reported as "must be >= 1" before
+    p = write(tmp_path, "i.csv", ITP_HEADER + f"a,0,10,1\nb,1,10,{value}\n")
+    with pytest.raises(TraceError, match=rf"row 2, column 'num_gpu': integer out of range .*\(value '{value}'\)"):
+        load_trace(p, "itp")
+
+
+def test_largest_exact_integer_is_kept(tmp_path: Path) -> None:
+    p = write(tmp_path, "i.csv", ITP_HEADER + f"a,0,10,{2**53}\n")
+    assert load_trace(p, "itp")[0]["num_gpus"].tolist() == [2**53]
+
+
+def test_pai_overflowing_gpu_demand(tmp_path: Path) -> None:
+    write(tmp_path, "pai_job_table.csv", "j1,x,u,Terminated,0,9\n")
+    tasks = write(tmp_path, "pai_task_table.csv", "j1,worker,1000,Terminated,0,50,600,29,1e300,V100\n")
+    with pytest.raises(TraceError, match="GPU demand of job 'j1'.*out of range") as info:
+        load_trace(tmp_path, "alibaba-pai")
+    assert info.value.file == str(tasks) and info.value.column == "plan_gpu"
+
+
+def test_cli_overflowing_gpus(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1e308\n"))
+    assert rc == 2 and "column 'num_gpu': integer out of range" in out and "-9223372036854775808" not in out
+
+
+# ---------------------------------------------------------------- mixed time zones and forms
+
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def philly(tmp_path: Path, *times: str) -> Path:
+    return write(tmp_path, "p.csv", PHILLY_HEADER + "".join(f"{t},60,1,60,vcA\n" for t in times))
+
+
+def test_times_with_different_offsets_are_converted_to_utc(tmp_path: Path) -> None:
+    df, _ = load_trace(philly(tmp_path, "2017-10-01 00:00:00+02:00", "2017-10-01T00:00:00Z",
+                              "2017-10-01 00:30:00-00:30"), "philly")
+    assert df["submit_time"].tolist() == [0.0, 7200.0, 10800.0]
+
+
+@pytest.mark.parametrize(
+    ("times", "row", "match"),
+    [
+        (["2017-10-01 00:00:00+02:00", "2017-10-01 00:00:00"], 2, "a time without a UTC offset among times with one"),
+        (["2017-10-01 00:00:00", "2017-10-01 00:00:00", "2017-10-01 01:00:00Z"], 3,
+         "a time with a UTC offset among times without one"),
+        (["2017-10-01 00:00:00", "1500"], 2, "a number among datetimes"),
+        (["2017-10-01 00:00:00", "1.5", "2017-10-01 00:00:00"], 2, "a number among datetimes"),
+    ],
+)
+def test_mixed_time_zones_or_forms_are_an_error(tmp_path: Path, times: list[str], row: int, match: str) -> None:
+    p = philly(tmp_path, *times)
+    with pytest.raises(TraceError, match=match) as info:
+        load_trace(p, "philly")
+    assert info.value.row == row and info.value.column == "timestamp" and info.value.file == str(p)
+
+
+def test_philly_raw_numbers_and_datetimes_across_time_fields(tmp_path: Path) -> None:
+    job = {**RAW_JOB, "attempts": [{**GOOD_ATTEMPT, "start_time": 1.5}]}  # 1.5 s and a 2017 end
+    with pytest.raises(TraceError, match="column 'start_time': start_time holds numbers of seconds but "
+                       "submitted_time datetimes"):
+        load_trace(write(tmp_path, "log.json", json.dumps([job])), "philly-raw")
+
+
+def test_cli_mixed_time_zones(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, philly(tmp_path, "2017-10-01 00:00:00+02:00", "2017-10-01 00:00:00"))
+    assert rc == 2 and "row 2, column 'timestamp': a time without a UTC offset" in out
+    assert "Mixed timezones" not in out and "utc=True" not in out
+
+
+# ---------------------------------------------------------------- implausible values
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "value"),
+    [
+        ("b,1e308,10,1", "submission_time", "1e+308"),
+        ("b,1700000000000,10,1", "submission_time", "1700000000000.0"),  # milliseconds, not seconds
+        ("b,1,1e308,1", "duration", "1e+308"),
+        ("b,1,2e10,1", "duration", "20000000000.0"),
+    ],
+)
+def test_implausible_times_are_errors(tmp_path: Path, row: str, column: str, value: str) -> None:
+    p = write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1\n" + row + "\n")
+    with pytest.raises(TraceError, match=rf"i.csv, row 2, column '{column}': implausible .*\(value {re.escape(value)}\)"):
+        load_trace(p, "itp", LoadOptions(on_bad_duration="drop"))
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "NaN"])
+def test_non_finite_submit_time_is_an_error(tmp_path: Path, value: str) -> None:
+    p = write(tmp_path, "i.csv", ITP_HEADER + f"a,0,10,1\nb,{value},10,1\n")
+    with pytest.raises(TraceError, match=r"row 2, column 'submission_time': (not a finite number|missing value)"):
+        load_trace(p, "itp")
+
+
+def test_implausible_parquet_values(tmp_path: Path) -> None:
+    base = {"job_id": ["a", "b"], "submit_time": [0.0, 1.0], "num_gpus": [1, 1], "duration": [1.0, 1.0]}
+    for column, value in [("submit_time", 1e300), ("submit_time", float("inf")), ("duration", float("inf")),
+                          ("deadline", -1e11)]:
+        p = tmp_path / "t.parquet"
+        pd.DataFrame({**base, "deadline": [5.0, float("nan")], column: [base.get(column, [5.0])[0], value]}).to_parquet(p)
+        with pytest.raises(TraceError, match=rf"row 2, column '{column}': (implausible|not a finite)"):
+            load_trace(p)
+
+
+def test_plausible_extremes_are_kept(tmp_path: Path) -> None:
+    # a Unix time in 2262 (pandas' last datetime) and a 100-year job are odd but readable
+    p = write(tmp_path, "i.csv", ITP_HEADER + "a,9200000000,3153600000,1\n")
+    assert load_trace(p, "itp")[0]["duration"].tolist() == [3153600000.0]
+
+
+def test_cli_implausible_submit_time(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1\nb,1e308,10,1\n"))
+    assert rc == 2 and "row 2, column 'submission_time': implausible submit time" in out

@@ -92,7 +92,7 @@ def test_malformed_csv_names_file(tmp_path: Path) -> None:
 
 def test_zero_gpus_is_an_error(tmp_path: Path) -> None:
     p = itp(tmp_path, "a,0,10,1", "b,1,10,0")
-    raises(p, "itp", 2, "num_gpus", ">= 1")
+    raises(p, "itp", 2, "num_gpu", ">= 1")  # the file's own column name
 
 
 # ---------------------------------------------------------------- bad durations
@@ -112,7 +112,7 @@ def test_bad_duration_error_and_drop(tmp_path: Path, value: str) -> None:
 
 def test_oversize_error_drop_clip(tmp_path: Path) -> None:
     p = itp(tmp_path, "a,0,10,1", "b,1,10,128", "c,2,10,8")
-    raises(p, "itp", 2, "num_gpus", "exceeds the cluster's 64 GPUs", max_gpus=64)
+    raises(p, "itp", 2, "num_gpu", "exceeds the cluster's 64 GPUs", max_gpus=64)
     df, rep = load_trace(p, "itp", LoadOptions(max_gpus=64, on_oversize="drop"))
     assert df["job_id"].tolist() == ["a", "c"] and rep.dropped == {"oversize": 1}
     df, rep = load_trace(p, "itp", LoadOptions(max_gpus=64, on_oversize="clip"))
@@ -140,7 +140,7 @@ def test_duplicate_id_error_drop_rename(tmp_path: Path) -> None:
 
 def test_unsorted_error_and_sort(tmp_path: Path) -> None:
     p = itp(tmp_path, "a,10,10,1", "b,20,10,1", "c,5,10,1", "d,30,10,1")
-    raises(p, "itp", 3, "submit_time", "earlier than a previous row", on_unsorted="error")
+    raises(p, "itp", 3, "submission_time", "earlier than a previous row", on_unsorted="error")
     df, rep = load_trace(p, "itp")  # default: sort, counted
     assert df["job_id"].tolist() == ["c", "a", "b", "d"]
     assert df["submit_time"].tolist() == [0.0, 5.0, 15.0, 25.0]

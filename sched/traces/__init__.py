@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, pollux, synthetic, tiresias
 from .common import LoadOptions, LoadReport, TraceError, check_file, first_line
+from .common import Hint
 
 __all__ = ["FORMATS", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace"]
 
@@ -46,7 +47,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
 
 
 def _unknown(source: Path, why: str) -> TraceError:
-    return TraceError(source, f"cannot detect the trace format ({why}); pass fmt= one of {list(FORMATS)}")
+    return TraceError(source, f"cannot detect the trace format ({why})", hint=Hint("fmt", tuple(FORMATS)))
 
 
 def detect_format(source: str | Path) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import LoadOptions, Raw, TraceError, job_ids, make_loader, numeric, read_csv, seconds
+from .common import MAX_INTEGER, LoadOptions, Raw, TraceError, job_ids, make_loader, numeric, read_csv, seconds
 
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
@@ -85,6 +85,10 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     drop = np.logical_or.reduce([m.to_numpy() for m in reasons.values()])
     keep = jobs[~drop]
     demand = keep["gpu_pct"].to_numpy() / 100.0
+    if (demand > MAX_INTEGER).any():  # inst_num * plan_gpu: would wrap around as an int64
+        i = int(np.flatnonzero(demand > MAX_INTEGER)[0])
+        raise TraceError(task_path, f"GPU demand of job {keep['job_id'].iat[i]!r} (sum of inst_num * "
+                         "plan_gpu / 100) out of range (larger than 2**53)", column="plan_gpu")
     gpus = np.ceil(demand - 1e-6).astype("int64")
     frac = int(np.count_nonzero(np.abs(demand - gpus) > 1e-6))
     out = keep.assign(num_gpus=gpus, duration=keep["end"] - keep["start"])
@@ -93,6 +97,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         out, file, len(jobs),
         {k: int(m.sum()) for k, m in reasons.items() if m.any()},
         {"fractional_gpu_rounded_up": frac} if frac else {},
+        {"job_id": "job_name", "submit_time": "start_time"},
     )
 
 

@@ -4,6 +4,7 @@ A format module only *reads* its file into a :class:`Raw` table (canonical colum
 ``_row`` column holding each job's 1-based data row in the source file, its own drop counts);
 :func:`finalize` then applies, in this order:
 
+0. implausible times (not finite, or beyond ``MAX_SECONDS``) -> error
 1. unsorted submit times     -> error, or stable sort (``on_unsorted``; counted in ``repaired``)
 2. time window ``start/end`` -> on submit_time minus the trace start (earliest submit time read)
 3. VC filter ``vcs``
@@ -38,9 +39,21 @@ ROW_CONVENTION = "rows are 1-based data rows, header excluded"
 _NO_VALUE = object()
 
 
+@dataclass(frozen=True)
+class Hint:
+    """An option that would get past an error: ``option`` (a ``load_trace``/:class:`LoadOptions`
+    name), the ``choices`` to give it, and what that does."""
+
+    option: str
+    choices: tuple[str, ...]
+    effect: str = ""
+
+
 class TraceError(ValueError):
     """Bad trace input. The message names the file, the row (1-based data row, header excluded)
-    and the column where known; the same are kept as attributes."""
+    and the column (the file's own name) where known; the same are kept as attributes. A ``hint``
+    names the option that would help: ``str(err)`` spells it as in Python (``on_oversize='drop'``),
+    :meth:`describe` as the caller spells options (the CLI: ``--on-oversize drop``)."""
 
     def __init__(
         self,
@@ -49,17 +62,32 @@ class TraceError(ValueError):
         row: int | None = None,
         column: str | None = None,
         value: Any = _NO_VALUE,
+        hint: Hint | None = None,
     ) -> None:
-        self.file, self.row, self.column = str(file), row, column
-        where = [str(file)]
-        if row is not None:
-            where.append(f"row {row}")
-        if column is not None:
-            where.append(f"column {column!r}")
-        msg = ", ".join(where) + ": " + message
-        if value is not _NO_VALUE:
-            msg += f" (value {value!r})"
-        super().__init__(msg)
+        self.file, self.row, self.column, self.message, self.hint = str(file), row, column, message, hint
+        self.value = value.item() if isinstance(value, np.generic) else value  # 5, not np.int64(5)
+        super().__init__(self.describe())
+
+    def describe(self, flag: Callable[[str], str] | None = None) -> str:
+        """The message, with the hint's option named by ``flag(option)`` (default: as in Python)."""
+        where = [self.file]
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.column is not None:
+            where.append(f"column {self.column!r}")
+        msg = ", ".join(where) + ": " + self.message
+        if self.hint is not None:
+            h = self.hint
+            if flag is None:
+                values = " or ".join(map(repr, h.choices)) if len(h.choices) <= 3 else f"one of {list(h.choices)}"
+                msg += f"; pass {h.option}={values}"
+            else:
+                values = " or ".join(h.choices) if len(h.choices) <= 3 else f"one of {', '.join(h.choices)}"
+                msg += f"; pass {flag(h.option)} {values}"
+            msg += f" {h.effect}" if h.effect else ""
+        if self.value is not _NO_VALUE:
+            msg += f" (value {self.value!r})"
+        return msg
 
 
 class LoadOptions(BaseModel):
@@ -124,6 +152,7 @@ class Raw:
     read: int
     dropped: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)  # canonical name -> the file's own, where renamed
 
 
 Reader = Callable[[Path | None, LoadOptions], Raw]
@@ -259,11 +288,18 @@ def _first(mask: pd.Series | np.ndarray) -> int:
     return int(np.flatnonzero(np.asarray(mask))[0])
 
 
+#: the largest plausible time or duration in seconds (about 317 years; a Unix time up to the year
+#: 2286): beyond it a value is a typo, an overflow, or milliseconds taken for seconds
+MAX_SECONDS = 1e10
+#: the largest integer a column may hold: every integer up to it is exact in float64, as parsed
+MAX_INTEGER = 2.0**53
+
+
 def numeric(
     df: pd.DataFrame, col: str, file: str, *, integer: bool = False, allow_missing: bool = False
 ) -> pd.Series:
-    """Column as float64 (or int64): non-numeric, non-finite, missing or fractional values are errors.
-    A timedelta column (Parquet) is taken in seconds; a datetime column is an error."""
+    """Column as float64 (or int64): non-numeric, non-finite, missing, fractional or (for integers)
+    out-of-range values are errors. A timedelta column (Parquet) is taken in seconds; a datetime column is an error."""
     s = df[col]
     if pd.api.types.is_timedelta64_dtype(s):
         s = s.dt.total_seconds()
@@ -282,6 +318,10 @@ def numeric(
         if frac.any():
             i = _first(frac)
             raise TraceError(file, "not an integer", int(df["_row"].iat[i]), col, s.iat[i])
+        huge = num.abs() > MAX_INTEGER
+        if huge.any():  # would wrap around in int64 (1e308 GPUs read as -9223372036854775808)
+            i = _first(huge)
+            raise TraceError(file, "integer out of range (larger than 2**53)", int(df["_row"].iat[i]), col, s.iat[i])
         if not num.isna().any():
             return num.astype("int64")
     return num
@@ -294,6 +334,31 @@ def _epoch_seconds(dt: pd.Series) -> pd.Series:
     return (dt - pd.Timestamp(0)).dt.total_seconds()
 
 
+def _datetimes(s: pd.Series, df: pd.DataFrame, col: str, file: str) -> pd.Series:
+    """Parse ISO 8601 text; times with different UTC offsets are converted to UTC, but times with
+    an offset mixed with times without one (whose zone is unknown) are an error naming the row."""
+    try:
+        return pd.to_datetime(s, errors="coerce", format="ISO8601")
+    except ValueError:  # "Mixed timezones detected"
+        pass
+
+    def has_offset(value: Any) -> bool | None:
+        try:
+            return pd.Timestamp(value).tzinfo is not None
+        except (ValueError, TypeError):
+            return None  # missing or not a datetime: reported after parsing
+
+    aware = [has_offset(v) for v in s]
+    kinds = {a for a in aware if a is not None}
+    if kinds == {True}:
+        return pd.to_datetime(s, errors="coerce", format="ISO8601", utc=True)
+    first = next(a for a in aware if a is not None)
+    i = next(k for k, a in enumerate(aware) if a is not None and a != first)
+    raise TraceError(file, f"a time {'with' if aware[i] else 'without'} a UTC offset among times "
+                     f"{'without' if aware[i] else 'with'} one: give every time an offset (e.g. +00:00) or none",
+                     int(df["_row"].iat[i]), col, s.iat[i])
+
+
 def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = False) -> pd.Series:
     """Times as float seconds: numbers are taken as seconds, otherwise datetimes (ISO 8601; a
     datetime column, e.g. from Parquet, is converted the same way, never read as its raw ticks)."""
@@ -303,9 +368,16 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
             raise TraceError(file, "missing value", int(df["_row"].iat[_first(s.isna())]), col)
         return _epoch_seconds(s)
     num = pd.to_numeric(s, errors="coerce")
-    if (num.notna() == s.notna()).all():
+    is_num = num.notna().to_numpy()
+    if (is_num == s.notna().to_numpy()).all():
         return numeric(df, col, file, allow_missing=allow_missing)
-    dt = pd.to_datetime(s, errors="coerce", format="ISO8601")
+    if is_num.any():  # numbers among datetimes: which clock? ("1.5" would parse as a date)
+        known = s.notna().to_numpy()
+        i = _first(known & (is_num != is_num[_first(known)]))
+        kind = "a number" if is_num[i] else "a datetime"
+        raise TraceError(file, f"{kind} among {'datetimes' if is_num[i] else 'numbers of seconds'}: "
+                         "give every time in the same form", int(df["_row"].iat[i]), col, s.iat[i])
+    dt = _datetimes(s, df, col, file)
     bad = dt.isna() & s.notna()
     if bad.any():
         i = _first(bad)
@@ -333,15 +405,17 @@ def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[
     for name, value in (constant or {}).items():
         out[name] = value
     out["_row"] = df["_row"]
-    return Raw(out, file, len(out))
+    return Raw(out, file, len(out), columns={name: source for name, (source, _) in columns.items()})
 
 
 # --------------------------------------------------------------------------- finalize
 
 
-def _bad(file: str, df: pd.DataFrame, mask: np.ndarray | pd.Series, col: str, msg: str) -> TraceError:
+def _bad(raw: Raw, df: pd.DataFrame, mask: np.ndarray | pd.Series, col: str, msg: str,
+         hint: Hint | None = None) -> TraceError:
+    """The error for the first masked row, naming the file's own column for canonical ``col``."""
     i = _first(mask)
-    return TraceError(file, msg, int(df["_row"].iat[i]), col, df[col].iat[i])
+    return TraceError(raw.file, msg, int(df["_row"].iat[i]), raw.columns.get(col, col), df[col].iat[i], hint)
 
 
 def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, LoadReport]:
@@ -356,13 +430,23 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
             dropped[reason] += n
         return df[~np.asarray(mask)] if n else df
 
+    # 0. implausible times: beyond MAX_SECONDS (1e308 read as a submit time, milliseconds as seconds)
+    for col in ("submit_time", "duration", "deadline"):
+        if col in df.columns:
+            v = df[col].to_numpy(dtype="float64")
+            bad = ~np.isfinite(v) if col == "submit_time" else np.isinf(v)
+            bad |= np.abs(v) > MAX_SECONDS  # NaN: missing, decided below
+            if bad.any():
+                raise _bad(raw, df, bad, col, f"implausible {col.replace('_', ' ')}: not finite or beyond "
+                           f"{MAX_SECONDS:g} s (about 317 years); times are in seconds")
+
     # 1. unsorted submit times (in file order)
     st = df["submit_time"].to_numpy()
     late = st < np.maximum.accumulate(st) if len(st) else np.zeros(0, bool)
     if late.any():
         if options.on_unsorted == "error":
-            raise _bad(file, df, late, "submit_time",
-                       "submit_time is earlier than a previous row's; pass on_unsorted='sort' to sort")
+            raise _bad(raw, df, late, "submit_time", "submit time is earlier than a previous row's",
+                       Hint("on_unsorted", ("sort",), "to sort"))
         repaired["unsorted_sorted"] += int(late.sum())
         df = df.sort_values("submit_time", kind="stable")
 
@@ -385,20 +469,19 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         bad = ~(df[col].to_numpy(dtype="float64") > 0)  # NaN counts as bad
         if bad.any():
             if options.on_bad_duration == "error":
-                raise _bad(file, df, bad, col, f"{col} must be > 0 (missing, zero or negative); "
-                           "pass on_bad_duration='drop' to drop such jobs")
+                raise _bad(raw, df, bad, col, f"{col} must be > 0 (missing, zero or negative)",
+                           Hint("on_bad_duration", ("drop",), "to drop such jobs"))
             df = drop(bad, f"bad_{col}")
     if (df["num_gpus"] < 1).any():
-        raise _bad(file, df, df["num_gpus"] < 1, "num_gpus", "num_gpus must be >= 1")
+        raise _bad(raw, df, df["num_gpus"] < 1, "num_gpus", "GPU count must be >= 1")
 
     # 5. oversize
     if options.max_gpus is not None:
         over = (df["num_gpus"] > options.max_gpus).to_numpy()
         if over.any():
             if options.on_oversize == "error":
-                raise _bad(file, df, over, "num_gpus",
-                           f"demand exceeds the cluster's {options.max_gpus} GPUs; "
-                           "pass on_oversize='drop' or 'clip'")
+                raise _bad(raw, df, over, "num_gpus", f"demand exceeds the cluster's {options.max_gpus} GPUs",
+                           Hint("on_oversize", ("drop", "clip")))
             if options.on_oversize == "drop":
                 df = drop(over, "oversize")
             else:
@@ -411,16 +494,16 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         if options.on_duplicate_id == "error":
             i = _first(dup)
             first_row = int(df["_row"][df["job_id"] == df["job_id"].iat[i]].iat[0])
-            raise TraceError(file, f"duplicate job_id (first seen in row {first_row}); "
-                             "pass on_duplicate_id='drop' or 'rename'",
-                             int(df["_row"].iat[i]), "job_id", df["job_id"].iat[i])
+            raise TraceError(file, f"duplicate job_id (first seen in row {first_row})",
+                             int(df["_row"].iat[i]), raw.columns.get("job_id", "job_id"), df["job_id"].iat[i],
+                             Hint("on_duplicate_id", ("drop", "rename")))
         if options.on_duplicate_id == "drop":
             df = drop(dup, "duplicate_id")
         else:
             k = df.groupby("job_id", sort=False).cumcount().astype(str)
             ids = df["job_id"].where(~dup, df["job_id"] + "#" + k)
             if ids.duplicated().any():
-                raise _bad(file, df.assign(job_id=ids), ids.duplicated().to_numpy(), "job_id",
+                raise _bad(raw, df.assign(job_id=ids), ids.duplicated().to_numpy(), "job_id",
                            "renamed duplicate collides with an existing job_id")
             df = df.assign(job_id=ids)
             repaired["duplicate_id_renamed"] += int(dup.sum())
@@ -480,8 +563,6 @@ def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: flo
         found = sorted(raw.df["vc"].dropna().astype(str).unique())
         shown = found[:20] + (["..."] if len(found) > 20 else [])
         why.append(f"no job is in VC {', '.join(map(repr, options.vcs))}; VCs in the file: {shown}")
-    if options.max_jobs == 0:
-        why.append("the job limit (max_jobs) is 0")
     return "; ".join(why)
 
 

@@ -28,7 +28,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     raw = read_mapped(path, COLUMNS)
     cpu_only = raw.df["num_gpus"] == 0
     dropped = {"no_gpu": int(cpu_only.sum())} if cpu_only.any() else {}
-    return Raw(raw.df[~cpu_only], raw.file, raw.read, dropped)
+    return Raw(raw.df[~cpu_only], raw.file, raw.read, dropped, columns=raw.columns)
 
 
 load = make_loader("helios", read)

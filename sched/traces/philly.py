@@ -31,7 +31,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
             "_row": df["_row"],
         }
     )
-    return Raw(out, file, len(out))
+    return Raw(out, file, len(out), columns={"submit_time": "timestamp", "vc": "cluster"})
 
 
 load = make_loader("philly", read)

@@ -87,6 +87,13 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
                                       "num_gpus", "vc", "user"])
     for c in ("job_id", "submitted_time", "start_time", "end_time", "vc", "user"):
         raw[c] = raw[c].astype("str")
+    numbers = {c: bool(pd.to_numeric(raw[c], errors="coerce").notna().any())
+               for c in ("submitted_time", "start_time", "end_time")}
+    if len(set(numbers.values())) > 1:  # e.g. start 1.5 (s) and end 2017-10-01: a span of 47 years
+        c = next(c for c, n in numbers.items() if n != numbers["submitted_time"])
+        raise TraceError(file, f"{c} holds {'numbers of seconds' if numbers[c] else 'datetimes'} but "
+                         f"submitted_time {'numbers of seconds' if numbers['submitted_time'] else 'datetimes'}: "
+                         "give every time in the same form", column=c)
     out = pd.DataFrame(
         {
             "job_id": raw["job_id"],
@@ -99,7 +106,8 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         }
     )
     read_n = len(out) + sum(reasons.values())
-    return Raw(out, file, read_n, {k: v for k, v in reasons.items() if v})
+    return Raw(out, file, read_n, {k: v for k, v in reasons.items() if v},
+               columns={"job_id": "jobid", "submit_time": "submitted_time", "duration": "attempts"})
 
 
 load = make_loader("philly-raw", read)
