@@ -260,6 +260,8 @@ def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | No
     name = load_config(config_path).name
     lifecycle.claim_flow_run(tracking_uri, name)
     with lifecycle.experiment_lock(tracking_uri, name):
+        for run_id in lifecycle.crash_stale_flow_runs(tracking_uri, name):
+            print(f"flow run {run_id} of experiment {name!r} was left running by a killed process: marked CRASHED")
         return _experiment(config_path, tracking_uri, artifact_root, code_version)
 
 

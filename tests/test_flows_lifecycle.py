@@ -1,14 +1,18 @@
 """Experiments as real ``schedlab experiment`` processes sharing one ``$SCHEDLAB_HOME`` (issue 13):
-two at once log every replay exactly once and retire nothing the other owns."""
+two at once log every replay exactly once and retire nothing the other owns; a SIGKILLed one
+leaves no Prefect flow run RUNNING once the experiment is run again."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +60,17 @@ def replay_runs(home: Path, name: str) -> list:
     return [r for r in runs if r.data.tags.get("schedlab.kind") == "replay"]
 
 
+def query(db: Path, sql: str) -> list[tuple]:
+    """Read a sqlite database another process is writing (plain sqlite, read-only)."""
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2)) as con:
+            return con.execute(sql).fetchall()
+    except sqlite3.Error:
+        return []
+
+
 def test_two_runs_of_one_experiment_at_once_log_each_replay_exactly_once(tmp_path):
     home = tmp_path / "home"
     config = tmp_path / "exp.yaml"
@@ -77,3 +92,46 @@ def test_two_runs_of_one_experiment_at_once_log_each_replay_exactly_once(tmp_pat
     keys = [r.data.tags[KEY_TAG] for r in runs]
     assert len(runs) == 4 and len(set(keys)) == 4  # one run per key, none retired or deleted
     assert all(r.info.status == "FINISHED" and r.info.lifecycle_stage == "active" for r in runs)
+
+
+def test_a_killed_experiment_leaves_no_flow_run_running(tmp_path):
+    home = tmp_path / "home"
+    config = tmp_path / "exp.yaml"
+    config.write_text(textwrap.dedent(CONFIG.format(name="killed", jobs=6000)))
+    prefect_db, mlflow_db = home / "prefect" / "prefect.db", home / "mlflow.db"
+    first = experiment(home, config)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and first.poll() is None:
+            running = query(mlflow_db, "SELECT run_uuid FROM runs WHERE status = 'RUNNING' AND name LIKE '%seed%'")
+            if running:
+                break
+            time.sleep(0.2)
+        assert first.poll() is None and running, "no replay started"
+        os.kill(first.pid, signal.SIGKILL)  # the experiment process, mid-replay
+        first.wait(timeout=30)
+    finally:
+        kill_group(first)  # what it started (its Dask worker, its Prefect server)
+    flow_runs = "SELECT id, state_type, tags FROM flow_run"
+    left = [row for row in query(prefect_db, flow_runs) if row[1] == "RUNNING"]
+    assert len(left) == 1  # the killed experiment's flow run, RUNNING for ever until the next run
+
+    again = experiment(home, config)
+    try:
+        out = again.communicate(timeout=400)[0]
+    finally:
+        kill_group(again)
+    assert again.returncode == 0, out[-3000:]
+    assert "was left running by a killed process: marked CRASHED" in out
+    states = {row[0]: row[1] for row in query(prefect_db, flow_runs)}
+    assert states[left[0][0]] == "CRASHED" and list(states.values()).count("COMPLETED") == 1
+    assert "RUNNING" not in states.values()
+    tasks = query(prefect_db, f"SELECT state_type FROM task_run WHERE flow_run_id = '{left[0][0]}'")
+    assert all(state != "RUNNING" for (state,) in tasks)
+    tags = json.loads(next(row[2] for row in query(prefect_db, flow_runs) if row[0] == left[0][0]))
+    assert any(t.startswith("schedlab.owner:") for t in tags)
+
+    runs = replay_runs(home, "killed")
+    finished = [r for r in runs if r.info.status == "FINISHED" and r.info.lifecycle_stage == "active"]
+    assert len(finished) == 4 and len({r.data.tags[KEY_TAG] for r in finished}) == 4
+    assert all(r.info.status != "RUNNING" for r in runs)
