@@ -101,6 +101,8 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
                 warming.append(dask_client.submit(warm_up, uri, workers=[worker], pure=False))
         yield address
         del warming
+        with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
+            dask_client.run(flush_api_logs, 10.0)
 
 
 @contextlib.contextmanager
@@ -147,7 +149,16 @@ def prefect_api() -> Iterator[Future]:
         if server is not None:
             with contextlib.suppress(Exception):
                 started.result()
+                flush_api_logs()  # else sent at exit to a stopped server: ~80 s of retries
             server.stop()
+
+
+def flush_api_logs(timeout: float = 10.0) -> None:
+    """Send the logs this process has queued for the Prefect API now (they go in batches, every
+    ``PREFECT_LOGGING_TO_API_BATCH_INTERVAL`` s), while the flow's API still runs."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout)
 
 
 # ---------------------------------------------------------------------------------------------

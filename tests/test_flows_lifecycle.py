@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -31,8 +32,8 @@ CONFIG = """\
     """
 
 
-def experiment(home: Path, config: Path) -> subprocess.Popen:
-    """``schedlab experiment CONFIG --workers 1`` in a session of its own (so that all it started
+def experiment(home: Path, config: Path, *options: str) -> subprocess.Popen:
+    """``schedlab experiment CONFIG OPTIONS`` (default ``--workers 1``) in a session of its own (so that all it started
     can be cleaned up)."""
     import schedlab
 
@@ -41,7 +42,8 @@ def experiment(home: Path, config: Path) -> subprocess.Popen:
            "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     for name in ("MLFLOW_TRACKING_URI", "PREFECT_API_URL", "PREFECT_HOME"):
         env.pop(name, None)
-    return subprocess.Popen([sys.executable, "-m", "schedlab.cli", "experiment", str(config), "--workers", "1"],
+    return subprocess.Popen([sys.executable, "-m", "schedlab.cli", "experiment", str(config),
+                             *(options or ("--workers", "1"))],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -135,3 +137,46 @@ def test_a_killed_experiment_leaves_no_flow_run_running(tmp_path):
     finished = [r for r in runs if r.info.status == "FINISHED" and r.info.lifecycle_stage == "active"]
     assert len(finished) == 4 and len({r.data.tags[KEY_TAG] for r in finished}) == 4
     assert all(r.info.status != "RUNNING" for r in runs)
+
+
+def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_stops(tmp_path):
+    """``--dask-address`` (a `dask scheduler` and a `dask worker` of their own): the workers' task
+    logs and the flow's last logs reach the flow's Prefect API before it stops; before, the
+    driver retried them against the stopped server at exit ("Error logging to API", ~80 s)."""
+    import schedlab
+
+    root = str(Path(schedlab.__file__).resolve().parent.parent)
+    env = {**os.environ, "SCHEDLAB_HOME": str(tmp_path / "worker-home"),
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    bin_dir = Path(sys.executable).parent
+    cluster = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                 "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)]
+    try:
+        cluster.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nthreads", "1", "--no-dashboard"],
+                                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True))
+        home = tmp_path / "home"
+        config = tmp_path / "exp.yaml"
+        config.write_text(textwrap.dedent("""\
+            name: remote
+            traces: [{name: syn, options: {num_jobs: 300}}]
+            clusters: [4x8]
+            policies: [fifo, sjf]
+            """))
+        proc = experiment(home, config, "--dask-address", address)
+        try:
+            out = proc.communicate(timeout=400)[0]
+        finally:
+            kill_group(proc)
+        assert proc.returncode == 0, out[-3000:]
+        assert "Error logging to API" not in out
+        logs = [m for (m,) in query(home / "prefect" / "prefect.db", "SELECT message FROM log")]
+        assert sum("Finished in state Completed()" in m for m in logs) == 3  # two task runs (workers) + the flow
+    finally:
+        for p in cluster:
+            kill_group(p)
