@@ -1,6 +1,7 @@
 """Experiments as real ``schedlab experiment`` processes sharing one ``$SCHEDLAB_HOME`` (issue 13):
 two at once log every replay exactly once and retire nothing the other owns; a SIGKILLed one
-leaves no Prefect flow run RUNNING once the experiment is run again."""
+leaves no Prefect flow run RUNNING once the experiment is run again; on an existing Dask cluster
+every log reaches the flow's Prefect API before it stops."""
 
 from __future__ import annotations
 
