@@ -35,7 +35,9 @@ from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.states import Failed  # noqa: E402
 
+from schedlab.flows import lifecycle  # noqa: E402
 from schedlab.tasks.config import ExperimentConfig, ReplaySpec, load_config  # noqa: E402
+from schedlab.tasks.locks import file_lock  # noqa: E402
 from schedlab.tasks import compare, plots, tracking  # noqa: E402
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
 from schedlab.tasks.tracking import (  # noqa: E402
@@ -99,6 +101,8 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
                 warming.append(dask_client.submit(warm_up, uri, workers=[worker], pure=False))
         yield address
         del warming
+        with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
+            dask_client.run(flush_api_logs, 10.0)
 
 
 @contextlib.contextmanager
@@ -123,7 +127,16 @@ def prefect_api() -> Iterator[Future]:
             port = sock.getsockname()[1]
         server = SubprocessASGIServer(port=port)
         url = server.api_url
-        started = ThreadPoolExecutor(1, thread_name_prefix="prefect-api").submit(lambda: server.start(timeout=120) or url)
+
+        def start() -> str:
+            # one server at a time creates/migrates the database of a PREFECT_HOME shared by
+            # several experiments (at once, all but one fail in the migration)
+            home = Path(os.environ.get("PREFECT_HOME") or settings.prefect_home())
+            with file_lock(home / "server-start.lock", what=f"Prefect database in {home}", timeout=300):
+                server.start(timeout=120)
+            return url
+
+        started = ThreadPoolExecutor(1, thread_name_prefix="prefect-api").submit(start)
     os.environ["PREFECT_API_URL"] = url
     try:
         with temporary_settings({PREFECT_API_URL: url}):
@@ -136,7 +149,16 @@ def prefect_api() -> Iterator[Future]:
         if server is not None:
             with contextlib.suppress(Exception):
                 started.result()
+                flush_api_logs()  # else sent at exit to a stopped server: ~80 s of retries
             server.stop()
+
+
+def flush_api_logs(timeout: float = 10.0) -> None:
+    """Send the logs this process has queued for the Prefect API now (they go in batches, every
+    ``PREFECT_LOGGING_TO_API_BATCH_INTERVAL`` s), while the flow's API still runs."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +266,18 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
 @flow(name="experiment", log_prints=True, persist_result=False)
 def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | None = None,
                     code_version: str | None = None) -> dict[str, Any]:
-    """Run every replay of the experiment not yet logged, then log and return the comparison."""
+    """Run every replay of the experiment not yet logged, then log and return the comparison; one
+    run of an experiment at a time per tracking store (:mod:`schedlab.flows.lifecycle`)."""
+    name = load_config(config_path).name
+    lifecycle.claim_flow_run(tracking_uri, name)
+    with lifecycle.experiment_lock(tracking_uri, name):
+        for run_id in lifecycle.crash_stale_flow_runs(tracking_uri, name):
+            print(f"flow run {run_id} of experiment {name!r} was left running by a killed process: marked CRASHED")
+        return _experiment(config_path, tracking_uri, artifact_root, code_version)
+
+
+def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
+                code_version: str | None) -> dict[str, Any]:
     started = time.perf_counter()
     config = load_config(config_path)
     version = code_version or tracking.code_version()

@@ -1,8 +1,9 @@
 """The replay task: one (trace, cluster, policy, params, seed) -> one MLflow run, logged from the worker.
 
 Exactly once: the task looks up its idempotency key first. A ``FINISHED`` run with the key means the
-work is done (a worker killed after logging but before returning): it returns that run. Earlier
-attempts that did not finish (``RUNNING`` left by a killed worker, ``FAILED``) are retired
+work is done (a worker killed after logging but before returning): it returns that run. A run of
+the key that another live process owns (its ``host:pid`` alive, its lease renewed) is waited for.
+Earlier attempts that did not finish (``RUNNING`` left by a dead worker, ``FAILED``) are retired
 (:func:`schedlab.tasks.tracking.supersede`) and the replay is logged anew; the run is marked
 ``FINISHED`` only after every metric and artifact is in. A replay that raises ends its run ``FAILED``
 with ``error.txt`` (the traceback) as an artifact and raises :class:`ReplayFailed`.
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import tempfile
 import time
 import traceback
@@ -29,6 +29,9 @@ from prefect.cache_policies import NO_CACHE
 from schedlab.tasks.config import ReplaySpec
 from schedlab.tasks import tracking
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+
+#: how often a replay whose key another live process is logging looks again
+OWNER_POLL_S = 1.0
 
 _METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
 
@@ -92,21 +95,26 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
 
     c = client(uri)
     key = spec.key
-    earlier = tracking.runs_with_tag(uri, experiment_id, KEY_TAG, [key])
-    finished = [r for r in earlier if r.info.status == "FINISHED"]
-    if finished:
-        run = min(finished, key=lambda r: r.info.start_time or 0)
-        return {"key": key, "label": spec.label, "run_id": run.info.run_id, "status": "FINISHED",
-                "logged": False, "metrics": dict(run.data.metrics)}
+    while True:  # a run of this key another live process is logging: wait for its outcome
+        earlier = tracking.runs_with_tag(uri, experiment_id, KEY_TAG, [key])
+        finished = [r for r in earlier if r.info.status == "FINISHED"]
+        if finished:
+            run = min(finished, key=lambda r: r.info.start_time or 0)
+            return {"key": key, "label": spec.label, "run_id": run.info.run_id, "status": "FINISHED",
+                    "logged": False, "metrics": dict(run.data.metrics)}
+        if not any(tracking.is_live(r) for r in earlier):
+            break
+        time.sleep(OWNER_POLL_S)
 
     tags = {KEY_TAG: key, KIND_TAG: "replay", "schedlab.experiment": spec.experiment,
             "schedlab.policy": spec.policy, "schedlab.label": spec.label, "schedlab.trace": spec.trace_label,
             "schedlab.cluster": spec.cluster, "schedlab.seed": str(spec.seed),
-            "schedlab.worker": f"{socket.gethostname()}:{os.getpid()}"}
+            **tracking.owner_tags()}
     if parent_run_id:
         tags[PARENT_TAG] = parent_run_id
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
     run_id = run.info.run_id
+    end_lease = tracking.start_lease(uri, run_id)
     tracking.supersede(uri, earlier, by=run_id)
     try:
         from mlflow.entities import Metric, Param
@@ -145,6 +153,8 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
         if isinstance(err, Exception):
             raise ReplayFailed(spec.label, run_id, message) from None
         raise
+    finally:
+        end_lease()
 
 
 def warm_up(uri: str) -> int:

@@ -7,9 +7,12 @@ tracking URI and safe in Dask worker threads. Runs are tagged with their idempot
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import schedlab.tasks  # noqa: F401  (environment first)
-from schedlab.tasks.locks import LockTimeout, file_lock
+from schedlab.tasks.locks import LockTimeout, file_lock, owner_alive
 
 KEY_TAG = "schedlab.key"
 KIND_TAG = "schedlab.kind"  # "replay" | "experiment"
@@ -26,6 +29,10 @@ EXPERIMENT_KEY_TAG = "schedlab.experiment_key"
 PARENT_TAG = "mlflow.parentRunId"
 SUPERSEDED_TAG = "schedlab.superseded_by"
 ERROR_TAG = "schedlab.error"
+OWNER_TAG = "schedlab.worker"  # host:pid of the process logging the run
+LEASE_TAG = "schedlab.lease_until"  # epoch seconds; renewed while the owner works on the run
+#: a RUNNING run whose lease has not been renewed for this long is a leftover (owner hung or gone)
+LEASE_S = 120.0
 
 T = TypeVar("T")
 
@@ -155,12 +162,51 @@ def finished_by_key(uri: str, experiment_id: str, keys: Iterable[str] | None = N
     return done
 
 
+def owner_tags() -> dict[str, str]:
+    """Tags naming the process that owns a run being logged (``host:pid``) and its lease."""
+    return {OWNER_TAG: f"{socket.gethostname()}:{os.getpid()}", LEASE_TAG: f"{time.time() + LEASE_S:.0f}"}
+
+
+def is_live(run: Any, now: float | None = None) -> bool:
+    """A RUNNING run whose owner still works on it: not dead on this host, and its lease (renewed
+    by :func:`start_lease`) not expired. Any other run is a leftover that may be retired."""
+    if run.info.status != "RUNNING" or owner_alive(run.data.tags.get(OWNER_TAG)) is False:
+        return False
+    try:
+        until = float(run.data.tags.get(LEASE_TAG, "nan"))
+    except ValueError:
+        return False
+    return until > (now if now is not None else time.time())
+
+
+def start_lease(uri: str, run_id: str) -> Callable[[], None]:
+    """Renew the run's lease every ``LEASE_S / 4`` s in a thread, until the returned call stops it."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(LEASE_S / 4):
+            with contextlib.suppress(Exception):  # a missed renewal: the next one comes in time
+                retrying(lambda: client(uri).set_tag(run_id, LEASE_TAG, f"{time.time() + LEASE_S:.0f}"))
+
+    thread = threading.Thread(target=renew, name=f"schedlab-lease-{run_id}", daemon=True)
+    thread.start()
+
+    def end() -> None:
+        stop.set()
+        thread.join()
+
+    return end
+
+
 def supersede(uri: str, runs: Iterable[Any], by: str) -> list[str]:
     """Retire earlier attempts of a replay being redone: a run left RUNNING by a killed worker ends
-    ``KILLED``; each is tagged with the run that replaces it and soft-deleted (the UI can restore it)."""
+    ``KILLED``; each is tagged with the run that replaces it and soft-deleted (the UI can restore it).
+    A run another live process owns (:func:`is_live`) is never retired."""
     c, retired = client(uri), []
     for run in runs:
         rid = run.info.run_id
+        if is_live(run) or rid == by:
+            continue
         if run.info.status == "RUNNING":
             retrying(lambda: c.set_terminated(rid, status="KILLED"))
         retrying(lambda: c.set_tag(rid, SUPERSEDED_TAG, by))
