@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import philly
-from .common import LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, numeric, read_csv, seconds
+from .common import LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, numeric, read_csv
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 DEFAULT_JOBS = 160  # the study's workloads
@@ -66,7 +66,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     out = pd.DataFrame(
         {
             "job_id": df["name"],
-            "submit_time": seconds(df, "time", file),
+            "submit_time": numeric(df, "time", file),
             "num_gpus": gpus,
             "model": apps,
             "batch_size": -(-batch // gpus),
