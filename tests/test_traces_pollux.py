@@ -215,3 +215,21 @@ def _cluster16x4():
     from schedlab.sched.cluster import load_cluster
 
     return load_cluster("sjf-bsbf-sim")
+
+
+
+@pytest.mark.parametrize("name, cluster, policies", [
+    ("castor-pollux", "castor-sim", {"castor", "sjf", "lucid", "tiresias", "fifo"}),
+    ("sjf-bsbf-pollux", "sjf-bsbf-sim", {"sjf-bsbf", "sjf-ffs", "sjf", "tiresias", "fifo"}),
+])
+def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
+    from schedlab.sched.policies import POLICIES
+    from schedlab.tasks.config import CONF_DIR, load_config
+
+    shared = real_philly().parents[2]  # the shipped files name ../shared/data: point it at the data here
+    path = tmp_path / f"{name}.yaml"
+    path.write_text((CONF_DIR / f"{name}.yaml").read_text().replace("../shared/data", str(shared)))
+    config = load_config(path)
+    assert config.clusters == [cluster] and {e.name for e in config.policy_entries()} == policies <= set(POLICIES)
+    assert {t.format for t in config.traces} == {"pollux-philly"} and config.seeds == [0, 1, 2]
+    assert config.traces[0].options["num_jobs"] == 240 and config.traces[0].loads == [0.5, 1.0, 1.5, 2.0]
