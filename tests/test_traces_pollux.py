@@ -233,3 +233,11 @@ def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
     assert config.clusters == [cluster] and {e.name for e in config.policy_entries()} == policies <= set(POLICIES)
     assert {t.format for t in config.traces} == {"pollux-philly"} and config.seeds == [0, 1, 2]
     assert config.traces[0].options["num_jobs"] == 240 and config.traces[0].loads == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_infeasible_job_names_the_job(tmp_path):
+    path = tmp_path / "w.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nok,0,toy,1,8\nbig,5,toy,16,32\n")
+    table, _ = load_trace(path, "pollux")
+    with pytest.raises(ValueError, match=r"job big \(16 GPUs, global batch 32\): toy: global batch 32 on 16 GPUs"):
+        prepare_table(table, _cluster(), goodput_root=POLLUX)
