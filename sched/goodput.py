@@ -315,11 +315,15 @@ def _linear_nd(model: GoodputModel) -> Any:
 
 # ---- loading ---------------------------------------------------------------------------------
 def default_root() -> Path:
-    """``$SCHEDLAB_POLLUX_DATA``, else ``<repo>/../shared/data/profiles/pollux``."""
+    """``$SCHEDLAB_POLLUX_DATA``, else ``<repo>/../shared/data/profiles/pollux``, else the same
+    below the working directory's parent (where experiment files find ``../shared``)."""
     env = os.environ.get("SCHEDLAB_POLLUX_DATA")
     if env:
         return Path(env).expanduser()
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "profiles" / "pollux"
+    relative = Path("shared", "data", "profiles", "pollux")
+    beside_repo = Path(__file__).resolve().parents[1].parent / relative
+    beside_cwd = Path.cwd().parent / relative
+    return beside_repo if beside_repo.is_dir() or not beside_cwd.is_dir() else beside_cwd
 
 
 def load_applications(root: str | Path | None = None) -> dict[str, GoodputModel]:

@@ -74,10 +74,13 @@ def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Pat
     if unknown:
         raise ValueError(f"no goodput model for application(s) {unknown} (known: {sorted(models)})")
     out = table.copy()
-    out["duration"] = [
-        models[app].run_time(int(gpus), int(batch), gpus_per_server)
-        for app, gpus, batch in zip(out["model"], out["num_gpus"], out["global_batch"])
-    ]
+    durations = []
+    for job_id, app, gpus, batch in zip(out["job_id"], out["model"], out["num_gpus"], out["global_batch"]):
+        try:
+            durations.append(models[app].run_time(int(gpus), int(batch), gpus_per_server))
+        except ValueError as err:
+            raise ValueError(f"job {job_id} ({gpus} GPUs, global batch {batch}): {err}") from None
+    out["duration"] = durations
     return out
 
 

@@ -13,9 +13,12 @@ drawn at random among the application's TunedJobs choices (``GoodputModel.tuned_
 window, in the options:
 
 - default (the study): submissions in the hours of day ``[start, end)`` (seconds of the day; default
-  7200-36000, hours 2-10) of every day, overlaid on one day: ``time`` is the offset in that window;
-- ``busiest_hours``: the busiest period of the trace (most GPU-time submitted in a window of that
-  many hours, Castor §9.1 / SJF-BSBF §VI-A), submit times kept.
+  7200-36000, hours 2-10: Pollux's "busiest 8-hour range", within 5% of the busiest 8 h of day by
+  jobs and by GPU-time) of every day, overlaid on one day: ``time`` is the offset in that window.
+  This is what Castor §9.1 and SJF-BSBF §VI-A's "busiest period, following Pollux" ships as
+  (``conf/experiments/*-pollux.yaml``);
+- ``busiest_hours``: instead the one contiguous period of the trace with the most GPU-time submitted
+  in that many hours, submit times kept (a much heavier mix: many imagenet jobs).
 
 ``num_jobs`` (or ``sample``; default 160) jobs are drawn without replacement; everything is drawn
 from one ``numpy`` generator seeded with ``seed``, so a workload is a function of (file, options).
@@ -29,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from . import philly
-from .common import LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, numeric, read_csv, seconds
+from .common import LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, numeric, read_csv
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 DEFAULT_JOBS = 160  # the study's workloads
@@ -66,7 +69,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     out = pd.DataFrame(
         {
             "job_id": df["name"],
-            "submit_time": seconds(df, "time", file),
+            "submit_time": numeric(df, "time", file),
             "num_gpus": gpus,
             "model": apps,
             "batch_size": -(-batch // gpus),
