@@ -74,7 +74,7 @@ def cpu_cost(cols: list[Collector], n: int = 200) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", default="resnet18")
+    ap.add_argument("--workload", default="cifar10")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--size", default=None, help="tiny on CPU, full on GPU by default")

@@ -219,6 +219,22 @@ def gpu_speed_factors(data: Path, t4_params: dict[str, dict]) -> dict[str, dict]
     return out
 
 
+#: Gimbal Table 1 models the profiler also runs (``profiling/workloads.py``): catalog entries without
+#: published parameters (none in the shared data); theirs come from ``schedlab fit iteration-time``.
+PROFILED_ONLY = {
+    "vgg16": {"model": "VGG-16", "dataset": "ImageNet", "batch_sizes": [32, 64, 128], "model_size_mb": 553.43,
+              "provenance": "Gimbal Table 1 (VGG-16/ImageNet, batch 32, 64, 128); model size: profiling/workloads.py "
+                            "vgg16 full, 138.36M parameters; no published step times: parameters only from a fit"},
+    "mobilenetv2": {"model": "MobileNetV2", "dataset": "CIFAR-10", "batch_sizes": [32, 64, 128], "model_size_mb": 8.947,
+                    "provenance": "Gimbal Table 1 (MNV2/CIFAR-10, batch 32, 64, 128); model size: profiling/workloads.py "
+                                  "mobilenetv2 full, 2.24M parameters; no published step times: parameters only from a fit"},
+    "gpt": {"model": "GPT-2 small", "dataset": "synthetic tokens", "batch_sizes": [4, 8, 16], "model_size_mb": 440.101,
+            "provenance": "decoder-only LM standing in for Gimbal Table 1's LLaMA fine-tuning (conf/sweeps/nightly.yaml "
+                          "batch 4, 8, 16); model size: profiling/workloads.py gpt full, 110.03M parameters; no published "
+                          "step times: parameters only from a fit"},
+}
+
+
 def build_catalog(data: Path, verbose: bool = True) -> dict:
     traces = data / "profiles" / "pollux" / "traces"
     workloads: dict[str, dict] = {}
@@ -248,6 +264,9 @@ def build_catalog(data: Path, verbose: bool = True) -> dict:
             ),
         }
     t4 = {k: v["gpu_params"][GPU_TYPE] for k, v in workloads.items()}
+    for name, meta in PROFILED_ONLY.items():
+        workloads[name] = {"model": meta["model"], "dataset": meta["dataset"], "batch_sizes": meta["batch_sizes"],
+                           "model_size_mb": meta["model_size_mb"], "gpu_params": {}, "provenance": meta["provenance"]}
     gpu_types = gpu_speed_factors(data, t4)
     if verbose:
         for k, v in gpu_types.items():
@@ -278,6 +297,8 @@ HEADER = """\
 #
 # fit_mape: mean absolute percentage error of the fitted step time per row group (1 GPU / one server /
 # several servers). memory: an upper-bound estimate, see each entry's provenance.
+# Entries with gpu_params: {} (vgg16, mobilenetv2, gpt) are profiled-only: annotation never assigns them and their
+# parameters come from a fitted iteration-time model (schedlab replay --iteration-time).
 # gpu_types.speed: compute speed relative to the reference type; a workload without parameters for a GPU
 # type uses the reference type's with alpha_comp, beta_comp divided by speed (communication unchanged).
 """

@@ -32,10 +32,9 @@ XGB_PARAMS = {"max_depth": 5, "eta": 0.1, "subsample": 0.8, "colsample_bytree": 
               "min_child_weight": 1.0, "objective": "reg:squarederror"}
 NUM_ROUNDS = 150
 BAND = (1.4, 1.6)  # Castor §6.4: where decisions flip
-# profiled workload (profiling/workloads.py) for each catalog workload (conf/workloads.yaml)
-CATALOG_TO_PROFILED = {"cifar10": "resnet18", "imagenet": "resnet50", "bert": "bert",
-                       "deepspeech2": "deepspeech2", "ncf": "ncf",
-                       "yolov3": "resnet50"}  # Darknet-53 is a residual CNN like ResNet-50
+# profiled workload (profiling/workloads.py) for each catalog workload (conf/workloads.yaml): one vocabulary
+CATALOG_TO_PROFILED = {name: name for name in ("cifar10", "imagenet", "yolov3", "bert", "deepspeech2", "ncf",
+                                               "vgg16", "mobilenetv2", "gpt")}
 
 
 def _pair_key(a: tuple, b: tuple) -> str:

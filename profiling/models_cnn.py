@@ -1,5 +1,5 @@
 """Plain ``torch.nn`` vision models (torchvision is not installable here): ResNet-18/50,
-VGG-16, MobileNetV2.  ``width`` scales channels so a tiny CPU variant shares the code."""
+VGG-16, MobileNetV2, a YOLOv3-style detector (Darknet-53 backbone).  ``width`` scales channels so a tiny CPU variant shares the code."""
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -126,3 +126,40 @@ class MobileNetV2(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.features(x))
+
+
+class DarkResidual(nn.Module):
+    """Darknet-53 residual unit: 1x1 conv to c/2, 3x3 conv back to c, plus the input."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(_conv_bn(c, c // 2, 1, act=_leaky), _conv_bn(c // 2, c, 3, act=_leaky))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.body(x)
+
+
+def _leaky(inplace: bool = True) -> nn.Module:
+    return nn.LeakyReLU(0.1, inplace=inplace)
+
+
+class YoloV3(nn.Module):
+    """YOLOv3-style detector (Redmon & Farhadi 2018): the Darknet-53 backbone (stages of 1, 2, 8, 8, 4
+    residual units) and one stride-32 detection head of ``anchors x (5 + classes)`` channels per cell."""
+
+    STAGES = (1, 2, 8, 8, 4)
+
+    def __init__(self, classes: int = 20, width: int = 32, anchors: int = 3) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn(3, width, 3, act=_leaky)]
+        c = width
+        for n in self.STAGES:
+            layers.append(_conv_bn(c, c * 2, 3, 2, act=_leaky))
+            c *= 2
+            layers += [DarkResidual(c) for _ in range(n)]
+        self.backbone = nn.Sequential(*layers)
+        self.head = nn.Sequential(_conv_bn(c, c // 2, 1, act=_leaky), _conv_bn(c // 2, c, 3, act=_leaky),
+                                  nn.Conv2d(c, anchors * (5 + classes), 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.backbone(x))

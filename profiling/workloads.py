@@ -1,5 +1,11 @@
 """Workload registry (Castor §7: the profiler runs each DL job under many configurations).
 
+The names are the workload catalog's (``conf/workloads.yaml``): the six Pollux applications
+(``cifar10`` ResNet-18/CIFAR-10, ``imagenet`` ResNet-50/ImageNet, ``bert`` BERT-base/SQuAD,
+``deepspeech2`` DeepSpeech2, ``ncf`` NeuMF/MovieLens, ``yolov3`` YOLOv3/PASCAL VOC) plus the Gimbal
+Table 1 models the catalog lists for profiling (``vgg16``, ``mobilenetv2``, ``gpt``), so a profiled
+configuration is one catalog entry (:func:`catalog_entry`) and fitted parameters replace the catalog's.
+
 Every workload has a ``tiny`` size (CPU tests) and a ``full`` size (the real model for
 GPUs).  Inputs are synthetic, generated once on the device with a fixed seed, so the
 measurements contain no data loading.
@@ -25,6 +31,8 @@ class Workload:
     """A trainable model with its synthetic-batch generator and loss."""
 
     name: str
+    model: str  # what the catalog's ``model`` / ``dataset`` fields say it is
+    dataset: str
     build: Callable[[str], nn.Module]
     make_batch: Callable[[str, int, torch.Generator, torch.device], Batch]
     loss: Callable[[nn.Module, Batch], Tensor]
@@ -100,20 +108,37 @@ def _ncf_loss(model: nn.Module, batch: Batch) -> Tensor:
     return F.binary_cross_entropy_with_logits(model(batch[0], batch[1]).float(), batch[2])
 
 
+def _detect(size: str, b: int, g: torch.Generator, dev: torch.device) -> Batch:
+    hw, k = _pick(size, (64, 4), (416, 20))
+    x = _rand((b, 3, hw, hw), g, dev)
+    return x, _rand((b, 3 * (5 + k), hw // 32, hw // 32), g, dev)  # regression targets per cell
+
+
+def _mse(model: nn.Module, batch: Batch) -> Tensor:
+    return F.mse_loss(model(batch[0]).float(), batch[1])
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    Workload("resnet18", lambda s: C.resnet18(10, _pick(s, 8, 64)), _image(16, 32, 10, 10), _ce),
-    Workload("resnet50", lambda s: C.resnet50(_pick(s, 10, 1000), _pick(s, 8, 64)), _image(32, 224, 10, 1000), _ce),
-    Workload("vgg16", lambda s: C.VGG16(_pick(s, 10, 1000), _pick(s, 1 / 16, 1.0), _pick(s, 1, 7), _pick(s, 32, 4096)),
+    Workload("cifar10", "ResNet-18", "CIFAR-10", lambda s: C.resnet18(10, _pick(s, 8, 64)),
+             _image(16, 32, 10, 10), _ce),
+    Workload("imagenet", "ResNet-50", "ImageNet", lambda s: C.resnet50(_pick(s, 10, 1000), _pick(s, 8, 64)),
              _image(32, 224, 10, 1000), _ce),
-    Workload("mobilenetv2", lambda s: C.MobileNetV2(_pick(s, 10, 1000), _pick(s, 0.25, 1.0)),
+    Workload("yolov3", "YOLOv3", "PASCAL VOC", lambda s: C.YoloV3(_pick(s, 4, 20), _pick(s, 4, 32)), _detect, _mse),
+    Workload("vgg16", "VGG-16", "ImageNet",
+             lambda s: C.VGG16(_pick(s, 10, 1000), _pick(s, 1 / 16, 1.0), _pick(s, 1, 7), _pick(s, 32, 4096)),
              _image(32, 224, 10, 1000), _ce),
-    Workload("bert", lambda s: S.Encoder(*_pick(s, (100, 32, 2, 2, 64, 16), (30522, 768, 12, 12, 3072, 128))),
+    Workload("mobilenetv2", "MobileNetV2", "CIFAR-10", lambda s: C.MobileNetV2(10, _pick(s, 0.25, 1.0)),
+             _image(32, 32, 10, 10), _ce),
+    Workload("bert", "BERT-base", "SQuAD",
+             lambda s: S.Encoder(*_pick(s, (100, 32, 2, 2, 64, 16), (30522, 768, 12, 12, 3072, 128))),
              _tokens, _mlm_loss),
-    Workload("gpt", lambda s: S.Decoder(*_pick(s, (100, 32, 2, 2, 64, 16), (32000, 768, 12, 12, 3072, 512))),
+    Workload("gpt", "GPT-2 small", "synthetic tokens",
+             lambda s: S.Decoder(*_pick(s, (100, 32, 2, 2, 64, 16), (32000, 768, 12, 12, 3072, 512))),
              _lm_tokens, _lm_loss),
-    Workload("deepspeech2", lambda s: S.DeepSpeech2(*_pick(s, (32, 16, 1, 29, 4), (161, 800, 5, 29, 32))),
-             _speech, _ctc_loss),
-    Workload("ncf", lambda s: S.NCF(*_pick(s, (100, 50, 8, (32, 16, 8)), (138493, 26744, 64, (256, 128, 64)))),
+    Workload("deepspeech2", "DeepSpeech2", "CMU-ARCTIC",
+             lambda s: S.DeepSpeech2(*_pick(s, (32, 16, 1, 29, 4), (161, 800, 5, 29, 32))), _speech, _ctc_loss),
+    Workload("ncf", "NeuMF", "MovieLens",
+             lambda s: S.NCF(*_pick(s, (100, 50, 8, (32, 16, 8)), (138493, 26744, 64, (256, 128, 64)))),
              _ncf_batch, _ncf_loss),
 ]}
 
@@ -124,3 +149,9 @@ def get(name: str) -> Workload:
         return WORKLOADS[name]
     except KeyError:
         raise KeyError(f"unknown workload {name!r}; known: {sorted(WORKLOADS)}") from None
+
+
+def catalog_entry(workload: str) -> str:
+    """The workload catalog's entry for a profiled workload: the same name (one vocabulary)."""
+    get(workload)
+    return workload

@@ -97,8 +97,8 @@ class Workload(_Strict):
     dataset: str | None = None
     batch_sizes: list[int] = Field(min_length=1)
     model_size_mb: float = Field(gt=0)
-    memory: MemorySpec
-    gpu_params: dict[str, GpuParams] = Field(min_length=1)
+    memory: MemorySpec | None = None  # None: profiled-only entry without an estimate
+    gpu_params: dict[str, GpuParams] = Field(default_factory=dict)  # {}: profiled-only (parameters from a fit)
     fit_mape: dict[str, dict[str, float]] = Field(default_factory=dict)
     provenance: str = Field(min_length=1)
 
@@ -135,7 +135,7 @@ class WorkloadCatalog(_Strict):
         if ref not in self.gpu_types:
             raise ValueError(f"reference_gpu_type {ref!r} is not listed in gpu_types")
         for name, wl in self.workloads.items():
-            if ref not in wl.gpu_params:
+            if wl.gpu_params and ref not in wl.gpu_params:
                 raise ValueError(
                     f"workloads.{name}.gpu_params has no entry for the reference GPU type {ref!r}"
                 )
@@ -146,6 +146,9 @@ class WorkloadCatalog(_Strict):
                     raise ValueError(
                         f"size_classes[{i}] ({sc.name}) names model {m!r}, which is not in workloads"
                     )
+                if not self.workloads[m].gpu_params or self.workloads[m].memory is None:
+                    raise ValueError(f"size_classes[{i}] ({sc.name}) names model {m!r}, but workloads.{m}.gpu_params"
+                                     " or .memory is empty (a profiled-only entry cannot be annotated)")
             last = i == len(self.size_classes) - 1
             if sc.max_gpu_hours is None and not last:
                 raise ValueError(f"size_classes[{i}] ({sc.name}): only the last class may be unbounded")
@@ -186,6 +189,12 @@ class WorkloadCatalog(_Strict):
     def models(self) -> list[str]:
         return list(self.workloads)
 
+    @property
+    def annotated_models(self) -> list[str]:
+        """The models annotation assigns (those of the size classes), in catalog order."""
+        assigned = {m for sc in self.size_classes for m in sc.models}
+        return [m for m in self.workloads if m in assigned]
+
     def workload(self, model: str) -> Workload:
         try:
             return self.workloads[model]
@@ -197,6 +206,9 @@ class WorkloadCatalog(_Strict):
         fallback rule of the module docstring for GPU types the workload was not fitted on."""
         wl = self.workload(model)
         gt = (gpu_type or self.reference_gpu_type).lower()
+        if not wl.gpu_params:
+            raise KeyError(f"catalog entry {model!r} has no published parameters (profiled only): fit them with"
+                           " `schedlab fit iteration-time` and replay with --iteration-time")
         if gt in wl.gpu_params:
             p = wl.gpu_params[gt]
         elif gt in self.gpu_types:
@@ -208,7 +220,10 @@ class WorkloadCatalog(_Strict):
         return IterationParams(**p.model_dump(), model_size_mb=wl.model_size_mb)
 
     def memory_gib(self, model: str, batch_per_gpu: float) -> float:
-        return self.workload(model).memory.at(batch_per_gpu)
+        memory = self.workload(model).memory
+        if memory is None:
+            raise KeyError(f"catalog entry {model!r} has no memory estimate (profiled only)")
+        return memory.at(batch_per_gpu)
 
     def solo_iteration_time(
         self,

@@ -18,7 +18,7 @@ from schedlab.sched.job import Job
 from schedlab.sched.models import InterferenceModel, ModelError
 
 SHIPPED = Path(__file__).resolve().parents[1] / "conf" / "models" / "interference-gavel-v100"
-WORKLOADS = {"resnet18": 0.7, "resnet50": 0.9, "bert": 0.5, "ncf": 0.1}  # FP32A-like intensity per workload
+WORKLOADS = {"cifar10": 0.7, "imagenet": 0.9, "bert": 0.5, "ncf": 0.1}  # FP32A-like intensity per workload
 
 
 def write_pair_store(root: Path) -> ProfileStore:
@@ -82,10 +82,10 @@ def test_rows_and_split_by_pair(fitted: tuple[Path, InterferenceModel]) -> None:
 
 def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
     _, model = fitted
-    a = Job("a", 0, 1, 10, model="imagenet", batch_size=16)  # catalog name -> resnet50
+    a = Job("a", 0, 1, 10, model="imagenet", batch_size=16)  # one vocabulary: the profiled imagenet
     b = Job("b", 0, 1, 10, model="ncf", batch_size=4)
     xa, xb = model.ratio(a, b, "timeslice")
-    assert xa >= 1 and xb >= 1 and xb > xa  # resnet50 presses harder on its partner than ncf
+    assert xa >= 1 and xb >= 1 and xb > xa  # imagenet presses harder on its partner than ncf
     assert model.ratio(a, b, "timeslice") == (xa, xb) and len(model._cache) == 1
     assert model.ratio(b, a, "timeslice") == pytest.approx((xb, xa), abs=1e-6)
     assert model.ratio(a, b, "mps", (50.0, 50.0))[1] < xb

@@ -28,7 +28,7 @@ def write_fixture_store(root: Path) -> ProfileStore:
             for gpus in (1, 2, 4, 8):
                 t = iteration_time(TRUE, micro * accum, gpus, 1, accum, model_size_mb=M_MB) * rng.normal(1, 0.01)
                 store.write([ProfileRecord(config_key=f"fx-{micro}-{accum}-{gpus}", sweep="fixture", kind="solo",
-                                           workload="resnet18", size="tiny", batch_size=micro, accum_steps=accum,
+                                           workload="cifar10", size="tiny", batch_size=micro, accum_steps=accum,
                                            num_gpus=gpus, device="cuda", gpu_model="NVIDIA H100 80GB HBM3",
                                            iter_time_mean_s=t)])
     return store
@@ -43,8 +43,8 @@ def _cli(argv: list[str]) -> int:
 
 def test_fit_recovers_known_parameters_and_predicts_unmeasured(tmp_path: Path) -> None:
     df = write_fixture_store(tmp_path / "store").latest()
-    fits = fitting.fit_store(df, holdout=0.2, seed=1, sizes_mb={"resnet18": M_MB})
-    p = fits["resnet18"]["h100"]
+    fits = fitting.fit_store(df, holdout=0.2, seed=1, sizes_mb={"cifar10": M_MB})
+    p = fits["cifar10"]["h100"]
     assert p["mape_holdout"]["all"] < 0.02 and p["mape_holdout"]["rows"] >= 10
     assert p["fixed"] == ["alpha_comm_inter", "beta_comm_inter"]  # one server: not identifiable
     assert p["alpha_comp"] == pytest.approx(TRUE.alpha_comp, rel=0.1)
@@ -52,16 +52,16 @@ def test_fit_recovers_known_parameters_and_predicts_unmeasured(tmp_path: Path) -
     model = IterationTimeModel({"schema_version": 1, "kind": "iteration-time", "workloads": fits})
     for batch, gpus, accum in ((100, 3, 1), (256, 6, 8), (12, 1, 3)):  # never measured
         truth = iteration_time(TRUE, batch, gpus, 1, accum, model_size_mb=M_MB)
-        assert model.iteration_time("resnet18", batch, gpus, 1, accum) == pytest.approx(truth, rel=0.05)
+        assert model.iteration_time("cifar10", batch, gpus, 1, accum) == pytest.approx(truth, rel=0.05)
 
 
 def test_cli_writes_artifact_that_reloads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_fixture_store(tmp_path / "store")
     out = tmp_path / "it.json"
     assert _cli(["fit", "iteration-time", "--profiles", str(tmp_path / "store"), "--out", str(out), "--no-track"]) == 0
-    assert "resnet18" in capsys.readouterr().out
+    assert "cifar10" in capsys.readouterr().out
     model = IterationTimeModel.load(out)
-    assert model.params("resnet18", "h100").model_size_mb > 0
+    assert model.params("cifar10", "h100").model_size_mb > 0
     assert model.data["training"]["profile_store"]["records"] == 60
     with pytest.raises(KeyError, match="no iteration-time fit"):
         model.params("bert")

@@ -66,16 +66,16 @@ def _cli(argv: list[str]) -> int:
 
 def test_smoke_sweep_solo_and_pair_with_dcgm(tmp_path: Path, exporter_url: str) -> None:
     y = tmp_path / "mini.yaml"
-    y.write_text(SWEEP.format(name="mini", min_s=0.4, workloads="[resnet18, ncf]", batch="[4]",
-                              pair="pair:\n  workloads: [[resnet18, ncf]]\n  batch: [4]\n  modes: [timeslice]\n"))
+    y.write_text(SWEEP.format(name="mini", min_s=0.4, workloads="[cifar10, ncf]", batch="[4]",
+                              pair="pair:\n  workloads: [[cifar10, ncf]]\n  batch: [4]\n  modes: [timeslice]\n"))
     out = tmp_path / "store"
     argv = ["profile", "--sweep", str(y), "--out", str(out), "--dcgm-url", exporter_url, "--no-progress"]
     assert _cli(argv) == 0
     df = ProfileStore(out).read()
     assert len(df) == 4 and set(df.status) == {"ok"}
     solo, pair = df[df.kind == "solo"], df[df.kind == "pair"]
-    assert sorted(solo.workload) == ["ncf", "resnet18"]
-    assert sorted(zip(pair.workload, pair.partner)) == [("ncf", "resnet18"), ("resnet18", "ncf")]
+    assert sorted(solo.workload) == ["cifar10", "ncf"]
+    assert sorted(zip(pair.workload, pair.partner)) == [("cifar10", "ncf"), ("ncf", "cifar10")]
     assert set(pair["mode"]) == {"timeslice"} and pair.config_key.nunique() == 1
     for _, r in pair.iterrows():
         s = solo[solo.workload == r.workload].iloc[0]

@@ -123,13 +123,16 @@ def test_packaged_catalog_loads_and_validates():
     assert DEFAULT_CATALOG_PATH.name == "workloads.yaml"
     assert set(cat.models) >= {"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"}
     assert cat.reference_gpu_type == "t4"
-    for name, wl in cat.workloads.items():
+    for name in cat.annotated_models:
+        wl = cat.workload(name)
         assert wl.provenance and wl.memory.provenance
         assert wl.batch_sizes and wl.model_size_mb > 0
         assert "t4" in wl.gpu_params
         assert wl.fit_mape["t4"]["all"] < 0.15, name
     assert cat.size_classes[-1].max_gpu_hours is None
     assert default_catalog() is default_catalog()
+    for name in set(cat.models) - set(cat.annotated_models):  # profiled only: parameters from a fit
+        assert cat.workload(name).gpu_params == {} and cat.workload(name).provenance
 
 
 def test_solo_iteration_time_defaults_and_vectorised():
@@ -141,7 +144,7 @@ def test_solo_iteration_time_defaults_and_vectorised():
         cat.solo_iteration_time("bert", 8, 16, "t4", servers=4)
     )
     # more GPUs never makes an iteration faster (same per-GPU batch)
-    for m in cat.models:
+    for m in cat.annotated_models:
         b = cat.workloads[m].batch_sizes[0]
         times = [cat.solo_iteration_time(m, b, n) for n in (1, 2, 4, 8, 16, 32)]
         assert all(x <= y + 1e-12 for x, y in zip(times, times[1:])), m

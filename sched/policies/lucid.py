@@ -100,11 +100,11 @@ class Lucid(PackingPolicy):
         if (score := self._score.get(wl := workload(job))) is None:
             if (sharing := engine.sharing) is None:
                 raise RuntimeError("lucid needs a sharing model (replay builds one)")
-            if self._probes is None:  # the profile's partners: every catalog workload and batch size
+            if self._probes is None:  # the profile's partners: every annotatable catalog workload and batch size
                 catalog = sharing.catalog
                 self._probes = [
                     Job(f"probe:{m}:{b}", 0.0, 1, 1.0, model=m, batch_size=float(b))
-                    for m in catalog.models for b in catalog.workload(m).batch_sizes
+                    for m in catalog.annotated_models for b in catalog.workload(m).batch_sizes
                 ]
             speed = sum(1.0 / sharing.ratio(job, probe, "timeslice")[0] for probe in self._probes) / len(self._probes)
             low, high = self.params.score_speeds
