@@ -64,6 +64,9 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    help="assign workloads (model, batch, iterations) and deadlines from the catalog (Castor §9.1)")
     p.add_argument("--out", default="runs/replay", help="output folder (default: runs/replay)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--track", action="store_true", help="also log each policy's replay as an MLflow run"
+                   " ($MLFLOW_TRACKING_URI, else $SCHEDLAB_HOME/mlflow.db; see `schedlab ui`)")
+    p.add_argument("--experiment", default="replay", help="MLflow experiment of --track (default: replay)")
     p.set_defaults(func=_replay)
 
 
@@ -88,6 +91,7 @@ def _replay(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown policy {unknown[0]!r}; registered: {', '.join(sorted(POLICIES))}")
     params = _policy_params(args.set, args.policy)
     cluster = load_cluster(args.cluster)
+    tracking_uri = _check_tracking() if args.track else None
     options = LoadOptions(
         start=args.start, end=args.end, vcs=args.vc, max_jobs=args.max_jobs, load=args.load,
         max_gpus=cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
@@ -103,7 +107,7 @@ def _replay(args: argparse.Namespace) -> int:
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
     out = Path(args.out)
-    rows = []
+    rows, results = [], []
     for name in args.policy:
         result = replay(
             table, cluster, name, params[name], placement=args.placement, seed=args.seed,
@@ -113,23 +117,58 @@ def _replay(args: argparse.Namespace) -> int:
         )
         result.write(out / name if len(args.policy) > 1 else out)
         rows.append(result.summary)
+        results.append(result)
     comparison = comparison_table(rows)
     out.mkdir(parents=True, exist_ok=True)
     comparison.to_csv(out / "comparison.csv", index=False)
     print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {args.placement}, seed: {args.seed}")
     print(format_table(comparison))
     print(f"results: {out}/")
+    if tracking_uri is not None:
+        _track(args, tracking_uri, results, params, report.source, cluster.total_gpus)
     return 0
 
 
-COMPARISON_COLUMNS = {"policy": "policy", "jobs": "jobs", **METRICS}
+def _check_tracking() -> str:
+    """``--track``: the tracking store, checked before any replay (exit 2 when it cannot be used)."""
+    from schedlab import settings
+    from schedlab.tasks.tracking import TrackingError, check_tracking
+
+    uri = settings.tracking_uri(settings.apply_env())
+    try:
+        check_tracking(uri)
+    except TrackingError as err:
+        raise ValueError(str(err)) from None
+    return uri
+
+
+def _track(args: argparse.Namespace, uri: str, results: list, params: dict, source: str, total_gpus: int) -> None:
+    from schedlab import settings
+    from schedlab.tasks import mlflow_view, tracking
+
+    shared = {"trace.source": source, "trace.format": args.format or "auto", "cluster": args.cluster,
+              "seed": args.seed, "placement": args.placement, "interference": args.interference,
+              "trace.annotate": args.annotate, "code_version": tracking.code_version(),
+              **{f"trace.option.{k}": getattr(args, k) for k in ("max_jobs", "num_jobs", "load", "start", "end", "vc")
+                 if getattr(args, k) is not None}}
+    config = {"*": shared, **{name: {
+        "preemption_overhead_s": mlflow_view.preemption_overhead(name, args.preemption_overhead),
+        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(name, params[name]).items()}}
+        for name in args.policy}}
+    root = None if uri.startswith(("http://", "https://")) else settings.artifact_root()
+    runs = mlflow_view.log_adhoc_replays(uri, args.experiment, root, results, config, total_gpus)
+    experiment_id = tracking.client(uri).get_experiment_by_name(args.experiment).experiment_id
+    main_run = runs.get("parent") or runs[results[0].policy]
+    print(f"MLflow: {mlflow_view.run_url(uri, experiment_id, main_run)}")
+
+
+COMPARISON_COLUMNS = ["policy", "jobs", *METRICS]  # the MLflow metric keys
 
 
 def comparison_table(summaries: list[dict[str, Any]]):
     import pandas as pd
 
-    frame = pd.DataFrame(summaries)[list(COMPARISON_COLUMNS)]
-    return frame.rename(columns=COMPARISON_COLUMNS)
+    return pd.DataFrame(summaries)[COMPARISON_COLUMNS]
 
 
 def format_table(frame) -> str:
