@@ -82,6 +82,19 @@ def stop_ui(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _close_side_panels(page) -> None:
+    """Close MLflow's assistant side panel, which takes a third of the page (as a user would)."""
+    for button in page.locator("button[aria-label*='lose' i]").all():
+        try:
+            box = button.bounding_box()
+            if box and box["x"] > page.viewport_size["width"] * 0.6 and box["y"] < 80:
+                button.click(timeout=2000)
+                time.sleep(1)
+                return
+        except Exception:  # noqa: BLE001 - a screenshot with the panel is still a screenshot
+            return
+
+
 def screenshots(runs_link: str, parent_link: str, port: int, out: Path, chromium: str | None) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
@@ -95,6 +108,8 @@ def screenshots(runs_link: str, parent_link: str, port: int, out: Path, chromium
         ("3-parent-run.png", parent_link),
         ("4-headline-plot.png", f"{base}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/plots/"
                                 "headline__synthetic__castor-sim.png?workflowType=machine_learning"),
+        ("4b-wait-cdf.png", f"{base}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/plots/"
+                            "wait_cdf__synthetic__castor-sim.png?workflowType=machine_learning"),
         ("5-experiment-default.png", f"{base}/#/experiments/{experiment_id}"),
     ]
     saved = []
@@ -104,6 +119,7 @@ def screenshots(runs_link: str, parent_link: str, port: int, out: Path, chromium
         for name, url in pages:
             page.goto(url, wait_until="load")
             time.sleep(8)  # the UI polls (never network-idle); tables and charts render after the data arrives
+            _close_side_panels(page)
             path = out / name
             page.screenshot(path=str(path), full_page=False)
             print(f"{path}  <- {url}")

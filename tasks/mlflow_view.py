@@ -69,7 +69,9 @@ def runs_url(uri: str, experiment_id: str, search: str | None = None, ui: str = 
 
 
 def run_url(uri: str, experiment_id: str, run_id: str, ui: str = UI) -> str:
-    return f"{_base(uri, ui)}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+    from schedlab.tasks.tracking import ui_url
+
+    return ui_url(uri, experiment_id, run_id, ui)
 
 
 @functools.lru_cache(maxsize=1)
