@@ -103,6 +103,9 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the results already in --out (removed before the replay starts)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--track", action="store_true", help="also log each policy's replay as an MLflow run"
+                   " ($MLFLOW_TRACKING_URI, else $SCHEDLAB_HOME/mlflow.db; see `schedlab ui`)")
+    p.add_argument("--experiment", default="replay", help="MLflow experiment of --track (default: replay)")
     p.set_defaults(func=_replay)
 
 
@@ -128,7 +131,7 @@ LOAD_OPTION_NAMES = {"start": "--start", "end": "--end", "vcs": "--vc", "max_job
                      "seed": "--seed", "num_jobs": "--num-jobs", "max_gpus": "--cluster"}
 
 
-def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], Any, LoadOptions]:
+def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], Any, LoadOptions, str | None]:
     """Every ``replay`` option that argparse cannot check alone, before any work: policies and their
     ``--set`` parameters, the cluster, the ξ source and the trace window."""
     from schedlab.sched.interference import make_interference
@@ -144,6 +147,7 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         except ValueError as err:
             raise ValueError(f"--set: {err}") from None
     cluster = load_cluster(args.cluster)
+    tracking_uri = _check_tracking() if args.track else None
     try:
         make_interference(args.interference)
     except (ValueError, OSError) as err:
@@ -160,26 +164,26 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         )
     except ValidationError as err:
         raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
-    return params, cluster, options
+    return params, cluster, options, tracking_uri
 
 
 def _replay(args: argparse.Namespace) -> int:
     from schedlab.sched.outdir import claim, fresh_folder
 
-    params, cluster, options = _check_replay(args)
+    params, cluster, options, tracking_uri = _check_replay(args)
     if args.trace and not Path(args.trace).exists():
         raise ValueError(f"--trace {args.trace}: no such file or folder")
     out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
     # a file, read-only, busy or non-empty --out fails here, before the replay
     lock = claim(out, overwrite=args.overwrite, created=not args.out)
     try:
-        return _run_replay(args, params, cluster, options, out)
+        return _run_replay(args, params, cluster, options, out, tracking_uri)
     finally:
         lock.release()
 
 
 def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], cluster: Any, options: LoadOptions,
-                out: Path) -> int:
+                out: Path, tracking_uri: str | None) -> int:
     from schedlab.sched.replay import prepare_table, replay, write_atomic
 
     table, report = load_trace(args.trace, args.format, options)
@@ -189,7 +193,7 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
     table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
-    rows = []
+    rows, results = [], []
     for name in args.policy:
         result = replay(
             table, cluster, name, params[name], placement=args.placement, seed=args.seed,
@@ -199,22 +203,57 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
         )
         result.write(out / name if len(args.policy) > 1 else out)
         rows.append(result.summary)
+        results.append(result)
     comparison = comparison_table(rows)
     write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
     print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {args.placement}, seed: {args.seed}")
     print(format_table(comparison))
     print(f"results: {out}/")
+    if tracking_uri is not None:
+        _track(args, tracking_uri, results, params, report.source, cluster.total_gpus)
     return 0
 
 
-COMPARISON_COLUMNS = {"policy": "policy", "jobs": "jobs", **METRICS}
+def _check_tracking() -> str:
+    """``--track``: the tracking store, checked before any replay (exit 2 when it cannot be used)."""
+    from schedlab import settings
+    from schedlab.tasks.tracking import TrackingError, check_tracking
+
+    uri = settings.tracking_uri(settings.apply_env())
+    try:
+        check_tracking(uri)
+    except TrackingError as err:
+        raise ValueError(str(err)) from None
+    return uri
+
+
+def _track(args: argparse.Namespace, uri: str, results: list, params: dict, source: str, total_gpus: int) -> None:
+    from schedlab import settings
+    from schedlab.tasks import mlflow_view, tracking
+
+    shared = {"trace.source": source, "trace.format": args.format or "auto", "cluster": args.cluster,
+              "seed": args.seed, "placement": args.placement, "interference": args.interference,
+              "trace.annotate": args.annotate, "code_version": tracking.code_version(),
+              **{f"trace.option.{k}": getattr(args, k) for k in ("max_jobs", "num_jobs", "load", "start", "end", "vc")
+                 if getattr(args, k) is not None}}
+    config = {"*": shared, **{name: {
+        "preemption_overhead_s": mlflow_view.preemption_overhead(name, args.preemption_overhead),
+        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(name, params[name]).items()}}
+        for name in args.policy}}
+    root = None if uri.startswith(("http://", "https://")) else settings.artifact_root()
+    runs = mlflow_view.log_adhoc_replays(uri, args.experiment, root, results, config, total_gpus)
+    experiment_id = tracking.client(uri).get_experiment_by_name(args.experiment).experiment_id
+    main_run = runs.get("parent") or runs[results[0].policy]
+    print(f"MLflow: {mlflow_view.run_url(uri, experiment_id, main_run)}")
+
+
+COMPARISON_COLUMNS = ["policy", "jobs", *METRICS]  # the MLflow metric keys
 
 
 def comparison_table(summaries: list[dict[str, Any]]):
     import pandas as pd
 
-    frame = pd.DataFrame(summaries)[list(COMPARISON_COLUMNS)]
-    return frame.rename(columns=COMPARISON_COLUMNS)
+    return pd.DataFrame(summaries)[COMPARISON_COLUMNS]
 
 
 def format_table(frame) -> str:

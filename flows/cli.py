@@ -102,13 +102,15 @@ def _experiment(args: argparse.Namespace) -> int:
     print(f"experiment {report['experiment']}: {report['replays']} replays ({report['replays_run']} run now,"
           f" {report['replays_skipped']} logged before, {report['replays_failed']} failed)")
     print(report["table"])
+    print(report["legend"])
     if report["failures"]:
         print(f"\n{len(report['failures'])} replay(s) FAILED (their MLflow runs hold error.txt):", file=sys.stderr)
         for label, msg in report["failures"].items():
             print(f"  {label}: {msg}", file=sys.stderr)
-    print(f"\nMLflow: {report['ui_url']}")
+    print(f"\nMLflow: {report['ui_url']}\n  (the runs table: one row per policy, mean and _std over seeds; chart view: policies side by side)")
+    print(f"comparison run (table, plots): {report['parent_url']}")
     if not report["tracking_uri"].startswith(("http://", "https://")):
-        print("open it with `schedlab ui` (MLflow UI on http://127.0.0.1:5000), then the link above")
+        print("open them with `schedlab ui` (MLflow UI on http://127.0.0.1:5000), then the links above")
     return 1 if report["failures"] else 0
 
 
@@ -175,7 +177,9 @@ def _ui(args: argparse.Namespace) -> int:
         return 2
     settings.artifact_root(home).mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    print(f"MLflow UI on http://{args.host}:{args.port} over {uri} (Ctrl-C stops it)", flush=True)
+    print(f"MLflow UI on http://{args.host}:{args.port} over {uri} (Ctrl-C stops it); the classic runs view:"
+          f" http://{args.host}:{args.port}/#/experiments?workflowType=machine_learning (MLflow opens on its"
+          " GenAI view otherwise: pick 'Model training' top left)", flush=True)
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

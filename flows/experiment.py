@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 import hashlib
+import json
 import logging
 import os
 import re
@@ -38,7 +39,7 @@ from prefect.states import Failed  # noqa: E402
 from schedlab.flows import lifecycle  # noqa: E402
 from schedlab.tasks.config import ExperimentConfig, ReplaySpec, load_config  # noqa: E402
 from schedlab.tasks.locks import file_lock  # noqa: E402
-from schedlab.tasks import compare, plots, tracking  # noqa: E402
+from schedlab.tasks import compare, mlflow_view, plots, tracking  # noqa: E402
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
 from schedlab.tasks.tracking import (  # noqa: E402
     EXPERIMENT_KEY_TAG,
@@ -181,7 +182,8 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
         retrying(lambda: c.update_run(run_id, status="RUNNING"))
     else:
         run = retrying(lambda: c.create_run(experiment_id, run_name=f"{config.name} (comparison)", tags={
-            KIND_TAG: "experiment", EXPERIMENT_KEY_TAG: key, "schedlab.experiment": config.name}))
+            KIND_TAG: "experiment", EXPERIMENT_KEY_TAG: key, "schedlab.experiment": config.name,
+            **mlflow_view.standard_tags(config.description)}))
         run_id = run.info.run_id
         from mlflow.entities import Param
 
@@ -203,8 +205,10 @@ def _safe(text: str) -> str:
 
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
                     specs: list[ReplaySpec], done: dict[str, Any]) -> tuple[Any, str]:
-    """Comparison table (CSV + markdown), JCT/queueing CDFs per policy and, when load is swept,
-    average JCT and queueing vs load; all logged to the parent run. Returns (table, markdown)."""
+    """Comparison table (CSV + markdown; also the parent run's note), one child run per policy with
+    the seed means and spreads, bars of the headline metrics, JCT/wait/queueing CDFs per policy and,
+    when load is swept, average JCT and wait vs load; all logged to the parent run.
+    Returns (table, markdown)."""
     import pandas as pd
     from mlflow.artifacts import download_artifacts
 
@@ -223,16 +227,16 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
             try:
                 path = download_artifacts(run_id=run.info.run_id, artifact_path="jobs.parquet",
                                           dst_path=str(out / "dl" / run.info.run_id), tracking_uri=uri)
-                jobs[spec.key] = pd.read_parquet(path, columns=["jct_s", "queue_s"])
+                jobs[spec.key] = pd.read_parquet(path, columns=["jct_s", "queue_s", "wait_s"])
             except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
                 log.warning("no jobs.parquet for run %s: %s", run.info.run_id, err)
         order = [e.label or e.name for e in config.policy_entries()]
         table = compare.comparison(rows, baseline, order)
-        shown = compare.titled(table, baseline)
         markdown = (f"## {config.name}: every policy against `{baseline}`\n\n"
-                    f"Seed means over {len(config.seeds)} seed(s); ratios are {baseline} ÷ policy"
-                    f" (> 1: better than {baseline}).\n\n" + compare.to_markdown(shown) + "\n")
-        shown.to_csv(out / "comparison.csv", index=False)
+                    + (f"{config.description.strip()}\n\n" if config.description else "")
+                    + f"{len(config.seeds)} seed(s); {compare.legend(baseline)}.\n\n"
+                    + compare.to_markdown(table) + "\n")
+        table.to_csv(out / "comparison.csv", index=False)
         (out / "comparison.md").write_text(markdown)
         plot_dir = out / "plots"
         plot_dir.mkdir()
@@ -242,24 +246,35 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
                     jobs[spec.key])
         for (trace_label, cluster), by_policy in groups.items():
-            pooled = {label: pd.concat(frames) for label, frames in by_policy.items()}
             suffix = _safe(f"{trace_label}__{cluster}")
-            plots.cdf_comparison({k: v["jct_s"] for k, v in pooled.items()}, plot_dir / f"jct_cdf__{suffix}.png",
-                                 f"JCT CDF per policy: {trace_label} on {cluster} (seeds pooled)", "JCT (s)")
-            plots.cdf_comparison({k: v["queue_s"] for k, v in pooled.items()},
-                                 plot_dir / f"queue_cdf__{suffix}.png",
-                                 f"queueing delay CDF per policy: {trace_label} on {cluster}", "queueing delay (s)")
+            for column, name, what in (("jct_s", "jct", "JCT"), ("wait_s", "wait", "wait: all time without GPUs"),
+                                       ("queue_s", "queue", "queueing delay to first start")):
+                plots.cdf_comparison({k: [f[column] for f in frames] for k, frames in by_policy.items()},
+                                     plot_dir / f"{name}_cdf__{suffix}.png",
+                                     f"{what}, CDF per policy: {trace_label} on {cluster} (seeds pooled)",
+                                     f"{column} (s)")
+        for (trace_label, cluster), part in table.groupby(["trace", "cluster"], sort=False):
+            plots.metric_bars(part, {"avg_jct_s": "avg_jct_s", "avg_wait_s": "avg_wait_s",
+                                     "avg_queue_s": "avg_queue_s", "makespan_s": "makespan_s"},
+                              plot_dir / f"headline__{_safe(f'{trace_label}__{cluster}')}.png",
+                              f"{trace_label} on {cluster}")
         if config.sweeps_load and rows:
             frame = pd.DataFrame(rows)
             means = frame.groupby(["trace_name", "cluster", "policy", "load"], sort=False)[
-                ["avg_jct_s", "avg_queue_s"]].mean().reset_index()
+                ["avg_jct_s", "avg_wait_s"]].mean().reset_index()
             for (trace, cluster), group in means.groupby(["trace_name", "cluster"], sort=False):
                 if group["load"].nunique() > 1:
                     plots.load_sweep_plot(group, plot_dir / f"vs_load__{_safe(f'{trace}__{cluster}')}.png",
-                                          f"{trace} on {cluster}: average JCT and queueing vs load")
+                                          f"{trace} on {cluster}: average JCT and wait vs load")
         retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.csv")))
         retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.md")))
         retrying(lambda: c.log_artifacts(parent_run_id, str(plot_dir), "plots"))
+    by_label = {s.label: s for s in specs}
+    mlflow_view.log_policy_runs(uri, experiment_id, parent_run_id, table, baseline, {
+        label: {"policy": s.policy, "placement": s.placement,
+                "preemption_overhead_s": mlflow_view.preemption_overhead(s.policy, s.preemption_overhead_s),
+                **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(s.policy, s.params).items()}}
+        for label, s in by_label.items()})
     return table, markdown
 
 
@@ -284,6 +299,7 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
     specs = config.grid(version)
     uri = tracking_uri
     experiment_id = tracking.ensure_experiment(uri, config.name, Path(artifact_root) if artifact_root else None)
+    mlflow_view.describe_experiment(uri, experiment_id, config.description)
     parent = _parent_run(uri, experiment_id, config, specs, Path(config_path).resolve())
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
     todo = [s for s in specs if s.key not in done]
@@ -317,7 +333,8 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
             finished += 1
             m = result["metrics"]
             print(f"[{finished}/{len(todo)}] {spec.run_name}: avg JCT {m.get('avg_jct_s', float('nan')):,.0f} s,"
-                  f" avg queue {m.get('avg_queue_s', float('nan')):,.0f} s (run {result['run_id']}"
+                  f" avg wait {m.get('avg_wait_s', float('nan')):,.0f} s, avg queue {m.get('avg_queue_s', float('nan')):,.0f} s"
+                  f" (run {result['run_id']}"
                   f"{'' if result['logged'] else ', logged before'})")
         pending = resubmit
 
@@ -337,13 +354,15 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
               "replays_run": len(todo), "replays_skipped": len(specs) - len(todo),
               "experiment_wall_s": time.perf_counter() - started}
     retrying(lambda: c.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()]))
+    retrying(lambda: c.set_tag(parent, mlflow_view.NOTE_TAG, mlflow_view.note_text(markdown)))
     retrying(lambda: c.set_terminated(parent, status="FAILED" if failures else "FINISHED"))
     report = {
         "experiment": config.name, "experiment_id": experiment_id, "parent_run_id": parent,
         "tracking_uri": uri, "baseline": config.baseline_label, **counts,
         "failures": {labels[k]: msg for k, msg in failures.items()},
-        "table": compare.to_text(compare.titled(table, config.baseline_label)),
-        "markdown": markdown, "ui_url": tracking.ui_url(uri, experiment_id, parent),
+        "table": compare.to_text(table), "legend": compare.legend(config.baseline_label),
+        "markdown": markdown, "ui_url": mlflow_view.runs_url(uri, experiment_id),
+        "parent_url": mlflow_view.run_url(uri, experiment_id, parent),
     }
     if failures:
         return Failed(message=f"{len(failures)} of {len(specs)} replays failed", data=report)

@@ -1,7 +1,13 @@
-"""The experiment comparison: every policy against the config's baseline, averaged over seeds.
+"""The experiment comparison: every policy against the config's baseline, mean and spread over seeds.
 
-Ratios are as the papers report them: **baseline ÷ policy** (a speed-up: ``2.00x`` = half the
-baseline's average JCT; below 1 = worse than the baseline). GPU utilisation is the plain mean.
+Column names are the MLflow metric keys (a replay run's ``avg_jct_s``; a policy run's ``avg_jct_s``
+= the seed mean and ``avg_jct_s_std`` = the sample standard deviation over seeds), so that the
+terminal, the CSV and the MLflow UI read alike. Ratios are as the papers report them: **baseline ÷
+policy** (a speed-up: ``2.00x`` = half the baseline's average JCT; below 1 = worse than the baseline).
+
+``avg_queue_s`` is submission to *first* start; ``avg_wait_s`` is all the time a job spends without
+GPUs, re-queueing after preemptions included: the papers' "queueing time" for preemptive policies
+(Castor §9.2) is the latter.
 """
 
 from __future__ import annotations
@@ -11,95 +17,136 @@ from typing import Any
 
 import pandas as pd
 
-#: averaged metric -> column title
-METRICS = {
-    "avg_jct_s": "avg JCT (s)",
-    "p95_jct_s": "p95 JCT (s)",
-    "avg_queue_s": "avg queue (s)",
-    "makespan_s": "makespan (s)",
-    "gpu_util": "GPU util",
-    "preemptions": "preemptions",
-}
-#: metric whose baseline/policy ratio is reported -> column title ({b} = the baseline)
-RATIOS = {
-    "avg_jct_s": "avg JCT speed-up vs {b}",
-    "p95_jct_s": "p95 JCT speed-up vs {b}",
-    "makespan_s": "makespan speed-up vs {b}",
-}
+#: headline metrics (MLflow keys), averaged over seeds, with their spread in ``<key>_std``
+METRICS = ("avg_jct_s", "p95_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "gpu_util", "preemptions")
+#: metric -> key of its baseline ÷ policy ratio
+RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makespan_s": "makespan_speedup"}
+#: metrics shown as whole numbers
+INTEGER = frozenset({"preemptions"})
 GROUP = ["trace", "cluster"]
+SAME_AS = "same_as"
+
+
+def std_key(metric: str) -> str:
+    return f"{metric}_std"
 
 
 def _ratio(base: float, value: float) -> float:
-    if base is None or value is None or (isinstance(base, float) and math.isnan(base)):
+    if base is None or value is None or math.isnan(base) or math.isnan(value):
         return math.nan
     if value == 0:
         return 1.0 if base == 0 else math.inf
     return base / value
 
 
+def columns() -> list[str]:
+    return [*GROUP, "policy", "seeds", SAME_AS, *(c for m in METRICS for c in (m, std_key(m))), *RATIOS.values()]
+
+
+def _identical(frame: pd.DataFrame, labels: list[str]) -> dict[str, str]:
+    """label -> an earlier label whose per-seed headline metrics are all equal (same results)."""
+    vectors: dict[str, tuple] = {}
+    for label in labels:
+        part = frame[frame["policy"] == label].sort_values("seed")
+        vectors[label] = tuple(part["seed"]) + tuple(
+            round(float(v), 6) if not pd.isna(v) else None for m in METRICS for v in part[m])
+    same: dict[str, str] = {}
+    for i, label in enumerate(labels):
+        for earlier in labels[:i]:
+            if earlier not in same and vectors[earlier] == vectors[label]:
+                same[label] = earlier
+                break
+    return same
+
+
 def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str] | None = None) -> pd.DataFrame:
     """``rows``: one per finished replay with ``trace, cluster, policy`` (the label), ``seed`` and the
-    metrics. Returns one row per (trace, cluster, policy): seeds, the seed means and the ratios."""
-    columns = [*GROUP, "policy", "seeds", *METRICS, *RATIOS]
+    metrics. Returns one row per (trace, cluster, policy): seeds, seed means and standard deviations,
+    the ratios against the baseline and ``same_as`` (a policy whose results are identical, seed by seed)."""
     if not rows:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=columns())
     frame = pd.DataFrame(rows)
     for m in METRICS:
         if m not in frame:
             frame[m] = math.nan
-    means = frame.groupby([*GROUP, "policy"], sort=False)[list(METRICS)].mean()
-    means["seeds"] = frame.groupby([*GROUP, "policy"], sort=False)["seed"].nunique()
-    means = means.reset_index()
-    out = []
-    for _, group in means.groupby(GROUP, sort=False):
-        base = group[group["policy"] == baseline]
-        for _, row in group.iterrows():
-            rec = row.to_dict()
-            for m in RATIOS:
-                rec[f"ratio:{m}"] = _ratio(float(base[m].iloc[0]), float(row[m])) if len(base) else math.nan
-            out.append(rec)
-    table = pd.DataFrame(out)
     order = {p: i for i, p in enumerate(policy_order or [])}
-    table["_order"] = table["policy"].map(lambda p: (p != baseline, order.get(p, len(order))))
-    table = table.sort_values([*GROUP, "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
-    return table[[*GROUP, "policy", "seeds", *METRICS, *(f"ratio:{m}" for m in RATIOS)]]
+    out = []
+    for _, group in frame.groupby(GROUP, sort=False):
+        labels = sorted(group["policy"].unique(), key=lambda p: (p != baseline, order.get(p, len(order))))
+        same = _identical(group, labels)
+        by_policy = group.groupby("policy", sort=False)
+        means, stds = by_policy[list(METRICS)].mean(), by_policy[list(METRICS)].std(ddof=1)
+        for label in labels:
+            first = group[group["policy"] == label].iloc[0]
+            rec: dict[str, Any] = {"trace": first["trace"], "cluster": first["cluster"], "policy": label,
+                                   "seeds": int(group.loc[group["policy"] == label, "seed"].nunique()),
+                                   SAME_AS: same.get(label, "")}
+            for m in METRICS:
+                rec[m], rec[std_key(m)] = float(means.loc[label, m]), float(stds.loc[label, m])
+            for m, key in RATIOS.items():
+                rec[key] = _ratio(float(means.loc[baseline, m]), rec[m]) if baseline in means.index else math.nan
+            out.append(rec)
+    return pd.DataFrame(out, columns=columns())
 
 
-def titled(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """The table with human column titles (for CSV, markdown and the terminal)."""
-    names = {**METRICS, **{f"ratio:{m}": t.format(b=baseline) for m, t in RATIOS.items()}}
-    return table.rename(columns=names)
+def _number(value: float, metric: str) -> str:
+    if math.isnan(value):
+        return "—"
+    if math.isinf(value):
+        return "∞"
+    if metric in INTEGER:
+        return f"{round(value):,d}"
+    if metric == "gpu_util":
+        return f"{value:.3f}"
+    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
-def _cell(value: Any, column: str) -> str:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "—"
-        if math.isinf(value):
-            return "∞"
-        if "vs" in column:
-            return f"{value:.2f}x"
-        if column == "GPU util":
-            return f"{value:.3f}"
-        return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
+def _cell(row: dict[str, Any], column: str) -> str:
+    value = row[column]
+    if column in RATIOS.values():
+        return "—" if math.isnan(value) else "∞" if math.isinf(value) else f"{value:.2f}x"
+    if column in METRICS:
+        spread = row.get(std_key(column), math.nan)
+        text = _number(value, column)
+        return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column)}"
+    if column == SAME_AS:
+        return f"= {value}" if value else ""
     return str(value)
 
 
+def shown_columns(table: pd.DataFrame) -> list[str]:
+    """The columns printed (std columns folded into their metric's cell; ``same_as`` only when used)."""
+    cols = [*GROUP, "policy", "seeds", *METRICS, *RATIOS.values()]
+    if len(table) and (table[SAME_AS] != "").any():
+        cols.insert(4, SAME_AS)
+    return cols
+
+
+def legend(baseline: str) -> str:
+    return (f"cells: mean ± sample std over seeds; *_speedup = {baseline} ÷ policy (> 1: better than {baseline});"
+            " avg_wait_s = all time without GPUs (incl. after preemptions), avg_queue_s = to first start;"
+            " same_as: identical results, seed by seed")
+
+
 def to_markdown(table: pd.DataFrame) -> str:
-    head = list(table.columns)
+    head = shown_columns(table)
     lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if i < 3 else "---:" for i, _ in enumerate(head)) + "|"]
-    for row in table.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v, c) for v, c in zip(row, head)) + " |")
+             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS) else "---:" for c in head) + "|"]
+    for row in table.to_dict("records"):
+        lines.append("| " + " | ".join(_cell(row, c) for c in head) + " |")
     return "\n".join(lines)
 
 
 def to_text(table: pd.DataFrame) -> str:
-    """A fixed-width table for the terminal."""
-    cells = [list(map(str, table.columns))]
-    cells += [[_cell(v, c) for v, c in zip(row, table.columns)] for row in table.itertuples(index=False)]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    lines = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in cells]
+    """A fixed-width table for the terminal (trace and cluster columns only when there are several)."""
+    head = shown_columns(table)
+    if len(table) and len(table[GROUP].drop_duplicates()) == 1:
+        head = [c for c in head if c not in GROUP]
+    cells = [head] + [[_cell(row, c) for c in head] for row in table.to_dict("records")]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    left = {*GROUP, "policy", SAME_AS}
+    lines = ["  ".join(c.ljust(w) if h in left else c.rjust(w) for c, w, h in zip(r, widths, head)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if GROUP[0] not in head and len(table):
+        lines.insert(0, f"trace {table['trace'].iloc[0]}, cluster {table['cluster'].iloc[0]}")
     return "\n".join(lines)

@@ -28,6 +28,7 @@ from prefect.cache_policies import NO_CACHE
 
 from schedlab.tasks.config import ReplaySpec
 from schedlab.tasks import tracking
+from schedlab.tasks.mlflow_view import standard_tags
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
 #: how often a replay whose key another live process is logging looks again
@@ -48,19 +49,29 @@ class ReplayFailed(RuntimeError):
 
 
 def run_params(spec: ReplaySpec) -> dict[str, str]:
-    """The run's parameters: policy and its parameters, trace and loader options, cluster, seed,
-    model sources and code version."""
+    """The run's effective configuration: policy and *every* parameter of it (defaults included),
+    the preemption overhead the engine charges (and whether it is the policy's default), trace and
+    loader options, cluster, seed, model sources and code version."""
+    from schedlab.tasks.mlflow_view import policy_params, preemption_overhead
+
     params: dict[str, Any] = {
         "policy": spec.policy, "label": spec.label, "trace": spec.trace, "trace.label": spec.trace_label,
         "trace.source": spec.source or "synthetic", "trace.format": spec.format or "auto",
         "trace.annotate": spec.annotate, "cluster": spec.cluster, "seed": spec.seed,
-        "placement": spec.placement, "preemption_overhead_s": spec.preemption_overhead_s,
+        "placement": spec.placement,
+        "preemption_overhead_s": preemption_overhead(spec.policy, spec.preemption_overhead_s),
+        "preemption_overhead.source": "config" if spec.preemption_overhead_s is not None else "policy default",
         "code_version": spec.code_version,
     }
-    params.update({f"params.{k}": json.dumps(v) for k, v in sorted(spec.params.items())})
+    params.update({f"params.{k}": json.dumps(v) for k, v in sorted(policy_params(spec.policy, spec.params).items())})
     params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
-    params.update({f"model.{k}": v for k, v in sorted(spec.models.items())})
+    params.update(model_params(spec))
     return {k: str(v)[:6000] for k, v in params.items()}
+
+
+def model_params(spec: ReplaySpec) -> dict[str, Any]:
+    """The model sources a replay uses (``model.<name>``); the hook where model-version lineage goes."""
+    return {f"model.{k}": v for k, v in sorted(spec.models.items())}
 
 
 def _metrics(summary: dict[str, Any]) -> dict[str, float]:
@@ -109,7 +120,9 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
     tags = {KEY_TAG: key, KIND_TAG: "replay", "schedlab.experiment": spec.experiment,
             "schedlab.policy": spec.policy, "schedlab.label": spec.label, "schedlab.trace": spec.trace_label,
             "schedlab.cluster": spec.cluster, "schedlab.seed": str(spec.seed),
-            **tracking.owner_tags()}
+            **tracking.owner_tags(),
+            **standard_tags(f"Replay of **{spec.label}** (policy `{spec.policy}`) on trace {spec.trace_label},"
+                            f" cluster {spec.cluster}, seed {spec.seed}; experiment {spec.experiment}.")}
     if parent_run_id:
         tags[PARENT_TAG] = parent_run_id
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
@@ -135,6 +148,8 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
             plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {title}", "JCT (s)")
             plots.cdf_plot(result.jobs["queue_s"], out / "queue_cdf.png", f"queueing delay CDF: {title}",
                            "queueing delay (s)")
+            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait (all time without GPUs) CDF: {title}",
+                           "wait_s (s)")
             plots.utilization_plot(result.utilization, cluster.training_pool.servers
                                    * cluster.training_pool.gpus_per_server, out / "gpu_util.png",
                                    f"GPU utilisation: {title}")

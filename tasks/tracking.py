@@ -238,9 +238,9 @@ def code_version() -> str:
 
 
 def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str = "http://127.0.0.1:5000") -> str:
-    """Where a run (or the experiment) is in the MLflow UI."""
+    """Where a run (or the experiment's runs) is in the MLflow UI, in its classic (not GenAI) view."""
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else ui
-    return f"{base}/#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+    return f"{base}/#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs") + "?workflowType=machine_learning"
 
 
 def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:

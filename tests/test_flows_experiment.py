@@ -7,6 +7,7 @@ path); the flow itself is covered end to end, including a worker killed mid-repl
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import textwrap
@@ -83,6 +84,7 @@ def running_replays(db: Path) -> list[tuple[str, int]]:
 def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_address):
     path = write(tmp_path, """\
         name: e2e
+        description: two policies on a small synthetic trace
         baseline: fifo
         seeds: [0, 1]
         traces:
@@ -114,8 +116,12 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
         assert p["code_version"] == CODE and p["model.interference"] == "analytic"
         assert p["model.iteration_time"] == "catalog"
         if spec.policy == "tiresias":
-            assert p["params.promote_knob"] == "4"
+            assert p["params.promote_knob"] == "4.0"  # the validated value
+            assert "params.queue_thresholds" in p  # left at its default, logged all the same
+        assert float(p["preemption_overhead_s"]) >= 0 and p["preemption_overhead.source"] == "policy default"
+        assert run.data.tags["mlflow.user"] and "mlflow.note.content" in run.data.tags
         m = run.data.metrics
+        assert m["avg_wait_s"] >= m["avg_queue_s"]
         assert m["jobs"] == 300 and m["avg_jct_s"] > 0 and 0 < m["gpu_util"] <= 1 and "p95_queue_s" in m
         names = {a.path for a in c.list_artifacts(run.info.run_id)}
         assert {"jobs.parquet", "summary.json", "utilization.parquet", "jct_cdf.png", "queue_cdf.png",
@@ -129,12 +135,32 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert {"comparison.csv", "comparison.md", "plots", "exp.yaml"} <= names
     plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
     assert "plots/jct_cdf__syn__4x8.png" in plots
+    assert {"plots/wait_cdf__syn__4x8.png", "plots/headline__syn__4x8.png"} <= plots
     table = pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")
     assert list(table["policy"]) == ["fifo", "tiresias"]
-    assert table.loc[0, "avg JCT speed-up vs fifo"] == pytest.approx(1.0)
-    fifo_mean = sum(r.data.metrics["avg_jct_s"] for r in children if r.data.params["policy"] == "fifo") / 2
-    assert table.loc[0, "avg JCT (s)"] == pytest.approx(fifo_mean)
-    assert "avg JCT speed-up vs fifo" in report["markdown"] and "tiresias" in report["table"]
+    assert table.loc[0, "avg_jct_speedup"] == pytest.approx(1.0)
+    fifo_jct = [r.data.metrics["avg_jct_s"] for r in children if r.data.params["policy"] == "fifo"]
+    assert table.loc[0, "avg_jct_s"] == pytest.approx(sum(fifo_jct) / 2)
+    assert "avg_jct_speedup" in report["markdown"] and "tiresias" in report["table"] and "avg_wait_s" in report["table"]
+
+    # the MLflow view: classic runs view, the description, one run per policy with mean and spread
+    exp = c.get_experiment_by_name("e2e")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert exp.tags["mlflow.note.content"] == "two policies on a small synthetic trace"
+    assert "workflowType=machine_learning" in report["ui_url"] and f"/experiments/{exp.experiment_id}/runs?" in report["ui_url"]
+    assert "avg_jct_speedup" in parent.data.tags["mlflow.note.content"]  # the table on the run's page
+    policy_runs = {r.data.tags["schedlab.label"]: r for r in runs if r.data.tags.get("schedlab.kind") == "policy"}
+    assert set(policy_runs) == {"fifo", "tiresias"}
+    fifo = policy_runs["fifo"]
+    assert fifo.data.tags["schedlab.comparison_run"] == parent.info.run_id and fifo.info.status == "FINISHED"
+    assert PARENT_TAG not in fifo.data.tags  # top level: MLflow's table shows child runs collapsed
+    view = json.loads(exp.tags["mlflow.sharedViewState.schedlab-comparison"])
+    assert "viewStateShareKey=schedlab-comparison" in report["ui_url"]
+    assert view["searchFilter"] == "tags.`schedlab.kind` = 'policy'" and "metrics.`avg_wait_s_std`" in view["selectedColumns"]
+    assert fifo.data.metrics["avg_jct_s"] == pytest.approx(sum(fifo_jct) / 2, abs=0.05)  # rounded to 0.1 s
+    assert fifo.data.metrics["avg_jct_s_std"] == pytest.approx(abs(fifo_jct[0] - fifo_jct[1]) / 2 ** 0.5, abs=0.05)
+    assert {"avg_wait_s", "avg_wait_s_std", "makespan_s", "makespan_s_std", "seeds"} <= set(fifo.data.metrics)
+    assert policy_runs["tiresias"].data.params["params.promote_knob"] == "4.0"
 
     # the same table is a Prefect markdown artifact
     from prefect.client.orchestration import get_client
@@ -142,12 +168,12 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
 
     with get_client(sync_client=True) as prefect:
         artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["experiment-e2e"])))
-    assert artifacts and "avg JCT speed-up vs fifo" in artifacts[0].data
+    assert artifacts and "avg_jct_speedup" in artifacts[0].data
 
     # re-running the same experiment resumes: nothing is logged twice
     again = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
     assert again["replays_run"] == 0 and again["replays_skipped"] == 4
-    assert len(all_runs(uri, "e2e", deleted=True)) == 5
+    assert len(all_runs(uri, "e2e", deleted=True)) == 7  # 4 replays, the parent, 2 policy runs: none twice
     assert again["parent_run_id"] == parent.info.run_id
 
 

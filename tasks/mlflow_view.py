@@ -1,0 +1,276 @@
+"""What the MLflow UI shows a researcher comparing schedulers (DESIGN.md, "Tracking").
+
+- experiments open in MLflow's classic runs view: the experiment is tagged
+  ``mlflow.experimentKind = custom_model_development`` (MLflow 3 versions that pick the view from
+  the tag) and every link carries ``workflowType=machine_learning`` (MLflow >= 3.x picks the view
+  from the UI's workflow switch, which that query parameter sets); the YAML ``description`` is the
+  experiment's description (``mlflow.note.content``);
+- standard tags on every run: ``mlflow.source.git.commit``, ``mlflow.user``, ``mlflow.source.name``
+  and a note (``mlflow.note.content``);
+- the comparison as runs: one child run of the experiment's parent run per (trace, cluster, policy)
+  holding the seed means (``avg_jct_s``) and spreads (``avg_jct_s_std``) under the replay runs' metric
+  keys, so that MLflow's table and chart views compare policies directly;
+- the effective configuration of a replay (every policy parameter with its default, the preemption
+  overhead the engine really charges).
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import hashlib
+import math
+import os
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import schedlab.tasks  # noqa: F401  (environment first)
+from schedlab.tasks import compare
+from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, client, retrying
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"  # MLflow's classic (non-GenAI) experiment view
+NOTE_TAG = "mlflow.note.content"
+POLICY_ROW_TAG = "schedlab.policy_row"  # a policy run's identity within its comparison
+COMPARISON_TAG = "schedlab.comparison_run"  # a policy run -> the experiment's parent run
+POLICY_KIND = "policy"
+UI = "http://127.0.0.1:5000"
+#: the runs view of a comparison: one row per policy
+COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
+#: MLflow's shared view states are experiment tags with this prefix (read by the UI's
+#: ``viewStateShareKey`` query parameter: search facets and table/chart settings, as JSON)
+SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
+VIEW_KEY = "schedlab-comparison"
+#: the runs table's columns in the comparison view
+VIEW_COLUMNS = ("seeds", "avg_jct_s", "avg_jct_s_std", "avg_wait_s", "avg_wait_s_std", "avg_queue_s", "avg_queue_s_std",
+                "makespan_s", "makespan_s_std", "avg_jct_speedup", "p95_jct_s", "gpu_util", "preemptions")
+
+
+# ---------------------------------------------------------------------------------------------
+# links and tags
+
+
+def _base(uri: str, ui: str) -> str:
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else ui
+
+
+def runs_url(uri: str, experiment_id: str, search: str | None = None, ui: str = UI) -> str:
+    """The experiment's runs table in the classic view: the comparison view (:func:`comparison_view`:
+    one row per policy, the headline columns, every run in the charts) unless ``search`` filters runs."""
+    query = {"workflowType": "machine_learning"}
+    if search:
+        query["searchFilter"] = search
+    else:
+        query["viewStateShareKey"] = VIEW_KEY
+    return f"{_base(uri, ui)}/#/experiments/{experiment_id}/runs?{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}"
+
+
+def run_url(uri: str, experiment_id: str, run_id: str, ui: str = UI) -> str:
+    from schedlab.tasks.tracking import ui_url
+
+    return ui_url(uri, experiment_id, run_id, ui)
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The full commit of the package's checkout (None outside a git checkout)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def standard_tags(note: str | None = None) -> dict[str, str]:
+    """MLflow's own tags for a run created through the client (which sets none of them)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = os.environ.get("USER", "unknown")
+    tags = {"mlflow.user": user, "mlflow.source.name": "schedlab", "mlflow.source.type": "LOCAL"}
+    if (commit := git_commit()) is not None:
+        tags["mlflow.source.git.commit"] = commit
+    if note:
+        tags[NOTE_TAG] = note_text(note)
+    return tags
+
+
+def note_text(text: str, limit: int = 8000) -> str:
+    """``text`` cut to MLflow's tag length at a line end (a table is never cut mid-row)."""
+    if len(text) <= limit:
+        return text
+    tail = "\n\n… (cut: the full table is the artifact comparison.md)"
+    return text[: text.rfind("\n", 0, limit - len(tail))] + tail
+
+
+def describe_experiment(uri: str, experiment_id: str, description: str | None) -> None:
+    """Classic runs view and the YAML's description as the experiment's description (idempotent)."""
+    c = client(uri)
+    retrying(lambda: c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND))
+    if description:
+        retrying(lambda: c.set_experiment_tag(experiment_id, NOTE_TAG, note_text(description.strip(), 20000)))
+
+
+def comparison_view(uri: str, experiment_id: str) -> None:
+    """Store the comparison view as one of the experiment's shared MLflow views: the policy runs only,
+    sorted by average JCT, the headline metrics as columns, every run (not only the first 10) in the
+    chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
+    import json
+
+    columns = [f"metrics.`{m}`" for m in VIEW_COLUMNS] + ["tags.`schedlab.same_as`"]
+    view = {"searchFilter": COMPARISON_FILTER, "orderByKey": "metrics.`avg_jct_s`", "orderByAsc": True,
+            "selectedColumns": columns, "columnOrder": columns,
+            "runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True}
+    c = client(uri)
+    retrying(lambda: c.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + VIEW_KEY, json.dumps(view)))
+
+
+# ---------------------------------------------------------------------------------------------
+# effective configuration of a replay
+
+
+def policy_params(policy: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of ``policy``: the given ones and the defaults of the rest (JSON values)."""
+    from schedlab.sched.policies import make_policy
+
+    return make_policy(policy, params).params.model_dump(mode="json")
+
+
+def preemption_overhead(policy: str, given: float | None) -> float:
+    """The checkpoint-restore seconds a replay charges: the given value, else the policy's default
+    (the engine's rule, sched/engine.py)."""
+    from schedlab.sched.policies import POLICIES
+
+    return float(POLICIES[policy].default_preemption_overhead_s if given is None else given)
+
+
+# ---------------------------------------------------------------------------------------------
+# the comparison as runs
+
+
+def _row_key(parent_run_id: str, trace: str, cluster: str, policy: str) -> str:
+    return hashlib.sha256(f"{parent_run_id}\n{trace}\n{cluster}\n{policy}".encode()).hexdigest()[:32]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(key: str, value: float) -> float:
+    """A policy run's metric rounded for MLflow's table (which prints every digit): seconds to 0.1 s,
+    ratios and fractions to 3 decimals (comparison.csv keeps the exact values)."""
+    return round(float(value), 1 if key.endswith(("_s", "_s_std")) or key.startswith("preemptions") else 3)
+
+
+def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, baseline: str,
+                    params_of: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """One FINISHED run per row of the comparison ``table``, tagged with ``parent_run_id`` but at the
+    top level (MLflow's table shows children collapsed; a shared view cannot expand them): metrics are the
+    row's seed means (replay keys), ``<key>_std`` spreads and ``*_speedup`` ratios; params the policy's
+    (``params_of``: label -> params). The same runs are updated when the experiment is re-run.
+    Returns row key -> run id."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    c = client(uri)
+    existing = {}
+    page = retrying(lambda: c.search_runs([experiment_id], filter_string=f"tags.`{COMPARISON_TAG}` = '{parent_run_id}'"
+                                          f" and tags.`{KIND_TAG}` = '{POLICY_KIND}'", max_results=1000))
+    for run in page:
+        existing[run.data.tags.get(POLICY_ROW_TAG)] = run
+    several = table[["trace", "cluster"]].drop_duplicates().shape[0] > 1 if len(table) else False
+    now, out = int(time.time() * 1000), {}
+    for row in table.to_dict("records"):
+        label, seeds = row["policy"], int(row["seeds"])
+        key = _row_key(parent_run_id, row["trace"], row["cluster"], label)
+        same = f"; identical results to {row[compare.SAME_AS]}" if row.get(compare.SAME_AS) else ""
+        note = (f"**{label}** on {row['trace']} / {row['cluster']}: mean and sample std over {seeds} seed(s)"
+                f" (metric `<key>` and `<key>_std`); `*_speedup` = {baseline} ÷ {label}{same}.")
+        run = existing.get(key)
+        if run is None:
+            name = f"{label} | {row['trace']} | {row['cluster']}" if several else label
+            run = retrying(lambda: c.create_run(experiment_id, run_name=f"{name} (mean of {seeds} seeds)", tags={
+                KIND_TAG: POLICY_KIND, COMPARISON_TAG: parent_run_id, POLICY_ROW_TAG: key,
+                "schedlab.label": label, "schedlab.trace": str(row["trace"]), "schedlab.cluster": str(row["cluster"]),
+                **standard_tags(note)}))
+            params = {"label": label, "trace": row["trace"], "cluster": row["cluster"], "baseline": baseline,
+                      **(params_of or {}).get(label, {})}
+            retrying(lambda: c.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()]))
+        run_id = run.info.run_id
+        metrics = {"seeds": seeds, **{k: row[k] for m in compare.METRICS for k in (m, compare.std_key(m))},
+                   **{k: row[k] for k in compare.RATIOS.values()}}
+        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
+                                                      if _finite(v)],
+                                     tags=[RunTag(NOTE_TAG, note), RunTag("schedlab.same_as", row.get(compare.SAME_AS) or "")]))
+        retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
+        out[key] = run_id
+    comparison_view(uri, experiment_id)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# `schedlab replay --track`: an ad-hoc replay as MLflow runs
+
+
+def log_adhoc_replays(uri: str, experiment: str, artifact_root: Path | None, results: list[Any],
+                      config: dict[str, Any], total_gpus: int) -> dict[str, str]:
+    """One FINISHED run per replayed policy (``results``: ReplayResult), with the same params,
+    metrics and artifacts as an experiment's replay run; several policies share a parent run holding
+    ``comparison.csv``. ``config``: policy -> its effective params, plus the shared settings under
+    ``"*"``. Returns {"parent" | policy: run id}."""
+    import tempfile
+
+    from mlflow.entities import Metric, Param
+
+    from schedlab.tasks import plots, tracking
+    from schedlab.tasks.replay import _metrics
+
+    c = client(uri)
+    experiment_id = tracking.ensure_experiment(uri, experiment, artifact_root)
+    describe_experiment(uri, experiment_id, None)
+    shared = {k: str(v)[:6000] for k, v in config["*"].items()}
+    run_ids: dict[str, str] = {}
+    if len(results) > 1:
+        parent = retrying(lambda: c.create_run(experiment_id, run_name=f"replay: {', '.join(r.policy for r in results)}",
+                                               tags={KIND_TAG: "experiment", "schedlab.adhoc": "true",
+                                                     **standard_tags("Ad-hoc `schedlab replay --track` of several"
+                                                                     " policies; one child run each.")}))
+        run_ids["parent"] = parent.info.run_id
+    now = int(time.time() * 1000)
+    for result in results:
+        params = {**shared, "policy": result.policy,
+                  **{k: str(v)[:6000] for k, v in config[result.policy].items()}}
+        tags = {KIND_TAG: "replay", "schedlab.adhoc": "true", "schedlab.policy": result.policy,
+                **standard_tags(f"Ad-hoc replay of **{result.policy}** (`schedlab replay --track`) on"
+                                f" {shared.get('trace.source')}, cluster {shared.get('cluster')}, seed {shared.get('seed')}.")}
+        if "parent" in run_ids:
+            tags[PARENT_TAG] = run_ids["parent"]
+        run = retrying(lambda: c.create_run(experiment_id, run_name=f"{result.policy} | {shared.get('cluster')}"
+                                            f" | seed {shared.get('seed')}", tags=tags))
+        rid = run.info.run_id
+        metrics = _metrics({k: v for k, v in result.summary.items() if k != "seed"})
+        retrying(lambda: c.log_batch(rid, params=[Param(k, v) for k, v in params.items()],
+                                     metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
+        with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
+            out = Path(tmp)
+            result.write(out)
+            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {result.policy}", "JCT (s)")
+            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait CDF: {result.policy}", "wait_s (s)")
+            plots.utilization_plot(result.utilization, total_gpus, out / "gpu_util.png", f"GPU utilisation: {result.policy}")
+            retrying(lambda: c.log_artifacts(rid, str(out)))
+        retrying(lambda: c.set_terminated(rid, status="FINISHED"))
+        run_ids[result.policy] = rid
+    if "parent" in run_ids:
+        import pandas as pd
+
+        with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
+            path = Path(tmp) / "comparison.csv"
+            pd.DataFrame([{"policy": r.policy, **{m: r.summary.get(m) for m in compare.METRICS}}
+                          for r in results]).to_csv(path, index=False)
+            retrying(lambda: c.log_artifact(run_ids["parent"], str(path)))
+        retrying(lambda: c.log_batch(run_ids["parent"], params=[Param(k, v) for k, v in shared.items()]))
+        retrying(lambda: c.set_terminated(run_ids["parent"], status="FINISHED"))
+    return run_ids
