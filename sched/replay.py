@@ -112,6 +112,7 @@ def replay(
         from schedlab.sched.goodput import load_applications
 
         goodput_models = load_applications(goodput_root)
+        decider.for_goodput_jobs()
     engine = Engine(
         jobs_from_table(table, goodput_models),
         ClusterState(spec),

@@ -54,6 +54,10 @@ class Policy:
     def schedule(self, engine: Engine) -> None:
         raise NotImplementedError
 
+    def for_goodput_jobs(self) -> None:
+        """Called before the replay when its jobs are goodput jobs (specs/pollux.md): a policy with a
+        study-specific mode (Tiresias+TunedJobs) switches to it here. Nothing by default."""
+
     def metrics(self) -> dict[str, float]:
         """The policy's own figures for the replay summary (e.g. LP solve times); none by default."""
         return {}

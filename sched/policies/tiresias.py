@@ -13,16 +13,23 @@ Defaults: two queues split at 3,600 GPU-seconds, the example in Tiresias' simula
 ``promote_knob`` = 8 is our choice (the paper leaves it to the operator; 0 turns promotion off).
 Simplified: no placement-aware consolidation switch (Tiresias §4, "profile-based placement"): every
 job uses the engine's placement strategy.
+
+Mode (``mode``): ``las`` is the above; ``tuned-jobs`` is the study's Tiresias+TunedJobs
+(``tiresias_tuned.py``: 60 s rounds, one threshold at 16 GPU-hours, no promotion, skip-if-not-fit,
+30 s stall per allocation change); ``auto`` (default) picks ``tuned-jobs`` for goodput workloads
+(``--format pollux``) and ``las`` otherwise. In ``tuned-jobs`` mode ``queue_thresholds`` and
+``promote_knob`` keep the study's values unless set explicitly.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
+from schedlab.sched.policies.tiresias_tuned import STUDY_THRESHOLD_GPU_S, TunedJobsMode
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -33,6 +40,11 @@ class TiresiasParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     queue_thresholds: list[float] = Field(default=[3600.0], description="GPU-seconds, ascending")
     promote_knob: float = Field(default=8.0, ge=0)
+    mode: Literal["auto", "las", "tuned-jobs"] = Field(
+        default="auto", description="tuned-jobs: Pollux study's Tiresias+TunedJobs; auto: it for goodput workloads"
+    )
+    round_s: float = Field(default=60.0, gt=0, description="tuned-jobs mode: round length")
+    event_driven: bool = Field(default=False, description="tuned-jobs mode: also decide at arrivals/completions")
 
 
 class Tiresias(Policy):
@@ -52,17 +64,43 @@ class Tiresias(Policy):
         self.jobs: dict[int, Job] = {}
         self.level: dict[int, int] = {}
         self.service_base: dict[int, float] = {}  # service at which the job entered queue 0 / was promoted
+        self.tuned: TunedJobsMode | None = None
+        if self.params.mode == "tuned-jobs":
+            self._tuned_jobs()
 
+    # ---- Tiresias+TunedJobs (Pollux's study): a separate mode, delegated to ---------------------
+    def for_goodput_jobs(self) -> None:
+        if self.params.mode == "auto":
+            self._tuned_jobs()
+
+    def _tuned_jobs(self) -> None:
+        given = self.params.model_fields_set
+        self.tuned = TunedJobsMode(
+            self.params.queue_thresholds if "queue_thresholds" in given else [STUDY_THRESHOLD_GPU_S],
+            self.params.promote_knob if "promote_knob" in given else 0.0,
+            self.params.round_s,
+            self.params.event_driven,
+        )
+        self.default_allocation_stall_s = self.tuned.default_allocation_stall_s
+        self.default_preemption_overhead_s = self.tuned.default_preemption_overhead_s
+
+    # ---- 2D-LAS ---------------------------------------------------------------------------------
     def on_arrival(self, engine: Engine, job: Job) -> None:
+        if self.tuned:
+            return self.tuned.on_arrival(engine, job)
         self.jobs[job.index] = job
         self.service_base[job.index] = 0.0
         self._move(job, 0)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
+        if self.tuned:
+            return self.tuned.on_finish(engine, job)
         self._remove(job)
         del self.jobs[job.index], self.level[job.index], self.service_base[job.index]
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
+        if self.tuned:
+            return self.tuned.on_timer(engine, payload)
         action, job, version = payload
         if job.version != version or job.finished:
             return
@@ -73,6 +111,8 @@ class Tiresias(Policy):
             self._move(job, 0)
 
     def schedule(self, engine: Engine) -> None:
+        if self.tuned:
+            return self.tuned.schedule(engine)
         capacity = engine.cluster.total_gpus
         chosen: list[Job] = []
         for queue in self.queues:

@@ -1,0 +1,153 @@
+"""``pollux``: goodput-optimal allocations and batch sizes (Pollux, OSDI'21, Qiao et al., §4; the
+simulator study of §5.3 as specs/pollux.md states it).
+
+Every round (60 s, a timer) the scheduler maximises the harmonic mean over active jobs of their
+speed-ups: goodput on the allocation (at its goodput-optimal batch, among 50 geometrically spaced
+sizes) over goodput on a fair share of ceil(GPUs / jobs) GPUs; a job whose allocation changes has
+its speed-up scaled by ``max(age - 30 restarts, 0) / (age + 30)``. A job may get at most
+min(2 x the most GPUs it has held, all GPUs, max batch / min per-GPU batch) GPUs (1 at first), at most
+16 nodes, and a node holds at most one multi-node job. Each job runs at the goodput-optimal batch for
+its placement and epoch, re-chosen at every reallocation and epoch boundary (Pollux's agent, §4.1).
+As in the study's simulator, ncf jobs keep batch 32768 on one GPU (``fixed_batch``/``max_gpus``).
+
+Solver (``solver``): ``search`` (ours, ``pollux_opt.solve``: exact DP over GPU counts, packing and
+local search) or ``ga`` (a genetic algorithm like the study's, ``pollux_ga.py``; slow).
+Simplified: the scheduler knows each job's true goodput (the study fits a throughput model to what
+the job has run on so far); no cluster autoscaling; no interference.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, apply_allocations, packed_shape, server_counts
+from schedlab.sched.policies.pollux_opt import JobSpec, Problem, solve
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+
+
+class PolluxParams(RoundParams):
+    solver: Literal["search", "ga"] = "search"
+    ga_population: int = Field(default=100, ge=2)
+    ga_generations: int = Field(default=100, ge=1)
+    restart_delay_s: float = Field(default=30.0, ge=0, description="restart penalty's delay (the study: 30 s)")
+    max_nodes_per_job: int = Field(default=16, ge=1)
+    fixed_batch: dict[str, int] = Field(default={"ncf": 32768}, description="application -> fixed global batch")
+    max_gpus: dict[str, int] = Field(default={"ncf": 1}, description="application -> GPU cap")
+    seed: int = 0
+
+
+class Pollux(RoundPolicy):
+    name = "pollux"
+    summary = "goodput-optimal GPUs and batch per job, harmonic mean of speed-ups re-optimised every 60 s"
+    paper = "Pollux (OSDI'21) §4.1-4.2, simulator study §5.3 (specs/pollux.md)"
+    simplified = (
+        "true goodput known to the scheduler (no online fitting); exact DP + local search instead of the GA"
+        " (solver: ga available); no autoscaling; goodput jobs only (fixed-duration jobs keep their GPU count)"
+    )
+    Params = PolluxParams
+
+    def __init__(self, params: PolluxParams | None = None) -> None:
+        super().__init__(params)
+        self.max_held: dict[Job, int] = {}
+        self.allocations: dict[Job, int] = {}  # non-empty allocation changes so far
+        self.objective_values: list[float] = []
+        self.recorded: list[Problem] | None = None  # benchmarks: keep every round's problem
+        self._ga = None
+
+    def metrics(self) -> dict[str, float]:
+        values = self.objective_values or [0.0]
+        return {"pollux_rounds": len(self.objective_values), "pollux_mean_objective": sum(values) / len(values)}
+
+    def on_finish(self, engine: Engine, job: Job) -> None:
+        super().on_finish(engine, job)
+        self.max_held.pop(job, None)
+        self.allocations.pop(job, None)
+
+    def on_epoch(self, engine: Engine, job: Job) -> None:
+        if job.running and job.model not in self.params.fixed_batch:
+            batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
+            if batch:
+                engine.set_batch(job, batch)
+
+    # ---- a round -------------------------------------------------------------------------------
+    def problem(self, engine: Engine) -> tuple[Problem, list[Job]]:
+        cluster = engine.cluster
+        per, nodes, total = cluster.gpus_per_server, cluster.num_servers, cluster.total_gpus
+        jobs = list(self.active.values())
+        fair = packed_shape(-(-total // max(1, len(jobs))), per)
+        specs = []
+        for job in jobs:
+            current = [0] * nodes
+            for s, n in server_counts(job, per).items():
+                current[s] = n
+            specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job)))
+        problem = Problem(specs, nodes, per, self.params.max_nodes_per_job, scale=nodes / total)
+        return problem, jobs
+
+    def decide(self, engine: Engine) -> None:
+        if not self.active:
+            return
+        problem, jobs = self.problem(engine)
+        if self.recorded is not None:
+            self.recorded.append(problem)
+        alloc = self._solve(problem)
+        self.objective_values.append(problem.value(alloc))
+        targets = {job: {s: n for s, n in enumerate(counts) if n} for job, counts in zip(jobs, alloc)}
+        for job in apply_allocations(engine, targets):
+            if not job.running:
+                continue
+            self.allocations[job] = self.allocations.get(job, 0) + 1
+            self.max_held[job] = max(self.max_held.get(job, 0), job.num_gpus)
+            batch = self.params.fixed_batch.get(job.model) if job.model else None
+            if batch is None and job.goodput is not None:
+                batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
+            if batch and job.goodput is not None:
+                engine.set_batch(job, batch)
+
+    def _solve(self, problem: Problem):
+        if self.params.solver == "search":
+            return solve(problem)
+        if self._ga is None:
+            from schedlab.sched.policies.pollux_ga import GeneticSolver
+
+            self._ga = GeneticSolver(self.params.ga_population, self.params.ga_generations, self.params.seed)
+        return self._ga.solve(problem)
+
+    # ---- a job's terms -------------------------------------------------------------------------
+    def _cap(self, job: Job, total: int) -> int:
+        if job.goodput is None:
+            return job.requested_gpus
+        model = job.goodput
+        cap = min(max(2 * self.max_held.get(job, 0), 1), total, model.max_batch // model.min_local_batch)
+        return min(cap, self.params.max_gpus.get(job.model, cap))
+
+    def _factor(self, engine: Engine, job: Job) -> float:
+        age = engine.now - job.submit_time
+        restarts = max(self.allocations.get(job, 0) - 1, 0)
+        delay = self.params.restart_delay_s
+        return max(age - restarts * delay, 0.0) / (age + delay) if age + delay > 0 else 0.0
+
+    def _speedup(self, job: Job, fair: tuple[int, ...]):
+        if job.goodput is None:  # a fixed-duration job: linear in GPUs, only at its own count
+            want = job.requested_gpus
+            return lambda shape: 1.0 if sum(shape) == want else 0.0
+        model, progress = job.goodput, job.epoch_start
+        base = 0.0
+        while fair and base <= 0.0:
+            base = model.best_batch(fair, progress)[1]
+            fair = packed_shape(sum(fair) - 1, fair[0]) if sum(fair) > 1 else ()
+        if base <= 0.0:
+            return lambda shape: 0.0
+
+        def speedup(shape: tuple[int, ...]) -> float:
+            try:
+                return model.best_batch(shape, progress)[1] / base
+            except ValueError:  # a placement the data cannot interpolate
+                return 0.0
+
+        return speedup

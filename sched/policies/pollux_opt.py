@@ -1,0 +1,324 @@
+"""Pollux's allocation problem and a fast optimiser for it (Pollux OSDI'21 §4.2; specs/pollux.md).
+
+A state gives every job GPUs per node. A job's speed-up is its goodput on its allocation over its
+goodput on a fair share; it is scaled by the study's dominant-share factor (``scale``) and, if the
+allocation changes, by the restart factor ``max(age - 30 restarts, 0) / (age + 30)``. The objective is
+the power mean with p = -1 (harmonic mean) of ``speed-up + 1e-3`` over all jobs, i.e. the number of
+jobs over ``sum(1 / (speed-up + 1e-3))``; a job without GPUs contributes 1 / 1e-3. Constraints:
+node capacity, a job's GPU cap, at most ``max_nodes_per_job`` nodes per job and at most one
+multi-node job per node.
+
+``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
+1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
+   move to the best placement of r GPUs on the fewest nodes;
+2. an exact dynamic programme over GPU counts (the objective is separable: min sum of costs with
+   sum r <= GPUs) — the optimum of the problem without node packing, a bound;
+3. packing: kept jobs stay, the others go largest first, best fit on one node or over the emptiest
+   nodes that hold no other multi-node job (one GPU fewer until it fits);
+4. local search: add / remove one GPU, revert a job to its current allocation, move one GPU from a
+   job to another on a full node; apply the best improving move until none is left.
+``exhaustive`` enumerates every state (tests, tiny problems).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+
+EPS = 1e-3  # the study's additive term inside the power mean
+Alloc = list[tuple[int, ...]]
+
+
+@dataclass
+class JobSpec:
+    max_gpus: int
+    current: tuple[int, ...]  # GPUs per node now (length = nodes)
+    speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
+    restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
+
+
+@dataclass
+class Problem:
+    jobs: list[JobSpec]
+    nodes: int
+    gpus_per_node: int
+    max_nodes_per_job: int = 16
+    scale: float = 1.0
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def speed(self, j: int, shape: tuple[int, ...]) -> float:
+        key = (j, shape)
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = self.jobs[j].speedup(shape) * self.scale
+        return value
+
+    def cost(self, j: int, counts: tuple[int, ...]) -> float:
+        """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node)."""
+        shape = tuple(sorted((c for c in counts if c), reverse=True))
+        if not shape:
+            return 1.0 / EPS
+        s = self.speed(j, shape)
+        if counts != self.jobs[j].current:
+            s *= self.jobs[j].restart_factor
+        return 1.0 / (s + EPS)
+
+    def value(self, alloc: Alloc) -> float:
+        """The objective: harmonic mean of (speed-up + 1e-3) over jobs (higher is better)."""
+        if not self.jobs:
+            return 0.0
+        return len(self.jobs) / sum(self.cost(j, counts) for j, counts in enumerate(alloc))
+
+    def feasible(self, alloc: Alloc) -> bool:
+        used = [0] * self.nodes
+        multi = [0] * self.nodes
+        for j, counts in enumerate(alloc):
+            spread = sum(1 for c in counts if c)
+            if sum(counts) > self.jobs[j].max_gpus or spread > self.max_nodes_per_job:
+                return False
+            for n, c in enumerate(counts):
+                used[n] += c
+                multi[n] += c > 0 and spread > 1
+        return all(u <= self.gpus_per_node for u in used) and all(m <= 1 for m in multi)
+
+
+@lru_cache(maxsize=None)
+def min_node_shapes(r: int, per_node: int) -> tuple[tuple[int, ...], ...]:
+    """Every placement of ``r`` GPUs on the fewest nodes (parts <= per_node), largest part first."""
+    k = -(-r // per_node)
+
+    def parts(total: int, count: int, cap: int):
+        if count == 0:
+            if total == 0:
+                yield ()
+            return
+        for first in range(min(cap, total - (count - 1)), 0, -1):
+            if first * count < total:
+                break
+            for rest in parts(total - first, count - 1, first):
+                yield (first, *rest)
+
+    return tuple(parts(r, k, per_node))
+
+
+def solve(problem: Problem) -> Alloc:
+    """Greedy-exact counts, packing and local search (see the module docstring)."""
+    jobs, G, N = problem.jobs, problem.gpus_per_node, problem.nodes
+    if not jobs:
+        return []
+    capacity = N * G
+    options: list[list[tuple[float, tuple[int, ...] | None]]] = []  # per job, per r: (cost, shape or None=keep)
+    for j, job in enumerate(jobs):
+        cur = sum(job.current)
+        row = [(1.0 / EPS, ())]
+        for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
+            best = (np.inf, ())
+            for shape in min_node_shapes(r, G):
+                s = problem.speed(j, shape) * job.restart_factor
+                if 1.0 / (s + EPS) < best[0]:
+                    best = (1.0 / (s + EPS), shape)
+            if r == cur:
+                keep = problem.cost(j, job.current)
+                if keep <= best[0]:
+                    best = (keep, None)
+            row.append(best)
+        options.append(row)
+    counts = _dp_counts([[c for c, _ in row] for row in options], capacity)
+    alloc = _local_search(problem, _pack(problem, counts, options))
+    value = problem.value(alloc)
+    for j, job in enumerate(jobs):  # perturb: put a job back where it is, evicting what is in the way
+        if alloc[j] != job.current and 0 < sum(job.current) <= job.max_gpus:
+            trial = _force(problem, alloc, j, job.current)
+            if not problem.feasible(trial):
+                continue
+            trial = _local_search(problem, trial)
+            trial_value = problem.value(trial)
+            if trial_value > value:
+                alloc, value = trial, trial_value
+    return alloc
+
+
+def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> Alloc:
+    """``alloc`` with job ``j`` on ``target``; other jobs give up what conflicts (cheapest GPU first)."""
+    G, N = problem.gpus_per_node, problem.nodes
+    out = list(alloc)
+    out[j] = target
+    target_multi = sum(1 for c in target if c) > 1
+    for k, a in enumerate(out):  # at most one multi-node job per node
+        if k != j and target_multi and sum(1 for c in a if c) > 1 and any(a[n] and target[n] for n in range(N)):
+            out[k] = tuple(0 if target[n] else c for n, c in enumerate(a))
+    for n in range(N):
+        while sum(a[n] for a in out) > G:
+            holders = [k for k in range(len(out)) if k != j and out[k][n]]
+            k = min(holders, key=lambda k: problem.cost(k, out[k][:n] + (out[k][n] - 1,) + out[k][n + 1:]) - problem.cost(k, out[k]))
+            out[k] = out[k][:n] + (out[k][n] - 1,) + out[k][n + 1:]
+    return out
+
+
+def _dp_counts(costs: list[list[float]], capacity: int) -> list[int]:
+    """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs)."""
+    C = capacity
+    idx = np.arange(C + 1)[:, None] - np.arange(C + 1)[None, :]
+    valid = idx >= 0
+    idx = np.clip(idx, 0, None)
+    dp = np.zeros(C + 1)
+    choices = []
+    for row in costs:
+        width = min(len(row), C + 1)
+        c = np.asarray(row[:width])
+        m = np.where(valid[:, :width], dp[idx[:, :width]] + c, np.inf)
+        choice = m.argmin(axis=1)
+        dp = m[np.arange(C + 1), choice]
+        choices.append(choice)
+    out = []
+    c = C
+    for choice in reversed(choices):
+        r = int(choice[c])
+        out.append(r)
+        c -= r
+    return out[::-1]
+
+
+def _pack(problem: Problem, counts: list[int], options) -> Alloc:
+    jobs, G, N = problem.jobs, problem.gpus_per_node, problem.nodes
+    free = [G] * N
+    multi = [False] * N
+    alloc: Alloc = [(0,) * N] * len(jobs)
+    movers = []
+    for j, r in enumerate(counts):
+        if r and options[j][r][1] is None:
+            alloc[j] = jobs[j].current
+            spread = sum(1 for c in jobs[j].current if c) > 1
+            for n, c in enumerate(jobs[j].current):
+                free[n] -= c
+                multi[n] |= spread and c > 0
+        elif r:
+            movers.append(j)
+    movers.sort(key=lambda j: (-counts[j], j))
+    for j in movers:
+        for r in range(counts[j], 0, -1):
+            placed = _place(free, multi, r, G, problem.max_nodes_per_job)
+            if placed is not None:
+                alloc[j] = placed
+                spread = sum(1 for c in placed if c) > 1
+                for n, c in enumerate(placed):
+                    free[n] -= c
+                    multi[n] |= spread and c > 0
+                break
+    return alloc
+
+
+def _place(free: list[int], multi: list[bool], r: int, G: int, max_nodes: int) -> tuple[int, ...] | None:
+    """``r`` GPUs: best fit on one node, else over the emptiest nodes without a multi-node job."""
+    N = len(free)
+    if r <= G:
+        fits = [n for n in range(N) if free[n] >= r]
+        if fits:
+            n = min(fits, key=lambda n: (free[n], n))
+            return tuple(r if i == n else 0 for i in range(N))
+    cand = [n for n in range(N) if free[n] > 0 and not multi[n]]
+    if sum(free[n] for n in cand) < r:
+        return None
+    out = [0] * N
+    rem, used = r, 0
+    while rem > 0:
+        tail = [n for n in cand if free[n] >= rem]
+        n = min(tail, key=lambda n: (free[n], n)) if tail else max(cand, key=lambda n: (free[n], -n))
+        take = min(free[n], rem)
+        out[n] = take
+        rem -= take
+        cand.remove(n)
+        used += 1
+    return tuple(out) if used <= max_nodes else None
+
+
+def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
+    jobs, G, N = problem.jobs, problem.gpus_per_node, problem.nodes
+    alloc = list(alloc)
+    cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
+    used = [sum(a[n] for a in alloc) for n in range(N)]
+
+    def spread(a: tuple[int, ...]) -> int:
+        return sum(1 for c in a if c)
+
+    def multi_owner(n: int, skip: int) -> bool:
+        return any(alloc[k][n] and spread(alloc[k]) > 1 for k in range(len(alloc)) if k != skip)
+
+    def allowed(j: int, new: tuple[int, ...]) -> bool:
+        k = spread(new)
+        if sum(new) > jobs[j].max_gpus or k > problem.max_nodes_per_job:
+            return False
+        if any(used[n] - alloc[j][n] + new[n] > G for n in range(N) if new[n] != alloc[j][n]):
+            return False
+        if k > 1:
+            return not any(new[n] and multi_owner(n, j) for n in range(N))
+        # a single-node job: fine unless another multi-node job's node gets... nothing to check
+        return True
+
+    while True:
+        best = (-1e-12, None)
+        for j in range(len(alloc)):
+            a = alloc[j]
+            cands = []
+            if a != jobs[j].current:
+                cands.append(jobs[j].current)
+            for n in range(N):
+                if used[n] < G:
+                    cands.append(a[:n] + (a[n] + 1,) + a[n + 1:])
+                if a[n]:
+                    less = a[:n] + (a[n] - 1,) + a[n + 1:]
+                    cands.append(less)
+                    cands.extend(less[:m] + (less[m] + 1,) + less[m + 1:] for m in range(N) if m != n and used[m] < G)
+            for new in cands:
+                delta = problem.cost(j, new) - cost[j]
+                if delta < best[0] and allowed(j, new):
+                    best = (delta, [(j, new)])
+        for n in range(N):
+            holders = [k for k in range(len(alloc)) if alloc[k][n]]
+            for k in holders:
+                ak = alloc[k]
+                lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
+                d_lose = problem.cost(k, lose) - cost[k]
+                for j in range(len(alloc)):
+                    if j == k:
+                        continue
+                    aj = alloc[j]
+                    gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
+                    delta = d_lose + problem.cost(j, gain) - cost[j]
+                    if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                        best = (delta, [(k, lose), (j, gain)])
+        if best[1] is None:
+            return alloc
+        for j, new in best[1]:
+            for n in range(N):
+                used[n] += new[n] - alloc[j][n]
+            alloc[j] = new
+            cost[j] = problem.cost(j, new)
+
+
+def _pair_allowed(problem: Problem, alloc: Alloc, used: list[int], k: int, lose, j: int, gain) -> bool:
+    trial = list(alloc)
+    trial[k], trial[j] = lose, gain
+    return problem.feasible(trial)
+
+
+def exhaustive(problem: Problem) -> Alloc:
+    """The best state by enumeration (tiny problems only: tests)."""
+    G, N = problem.gpus_per_node, problem.nodes
+    per_job = []
+    for job in problem.jobs:
+        rows = [c for c in itertools.product(range(G + 1), repeat=N)
+                if sum(c) <= job.max_gpus and sum(1 for x in c if x) <= problem.max_nodes_per_job]
+        per_job.append(rows)
+    best_value, best = -1.0, None
+    for alloc in itertools.product(*per_job):
+        alloc = list(alloc)
+        if problem.feasible(alloc):
+            v = problem.value(alloc)
+            if v > best_value + 1e-15:
+                best_value, best = v, alloc
+    return best
