@@ -461,3 +461,15 @@ def test_plausible_extremes_are_kept(tmp_path: Path) -> None:
 def test_cli_implausible_submit_time(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rc, out = replay(tmp_path, capsys, write(tmp_path, "i.csv", ITP_HEADER + "a,0,10,1\nb,1e308,10,1\n"))
     assert rc == 2 and "row 2, column 'submission_time': implausible submit time" in out
+
+
+def test_pollux_na_like_names_are_ids(tmp_path: Path) -> None:
+    header = "name,time,application,num_replicas,batch_size\n"
+    p = write(tmp_path, "w.csv", header + "".join(f"{i},{t},toy,1,8\n" for t, i in enumerate(NA_IDS)))
+    assert load_trace(p, "pollux")[0]["job_id"].tolist() == NA_IDS
+    p = write(tmp_path, "e.csv", header + "a,0,toy,1,8\n,1,toy,1,8\n")
+    with pytest.raises(TraceError, match="e.csv, row 2, column 'name': missing job id"):
+        load_trace(p, "pollux")
+    p = write(tmp_path, "d.csv", header + "a,5,toy,1,8\nb,1,toy,1,8\n")
+    with pytest.raises(TraceError, match="row 2, column 'time': submit time is earlier"):  # the file's column
+        load_trace(p, "pollux", LoadOptions(on_unsorted="error"))

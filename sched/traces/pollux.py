@@ -32,7 +32,9 @@ import numpy as np
 import pandas as pd
 
 from . import philly
-from .common import LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, numeric, read_csv
+from .common import (
+    LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, job_ids, numeric, read_csv,
+)
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 DEFAULT_JOBS = 160  # the study's workloads
@@ -54,7 +56,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     batch_size (global batch -> global_batch)."""
     assert path is not None
     file = str(path)
-    df = read_csv(path, COLUMNS)
+    df = read_csv(path, COLUMNS, text=("name", "application"))  # ids verbatim: "NA" is a name
     gpus = numeric(df, "num_replicas", file, integer=True)
     batch = numeric(df, "batch_size", file, integer=True)
     for col, values in (("num_replicas", gpus), ("batch_size", batch)):
@@ -68,7 +70,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
         raise TraceError(file, "missing value", int(df["_row"].iat[i]), "application")
     out = pd.DataFrame(
         {
-            "job_id": df["name"],
+            "job_id": job_ids(df, "name", file),
             "submit_time": numeric(df, "time", file),
             "num_gpus": gpus,
             "model": apps,
@@ -77,7 +79,8 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
             "_row": df["_row"],
         }
     )
-    return Raw(out, file, len(out))
+    return Raw(out, file, len(out),
+               columns={"job_id": "name", "submit_time": "time", "num_gpus": "num_replicas"})
 
 
 def load(source: str | Path | None, options: LoadOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
