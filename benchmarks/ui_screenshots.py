@@ -102,24 +102,27 @@ def screenshots(runs_link: str, parent_link: str, port: int, out: Path, chromium
     runs_link, parent_link = (u.replace("http://127.0.0.1:5000", base) for u in (runs_link, parent_link))
     experiment_id = re.search(r"/experiments/(\d+)", runs_link).group(1)
     run_id = re.search(r"/runs/([0-9a-f]{32})", parent_link).group(1)
-    pages = [
-        ("1-runs-table.png", runs_link),
-        ("2-runs-chart.png", runs_link + "&compareRunsMode=CHART"),
-        ("3-parent-run.png", parent_link),
-        ("4-headline-plot.png", f"{base}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/plots/"
-                                "headline__synthetic__castor-sim.png?workflowType=machine_learning"),
-        ("4b-wait-cdf.png", f"{base}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/plots/"
-                            "wait_cdf__synthetic__castor-sim.png?workflowType=machine_learning"),
-        ("5-experiment-default.png", f"{base}/#/experiments/{experiment_id}"),
+    # the artifacts tab with the plots folder open (the file in the path is not selected: clicked below)
+    artifacts = f"{base}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/plots?workflowType=machine_learning"
+    pages = [  # (file, page, artifact to click in the tree)
+        ("1-runs-table.png", runs_link, None),
+        ("2-runs-chart.png", runs_link + "&compareRunsMode=CHART", None),
+        ("3-parent-run.png", parent_link, None),
+        ("4-headline-plot.png", artifacts, "headline__"),
+        ("4b-wait-cdf.png", artifacts, "wait_cdf__"),
+        ("5-experiment-default.png", f"{base}/#/experiments/{experiment_id}", None),
     ]
     saved = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1680, "height": 1050})
-        for name, url in pages:
+        for name, url, artifact in pages:
             page.goto(url, wait_until="load")
             time.sleep(8)  # the UI polls (never network-idle); tables and charts render after the data arrives
             _close_side_panels(page)
+            if artifact:
+                page.get_by_text(artifact).first.click()
+                time.sleep(3)
             path = out / name
             page.screenshot(path=str(path), full_page=False)
             print(f"{path}  <- {url}")

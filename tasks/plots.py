@@ -145,6 +145,12 @@ def cdf_comparison(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: 
 
 
 def metric_bars(table: pd.DataFrame, metrics: Mapping[str, str], path: Path, title: str) -> Path:
+    """:func:`metric_bars_figure` saved to ``path``."""
+    metric_bars_figure(table, metrics, title).savefig(path)
+    return path
+
+
+def metric_bars_figure(table: pd.DataFrame, metrics: Mapping[str, str], title: str) -> Figure:
     """One panel per metric (``metrics``: key -> panel title; two panels a row), one bar per policy:
     the seed mean with the seed standard deviation as an error bar (``<key>_std`` columns of the
     comparison table); seconds are shown in hours."""
@@ -162,7 +168,8 @@ def metric_bars(table: pd.DataFrame, metrics: Mapping[str, str], path: Path, tit
         mean = table[key].to_numpy(dtype=float) / scale
         std = table.get(f"{key}_std", pd.Series(np.nan, index=table.index)).to_numpy(dtype=float) / scale
         std = np.nan_to_num(std)
-        ax.bar(x, mean, yerr=[np.minimum(std, np.maximum(mean, 0)), std], capsize=3,  # never below 0 color=[styles[lb]["color"] for lb in labels],
+        low = np.minimum(std, np.maximum(mean, 0))  # a whisker never goes below 0
+        ax.bar(x, mean, yerr=[low, std], capsize=3, color=[styles[lb]["color"] for lb in labels],
                error_kw={"linewidth": 1.0})
         ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=9)
         ax.set_title(name + (" (h)" if scale != 1.0 else ""), fontsize=11)
@@ -170,8 +177,7 @@ def metric_bars(table: pd.DataFrame, metrics: Mapping[str, str], path: Path, tit
     for ax in axes[n:]:
         ax.set_visible(False)
     fig.suptitle(title + "  (bars: mean over seeds; whiskers: ± std)", fontsize=12)
-    fig.savefig(path)
-    return path
+    return fig
 
 
 def load_sweep_plot(frame: pd.DataFrame, path: Path, title: str) -> Path:

@@ -88,6 +88,15 @@ def test_comparison_plots_are_large_with_legend_outside_and_seed_band(tmp_path):
     assert width >= 1200
 
 
+def test_headline_bars_have_one_colour_per_policy_and_whiskers_not_below_zero():
+    table = compare.comparison([r for i in range(12) for r in _rows(f"p{i}", [100.0 + i, 3000.0], [i, i])], "p0")
+    fig = plots.metric_bars_figure(table, {"avg_jct_s": "avg_jct_s"}, "bars")
+    bars = fig.axes[0].patches
+    assert len(bars) == 12 and len({tuple(b.get_facecolor()) for b in bars}) == 12
+    lowest = min(seg[:, 1].min() for c in fig.axes[0].collections for seg in c.get_segments())
+    assert lowest >= 0.0  # std (~2,000 s) > mean's distance to 0 would draw below 0 unclipped
+
+
 def _spec(policy: str, params: dict, overhead: float | None = None) -> ReplaySpec:
     return ReplaySpec(experiment="e", trace="syn", trace_label="syn", source=None, format="synthetic",
                       options={"num_jobs": 10, "seed": 0}, annotate=False, load=1.0, cluster="4x8", policy=policy,
