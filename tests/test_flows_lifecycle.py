@@ -33,13 +33,13 @@ CONFIG = """\
     """
 
 
-def experiment(home: Path, config: Path, *options: str) -> subprocess.Popen:
+def experiment(home: Path, config: Path, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``schedlab experiment CONFIG OPTIONS`` (default ``--workers 1``) in a session of its own (so that all it started
     can be cleaned up)."""
     import schedlab
 
     root = str(Path(schedlab.__file__).resolve().parent.parent)
-    env = {**os.environ, "SCHEDLAB_HOME": str(home), "SCHEDLAB_CODE_VERSION": "test",
+    env = {**os.environ, **(env or {}), "SCHEDLAB_HOME": str(home), "SCHEDLAB_CODE_VERSION": "test",
            "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     for name in ("MLFLOW_TRACKING_URI", "PREFECT_API_URL", "PREFECT_HOME"):
         env.pop(name, None)
@@ -147,7 +147,10 @@ def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_s
     import schedlab
 
     root = str(Path(schedlab.__file__).resolve().parent.parent)
-    env = {**os.environ, "SCHEDLAB_HOME": str(tmp_path / "worker-home"),
+    # logs go to the API in batches: one per minute here, so that none is sent on its own before the
+    # flow's API stops (deterministically what a 2 s batch meets when the flow ends right after a log)
+    batch = {"PREFECT_LOGGING_TO_API_BATCH_INTERVAL": "60"}
+    env = {**os.environ, **batch, "SCHEDLAB_HOME": str(tmp_path / "worker-home"),
            "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -169,7 +172,7 @@ def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_s
             clusters: [4x8]
             policies: [fifo, sjf]
             """))
-        proc = experiment(home, config, "--dask-address", address)
+        proc = experiment(home, config, "--dask-address", address, env=batch)
         try:
             out = proc.communicate(timeout=400)[0]
         finally:
