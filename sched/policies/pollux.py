@@ -58,6 +58,7 @@ class Pollux(RoundPolicy):
         self.objective_values: list[float] = []
         self.recorded: list[Problem] | None = None  # benchmarks: keep every round's problem
         self._ga = None
+        self._goodput: dict = {}  # (model, epoch, shape) -> goodput at the best batch
 
     def metrics(self) -> dict[str, float]:
         values = self.objective_values or [0.0]
@@ -144,10 +145,18 @@ class Pollux(RoundPolicy):
         if base <= 0.0:
             return lambda shape: 0.0
 
+        memo = self._goodput
+        epoch = model.epoch(progress)
+
         def speedup(shape: tuple[int, ...]) -> float:
-            try:
-                return model.best_batch(shape, progress)[1] / base
-            except ValueError:  # a placement the data cannot interpolate
-                return 0.0
+            key = (model, epoch, shape)
+            value = memo.get(key)
+            if value is None:
+                try:
+                    value = model.best_batch(shape, progress)[1]
+                except ValueError:  # a placement the data cannot interpolate
+                    value = 0.0
+                memo[key] = value
+            return value / base
 
         return speedup

@@ -51,7 +51,7 @@ class Problem:
     _memo: dict = field(default_factory=dict, repr=False)
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
-        key = (j, shape)
+        key = (j, shape, None)
         value = self._memo.get(key)
         if value is None:
             value = self._memo[key] = self.jobs[j].speedup(shape) * self.scale
@@ -59,13 +59,19 @@ class Problem:
 
     def cost(self, j: int, counts: tuple[int, ...]) -> float:
         """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node)."""
-        shape = tuple(sorted((c for c in counts if c), reverse=True))
-        if not shape:
-            return 1.0 / EPS
-        s = self.speed(j, shape)
-        if counts != self.jobs[j].current:
-            s *= self.jobs[j].restart_factor
-        return 1.0 / (s + EPS)
+        key = (j, counts)
+        value = self._memo.get(key)
+        if value is None:
+            shape = tuple(sorted((c for c in counts if c), reverse=True))
+            if not shape:
+                value = 1.0 / EPS
+            else:
+                s = self.speed(j, shape)
+                if counts != self.jobs[j].current:
+                    s *= self.jobs[j].restart_factor
+                value = 1.0 / (s + EPS)
+            self._memo[key] = value
+        return value
 
     def value(self, alloc: Alloc) -> float:
         """The objective: harmonic mean of (speed-up + 1e-3) over jobs (higher is better)."""
@@ -127,9 +133,17 @@ def solve(problem: Problem) -> Alloc:
                     best = (keep, None)
             row.append(best)
         options.append(row)
-    counts = _dp_counts([[c for c, _ in row] for row in options], capacity)
-    alloc = _local_search(problem, _pack(problem, counts, options))
+    counts, bound = _dp_counts([[c for c, _ in row] for row in options], capacity)
+    alloc = _pack(problem, counts, options)
+    if sum(problem.cost(j, a) for j, a in enumerate(alloc)) <= bound * (1 + 1e-12):
+        return alloc  # the packing reached the bound: optimal
+    alloc = _local_search(problem, alloc)
     value = problem.value(alloc)
+    current = [job.current for job in jobs]
+    if problem.feasible(current):  # a second start: where the jobs are now
+        trial = _local_search(problem, current)
+        if problem.value(trial) > value:
+            alloc, value = trial, problem.value(trial)
     for j, job in enumerate(jobs):  # perturb: put a job back where it is, evicting what is in the way
         if alloc[j] != job.current and 0 < sum(job.current) <= job.max_gpus:
             trial = _force(problem, alloc, j, job.current)
@@ -159,8 +173,9 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
     return out
 
 
-def _dp_counts(costs: list[list[float]], capacity: int) -> list[int]:
-    """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs)."""
+def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
+    """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs): the counts
+    and the minimum."""
     C = capacity
     idx = np.arange(C + 1)[:, None] - np.arange(C + 1)[None, :]
     valid = idx >= 0
@@ -180,7 +195,7 @@ def _dp_counts(costs: list[list[float]], capacity: int) -> list[int]:
         r = int(choice[c])
         out.append(r)
         c -= r
-    return out[::-1]
+    return out[::-1], float(dp[C])
 
 
 def _pack(problem: Problem, counts: list[int], options) -> Alloc:
