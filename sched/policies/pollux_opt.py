@@ -316,9 +316,21 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
 
 def _pair_allowed(problem: Problem, alloc: Alloc, used: list[int], k: int, lose, j: int, gain) -> bool:
-    trial = list(alloc)
-    trial[k], trial[j] = lose, gain
-    return problem.feasible(trial)
+    """Job ``k`` gives one GPU to job ``j`` on one node: node loads stay; check j's cap, node count
+    and that no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
+    spread = sum(1 for c in gain if c)
+    if sum(gain) > problem.jobs[j].max_gpus or spread > problem.max_nodes_per_job:
+        return False
+    if spread == 1:
+        return True
+    for o, state in enumerate(alloc):
+        if o == j:
+            continue
+        if o == k:
+            state = lose
+        if sum(1 for c in state if c) > 1 and any(state[m] and gain[m] for m in range(len(gain))):
+            return False
+    return True
 
 
 def exhaustive(problem: Problem) -> Alloc:
