@@ -205,3 +205,10 @@ def test_tiresias_tuned_skips_what_does_not_fit_and_preempts_demoted_jobs():
     assert jobs["toy-3"].start_time == pytest.approx(300.0)
     assert jobs["toy-1"].preemptions >= 1 and jobs["toy-2"].preemptions >= 1
     assert jobs["toy-0"].end_time == pytest.approx(690.0)  # it holds its GPU: 1 GPU still fits
+
+
+def test_pollux_with_the_genetic_solver_runs_end_to_end():
+    engine = fixture_engine("pollux", {"solver": "ga", "ga_population": 10, "ga_generations": 5})
+    result = engine.run()
+    assert all(j.finished for j in result.jobs)
+    assert engine.cluster.free_gpus == engine.cluster.total_gpus
