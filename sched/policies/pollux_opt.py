@@ -10,7 +10,7 @@ multi-node job per node.
 
 ``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
 1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
-   move to the best placement of r GPUs on the fewest nodes;
+   move to the best placement of r GPUs on the fewest nodes or one more;
 2. an exact dynamic programme over GPU counts (the objective is separable: min sum of costs with
    sum r <= GPUs) — the optimum of the problem without node packing, a bound;
 3. packing: kept jobs stay, the others go largest first, best fit on one node or over the emptiest
@@ -93,9 +93,19 @@ class Problem:
 
 
 @lru_cache(maxsize=None)
-def min_node_shapes(r: int, per_node: int) -> tuple[tuple[int, ...], ...]:
-    """Every placement of ``r`` GPUs on the fewest nodes (parts <= per_node), largest part first."""
+def candidate_shapes(r: int, per_node: int) -> tuple[tuple[int, ...], ...]:
+    """Placements a moving job of ``r`` GPUs is priced at: on the fewest nodes or one more (every
+    spread for ``r <= per_node``); the measured data is not always fastest on the fewest nodes."""
     k = -(-r // per_node)
+    spreads = range(k, r + 1) if r <= per_node else range(k, min(k + 1, r) + 1)
+    return tuple(shape for n in spreads for shape in min_node_shapes(r, per_node, n))
+
+
+@lru_cache(maxsize=None)
+def min_node_shapes(r: int, per_node: int, nodes: int = 0) -> tuple[tuple[int, ...], ...]:
+    """Every placement of ``r`` GPUs on ``nodes`` nodes (default: the fewest), parts <= per_node,
+    largest part first."""
+    k = nodes or -(-r // per_node)
 
     def parts(total: int, count: int, cap: int):
         if count == 0:
@@ -123,7 +133,7 @@ def solve(problem: Problem) -> Alloc:
         row = [(1.0 / EPS, ())]
         for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
             best = (np.inf, ())
-            for shape in min_node_shapes(r, G):
+            for shape in candidate_shapes(r, G):
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
@@ -216,7 +226,10 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
     movers.sort(key=lambda j: (-counts[j], j))
     for j in movers:
         for r in range(counts[j], 0, -1):
-            placed = _place(free, multi, r, G, problem.max_nodes_per_job)
+            shape = options[j][r][1] if r == counts[j] else None
+            placed = _place_shape(free, multi, shape) if shape else None
+            if placed is None:
+                placed = _place(free, multi, r, G, problem.max_nodes_per_job)
             if placed is not None:
                 alloc[j] = placed
                 spread = sum(1 for c in placed if c) > 1
@@ -225,6 +238,18 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
                     multi[n] |= spread and c > 0
                 break
     return alloc
+
+
+def _place_shape(free: list[int], multi: list[bool], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``shape`` part by part, best fit (a multi-node shape only on nodes without a multi-node job)."""
+    out = [0] * len(free)
+    for part in shape:
+        fits = [n for n in range(len(free)) if not out[n] and free[n] >= part and (len(shape) == 1 or not multi[n])]
+        if not fits:
+            return None
+        n = min(fits, key=lambda n: (free[n], n))
+        out[n] = part
+    return tuple(out)
 
 
 def _place(free: list[int], multi: list[bool], r: int, G: int, max_nodes: int) -> tuple[int, ...] | None:
