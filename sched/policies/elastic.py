@@ -16,7 +16,7 @@ the allocation stall (Pollux: 30 s), the first start included.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,9 +125,15 @@ def emptiest_first(free: list[int], demand: int) -> dict[int, int] | None:
     return taken
 
 
-def apply_allocations(engine: Engine, targets: dict[Job, dict[int, int]]) -> list[Job]:
+def apply_allocations(
+    engine: Engine, targets: dict[Job, dict[int, int]], batch_for: Callable[[Job, dict[int, int]], int] | None = None
+) -> list[Job]:
     """Make the running set equal ``targets`` (job -> GPUs per server; a job not in it, or with no
-    GPUs, is preempted). Returns the jobs whose allocation changed (started, resized or moved)."""
+    GPUs, is preempted). Returns the jobs whose allocation changed (started, resized or moved).
+
+    ``batch_for(job, target)`` (adaptive-batch policies) gives a changed job its new global batch,
+    set when it is valid: after the job's shrink and before its growth or start (a batch that fits
+    more GPUs fits fewer)."""
     per = engine.cluster.gpus_per_server
     changed: list[Job] = []
     grow: list[tuple[Job, dict[int, int], dict[int, int]]] = []
@@ -152,12 +158,16 @@ def apply_allocations(engine: Engine, targets: dict[Job, dict[int, int]]) -> lis
             engine.resize(job, job.num_gpus - len(release), release=tuple(release))
         grow.append((job, target, server_counts(job, per)))
     for job, target, current in grow:
+        if batch_for is not None and job.goodput is not None:
+            engine.set_batch(job, batch_for(job, target))
         extra = [(s, n - current.get(s, 0)) for s, n in sorted(target.items()) if n > current.get(s, 0)]
         if extra and not engine.resize(job, sum(target.values()), placement=extra):
             raise RuntimeError(f"{engine.policy.name}: job {job.job_id} could not grow to {target}")
     for job, target in targets.items():
         target = {s: n for s, n in target.items() if n}
         if target and not job.running:
+            if batch_for is not None and job.goodput is not None:
+                engine.set_batch(job, batch_for(job, target))
             if not engine.start(job, sorted(target.items()), num_gpus=sum(target.values())):
                 raise RuntimeError(f"{engine.policy.name}: job {job.job_id} could not start on {target}")
             changed.append(job)

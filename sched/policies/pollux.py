@@ -58,6 +58,7 @@ class Pollux(RoundPolicy):
         self.objective_values: list[float] = []
         self.recorded: list[Problem] | None = None  # benchmarks: keep every round's problem
         self._ga = None
+        self._goodput: dict = {}  # (model, epoch, shape) -> goodput at the best batch
 
     def metrics(self) -> dict[str, float]:
         values = self.objective_values or [0.0]
@@ -95,28 +96,30 @@ class Pollux(RoundPolicy):
         problem, jobs = self.problem(engine)
         if self.recorded is not None:
             self.recorded.append(problem)
-        alloc = self._solve(problem)
+        alloc = self._solve(problem, jobs)
         self.objective_values.append(problem.value(alloc))
         targets = {job: {s: n for s, n in enumerate(counts) if n} for job, counts in zip(jobs, alloc)}
-        for job in apply_allocations(engine, targets):
-            if not job.running:
-                continue
-            self.allocations[job] = self.allocations.get(job, 0) + 1
-            self.max_held[job] = max(self.max_held.get(job, 0), job.num_gpus)
-            batch = self.params.fixed_batch.get(job.model) if job.model else None
-            if batch is None and job.goodput is not None:
-                batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
-            if batch and job.goodput is not None:
-                engine.set_batch(job, batch)
+        for job in apply_allocations(engine, targets, self._batch_for if any(j.goodput for j in jobs) else None):
+            if job.running:
+                self.allocations[job] = self.allocations.get(job, 0) + 1
+                self.max_held[job] = max(self.max_held.get(job, 0), job.num_gpus)
 
-    def _solve(self, problem: Problem):
+    def _batch_for(self, job: Job, target: dict[int, int]) -> int:
+        """The batch a job runs at on its new GPUs: fixed, or goodput-optimal for placement and epoch."""
+        fixed = self.params.fixed_batch.get(job.model) if job.model else None
+        if fixed is not None or job.goodput is None:
+            return fixed or job.global_batch
+        batch = job.goodput.best_batch(tuple(sorted(target.values(), reverse=True)), job.epoch_start)[0]
+        return batch or job.global_batch
+
+    def _solve(self, problem: Problem, jobs: list[Job]):
         if self.params.solver == "search":
             return solve(problem)
         if self._ga is None:
             from schedlab.sched.policies.pollux_ga import GeneticSolver
 
             self._ga = GeneticSolver(self.params.ga_population, self.params.ga_generations, self.params.seed)
-        return self._ga.solve(problem)
+        return self._ga.solve(problem, jobs)  # warm-started from the last round's population
 
     # ---- a job's terms -------------------------------------------------------------------------
     def _cap(self, job: Job, total: int) -> int:
@@ -144,10 +147,18 @@ class Pollux(RoundPolicy):
         if base <= 0.0:
             return lambda shape: 0.0
 
+        memo = self._goodput
+        epoch = model.epoch(progress)
+
         def speedup(shape: tuple[int, ...]) -> float:
-            try:
-                return model.best_batch(shape, progress)[1] / base
-            except ValueError:  # a placement the data cannot interpolate
-                return 0.0
+            key = (model, epoch, shape)
+            value = memo.get(key)
+            if value is None:
+                try:
+                    value = model.best_batch(shape, progress)[1]
+                except ValueError:  # a placement the data cannot interpolate
+                    value = 0.0
+                memo[key] = value
+            return value / base
 
         return speedup

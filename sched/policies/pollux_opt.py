@@ -10,7 +10,7 @@ multi-node job per node.
 
 ``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
 1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
-   move to the best placement of r GPUs on the fewest nodes;
+   move to the best placement of r GPUs on the fewest nodes or one more;
 2. an exact dynamic programme over GPU counts (the objective is separable: min sum of costs with
    sum r <= GPUs) — the optimum of the problem without node packing, a bound;
 3. packing: kept jobs stay, the others go largest first, best fit on one node or over the emptiest
@@ -51,7 +51,7 @@ class Problem:
     _memo: dict = field(default_factory=dict, repr=False)
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
-        key = (j, shape)
+        key = (j, shape, None)
         value = self._memo.get(key)
         if value is None:
             value = self._memo[key] = self.jobs[j].speedup(shape) * self.scale
@@ -59,13 +59,19 @@ class Problem:
 
     def cost(self, j: int, counts: tuple[int, ...]) -> float:
         """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node)."""
-        shape = tuple(sorted((c for c in counts if c), reverse=True))
-        if not shape:
-            return 1.0 / EPS
-        s = self.speed(j, shape)
-        if counts != self.jobs[j].current:
-            s *= self.jobs[j].restart_factor
-        return 1.0 / (s + EPS)
+        key = (j, counts)
+        value = self._memo.get(key)
+        if value is None:
+            shape = tuple(sorted((c for c in counts if c), reverse=True))
+            if not shape:
+                value = 1.0 / EPS
+            else:
+                s = self.speed(j, shape)
+                if counts != self.jobs[j].current:
+                    s *= self.jobs[j].restart_factor
+                value = 1.0 / (s + EPS)
+            self._memo[key] = value
+        return value
 
     def value(self, alloc: Alloc) -> float:
         """The objective: harmonic mean of (speed-up + 1e-3) over jobs (higher is better)."""
@@ -87,9 +93,19 @@ class Problem:
 
 
 @lru_cache(maxsize=None)
-def min_node_shapes(r: int, per_node: int) -> tuple[tuple[int, ...], ...]:
-    """Every placement of ``r`` GPUs on the fewest nodes (parts <= per_node), largest part first."""
+def candidate_shapes(r: int, per_node: int) -> tuple[tuple[int, ...], ...]:
+    """Placements a moving job of ``r`` GPUs is priced at: on the fewest nodes or one more (every
+    spread for ``r <= per_node``); the measured data is not always fastest on the fewest nodes."""
     k = -(-r // per_node)
+    spreads = range(k, r + 1) if r <= per_node else range(k, min(k + 1, r) + 1)
+    return tuple(shape for n in spreads for shape in min_node_shapes(r, per_node, n))
+
+
+@lru_cache(maxsize=None)
+def min_node_shapes(r: int, per_node: int, nodes: int = 0) -> tuple[tuple[int, ...], ...]:
+    """Every placement of ``r`` GPUs on ``nodes`` nodes (default: the fewest), parts <= per_node,
+    largest part first."""
+    k = nodes or -(-r // per_node)
 
     def parts(total: int, count: int, cap: int):
         if count == 0:
@@ -117,7 +133,7 @@ def solve(problem: Problem) -> Alloc:
         row = [(1.0 / EPS, ())]
         for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
             best = (np.inf, ())
-            for shape in min_node_shapes(r, G):
+            for shape in candidate_shapes(r, G):
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
@@ -127,9 +143,17 @@ def solve(problem: Problem) -> Alloc:
                     best = (keep, None)
             row.append(best)
         options.append(row)
-    counts = _dp_counts([[c for c, _ in row] for row in options], capacity)
-    alloc = _local_search(problem, _pack(problem, counts, options))
+    counts, bound = _dp_counts([[c for c, _ in row] for row in options], capacity)
+    alloc = _pack(problem, counts, options)
+    if sum(problem.cost(j, a) for j, a in enumerate(alloc)) <= bound * (1 + 1e-12):
+        return alloc  # the packing reached the bound: optimal
+    alloc = _local_search(problem, alloc)
     value = problem.value(alloc)
+    current = [job.current for job in jobs]
+    if problem.feasible(current):  # a second start: where the jobs are now
+        trial = _local_search(problem, current)
+        if problem.value(trial) > value:
+            alloc, value = trial, problem.value(trial)
     for j, job in enumerate(jobs):  # perturb: put a job back where it is, evicting what is in the way
         if alloc[j] != job.current and 0 < sum(job.current) <= job.max_gpus:
             trial = _force(problem, alloc, j, job.current)
@@ -159,8 +183,9 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
     return out
 
 
-def _dp_counts(costs: list[list[float]], capacity: int) -> list[int]:
-    """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs)."""
+def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
+    """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs): the counts
+    and the minimum."""
     C = capacity
     idx = np.arange(C + 1)[:, None] - np.arange(C + 1)[None, :]
     valid = idx >= 0
@@ -180,7 +205,7 @@ def _dp_counts(costs: list[list[float]], capacity: int) -> list[int]:
         r = int(choice[c])
         out.append(r)
         c -= r
-    return out[::-1]
+    return out[::-1], float(dp[C])
 
 
 def _pack(problem: Problem, counts: list[int], options) -> Alloc:
@@ -201,7 +226,10 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
     movers.sort(key=lambda j: (-counts[j], j))
     for j in movers:
         for r in range(counts[j], 0, -1):
-            placed = _place(free, multi, r, G, problem.max_nodes_per_job)
+            shape = options[j][r][1] if r == counts[j] else None
+            placed = _place_shape(free, multi, shape) if shape else None
+            if placed is None:
+                placed = _place(free, multi, r, G, problem.max_nodes_per_job)
             if placed is not None:
                 alloc[j] = placed
                 spread = sum(1 for c in placed if c) > 1
@@ -210,6 +238,18 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
                     multi[n] |= spread and c > 0
                 break
     return alloc
+
+
+def _place_shape(free: list[int], multi: list[bool], shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``shape`` part by part, best fit (a multi-node shape only on nodes without a multi-node job)."""
+    out = [0] * len(free)
+    for part in shape:
+        fits = [n for n in range(len(free)) if not out[n] and free[n] >= part and (len(shape) == 1 or not multi[n])]
+        if not fits:
+            return None
+        n = min(fits, key=lambda n: (free[n], n))
+        out[n] = part
+    return tuple(out)
 
 
 def _place(free: list[int], multi: list[bool], r: int, G: int, max_nodes: int) -> tuple[int, ...] | None:
@@ -301,9 +341,21 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
 
 def _pair_allowed(problem: Problem, alloc: Alloc, used: list[int], k: int, lose, j: int, gain) -> bool:
-    trial = list(alloc)
-    trial[k], trial[j] = lose, gain
-    return problem.feasible(trial)
+    """Job ``k`` gives one GPU to job ``j`` on one node: node loads stay; check j's cap, node count
+    and that no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
+    spread = sum(1 for c in gain if c)
+    if sum(gain) > problem.jobs[j].max_gpus or spread > problem.max_nodes_per_job:
+        return False
+    if spread == 1:
+        return True
+    for o, state in enumerate(alloc):
+        if o == j:
+            continue
+        if o == k:
+            state = lose
+        if sum(1 for c in state if c) > 1 and any(state[m] and gain[m] for m in range(len(gain))):
+            return False
+    return True
 
 
 def exhaustive(problem: Problem) -> Alloc:

@@ -50,7 +50,7 @@ class TiresiasParams(BaseModel):
 class Tiresias(Policy):
     name = "tiresias"
     summary = "discretized 2D-LAS with preemption and starvation promotion"
-    paper = "Tiresias (NSDI'19) §3.2; baseline in Castor §9.1, SJF-BSBF §VI-A"
+    paper = "Tiresias (NSDI'19) §3.2; baseline in Castor §9.1, SJF-BSBF §VI-A; mode tuned-jobs: Pollux §5.3"
     simplified = "placement uses the engine's strategy (no profile-based consolidation decision)"
     Params = TiresiasParams
 

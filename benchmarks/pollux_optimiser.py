@@ -1,0 +1,79 @@
+"""Our pollux optimiser (``pollux_opt.solve``) against a genetic algorithm like the study's
+(``pollux_ga.GeneticSolver``: population 100, 100 generations) on states recorded from a pollux
+replay of a study workload (specs/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
+least the GA's value) and solve times.
+
+    python benchmarks/pollux_optimiser.py [--data ../shared/data/profiles/pollux] [--workload 6]
+        [--load 1.0] [--states 20] [--population 100] [--generations 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "profiles" / "pollux"
+FOLDERS = {0.5: "workloads-0.5", 1.0: "workloads", 1.5: "workloads-1.5", 2.0: "workloads-2.0"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.environ.get("SCHEDLAB_POLLUX_DATA") or str(DEFAULT_DATA))
+    parser.add_argument("--workload", type=int, default=6)
+    parser.add_argument("--load", type=float, default=1.0)
+    parser.add_argument("--states", type=int, default=20, help="recorded states compared (evenly spaced)")
+    parser.add_argument("--population", type=int, default=100)
+    parser.add_argument("--generations", type=int, default=100)
+    args = parser.parse_args()
+    if not (Path(args.data) / "traces").is_dir():
+        sys.exit(f"Pollux data not found: {args.data} (pass --data)")
+    if args.load not in FOLDERS or not 1 <= args.workload <= 8:
+        sys.exit(f"--load must be among {sorted(FOLDERS)} and --workload in 1-8")
+
+    from schedlab.sched.cluster import ClusterState, load_cluster
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.goodput import load_applications
+    from schedlab.sched.job import jobs_from_table
+    from schedlab.sched.policies import make_policy
+    from schedlab.sched.policies.pollux_ga import GeneticSolver
+    from schedlab.sched.policies.pollux_opt import Problem, solve
+    from schedlab.sched.replay import prepare_table
+    from schedlab.sched.traces import load_trace
+
+    path = Path(args.data) / FOLDERS[args.load] / f"workload-{args.workload}.csv"
+    table, _ = load_trace(path, "pollux")
+    cluster = load_cluster("16x4:t4")
+    prepared, _ = prepare_table(table, cluster, goodput_root=args.data)
+    policy = make_policy("pollux")
+    policy.recorded = []
+    Engine(jobs_from_table(prepared, load_applications(args.data)), ClusterState(cluster), policy).run()
+    states = [p for p in policy.recorded if len(p.jobs) >= 2]
+    step = max(1, len(states) // args.states)
+    chosen = states[::step][: args.states]
+    print(f"{len(policy.recorded)} rounds recorded, {len(states)} with >= 2 jobs; comparing {len(chosen)}")
+    print(" jobs   ours objective    GA objective   ratio   ours ms     GA s")
+    ratios, ours_t, ga_t = [], [], []
+    for k, recorded in enumerate(chosen):
+        fresh = lambda: Problem(recorded.jobs, recorded.nodes, recorded.gpus_per_node,  # noqa: E731
+                                recorded.max_nodes_per_job, recorded.scale)
+        problem = fresh()
+        start = time.perf_counter()
+        ours = problem.value(solve(problem))
+        ours_t.append(time.perf_counter() - start)
+        problem = fresh()
+        start = time.perf_counter()
+        ga = problem.value(GeneticSolver(args.population, args.generations, seed=k).solve(problem))
+        ga_t.append(time.perf_counter() - start)
+        ratios.append(ours / ga)
+        print(f"{len(recorded.jobs):5d} {ours:16.6f} {ga:15.6f} {ratios[-1]:7.4f} {ours_t[-1] * 1e3:9.1f} {ga_t[-1]:8.2f}")
+    print(f"ratio ours/GA: min {min(ratios):.4f}, mean {sum(ratios) / len(ratios):.4f};"
+          f" states where ours >= GA: {sum(r >= 1 - 1e-12 for r in ratios)}/{len(ratios)}")
+    print(f"solve time: ours mean {sum(ours_t) / len(ours_t) * 1e3:.1f} ms, GA mean {sum(ga_t) / len(ga_t):.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Replay Pollux's simulator study (specs/pollux.md; Pollux OSDI'21 §5.3, Fig. 8a): tiresias
+(Tiresias+TunedJobs), optimus (Optimus+Oracle) and pollux on the 8 study workloads at relative loads
+0.5 / 1.0 / 1.5 / 2.0, on a Dask LocalCluster; prints average JCT per cell, the study's own figure
+(its ``results-jobload/<policy>-<load>/summary.json``, rounded to 1 s) and our deviation, and the
+wall time. ``--speed`` instead times one replay of workload-6 per policy (warm model caches).
+
+    python benchmarks/pollux_study.py [--data ../shared/data/profiles/pollux] [--workers 2]
+        [--policies tiresias optimus pollux] [--workloads 1 .. 8] [--loads 0.5 1.0 1.5 2.0]
+
+The study's rounds are aligned to its workload clock (t = 0 is the window's start); our loader
+rebases the first arrival to 0, so each replay shifts the table back by the file's first time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "profiles" / "pollux"
+CLUSTER = "16x4:t4"  # the study's 16 g4dn.12xlarge nodes (pollux-64)
+FOLDERS = {0.5: "workloads-0.5", 1.0: "workloads", 1.5: "workloads-1.5", 2.0: "workloads-2.0"}
+# the study's average JCTs (s), workloads 1-8, from its published results (results-jobload/)
+STUDY = {
+    ("tiresias", 0.5): (1451, 2333, 1870, 1947, 1425, 1827, 3979, 1900),
+    ("tiresias", 1.0): (2474, 5145, 3876, 3280, 3501, 3470, 5480, 5080),
+    ("tiresias", 1.5): (5520, 6334, 6562, 5577, 6832, 5830, 5367, 7436),
+    ("tiresias", 2.0): (10138, 8656, 10728, 9665, 12098, 10255, 8371, 10406),
+    ("optimus", 0.5): (1310, 3125, 1987, 2174, 1325, 1958, 5314, 1971),
+    ("optimus", 1.0): (4087, 6914, 3944, 5968, 5656, 5302, 7291, 6294),
+    ("optimus", 1.5): (7674, 6678, 5684, 7684, 7900, 7500, 6426, 8331),
+    ("optimus", 2.0): (10807, 8515, 8363, 10313, 11830, 9767, 6998, 11175),
+    ("pollux", 0.5): (1060, 1826, 1311, 1498, 977, 1288, 2881, 1432),
+    ("pollux", 1.0): (2089, 3323, 2188, 2721, 2674, 2446, 3616, 2952),
+    ("pollux", 1.5): (3856, 3381, 3300, 3903, 4007, 3474, 3218, 4345),
+    ("pollux", 2.0): (6186, 4191, 5132, 5262, 6591, 5105, 3836, 6010),
+}
+
+
+def replay_cell(data: str, policy: str, workload: int, load: float) -> dict:
+    """One replay (runs on a Dask worker): the average JCT and its wall time."""
+    os.environ["SCHEDLAB_POLLUX_DATA"] = data
+    import pandas as pd
+
+    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.replay import prepare_table, replay
+    from schedlab.sched.traces import load_trace
+
+    path = Path(data) / FOLDERS[load] / f"workload-{workload}.csv"
+    table, _ = load_trace(path, "pollux")
+    table["submit_time"] += float(pd.read_csv(path, usecols=["time"])["time"].min())
+    cluster = load_cluster(CLUSTER)
+    prepared, _ = prepare_table(table, cluster, goodput_root=data)
+    start = time.perf_counter()
+    result = replay(prepared, cluster, policy, goodput_root=data)
+    return {"policy": policy, "workload": workload, "load": load, "avg_jct_s": result.summary["avg_jct_s"],
+            "wall_s": time.perf_counter() - start}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=os.environ.get("SCHEDLAB_POLLUX_DATA") or str(DEFAULT_DATA))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--policies", nargs="+", default=["tiresias", "optimus", "pollux"])
+    parser.add_argument("--workloads", nargs="+", type=int, default=list(range(1, 9)))
+    parser.add_argument("--loads", nargs="+", type=float, default=[0.5, 1.0, 1.5, 2.0])
+    parser.add_argument("--speed", action="store_true", help="time one workload-6 replay per policy instead")
+    args = parser.parse_args()
+    if not (Path(args.data) / "traces").is_dir():
+        sys.exit(f"Pollux data not found: {args.data} (pass --data)")
+    bad = [load for load in args.loads if load not in FOLDERS]
+    if bad or not set(args.workloads) <= set(range(1, 9)):
+        sys.exit(f"loads must be among {sorted(FOLDERS)} and workloads among 1-8 (got {args.loads}, {args.workloads})")
+    if args.speed:
+        for policy in args.policies:
+            replay_cell(args.data, policy, 6, 1.0)  # warm the model caches
+            cell = replay_cell(args.data, policy, 6, 1.0)
+            print(f"{policy:9s} workload-6 load 1.0: {cell['wall_s']:.2f} s per replay (warm), avg JCT {cell['avg_jct_s']:.2f} s")
+        return
+
+    from dask.distributed import Client, LocalCluster
+
+    cells = [(p, w, load) for p in args.policies for load in args.loads for w in args.workloads]
+    start = time.perf_counter()
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        futures = [client.submit(replay_cell, args.data, p, w, load, pure=False) for p, w, load in cells]
+        results = client.gather(futures)
+    wall = time.perf_counter() - start
+    got = {(r["policy"], r["workload"], r["load"]): r for r in results}
+    print(f"average JCT (s), ours / study (deviation), cluster {CLUSTER}, {args.workers} Dask workers")
+    print("policy    load  " + "  ".join(f"{'w' + str(w):>22s}" for w in args.workloads) + "   mean dev")
+    for p in args.policies:
+        for load in args.loads:
+            devs, row = [], []
+            for w in args.workloads:
+                ours, study = got[(p, w, load)]["avg_jct_s"], STUDY[(p, load)][w - 1]
+                devs.append(ours / study - 1)
+                row.append(f"{ours:8.0f}/{study:6d} ({devs[-1]:+5.1%})")
+            print(f"{p:9s} {load:4.1f}  " + "  ".join(row) + f"   {sum(devs) / len(devs):+5.1%}")
+    complete = [w for w in args.workloads if all((p, w, 1.0) in got for p in ("pollux", "tiresias", "optimus"))]
+    if complete:
+        order = all(got[("pollux", w, 1.0)]["avg_jct_s"] < got[("tiresias", w, 1.0)]["avg_jct_s"]
+                    < got[("optimus", w, 1.0)]["avg_jct_s"] for w in complete)
+        print(f"order pollux < tiresias < optimus at load 1.0 on workloads {complete}: {order}")
+    slowest = max(results, key=lambda r: r["wall_s"])
+    print(f"wall time {wall:.1f} s for {len(cells)} replays; slowest replay {slowest['wall_s']:.1f} s"
+          f" ({slowest['policy']} w{slowest['workload']} load {slowest['load']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""``afs``: AFS as Lyra implements it (Lyra EuroSys'23 §7.1; specs/lyra.md §3; AFS: Hwang et al.,
+NSDI'21, "Elastic Resource Sharing for Distributed Deep Learning").
+
+Every round (60 s, a timer): base demands first — running jobs keep theirs (AFS here never
+preempts), queued jobs get theirs in arrival order if they fit (else they are skipped); then, one
+GPU at a time, the spare GPUs go to the job with the largest throughput gain per GPU,
+``rate(w + 1) - rate(w)``, with no upper cap (unbounded elasticity) while the gain is positive.
+A goodput job's rate is its goodput (specs/pollux.md) at its workload batch on ``w`` GPUs packed on
+the fewest servers; its base demand is its workload GPU count (``base: trace``) or one GPU
+(``base: one``, AFS' own start). Fixed-duration jobs are inelastic (base only). Placement: kept GPUs
+stay; a growing job takes GPUs on its own servers first, then the emptiest; a new job one server if
+one fits (best fit), else the emptiest servers. Every change costs the 30 s stall.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, apply_allocations, packed_shape, server_counts
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+
+
+class AfsParams(RoundParams):
+    base: Literal["trace", "one"] = Field(default="trace", description="base demand: workload GPUs or 1 GPU")
+
+
+class Afs(RoundPolicy):
+    name = "afs"
+    summary = "base demands first, then one GPU at a time to the largest throughput gain per GPU, no cap"
+    paper = "AFS (NSDI'21) as Lyra (EuroSys'23) §7.1 implements it; specs/lyra.md §3"
+    simplified = "goodput model's scaling at the workload batch; non-preemptive; 60 s rounds; placement ours"
+    Params = AfsParams
+
+    def decide(self, engine: Engine) -> None:
+        cluster = engine.cluster
+        per = cluster.gpus_per_server
+        left = cluster.total_gpus
+        count: dict[Job, int] = {}
+        for job in self.active.values():
+            if job.running:
+                count[job] = self._base(job)
+                left -= count[job]
+        for job in self.active.values():
+            if not job.running and self._base(job) <= left:
+                count[job] = self._base(job)
+                left -= count[job]
+        heap = []
+        for order, job in enumerate(count):
+            gain = self._gain(job, count[job], per)
+            if gain > 0:
+                heap.append((-gain, order, job))
+        heapq.heapify(heap)
+        while left > 0 and heap:
+            _, order, job = heapq.heappop(heap)
+            count[job] += 1
+            left -= 1
+            gain = self._gain(job, count[job], per)
+            if gain > 0:
+                heapq.heappush(heap, (-gain, order, job))
+        apply_allocations(engine, self._place(engine, count))
+
+    def _base(self, job: Job) -> int:
+        return 1 if self.params.base == "one" and job.goodput is not None else job.requested_gpus
+
+    def _gain(self, job: Job, w: int, per: int) -> float:
+        if job.goodput is None:
+            return 0.0
+        try:
+            return self._rate(job, w + 1, per) - self._rate(job, w, per)
+        except ValueError:  # the batch cannot be split over that many GPUs
+            return 0.0
+
+    @staticmethod
+    def _rate(job: Job, w: int, per: int) -> float:
+        return job.goodput.goodput(packed_shape(w, per), job.global_batch, job.epoch_start)
+
+    def _place(self, engine: Engine, count: dict[Job, int]) -> dict[Job, dict[int, int]]:
+        per = engine.cluster.gpus_per_server
+        free = [per] * engine.cluster.num_servers
+        targets: dict[Job, dict[int, int]] = {}
+        for job, want in count.items():  # running jobs keep what they keep
+            if job.running:
+                current = server_counts(job, per)
+                keep: dict[int, int] = {}
+                have = 0
+                for s in sorted(current, key=lambda s: (-current[s], s)):
+                    n = min(current[s], want - have)
+                    if n > 0:
+                        keep[s] = n
+                        have += n
+                targets[job] = keep
+                for s, n in keep.items():
+                    free[s] -= n
+        for job in sorted(count, key=lambda j: (-count[j], j.index)):
+            target = targets.setdefault(job, {})
+            need = count[job] - sum(target.values())
+            if need and not target:
+                fits = [s for s in range(len(free)) if free[s] >= need]
+                if fits:
+                    s = min(fits, key=lambda s: (free[s], s))
+                    target[s] = need
+                    free[s] -= need
+                    continue
+            for s in sorted(range(len(free)), key=lambda s: (s not in target, -free[s], s)):
+                if need == 0:
+                    break
+                n = min(free[s], need)
+                if n:
+                    target[s] = target.get(s, 0) + n
+                    free[s] -= n
+                    need -= n
+        return targets
