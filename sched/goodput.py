@@ -93,6 +93,13 @@ class GoodputModel:
     # ---- iteration time ----------------------------------------------------------------------
     def canonical(self, placement: tuple[int, ...] | list[int]) -> tuple[int, ...]:
         """GPUs per measured node, largest first (servers above ``node_size`` GPUs split in chunks)."""
+        key = ("canon", placement if isinstance(placement, tuple) else tuple(placement))
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = self._canonical(key[1])
+        return memo
+
+    def _canonical(self, placement: tuple[int, ...]) -> tuple[int, ...]:
         out: list[int] = []
         for n in placement:
             n = int(n)
@@ -144,11 +151,18 @@ class GoodputModel:
                 raise ValueError(f"{self.name}: per-GPU batch {micro_batch} outside the measured"
                                  f" {local[0]}-{local[-1]} for placement {shape}")
             return float(np.interp(micro_batch, local, step)), float(np.interp(micro_batch, local, sync))
-        query = (min(len(shape), MAX_INTERPOLATED_NODES), sum(shape), micro_batch)
-        step, sync = _linear_nd(self)([query])[0]
+        step, sync = self._interpolate_nd(min(len(shape), MAX_INTERPOLATED_NODES), sum(shape), micro_batch)
         if not (math.isfinite(step) and math.isfinite(sync)):
             raise ValueError(f"{self.name}: placement {shape} at per-GPU batch {micro_batch} is outside the"
                              " measured placements and scalability data")
+        return float(step), float(sync)
+
+    def _interpolate_nd(self, nodes: int, replicas: int, micro_batch: int) -> tuple[float, float]:
+        """(step, sync) over (nodes, replicas, per-GPU batch), one point per call: the triangulation
+        of the measured points is degenerate in places, and a batch of points walks it from the
+        previous point's simplex, which can land on another simplex than a lone query (up to 0.04 s
+        apart on the Pollux data); lone queries give the study simulator's values."""
+        step, sync = _linear_nd(self)(np.array([[nodes, replicas, micro_batch]], dtype=float))[0]
         return float(step), float(sync)
 
     def iteration_time(self, placement: tuple[int, ...], batch: int) -> float:
@@ -192,11 +206,11 @@ class GoodputModel:
 
     def goodput(self, placement: tuple[int, ...], batch: int, progress: float) -> float:
         """Progress per second of global ``batch`` on ``placement`` in the epoch of ``progress``."""
-        shape = self.canonical(placement)
         epoch = self.epoch(progress)
-        key = ("goodput", shape, batch, epoch)
+        key = ("goodput", placement if isinstance(placement, tuple) else tuple(placement), batch, epoch)
         memo = self._memo.get(key)
         if memo is None:
+            shape = self.canonical(placement)
             _, _, trained = self.config(sum(shape), batch)
             memo = self._memo[key] = self._efficiency_at(trained, epoch) / self.iteration_time(shape, batch)
         return memo
@@ -227,11 +241,11 @@ class GoodputModel:
     def best_batch(self, placement: tuple[int, ...], progress: float) -> tuple[int, float]:
         """The goodput-optimal global batch on ``placement`` in the epoch of ``progress`` and its
         goodput; ``(0, 0.0)`` when no batch fits that many GPUs."""
-        shape = self.canonical(placement)
         epoch = self.epoch(progress)
-        key = ("best", shape, epoch)
+        key = ("best", placement if isinstance(placement, tuple) else tuple(placement), epoch)
         memo = self._memo.get(key)
         if memo is None:
+            shape = self.canonical(placement)
             at = self.boundaries[epoch - 1] if epoch else 0.0
             memo = (0, 0.0)
             for b in self.batch_choices(sum(shape)):

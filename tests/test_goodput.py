@@ -231,3 +231,14 @@ def test_real_run_time_sensible():
             assert 0.9 < run / seconds < 1.1, (name, r, b, run, seconds)
         one = model.run_time(1, model.min_batch)
         assert 0 < one < 7 * 86400
+
+
+def test_real_interpolation_matches_a_fresh_interpolator_per_query():
+    """The study builds a new interpolator per query; lone queries on ours must give the same
+    values (a batched query walks the degenerate triangulation differently)."""
+    from scipy.interpolate import LinearNDInterpolator
+
+    cifar = real("cifar10")
+    for nodes, replicas, micro in [(5, 5, 100), (6, 20, 200), (12, 48, 171), (7, 25, 300), (10, 33, 91)]:
+        fresh = LinearNDInterpolator(cifar.points, cifar.values)([[nodes, replicas, micro]])[0]
+        assert cifar._interpolate_nd(nodes, replicas, micro) == (fresh[0], fresh[1])
