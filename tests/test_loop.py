@@ -97,3 +97,28 @@ def test_replay_cli_takes_iteration_time(tmp_path: Path, capsys: pytest.CaptureF
     assert summary["iteration_time"] == model
     assert cli.main(["replay", "--iteration-time", str(tmp_path / "absent.json"), "--out", str(tmp_path / "o2")]) == 2
     assert "--iteration-time" in capsys.readouterr().err
+
+
+def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path) -> None:
+    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.tasks.model_tracking import lineage, log_model, resolve_latest
+
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: x\ntraces: [{name: syn}]\nclusters: [2x4]\npolicies: [fifo]\nmodels: latest\n")
+    assert load_config(exp).models.model_dump() == {"interference": "latest", "iteration_time": "latest"}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(ValueError, match="no registered version of 'iteration-time'"):
+        resolve_latest({"iteration_time": "latest"}, uri)
+    write_profile(tmp_path / "store", "ncf", FAST, created_at=1000.0)
+    path = Path(fit_model("iteration-time", str(tmp_path / "store"), str(tmp_path / "models"))["path"])
+    for _ in range(2):
+        logged = log_model(path, "iteration-time", {}, uri=uri)
+    assert resolve_latest({"iteration_time": "latest", "interference": "analytic"}, uri) == {
+        "iteration_time": "models:/iteration-time/2", "interference": "analytic"}
+    params, tags = lineage({"iteration_time": "models:/iteration-time/2", "interference": "analytic"}, uri)
+    assert params == {"model.iteration_time.name": "iteration-time", "model.iteration_time.version": "2",
+                      "model.iteration_time.run_id": logged["run_id"]}
+    assert tags["schedlab.model_link.iteration-time"] == "#/models/iteration-time/versions/2"
+    exp.write_text(f"name: x\ntraces: [{{name: syn}}]\nclusters: [2x4]\nmodels: {{iteration_time: {tmp_path}/no.json}}\n")
+    with pytest.raises(ConfigError, match="models.iteration_time: .*no.json"):
+        load_config(exp)
