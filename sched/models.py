@@ -90,7 +90,8 @@ def read_json(path: Path, kind: str) -> dict[str, Any]:
 
 
 def find_artifact(root: Path, filename: str) -> Path:
-    """``root/filename``, or the single such file below ``root`` (MLflow downloads nest a folder)."""
+    """``root/filename``, or the single such file below ``root`` (MLflow downloads nest a folder);
+    ``filename`` may be a glob pattern."""
     if root.is_file():
         return root
     if (root / filename).exists():
@@ -227,7 +228,7 @@ class IterationTimeModel:
 
     @classmethod
     def load(cls, spec: str | os.PathLike[str]) -> IterationTimeModel:
-        path = find_artifact(resolve(spec), "iteration-time.json")
+        path = find_artifact(resolve(spec), "iteration-time*.json")  # fits are content-named when registered
         data = read_json(path, ITERATION_KIND)
         if not isinstance(data.get("workloads"), dict):
             raise ModelError(f"{path}: missing the 'workloads' mapping")

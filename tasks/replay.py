@@ -126,15 +126,15 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
             "schedlab.worker": f"{socket.gethostname()}:{os.getpid()}"}
     if parent_run_id:
         tags[PARENT_TAG] = parent_run_id
-    model_params, model_tags = lineage(spec.models, uri)
-    tags.update(model_tags)
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
     run_id = run.info.run_id
     tracking.supersede(uri, earlier, by=run_id)
     try:
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Metric, Param, RunTag
 
-        retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()]))
+        model_params, model_tags = lineage(spec.models, uri)  # the registered versions used
+        retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()],
+                                     tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
         with models_from(uri):
             result, cluster = execute(spec)

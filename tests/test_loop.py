@@ -99,7 +99,7 @@ def test_replay_cli_takes_iteration_time(tmp_path: Path, capsys: pytest.CaptureF
     assert "--iteration-time" in capsys.readouterr().err
 
 
-def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path) -> None:
+def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path, monkeypatch) -> None:
     from schedlab.tasks.config import ConfigError, load_config
     from schedlab.tasks.model_tracking import lineage, log_model, resolve_latest
 
@@ -119,6 +119,8 @@ def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path
     assert params == {"model.iteration_time.name": "iteration-time", "model.iteration_time.version": "2",
                       "model.iteration_time.run_id": logged["run_id"]}
     assert tags["schedlab.model_link.iteration-time"] == "#/models/iteration-time/versions/2"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the registered (content-named) artifact loads by URI
+    assert make_iteration_time("models:/iteration-time/2").covered("h100") == ["ncf"]
     exp.write_text(f"name: x\ntraces: [{{name: syn}}]\nclusters: [2x4]\nmodels: {{iteration_time: {tmp_path}/no.json}}\n")
     with pytest.raises(ConfigError, match="models.iteration_time: .*no.json"):
         load_config(exp)
