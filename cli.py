@@ -77,6 +77,10 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    help="which free GPUs a job gets (default: consolidated)")
     p.add_argument("--interference", default="analytic",
                    help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI")
+    p.add_argument("--iteration-time", default="catalog", metavar="SPEC",
+                   help="solo iteration times: catalog (default) or a model from `schedlab fit iteration-time`, by"
+                   " path or models:/iteration-time/N; its parameters replace the catalog's for the workloads and"
+                   " GPU types it covers")
     p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
                    help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
     p.add_argument("--seed", type=checks.seed, default=0,
@@ -152,6 +156,12 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         make_interference(args.interference)
     except (ValueError, OSError) as err:
         raise ValueError(f"--interference: {err}") from None
+    from schedlab.sched.models import make_iteration_time
+
+    try:
+        args.iteration_catalog = make_iteration_time(args.iteration_time)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"--iteration-time: {err}") from None
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise ValueError(f"--end ({args.end:g}) must be greater than --start ({args.start:g})")
     try:
@@ -190,7 +200,8 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
     needs_workloads = any(POLICIES[p].shares_gpus for p in args.policy) and "model" not in table.columns
     if needs_workloads and not args.annotate:
         print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")
-    table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed)
+    table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed,
+                                 iteration_time=getattr(args, "iteration_catalog", None))
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
     rows, results = [], []
@@ -198,7 +209,7 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
         result = replay(
             table, cluster, name, params[name], placement=args.placement, seed=args.seed,
             preemption_overhead_s=args.preemption_overhead, interference=args.interference,
-            load_report={**report.to_dict(), **notes},
+            iteration_time=getattr(args, "iteration_catalog", None), load_report={**report.to_dict(), **notes},
             progress=not args.no_progress and sys.stderr.isatty(),
         )
         result.write(out / name if len(args.policy) > 1 else out)

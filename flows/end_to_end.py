@@ -4,9 +4,13 @@
    configurations already in the store are not measured again);
 2. **fit** the iteration-time and interference models from the store (content-named artifacts under
    ``$SCHEDLAB_HOME/models``; logged to MLflow and registered unless ``track=False``);
-3. run an **experiment** (default ``quickstart``) with ``models.interference: model:<fitted dir>``
-   and ``models.iteration_time: <fitted json>`` (recorded): its replays decide co-located speeds
-   from the new ξ model. The derived experiment file is written to
+3. run an **experiment** (default ``quickstart``) whose replays use both fitted models: the
+   registered versions (``models.interference: model:models:/interference-ratio/N``,
+   ``models.iteration_time: models:/iteration-time/N``; the artifacts' paths when ``track=False``).
+   The ξ model decides co-located speeds; the iteration-time model's parameters replace the
+   catalog's for the workloads and GPU types it covers (solo durations, accumulation). Each replay
+   run records the versions it used (params ``model.<key>.version``, tags
+   ``schedlab.model_version.<name>`` and a link to the version). The derived experiment file is written to
    ``$SCHEDLAB_HOME/end-to-end/<name>-<hash>.yaml`` (trace paths made absolute) and logged with the
    experiment's comparison run, which is tagged with the fit runs.
 
@@ -39,7 +43,8 @@ DEFAULT_EXPERIMENT = "quickstart"
 
 
 def derived_config(experiment: str, interference_dir: str, iteration_time: str | None, out_dir: Path) -> Path:
-    """The experiment file with the fitted models, trace sources made absolute, written to
+    """The experiment file with the fitted models (``interference_dir``: the ξ model's folder or
+    ``models:/`` URI), trace sources made absolute, written to
     ``out_dir/<name>-<hash>.yaml`` (the same models give the same file: re-runs resume)."""
     config = load_config(experiment)
     raw = yaml.safe_load(Path(config._path).read_text())
@@ -65,7 +70,7 @@ def end_to_end(dask_address: str, sweep: str = DEFAULT_SWEEP, experiment: str = 
                track: bool = True, artifact_root: str | None = None, code_version: str | None = None,
                holdout: float = 0.2, seed: int = 0) -> dict[str, Any]:
     """Profile ``sweep`` here, fit both models, run ``experiment`` (its replays on the Dask cluster at
-    ``dask_address``) with the fitted interference model. Returns the experiment's report plus
+    ``dask_address``) with both fitted models. Returns the experiment's report plus
     ``profile``, ``fits`` and ``config_path``."""
     from prefect_dask import DaskTaskRunner
     from schedlab.flows.experiment import experiment_flow
@@ -86,8 +91,8 @@ def end_to_end(dask_address: str, sweep: str = DEFAULT_SWEEP, experiment: str = 
                               {"schedlab.end_to_end": "true"})
         print(f"fitted {name}: {fits[name]['path']}" + (f" -> {fits[name]['model_uri']}" if track else ""))
 
-    config_path = derived_config(experiment, fits["interference-ratio"]["path"], fits["iteration-time"]["path"],
-                                 home / "end-to-end")
+    used = {name: fit.get("model_uri") or fit["path"] for name, fit in fits.items()}  # registered versions
+    config_path = derived_config(experiment, used["interference-ratio"], used["iteration-time"], home / "end-to-end")
     print(f"experiment file with the fitted models: {config_path}")
     state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
         str(config_path), uri, artifact_root, code_version or tracking.code_version(), return_state=True)

@@ -37,8 +37,9 @@ from prefect.futures import as_completed  # noqa: E402
 from prefect.states import Failed  # noqa: E402
 
 from schedlab.flows import lifecycle  # noqa: E402
-from schedlab.tasks.config import ExperimentConfig, ReplaySpec, load_config  # noqa: E402
+from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ReplaySpec, load_config  # noqa: E402
 from schedlab.tasks.locks import file_lock  # noqa: E402
+from schedlab.tasks.model_tracking import resolve_latest  # noqa: E402
 from schedlab.tasks import compare, mlflow_view, plots, tracking  # noqa: E402
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
 from schedlab.tasks.tracking import (  # noqa: E402
@@ -295,6 +296,7 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
                 code_version: str | None) -> dict[str, Any]:
     started = time.perf_counter()
     config = load_config(config_path)
+    config.models = ModelSources(**resolve_latest(config.models.model_dump(), tracking_uri))  # `latest` -> N
     version = code_version or tracking.code_version()
     specs = config.grid(version)
     uri = tracking_uri
@@ -413,6 +415,13 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the in-process scheduler's chatter
     config = load_config(config_path)  # ConfigError names the file and field
     path = str(config._path or Path(config_path).resolve())
+    if LATEST in config.models.model_dump().values():  # a registered version must exist: check before any work
+        uri = tracking_uri or settings.tracking_uri(home)
+        tracking.check_tracking(uri)
+        try:
+            resolve_latest(config.models.model_dump(), uri)
+        except ValueError as err:
+            raise ConfigError(f"{path}: models: {err}") from None
     from prefect_dask import DaskTaskRunner
 
     with orchestration(home, tracking_uri, dask_address, workers) as run:

@@ -166,7 +166,7 @@ __all__ = ["AnnotationError", "LAMBDA_RANGE", "annotate"]
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
     """``gpu_type`` if the catalog knows it, else the catalog's reference type (the caller reports it)."""
-    return gpu_type if gpu_type.lower() in catalog.gpu_types else catalog.reference_gpu_type
+    return gpu_type if catalog.knows_gpu_type(gpu_type) else catalog.reference_gpu_type
 
 
 def fill_durations(

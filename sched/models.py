@@ -90,7 +90,8 @@ def read_json(path: Path, kind: str) -> dict[str, Any]:
 
 
 def find_artifact(root: Path, filename: str) -> Path:
-    """``root/filename``, or the single such file below ``root`` (MLflow downloads nest a folder)."""
+    """``root/filename``, or the single such file below ``root`` (MLflow downloads nest a folder);
+    ``filename`` may be a glob pattern."""
     if root.is_file():
         return root
     if (root / filename).exists():
@@ -227,7 +228,7 @@ class IterationTimeModel:
 
     @classmethod
     def load(cls, spec: str | os.PathLike[str]) -> IterationTimeModel:
-        path = find_artifact(resolve(spec), "iteration-time.json")
+        path = find_artifact(resolve(spec), "iteration-time*.json")  # fits are content-named when registered
         data = read_json(path, ITERATION_KIND)
         if not isinstance(data.get("workloads"), dict):
             raise ModelError(f"{path}: missing the 'workloads' mapping")
@@ -263,6 +264,10 @@ class IterationTimeModel:
             raise KeyError(f"no iteration-time fit for {workload!r} on {gpu_type!r}; have {sorted(by_gpu)}")
         return self._params(by_gpu[gpu_type])
 
+    def fits(self) -> dict[str, dict[str, Any]]:
+        """Every fitted (workload, GPU type) as :class:`~schedlab.sched.workloads.IterationParams`."""
+        return {wl: {gt: self._params(p) for gt, p in by_gpu.items()} for wl, by_gpu in self.data["workloads"].items()}
+
     def iteration_time(self, workload: str, batch_per_gpu: float, num_gpus: int = 1, servers: int = 1,
                        accumulation_steps: int = 1, gpu_type: str | None = None) -> float:
         """Eq. 3 seconds per iteration, also for batch / accumulation / GPU counts never measured."""
@@ -271,5 +276,24 @@ class IterationTimeModel:
         return iteration_time(self.params(workload, gpu_type), batch_per_gpu, num_gpus, servers, accumulation_steps)
 
 
+def make_iteration_time(spec: str | os.PathLike[str] | None):
+    """The workload catalog a replay takes iteration times from: ``catalog`` (default: the packaged
+    one) or a fitted iteration-time model (a path, a shipped name or ``models:/iteration-time/N``),
+    whose parameters replace the catalog's for the workloads and GPU types it covers (Castor §3.1)."""
+    from schedlab.sched.workloads import default_catalog
+
+    spec = str(spec) if spec is not None else "catalog"
+    if spec == "catalog":
+        return default_catalog()
+    if spec == "latest":
+        raise ModelError("iteration time 'latest' names the newest registered version: an experiment resolves it"
+                         " through MLflow; pass a path or models:/iteration-time/N here")
+    model = IterationTimeModel.load(spec)
+    try:
+        return default_catalog().with_fitted(model.fits(), spec)
+    except KeyError as err:
+        raise ModelError(str(err.args[0])) from None
+
+
 __all__ = ["INTERFERENCE_KIND", "IterationTimeModel", "ITERATION_KIND", "InterferenceModel", "ModelError", "SCHEMA_VERSION",
-           "find_artifact", "is_uri", "read_json", "resolve"]
+           "find_artifact", "is_uri", "make_iteration_time", "read_json", "resolve"]

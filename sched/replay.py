@@ -19,7 +19,7 @@ from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
 from schedlab.sched.sharing import SharingModel
-from schedlab.sched.workloads import default_catalog
+from schedlab.sched.workloads import FittedCatalog, WorkloadCatalog, default_catalog
 
 
 @dataclass
@@ -41,11 +41,17 @@ class ReplayResult:
 
 def prepare_table(
     table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool = False, seed: int = 0,
-    goodput_root: str | Path | None = None,
+    goodput_root: str | Path | None = None, iteration_time: str | WorkloadCatalog | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Optionally annotate workloads, then fill solo durations from the catalog where a trace gives
     ``model, batch_size, iterations`` only. Iteration times are for the cluster's training GPU type,
     or the catalog's reference type when the catalog has no figures for it (reported in the notes).
+
+    ``iteration_time`` (``catalog``, a fitted model's path or URI, or a catalog object from
+    :func:`~schedlab.sched.models.make_iteration_time`) decides the solo durations: a fitted model's
+    parameters replace the catalog's for the workloads and GPU types it covers. Annotation (the work
+    of a trace job in iterations) always uses the packaged catalog, so a fitted model changes how long
+    the same work takes.
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
@@ -61,8 +67,25 @@ def prepare_table(
     if annotate_workloads:
         table = annotate(table, catalog, seed=seed, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
         notes["annotated"] = True
-    table = fill_durations(table, catalog, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
+    timing = iteration_catalog(iteration_time)
+    if isinstance(timing, FittedCatalog):
+        gpu_type = catalog_gpu_type(timing, pool.gpu_type)
+        used = sorted(set(timing.covered(gpu_type)) & set(table["model"].dropna()) if "model" in table else ())
+        notes.update({"iteration_time": timing.source, "iteration_time_gpu_type": gpu_type,
+                      "iteration_time_fitted": used})
+        if gpu_type == pool.gpu_type:
+            notes.pop("iteration_time_note", None)
+    table = fill_durations(table, timing, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
     return table, notes
+
+
+def iteration_catalog(spec: str | WorkloadCatalog | None) -> WorkloadCatalog:
+    """The catalog a replay takes iteration times from (``spec`` as :func:`make_iteration_time`)."""
+    if isinstance(spec, WorkloadCatalog):
+        return spec
+    from schedlab.sched.models import make_iteration_time
+
+    return make_iteration_time(spec)
 
 
 def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
@@ -94,18 +117,22 @@ def replay(
     seed: int = 0,
     preemption_overhead_s: float | None = None,
     interference: str | None = None,
+    iteration_time: str | WorkloadCatalog | None = None,
     load_report: dict[str, Any] | None = None,
     progress: bool = False,
     allocation_stall_s: float | None = None,
     goodput_root: str | Path | None = None,
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
-    co-located jobs really run (``analytic`` by default; see ``sched/interference.py``)."""
+    co-located jobs really run (``analytic`` by default; see ``sched/interference.py``);
+    ``iteration_time`` the catalog or fitted model of solo speeds the sharing model uses (the table's
+    durations come from :func:`prepare_table` with the same source)."""
     for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
-    sharing = SharingModel.for_cluster(spec, interference)
+    timing = iteration_catalog(iteration_time)
+    sharing = SharingModel.for_cluster(spec, interference, timing)
     decider = make_policy(policy, params)
     goodput_models = None
     if "global_batch" in table.columns:
@@ -130,6 +157,8 @@ def replay(
     summary.update(decider.metrics())
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
+    if isinstance(timing, FittedCatalog):
+        summary["iteration_time"] = timing.source
     summary = {
         "policy": policy,
         "cluster": spec.name,

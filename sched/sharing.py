@@ -30,8 +30,11 @@ class SharingModel:
     _speed: dict[tuple, float] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def for_cluster(cls, spec: ClusterSpec, interference: str | InterferenceSource | None = None) -> SharingModel:
-        catalog = default_catalog()
+    def for_cluster(cls, spec: ClusterSpec, interference: str | InterferenceSource | None = None,
+                    catalog: WorkloadCatalog | None = None) -> SharingModel:
+        """``catalog``: where iteration times come from (default: the packaged catalog; a fitted
+        model's :class:`~schedlab.sched.workloads.FittedCatalog`)."""
+        catalog = catalog or default_catalog()
         pool = spec.training_pool
         source = interference if not isinstance(interference, (str, type(None))) else make_interference(interference)
         return cls(source, catalog, catalog_gpu_type(catalog, pool.gpu_type), pool.gpu_memory_gb, pool.gpus_per_server)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 DEFAULT_CATALOG_PATH = Path(__file__).resolve().parent.parent / "conf" / "workloads.yaml"
 DEFAULT_GPUS_PER_SERVER = 8
@@ -219,6 +219,21 @@ class WorkloadCatalog(_Strict):
             raise KeyError(f"no parameters for GPU type {gpu_type!r} (model {model!r}); known types: {known}")
         return IterationParams(**p.model_dump(), model_size_mb=wl.model_size_mb)
 
+    def knows_gpu_type(self, gpu_type: str) -> bool:
+        """Whether iteration times for ``gpu_type`` are the type's own (else the reference type's are used)."""
+        return gpu_type.lower() in self.gpu_types
+
+    def with_fitted(self, fits: dict[str, dict[str, IterationParams]], source: str) -> FittedCatalog:
+        """This catalog with fitted eq. 1-3 parameters (``fits[workload][gpu_type]``, e.g. from
+        ``schedlab fit iteration-time``) in place of its own for the workloads and GPU types they cover."""
+        unknown = sorted(set(fits) - set(self.workloads))
+        if unknown:
+            raise KeyError(f"{source}: fitted workload(s) {unknown} are not catalog entries {sorted(self.workloads)}")
+        out = FittedCatalog.model_validate(self.model_dump())
+        out._fitted = {(wl, gt.lower()): p for wl, by_gpu in fits.items() for gt, p in by_gpu.items()}
+        out._source = source
+        return out
+
     def memory_gib(self, model: str, batch_per_gpu: float) -> float:
         memory = self.workload(model).memory
         if memory is None:
@@ -278,6 +293,37 @@ class WorkloadCatalog(_Strict):
         """Index into ``size_classes`` for each GPU-hour value (bounds are exclusive upper bounds)."""
         bounds = np.array([sc.max_gpu_hours for sc in self.size_classes[:-1]], dtype=float)
         return np.searchsorted(bounds, np.asarray(gpu_hours, dtype=float), side="right")
+
+
+class FittedCatalog(WorkloadCatalog):
+    """A catalog whose parameters for some (workload, GPU type) come from a fitted iteration-time model.
+
+    A GPU type the fit covers counts as known (its figures are its own); a workload the fit does not
+    cover on the requested type keeps the catalog's rule for that type (its reference type's
+    parameters when the catalog does not list the type)."""
+
+    _fitted: dict[tuple[str, str], IterationParams] = PrivateAttr(default_factory=dict)
+    _source: str = PrivateAttr(default="")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def covered(self, gpu_type: str) -> list[str]:
+        """The workloads whose parameters on ``gpu_type`` are fitted."""
+        return sorted(wl for wl, gt in self._fitted if gt == gpu_type.lower())
+
+    def knows_gpu_type(self, gpu_type: str) -> bool:
+        return super().knows_gpu_type(gpu_type) or bool(self.covered(gpu_type))
+
+    def params(self, model: str, gpu_type: str | None = None) -> IterationParams:
+        gt = (gpu_type or self.reference_gpu_type).lower()
+        fitted = self._fitted.get((model, gt))
+        if fitted is not None:
+            return fitted
+        self.workload(model)
+        return super().params(model, gt if super().knows_gpu_type(gt) or gt in self.workloads[model].gpu_params
+                              else self.reference_gpu_type)
 
 
 def min_servers(num_gpus: int, gpus_per_server: int = DEFAULT_GPUS_PER_SERVER) -> int:
@@ -347,6 +393,7 @@ def default_catalog() -> WorkloadCatalog:
 __all__ = [
     "CatalogError",
     "DEFAULT_CATALOG_PATH",
+    "FittedCatalog",
     "GpuParams",
     "GpuType",
     "IterationParams",

@@ -18,7 +18,10 @@
                                      #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4}
     placement: consolidated
     preemption_overhead_s: null      # default: the engine's (63 s)
-    models: {interference: analytic, iteration_time: catalog}   # recorded as run parameters
+    models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
+                                     # interference: analytic[:XI] | gavel:… | table:… | model:PATH|URI
+                                     # iteration_time: catalog | PATH | models:/iteration-time/N
+                                     # latest: the newest registered version (models:/NAME/N at start)
 
 Every (trace, load, cluster, policy, params, seed) is one replay, identified by :attr:`ReplaySpec.key`
 (a hash of everything that determines its result plus the code version): the idempotency key
@@ -33,11 +36,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from schedlab.sched.traces import FORMATS, LoadOptions
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiments"
+#: ``models.*: latest``: the newest registered model version, resolved when an experiment starts
+LATEST = "latest"
 
 
 class ConfigError(ValueError):
@@ -89,6 +94,9 @@ class PolicyEntry(BaseModel):
 
 
 class ModelSources(BaseModel):
+    """Where a replay's models come from. ``latest`` (either key, or ``models: latest`` for both) is
+    the newest registered version, fixed to ``models:/NAME/N`` when the experiment starts."""
+
     model_config = ConfigDict(extra="forbid")
 
     interference: str = "analytic"
@@ -99,13 +107,29 @@ class ModelSources(BaseModel):
     def _interference(cls, value: str) -> str:
         from schedlab.sched.interference import make_interference
 
-        if value.partition(":")[0] not in ("gavel", "table", "model"):  # their files: read by the replays
+        if value != LATEST and value.partition(":")[0] not in ("gavel", "table", "model"):  # files: read by replays
             make_interference(value)  # an unknown source, a bad or non-finite analytic XI
+        return value
+
+    @field_validator("iteration_time")
+    @classmethod
+    def _iteration_time(cls, value: str) -> str:
+        from schedlab.sched.models import is_uri, make_iteration_time
+
+        if value not in ("catalog", LATEST) and not is_uri(value):  # URIs: downloaded by the replays
+            make_iteration_time(value)  # a missing or invalid artifact, workloads the catalog lacks
         return value
 
 
 class ExperimentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _models_latest(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("models") == LATEST:
+            data = {**data, "models": {"interference": LATEST, "iteration_time": LATEST}}
+        return data
 
     name: str = Field(min_length=1)
     description: str | None = None

@@ -9,6 +9,7 @@ of the registered model whose source is ``runs:/<run>/model``. Load it back with
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,52 @@ def log_model(artifact: Path, registered_name: str, metrics: dict[str, Any], *, 
     version = retrying(lambda: c.create_model_version(registered_name, source=f"runs:/{rid}/model", run_id=rid))
     return {"run_id": rid, "version": str(version.version),
             "model_uri": f"models:/{registered_name}/{version.version}", "tracking_uri": uri}
+
+
+#: experiment key in ``models`` -> registered model name
+REGISTERED = {"iteration_time": "iteration-time", "interference": "interference-ratio"}
+_VERSION_URI = re.compile(r"^(?:model:)?models:/([^/]+)/(\d+)$")
+
+
+def newest_version(name: str, uri: str | None = None) -> str:
+    """The newest registered version of ``name``; ValueError naming the store when there is none."""
+    from schedlab.tasks.tracking import client, retrying
+
+    uri = uri or tracking_uri()
+    versions = retrying(lambda: client(uri).search_model_versions(f"name='{name}'"))
+    if not versions:
+        raise ValueError(f"latest: no registered version of {name!r} in {uri}; fit one first"
+                         f" (`schedlab fit {'interference' if name == 'interference-ratio' else name}`)")
+    return str(max(int(v.version) for v in versions))
+
+
+def resolve_latest(models: dict[str, str], uri: str | None = None) -> dict[str, str]:
+    """``models`` with every ``latest`` replaced by the newest registered version's URI
+    (``models:/iteration-time/N``, ``model:models:/interference-ratio/N``), so an experiment's replays
+    all use, and record, the same versions."""
+    out = dict(models)
+    for key, spec in models.items():
+        if spec == "latest":
+            name = REGISTERED[key]
+            out[key] = ("model:" if key == "interference" else "") + f"models:/{name}/{newest_version(name, uri)}"
+    return out
+
+
+def lineage(models: dict[str, str], uri: str | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(params, tags) that tie a run to the registered model versions it used: per model given as
+    ``models:/NAME/N``, params ``model.<key>.name/.version/.run_id`` (the fit's run) and tags
+    ``schedlab.model_version.NAME`` and ``schedlab.model_link.NAME`` (the MLflow UI page of the
+    version). Models given as a path or a built-in source add nothing."""
+    from schedlab.tasks.tracking import client, retrying
+
+    params: dict[str, str] = {}
+    tags: dict[str, str] = {}
+    for key, spec in sorted(models.items()):
+        match = _VERSION_URI.match(str(spec))
+        if not match:
+            continue
+        name, version = match.groups()
+        mv = retrying(lambda: client(uri or tracking_uri()).get_model_version(name, version))
+        params |= {f"model.{key}.name": name, f"model.{key}.version": version, f"model.{key}.run_id": mv.run_id or ""}
+        tags |= {f"schedlab.model_version.{name}": version, f"schedlab.model_link.{name}": f"#/models/{name}/versions/{version}"}
+    return params, tags

@@ -13,12 +13,14 @@ The result is small: run id, status, key and the summary's numbers (never tables
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from schedlab.tasks.config import ReplaySpec
+from schedlab.tasks.model_tracking import lineage
 from schedlab.tasks import tracking
 from schedlab.tasks.mlflow_view import standard_tags
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
@@ -81,6 +84,7 @@ def _metrics(summary: dict[str, Any]) -> dict[str, float]:
 def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``."""
     from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.models import make_iteration_time
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -89,14 +93,31 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     options.setdefault("max_gpus", cluster.training_pool.servers * cluster.training_pool.gpus_per_server)
     started = time.perf_counter()
     table, report = load_trace(spec.source, spec.format, LoadOptions.model_validate(options))
-    table, notes = prepare_table(table, cluster, annotate_workloads=spec.annotate, seed=spec.seed)
+    timing = make_iteration_time(spec.models.get("iteration_time"))
+    table, notes = prepare_table(table, cluster, annotate_workloads=spec.annotate, seed=spec.seed,
+                                 iteration_time=timing)
     load_s = time.perf_counter() - started
     result = replay(table, cluster, spec.policy, spec.params, placement=spec.placement, seed=spec.seed,
                     preemption_overhead_s=spec.preemption_overhead_s,
-                    interference=spec.models.get("interference"),
+                    interference=spec.models.get("interference"), iteration_time=timing,
                     load_report={**report.to_dict(), **notes})
     result.summary["load_wall_s"] = load_s
     return result, cluster
+
+
+@contextlib.contextmanager
+def models_from(uri: str) -> Iterator[None]:
+    """Resolve ``models:/…`` model specs against the experiment's tracking store ``uri`` (the
+    loaders read ``$MLFLOW_TRACKING_URI``), not whatever store this worker's environment names."""
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = previous
 
 
 def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
@@ -130,11 +151,14 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
     end_lease = tracking.start_lease(uri, run_id)
     tracking.supersede(uri, earlier, by=run_id)
     try:
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Metric, Param, RunTag
 
-        retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in run_params(spec).items()]))
+        model_params, model_tags = lineage(spec.models, uri)  # the registered versions used
+        retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()],
+                                     tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
-        result, cluster = execute(spec)
+        with models_from(uri):
+            result, cluster = execute(spec)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)

@@ -1,7 +1,7 @@
 """The end_to_end flow: a tiny CPU sweep (already measured when test_flows_nightly ran first in the
 session: the profile step then skips every configuration) -> both fits (logged and registered in a sqlite MLflow in
-tmp_path) -> an experiment (2 policies, small synthetic annotated trace) whose replays use the
-freshly fitted interference model as ``models.interference: model:<dir>``."""
+tmp_path) -> an experiment (2 policies, small synthetic annotated trace, a cluster of the profiled type) whose
+replays use both freshly registered models (``models:/…/N``) and record their versions."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def test_end_to_end_profile_fit_experiment(tmp_path, tmp_path_factory, prefect_h
     model_dir = report["fits"]["interference-ratio"]["path"]
     assert Path(model_dir).parent == tmp_path / "models" and (Path(model_dir) / "meta.json").is_file()
     derived = yaml.safe_load(Path(report["config_path"]).read_text())
-    assert derived["models"]["interference"] == f"model:{model_dir}"
+    versions = {name: report["fits"][name]["version"] for name in ("iteration-time", "interference-ratio")}
+    assert derived["models"] == {"interference": f"model:models:/interference-ratio/{versions['interference-ratio']}",
+                                 "iteration_time": f"models:/iteration-time/{versions['iteration-time']}"}
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = tracking.client(uri)
@@ -42,7 +44,13 @@ def test_end_to_end_profile_fit_experiment(tmp_path, tmp_path_factory, prefect_h
     runs = c.search_runs([exp.experiment_id])
     replays = [r for r in runs if r.data.tags.get("schedlab.kind") == "replay"]
     assert len(replays) == 2 and all(r.info.status == "FINISHED" for r in replays)
-    assert {r.data.params["model.interference"] for r in replays} == {f"model:{model_dir}"}
+    assert {r.data.params["model.interference"] for r in replays} == {derived["models"]["interference"]}
+    for r in replays:  # lineage: the versions used, the fit runs, a link to each version
+        for key, name in (("iteration_time", "iteration-time"), ("interference", "interference-ratio")):
+            assert r.data.params[f"model.{key}.version"] == versions[name]
+            assert r.data.params[f"model.{key}.run_id"] == report["fits"][name]["run_id"]
+            assert r.data.tags[f"schedlab.model_version.{name}"] == versions[name]
+            assert r.data.tags[f"schedlab.model_link.{name}"] == f"#/models/{name}/versions/{versions[name]}"
     parent = c.get_run(report["parent_run_id"])
     for name in ("iteration-time", "interference-ratio"):
         fit = report["fits"][name]
@@ -52,3 +60,6 @@ def test_end_to_end_profile_fit_experiment(tmp_path, tmp_path_factory, prefect_h
     art = Path(next(r for r in replays if r.data.params["policy"] == "sjf-ffs").info.artifact_uri.removeprefix("file://"))
     summary = yaml.safe_load((art / "summary.json").read_text())
     assert summary["interference"] != "analytic", summary["interference"]
+    assert summary["iteration_time"] == derived["models"]["iteration_time"]
+    assert summary["load_report"]["iteration_time_gpu_type"] == "cpu"
+    assert summary["load_report"]["iteration_time_fitted"] == ["ncf"]  # the profiled workload's durations
