@@ -90,6 +90,21 @@ class GoodputModel:
     values: np.ndarray = field(repr=False)  # (step_time, sync_time) at ``points``
     _memo: dict = field(default_factory=dict, repr=False)
 
+    @property
+    def max_nodes(self) -> int:
+        """The most measured nodes a placement may span (the data's range)."""
+        return int(self.points[:, 0].max())
+
+    @property
+    def max_gpus(self) -> int:
+        """The most GPUs a job may hold (the data's range)."""
+        return int(self.points[:, 1].max())
+
+    def max_servers(self, gpus_per_server: int) -> int:
+        """The most servers of ``gpus_per_server`` GPUs a placement may span and stay within the
+        measured nodes (a server above ``node_size`` GPUs counts as several measured nodes)."""
+        return max(1, self.max_nodes // -(-gpus_per_server // self.node_size))
+
     # ---- iteration time ----------------------------------------------------------------------
     def canonical(self, placement: tuple[int, ...] | list[int]) -> tuple[int, ...]:
         """GPUs per measured node, largest first (servers above ``node_size`` GPUs split in chunks)."""

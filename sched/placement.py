@@ -25,12 +25,11 @@ Strategy = Callable[[ClusterState, int, random.Random], Placement | None]
 def consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
     if demand > cluster.free_gpus:
         return None
-    free = [(len(stack), server) for server, stack in enumerate(cluster.free_by_server) if stack]
-    fitting = [(n, s) for n, s in free if n >= demand]
-    if fitting:
-        n, server = min(fitting)
-        return [(server, demand)]
-    free.sort(reverse=True)
+    counts = list(map(len, cluster.free_by_server))
+    for n in range(demand, cluster.gpus_per_server + 1):  # best fit: fewest free GPUs, then lowest server
+        if n in counts:
+            return [(counts.index(n), demand)]
+    free = sorted(((n, server) for server, n in enumerate(counts) if n), reverse=True)
     return _fill(free, demand)
 
 

@@ -138,7 +138,7 @@ def fixture_engine(policy: str, params: dict | None = None, cluster: str = "2x4"
 
 
 @pytest.mark.parametrize("policy", ELASTIC)
-@pytest.mark.parametrize("cluster", ["2x4", "1x4"])
+@pytest.mark.parametrize("cluster", ["2x4", "1x4", "8x4"])  # 8x4: more GPUs and servers than the data measured
 def test_policy_end_to_end_with_invariants(policy, cluster):
     engine = fixture_engine(policy, cluster=cluster)
     result = engine.run()
@@ -170,6 +170,25 @@ def test_elastic_policies_use_more_than_the_trace_gpus():
         engine.jobs = engine.jobs[:1]
         engine.run()
         assert engine.jobs[0].num_gpus > engine.jobs[0].requested_gpus, policy
+
+
+def test_pollux_stays_within_the_measured_placements():
+    """A lone job on a cluster larger than the data (the toy's 4 nodes of 2 GPUs, 8 GPUs): pollux
+    grows it only as far as the measured range (castor-sim's 128 GPUs against Pollux's 64)."""
+    engine = fixture_engine("pollux", cluster="8x4")
+    model = engine.jobs[0].goodput
+    assert (model.max_gpus, model.max_nodes, model.max_servers(4)) == (8, 4, 2)
+    engine.jobs = engine.jobs[:1]
+    held = []
+    original = engine.policy.inner.schedule
+
+    def schedule(eng):
+        original(eng)
+        held.extend((j.num_gpus, len({g // eng.cluster.gpus_per_server for g in j.gpus})) for j in eng.running)
+
+    engine.policy.inner.schedule = schedule
+    engine.run()
+    assert held and max(n for n, _ in held) <= 8 and max(s for _, s in held) <= 2
 
 
 # ---- Tiresias+TunedJobs -------------------------------------------------------------------------

@@ -221,8 +221,9 @@ def _cluster16x4():
 
 
 @pytest.mark.parametrize("name, cluster, policies", [
-    ("castor-pollux", "castor-sim", {"castor", "sjf", "lucid", "tiresias", "fifo"}),
-    ("sjf-bsbf-pollux", "sjf-bsbf-sim", {"sjf-bsbf", "sjf-ffs", "sjf", "tiresias", "fifo"}),
+    ("castor-pollux", "castor-sim", {"castor", "sjf", "lucid", "pollux", "tiresias", "fifo"}),
+    ("sjf-bsbf-pollux", "sjf-bsbf-sim", {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}),
+    ("sjf-bsbf-pollux-480", "sjf-bsbf-sim", {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}),
 ])
 def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
     from schedlab.sched.policies import POLICIES
@@ -234,7 +235,10 @@ def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
     config = load_config(path)
     assert config.clusters == [cluster] and {e.name for e in config.policy_entries()} == policies <= set(POLICIES)
     assert {t.format for t in config.traces} == {"pollux-philly"} and config.seeds == [0, 1, 2]
-    assert config.traces[0].options["num_jobs"] == 240 and config.traces[0].loads == [0.5, 1.0, 1.5, 2.0]
+    if name.endswith("-480"):  # SJF-BSBF Table IV: 480 jobs at the trace's own load
+        assert config.traces[0].options["num_jobs"] == 480 and config.traces[0].loads == [1.0]
+    else:
+        assert config.traces[0].options["num_jobs"] == 240 and config.traces[0].loads == [0.5, 1.0, 1.5, 2.0]
 
 
 def test_infeasible_job_names_the_job(tmp_path):

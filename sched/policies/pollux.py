@@ -35,7 +35,8 @@ class PolluxParams(RoundParams):
     ga_population: int = Field(default=100, ge=2)
     ga_generations: int = Field(default=100, ge=1)
     restart_delay_s: float = Field(default=30.0, ge=0, description="restart penalty's delay (the study: 30 s)")
-    max_nodes_per_job: int = Field(default=16, ge=1)
+    max_nodes_per_job: int = Field(default=16, ge=1, description="servers a job may span (also held within the"
+                                   " goodput data's measured nodes)")
     fixed_batch: dict[str, int] = Field(default={"ncf": 32768}, description="application -> fixed global batch")
     max_gpus: dict[str, int] = Field(default={"ncf": 1}, description="application -> GPU cap")
     seed: int = 0
@@ -87,7 +88,8 @@ class Pollux(RoundPolicy):
             for s, n in server_counts(job, per).items():
                 current[s] = n
             specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job)))
-        problem = Problem(specs, nodes, per, self.params.max_nodes_per_job, scale=nodes / total)
+        spread = min([self.params.max_nodes_per_job] + [j.goodput.max_servers(per) for j in jobs if j.goodput])
+        problem = Problem(specs, nodes, per, spread, scale=nodes / total)
         return problem, jobs
 
     def decide(self, engine: Engine) -> None:
@@ -126,7 +128,8 @@ class Pollux(RoundPolicy):
         if job.goodput is None:
             return job.requested_gpus
         model = job.goodput
-        cap = min(max(2 * self.max_held.get(job, 0), 1), total, model.max_batch // model.min_local_batch)
+        cap = min(max(2 * self.max_held.get(job, 0), 1), total, model.max_batch // model.min_local_batch,
+                  model.max_gpus)
         return min(cap, self.params.max_gpus.get(job.model, cap))
 
     def _factor(self, engine: Engine, job: Job) -> float:
@@ -140,6 +143,8 @@ class Pollux(RoundPolicy):
             want = job.requested_gpus
             return lambda shape: 1.0 if sum(shape) == want else 0.0
         model, progress = job.goodput, job.epoch_start
+        if sum(fair) > model.max_gpus:  # a fair share beyond the measured range: its largest measured size
+            fair = packed_shape(model.max_gpus, fair[0])
         base = 0.0
         while fair and base <= 0.0:
             base = model.best_batch(fair, progress)[1]

@@ -23,13 +23,13 @@ Mode (``mode``): ``las`` is the above; ``tuned-jobs`` is the study's Tiresias+Tu
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.tiresias_tuned import STUDY_THRESHOLD_GPU_S, TunedJobsMode
+from schedlab.sched.queues import LevelQueues
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -60,10 +60,12 @@ class Tiresias(Policy):
         if thresholds != sorted(thresholds) or any(t <= 0 for t in thresholds):
             raise ValueError(f"tiresias: queue_thresholds must be positive and ascending, got {thresholds}")
         self.limits = [*thresholds, float("inf")]
-        self.queues: list[list[int]] = [[] for _ in self.limits]  # job indexes, i.e. submission order
+        self.queues = LevelQueues(len(self.limits))  # by job index, i.e. submission order
         self.jobs: dict[int, Job] = {}
-        self.level: dict[int, int] = {}
         self.service_base: dict[int, float] = {}  # service at which the job entered queue 0 / was promoted
+        self.start_order: dict[int, int] = {}  # index -> count of starts when it last started (engine.running order)
+        self.starts = 0
+        self.dirty = False  # whether the queues changed since the last pass (else the choice stands)
         self.tuned: TunedJobsMode | None = None
         if self.params.mode == "tuned-jobs":
             self._tuned_jobs()
@@ -90,13 +92,15 @@ class Tiresias(Policy):
             return self.tuned.on_arrival(engine, job)
         self.jobs[job.index] = job
         self.service_base[job.index] = 0.0
-        self._move(job, 0)
+        self.queues.add(job.index, job.num_gpus, 0, running=False)
+        self.dirty = True
 
     def on_finish(self, engine: Engine, job: Job) -> None:
         if self.tuned:
             return self.tuned.on_finish(engine, job)
-        self._remove(job)
-        del self.jobs[job.index], self.level[job.index], self.service_base[job.index]
+        self.queues.remove(job.index, running=True)
+        del self.jobs[job.index], self.service_base[job.index], self.start_order[job.index]
+        self.dirty = True
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
         if self.tuned:
@@ -105,7 +109,7 @@ class Tiresias(Policy):
         if job.version != version or job.finished:
             return
         if action == "demote" and job.running:
-            self._move(job, self.level[job.index] + 1)
+            self._move(job, self.queues.level[job.index] + 1)
         elif action == "promote" and not job.running:
             self.service_base[job.index] = engine.attained_service(job)
             self._move(job, 0)
@@ -113,43 +117,38 @@ class Tiresias(Policy):
     def schedule(self, engine: Engine) -> None:
         if self.tuned:
             return self.tuned.schedule(engine)
-        capacity = engine.cluster.total_gpus
-        chosen: list[Job] = []
-        for queue in self.queues:
-            for index in queue:
-                job = self.jobs[index]
-                if job.num_gpus <= capacity:
-                    chosen.append(job)
-                    capacity -= job.num_gpus
-                    if capacity == 0:
-                        break
-            if capacity == 0:
-                break
-        keep = set(chosen)
-        for job in [j for j in engine.running if j not in keep]:
+        """Serve the queues greedily (queue by queue, FIFO within one) while GPUs remain; preempt the
+        running jobs left out (in the order they started), then start the chosen ones (serving order)."""
+        if not self.dirty:
+            return  # same queues, same choice: it is already running
+        self.dirty = False
+        queues, jobs = self.queues, self.jobs
+        start, stop = queues.changes(queues.choose(engine.cluster.total_gpus))
+        stop.sort(key=self.start_order.__getitem__)
+        for index in stop:
+            job = jobs[index]
             engine.preempt(job)
+            queues.set_running(index, False)
             if self.params.promote_knob > 0:
                 at = engine.now + self.params.promote_knob * job.run_time
                 engine.set_timer(at, ("promote", job, job.version))
-        for job in chosen:
-            if not job.running:
-                if not engine.start(job):
-                    raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
-                self._arm_demotion(engine, job)
+        for index in start:
+            job = jobs[index]
+            if not engine.start(job):
+                raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
+            queues.set_running(index, True)
+            self.starts += 1
+            self.start_order[index] = self.starts
+            self._arm_demotion(engine, job)
 
     def _arm_demotion(self, engine: Engine, job: Job) -> None:
-        limit = self.limits[self.level[job.index]]
+        limit = self.limits[self.queues.level[job.index]]
         if limit == float("inf"):
             return
         service = engine.attained_service(job) - self.service_base[job.index]
         engine.set_timer(engine.now + max(0.0, limit - service) / job.num_gpus, ("demote", job, job.version))
 
     def _move(self, job: Job, level: int) -> None:
-        if job.index in self.level:
-            self._remove(job)
-        self.level[job.index] = level
-        insort(self.queues[level], job.index)
-
-    def _remove(self, job: Job) -> None:
-        queue = self.queues[self.level[job.index]]
-        del queue[bisect_left(queue, job.index)]
+        self.queues.remove(job.index, job.running)
+        self.queues.add(job.index, job.num_gpus, level, job.running)
+        self.dirty = True
