@@ -24,7 +24,8 @@ def job_table(result: EngineResult) -> pd.DataFrame:
             "submit_time": np.fromiter((j.submit_time for j in jobs), float, len(jobs)),
             "start_time": np.fromiter((j.start_time for j in jobs), float, len(jobs)),
             "end_time": np.fromiter((j.end_time for j in jobs), float, len(jobs)),
-            "num_gpus": np.fromiter((j.num_gpus for j in jobs), np.int64, len(jobs)),
+            # the trace's GPU count (an elastic policy's allocations vary; the papers class jobs by it)
+            "num_gpus": np.fromiter((j.requested_gpus for j in jobs), np.int64, len(jobs)),
             "duration": np.fromiter((j.duration for j in jobs), float, len(jobs)),
             "preemptions": np.fromiter((j.preemptions for j in jobs), np.int64, len(jobs)),
             "deadline": np.fromiter((j.deadline for j in jobs), float, len(jobs)),

@@ -157,6 +157,15 @@ def test_policy_replay_summary(policy):
     assert result.summary["jobs"] == 6 and result.jobs["end_time"].notna().all()
 
 
+def test_job_table_keeps_the_trace_gpu_count():
+    """The job table's ``num_gpus`` is what the trace asked for, whatever pollux last allocated, so
+    the papers' large/small classes (Castor Table 5, SJF-BSBF Table III) are the trace's."""
+    table, _ = load_trace(WORKLOAD)
+    prepared, _ = prepare_table(table, load_cluster("2x4"), goodput_root=POLLUX)
+    result = replay(prepared, "2x4", "pollux", goodput_root=POLLUX)
+    assert result.jobs["num_gpus"].tolist() == prepared["num_gpus"].tolist()
+
+
 def test_registered_with_paper_and_simplification():
     for name in ("pollux", "optimus", "afs"):
         cls = POLICIES[name]
