@@ -200,7 +200,7 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
                       **(params_of or {}).get(label, {})}
             retrying(lambda: c.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()]))
         run_id = run.info.run_id
-        metrics = {"seeds": seeds, **{k: row[k] for m in compare.METRICS for k in (m, compare.std_key(m))},
+        metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},
                    **{k: row[k] for k in compare.RATIOS.values()}}
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
                                                       if _finite(v)],

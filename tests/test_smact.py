@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from schedlab.profiling.smact import smact_profile
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.sched.cluster import load_cluster
@@ -23,9 +22,9 @@ SOLO = {w: 0.3 + 0.1 * i for i, w in enumerate(WORKLOADS)}  # 0.3 .. 0.8
 
 
 def record(key: str, workload: str, batch: int, smact: float | None, **kw) -> ProfileRecord:
-    base = dict(config_key=key, sweep="fixture", kind="solo", workload=workload, size="full", batch_size=batch,
-                accum_steps=1, num_gpus=1, device="cuda", gpu_model=H100, iter_time_mean_s=0.1,
-                ind={"smact_mean": smact, "smact_p95": smact})
+    base = {"config_key": key, "sweep": "fixture", "kind": "solo", "workload": workload, "size": "full",
+            "batch_size": batch, "accum_steps": 1, "num_gpus": 1, "device": "cuda", "gpu_model": H100,
+            "iter_time_mean_s": 0.1, "ind": {"smact_mean": smact, "smact_p95": smact}}
     return ProfileRecord(**{**base, **kw})
 
 
@@ -122,3 +121,47 @@ def test_sharing_replay_uses_pair_smact_and_absent_when_unprofiled(tmp_path):
     ProfileStore(tmp_path / "empty")
     none = replay(table, "2x4:h100", "fifo", seed=5, smact=smact_profile(tmp_path / "empty", "h100"))
     assert "smact_mean" not in none.summary and "(solo)" in none.summary["load_report"]["smact_note"]
+
+
+EXPERIMENT = """\
+name: t
+traces:
+  - name: syn
+    format: synthetic
+    options: {num_jobs: 40, load: 2.0}
+    annotate: true
+clusters: ["2x4:h100"]
+policies: [fifo, sjf-ffs]
+"""
+
+
+def test_experiment_replays_report_smact_and_the_comparison_shows_it(tmp_path):
+    from schedlab.tasks import compare, plots
+    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.tasks.replay import execute, run_params
+
+    plain = load_config(_write(tmp_path / "plain.yaml", EXPERIMENT)).grid("v1")
+    with pytest.raises(ConfigError, match="smact_profiles: 'nowhere' is not a profile store"):
+        load_config(_write(tmp_path / "bad.yaml", EXPERIMENT + "smact_profiles: nowhere\n"))
+    write_store(tmp_path / "profiles")
+    specs = load_config(_write(tmp_path / "exp.yaml", EXPERIMENT + "smact_profiles: profiles\n")).grid("v1")
+    assert specs[0].smact_profiles == str(tmp_path / "profiles")
+    assert "smact_profiles" not in plain[0].identity and {s.key for s in specs}.isdisjoint(s.key for s in plain)
+    assert run_params(specs[0])["smact_profiles"] == str(tmp_path / "profiles")
+    rows, dists = [], {}
+    for spec in specs:
+        result, _ = execute(spec)
+        assert 0 < result.summary["smact_mean"] < 1 and result.summary["load_report"]["smact_gpu_type"] == "h100"
+        rows.append({"trace": "syn", "cluster": spec.cluster, "policy": spec.label, "seed": 0, **result.summary})
+        dists[spec.label] = [result.smact]
+    table = compare.comparison(rows, "fifo")
+    assert "smact_mean" in compare.shown_columns(table) and "smact_high_share" in compare.to_text(table)
+    bare = compare.comparison([{k: v for k, v in r.items() if not k.startswith("smact")} for r in rows], "fifo")
+    assert "smact_mean" not in bare.columns and "smact_mean" not in compare.shown_columns(bare)
+    path = plots.smact_cdf(dists, tmp_path / "smact.png", "SM activity")
+    assert path.stat().st_size > 10_000
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
