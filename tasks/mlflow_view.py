@@ -260,6 +260,8 @@ def log_adhoc_replays(uri: str, experiment: str, artifact_root: Path | None, res
             plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {result.policy}", "JCT (s)")
             plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait CDF: {result.policy}", "wait_s (s)")
             plots.utilization_plot(result.utilization, total_gpus, out / "gpu_util.png", f"GPU utilisation: {result.policy}")
+            if result.smact is not None:
+                plots.smact_cdf({result.policy: [result.smact]}, out / "smact_cdf.png", f"SM activity: {result.policy}")
             retrying(lambda: c.log_artifacts(rid, str(out)))
         retrying(lambda: c.set_terminated(rid, status="FINISHED"))
         run_ids[result.policy] = rid

@@ -165,3 +165,14 @@ def test_experiment_replays_report_smact_and_the_comparison_shows_it(tmp_path):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_cli_replay_writes_smact_and_rejects_a_folder_that_is_no_store(tmp_path, capsys):
+    from schedlab.cli import main
+
+    write_store(tmp_path / "profiles")
+    args = ["replay", "--policy", "fifo", "--cluster", "2x4:h100", "--num-jobs", "20", "--annotate", "--no-progress"]
+    assert main([*args, "--smact-profiles", str(tmp_path / "nowhere"), "--out", str(tmp_path / "bad")]) == 2
+    assert "nowhere: not a profile store" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    assert main([*args, "--smact-profiles", str(tmp_path / "profiles"), "--out", str(tmp_path / "out")]) == 0
+    assert pd.read_parquet(tmp_path / "out" / "smact.parquet")["gpu_s"].sum() > 0
