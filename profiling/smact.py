@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pandas as pd
-
 from schedlab.profiling.fitting import gpu_type_of
 from schedlab.profiling.store import ProfileStore
 from schedlab.sched.smact import SmactProfile
