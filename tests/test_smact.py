@@ -3,6 +3,7 @@ by the GPU-seconds each GPU spent at it, idle GPUs at 0; absent (never 0) where 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -86,15 +87,18 @@ def synthetic(cluster: str, seed: int = 3) -> pd.DataFrame:
     return table
 
 
-def test_exclusive_replay_smact_matches_the_job_table(tmp_path):
-    """FIFO never shares: idle GPU-time is 1 - gpu_util, and the mean is each job's GPU-seconds x its SMACT."""
+@pytest.mark.parametrize("policy", ["fifo", "srtf"])
+def test_exclusive_replay_smact_matches_the_job_table(tmp_path, policy):
+    """Exclusive policies (SRTF with preemptions too): idle GPU-time is 1 - gpu_util, and the mean is
+    each job's GPU-seconds held x its SMACT."""
     write_store(tmp_path, pairs=False)
     profile = smact_profile(tmp_path, "h100")
     table = synthetic("4x4:h100")
-    plain = replay(table, "4x4:h100", "fifo", seed=3)
-    result = replay(table, "4x4:h100", "fifo", seed=3, smact=profile)
+    plain = replay(table, "4x4:h100", policy, seed=3)
+    result = replay(table, "4x4:h100", policy, seed=3, smact=profile)
     pd.testing.assert_frame_equal(plain.jobs, result.jobs)  # recording occupancy changes nothing
     s = result.summary
+    assert policy == "fifo" or s["preemptions"] > 0
     assert s["smact_zero_share"] == pytest.approx(1 - s["gpu_util"])
     jobs = result.jobs.merge(table[["job_id", "model", "batch_size"]], on="job_id", suffixes=("_r", ""))
     per_job = [profile.solo_value(m, b, g) for m, b, g in zip(jobs["model"], jobs["batch_size"], jobs["num_gpus"])]
@@ -176,3 +180,25 @@ def test_cli_replay_writes_smact_and_rejects_a_folder_that_is_no_store(tmp_path,
     assert "nowhere: not a profile store" in capsys.readouterr().err and not (tmp_path / "bad").exists()
     assert main([*args, "--smact-profiles", str(tmp_path / "profiles"), "--out", str(tmp_path / "out")]) == 0
     assert pd.read_parquet(tmp_path / "out" / "smact.parquet")["gpu_s"].sum() > 0
+
+
+def test_occupancy_follows_a_job_that_grows_and_shrinks():
+    """Each stint is one fixed set of GPUs: a resize closes one and opens the next (elastic policies)."""
+    from schedlab.sched.cluster import ClusterState
+    from schedlab.sched.engine import Engine
+    from test_engine_elastic import (  # the elastic tests' scripted driver
+        Scripted,
+        goodput_job,
+    )
+
+    job = goodput_job("a", 0.0, 1)
+    engine = Engine([job], ClusterState(load_cluster("2x4")), Scripted(resizes=[(8.0, "a", 3), (9.0, "a", 2)]),
+                    allocation_stall_s=0.0, preemption_overhead_s=0.0, record_occupancy=True)
+    result = engine.run()
+    stints = [(t0, t1, len(gpus)) for _, t0, t1, gpus, _ in result.occupancy]
+    assert stints == [(0.0, 8.0, 1), (8.0, 9.0, 3), (9.0, pytest.approx(job.end_time), 2)]
+    assert not engine._held_since  # nothing left open
+    profile = SmactProfile(solo={"toy": [(math.nan, 1, 0.5)]}, pairs={})
+    d = smact_distribution(result.occupancy, 8, 0.0, job.end_time, profile)
+    busy = 8 + 3 + 2 * (job.end_time - 9)
+    assert d.metrics()["smact_mean"] == pytest.approx(0.5 * busy / (8 * job.end_time))
