@@ -121,6 +121,7 @@ def smact_distribution(occupancy: list[tuple[Any, float, float, tuple[int, ...],
                 if value is None:
                     missing[name] = missing.get(name, 0.0) + span
                 else:
+                    value = round(value, 9)  # one entry per SMACT level (profiled values carry 6 decimals)
                     weights[value] = weights.get(value, 0.0) + span
             last = t
             if delta > 0:
