@@ -81,6 +81,9 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    help="solo iteration times: catalog (default) or a model from `schedlab fit iteration-time`, by"
                    " path or models:/iteration-time/N; its parameters replace the catalog's for the workloads and"
                    " GPU types it covers")
+    p.add_argument("--smact-profiles", metavar="DIR",
+                   help="a profile store (e.g. $SCHEDLAB_HOME/profiles): add the SM-activity distribution over all"
+                   " GPUs (Castor Fig. 12c/d) from its SMACT records: smact_* metrics and smact.parquet")
     p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
                    help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
     p.add_argument("--seed", type=checks.seed, default=0,
@@ -162,6 +165,11 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         args.iteration_catalog = make_iteration_time(args.iteration_time)
     except (ValueError, OSError) as err:
         raise ValueError(f"--iteration-time: {err}") from None
+    args.smact = None
+    if args.smact_profiles:
+        from schedlab.profiling.smact import smact_profile
+
+        args.smact = smact_profile(args.smact_profiles, cluster.training_pool.gpu_type)  # ValueError names the folder
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise ValueError(f"--end ({args.end:g}) must be greater than --start ({args.start:g})")
     try:
@@ -210,7 +218,7 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
             table, cluster, name, params[name], placement=args.placement, seed=args.seed,
             preemption_overhead_s=args.preemption_overhead, interference=args.interference,
             iteration_time=getattr(args, "iteration_catalog", None), load_report={**report.to_dict(), **notes},
-            progress=not args.no_progress and sys.stderr.isatty(),
+            progress=not args.no_progress and sys.stderr.isatty(), smact=args.smact,
         )
         result.write(out / name if len(args.policy) > 1 else out)
         rows.append(result.summary)

@@ -207,15 +207,15 @@ def _safe(text: str) -> str:
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
                     specs: list[ReplaySpec], done: dict[str, Any]) -> tuple[Any, str]:
     """Comparison table (CSV + markdown; also the parent run's note), one child run per policy with
-    the seed means and spreads, bars of the headline metrics, JCT/wait/queueing CDFs per policy and,
-    when load is swept, average JCT and wait vs load; all logged to the parent run.
+    the seed means and spreads, bars of the headline metrics, JCT/wait/queueing CDFs per policy, the
+    SM-activity CDF per policy when the replays computed it (``smact_profiles``) and, when load is swept, average JCT and wait vs load; all logged to the parent run.
     Returns (table, markdown)."""
     import pandas as pd
     from mlflow.artifacts import download_artifacts
 
     c = client(uri)
     baseline = config.baseline_label
-    rows, jobs = [], {}
+    rows, jobs, smact = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="schedlab-compare-") as tmp:
         out = Path(tmp)
         for spec in specs:
@@ -231,6 +231,13 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 jobs[spec.key] = pd.read_parquet(path, columns=["jct_s", "queue_s", "wait_s"])
             except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
                 log.warning("no jobs.parquet for run %s: %s", run.info.run_id, err)
+            if "smact_mean" in run.data.metrics:
+                try:
+                    path = download_artifacts(run_id=run.info.run_id, artifact_path="smact.parquet",
+                                              dst_path=str(out / "dl" / run.info.run_id), tracking_uri=uri)
+                    smact[spec.key] = pd.read_parquet(path)
+                except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
+                    log.warning("no smact.parquet for run %s: %s", run.info.run_id, err)
         order = [e.label or e.name for e in config.policy_entries()]
         table = compare.comparison(rows, baseline, order)
         markdown = (f"## {config.name}: every policy against `{baseline}`\n\n"
@@ -254,6 +261,14 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                                      plot_dir / f"{name}_cdf__{suffix}.png",
                                      f"{what}, CDF per policy: {trace_label} on {cluster} (seeds pooled)",
                                      f"{column} (s)")
+        smact_groups: dict[tuple[str, str], dict[str, list]] = {}
+        for spec in specs:
+            if spec.key in smact:
+                smact_groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
+                    smact[spec.key])
+        for (trace_label, cluster), by_policy in smact_groups.items():
+            plots.smact_cdf(by_policy, plot_dir / f"smact_cdf__{_safe(f'{trace_label}__{cluster}')}.png",
+                            f"SM activity over all GPUs, CDF per policy: {trace_label} on {cluster}")
         for (trace_label, cluster), part in table.groupby(["trace", "cluster"], sort=False):
             plots.metric_bars(part, {"avg_jct_s": "avg_jct_s", "avg_wait_s": "avg_wait_s",
                                      "avg_queue_s": "avg_queue_s", "makespan_s": "makespan_s"},

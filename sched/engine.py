@@ -60,6 +60,7 @@ class EngineResult:
     utilization_timeline: list[tuple[float, int]]  # (time, GPUs in use) at every change
     scheduling_passes: int
     shared_gpu_seconds: float = 0.0  # GPU-seconds with two jobs on the GPU
+    occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = None  # see Engine(record_occupancy)
 
 
 class Engine:
@@ -74,7 +75,11 @@ class Engine:
         progress: bool = False,
         sharing: SharingModel | None = None,
         allocation_stall_s: float | None = None,
+        record_occupancy: bool = False,
     ) -> None:
+        """``record_occupancy`` keeps every stint of a job on a fixed set of GPUs as ``(job, from, to,
+        GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
+        activity distribution, Castor Fig. 9c/12c); off by default, so other replays pay nothing."""
         oversize = [j for j in jobs if j.num_gpus > cluster.total_gpus]
         if oversize:
             raise EngineError(
@@ -104,6 +109,8 @@ class Engine:
         self._shared_gpu_seconds = 0.0
         self._last_time = 0.0
         self._timeline: list[tuple[float, int]] = []
+        self._occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = [] if record_occupancy else None
+        self._held_since: dict[Job, float] = {}
 
     # ---- policy API --------------------------------------------------------------------------
     def start(
@@ -150,6 +157,8 @@ class Engine:
         else:
             job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
         job.gpus = free_part + tuple(share_gpus)
+        if self._occupancy is not None:
+            self._held_since[job] = self.now
         if job.goodput is not None:
             job.placement_shape = self._shape(job.gpus)
         job.last_start = self.now
@@ -201,12 +210,14 @@ class Engine:
             if any(n > len(self.cluster.free_by_server[server]) for server, n in placement):
                 return False
             self._settle(job)
+            self._close_stint(job)
             job.gpus = job.gpus + self.cluster.take_from_servers(placement, job)
         else:
             gone = release if release is not None else self._shrink_choice(job, -delta)
             if len(gone) != -delta or not set(gone) <= set(job.gpus):
                 raise EngineError(f"job {job.job_id}: cannot release {gone} from {job.gpus}")
             self._settle(job)
+            self._close_stint(job)
             self.cluster.release(job, gone)
             dropped = set(gone)
             job.gpus = tuple(g for g in job.gpus if g not in dropped)
@@ -335,6 +346,7 @@ class Engine:
             utilization_timeline=self._timeline,
             scheduling_passes=passes,
             shared_gpu_seconds=self._shared_gpu_seconds,
+            occupancy=self._occupancy,
         )
 
     # ---- internals ---------------------------------------------------------------------------
@@ -505,7 +517,18 @@ class Engine:
                 chosen.append(g)
         return tuple(chosen[:count])
 
+    def _close_stint(self, job: Job) -> None:
+        """Record the job's stint on its current GPUs (only with ``record_occupancy``) and open the next."""
+        if self._occupancy is not None:
+            since = self._held_since.pop(job)
+            if self.now > since:
+                self._occupancy.append((job, since, self.now, job.gpus, job.accumulation_steps))
+            self._held_since[job] = self.now
+
     def _stop(self, job: Job) -> None:
+        if self._occupancy is not None:
+            self._close_stint(job)
+            del self._held_since[job]
         self.state_version += 1
         self.by_end.remove(job.end_key)
         job.end_key = None

@@ -19,6 +19,7 @@ from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
 from schedlab.sched.sharing import SharingModel
+from schedlab.sched.smact import SmactProfile, replay_smact
 from schedlab.sched.workloads import FittedCatalog, WorkloadCatalog, default_catalog
 
 
@@ -28,13 +29,17 @@ class ReplayResult:
     jobs: pd.DataFrame
     summary: dict[str, Any]
     utilization: pd.DataFrame = field(default_factory=pd.DataFrame)  # time, busy_gpus
+    smact: pd.DataFrame | None = None  # smact, gpu_s: the SM-activity distribution, when profiled
 
     def write(self, out_dir: str | Path) -> Path:
-        """Write ``jobs.parquet``, ``summary.json`` and ``utilization.parquet`` (atomically, file by file)."""
+        """Write ``jobs.parquet``, ``summary.json`` and ``utilization.parquet`` (and ``smact.parquet``
+        when the SM-activity distribution was computed), atomically, file by file."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
         write_atomic(out / "utilization.parquet", lambda p: self.utilization.to_parquet(p, index=False))
+        if self.smact is not None:
+            write_atomic(out / "smact.parquet", lambda p: self.smact.to_parquet(p, index=False))
         write_atomic(out / "summary.json", lambda p: p.write_text(json.dumps(_jsonable(self.summary), indent=2)))
         return out
 
@@ -122,11 +127,14 @@ def replay(
     progress: bool = False,
     allocation_stall_s: float | None = None,
     goodput_root: str | Path | None = None,
+    smact: SmactProfile | None = None,
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/interference.py``);
     ``iteration_time`` the catalog or fitted model of solo speeds the sharing model uses (the table's
-    durations come from :func:`prepare_table` with the same source)."""
+    durations come from :func:`prepare_table` with the same source). With ``smact`` (profiled SMACT,
+    :func:`schedlab.profiling.smact.smact_profile`) the engine records who held which GPU and the
+    summary gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d)."""
     for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
@@ -150,6 +158,7 @@ def replay(
         progress=progress,
         sharing=sharing,
         allocation_stall_s=allocation_stall_s,
+        record_occupancy=smact is not None,
     )
     result = engine.run()
     jobs = job_table(result)
@@ -159,6 +168,11 @@ def replay(
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     if isinstance(timing, FittedCatalog):
         summary["iteration_time"] = timing.source
+    distribution = None
+    if smact is not None:
+        smact_metrics, distribution, smact_notes = replay_smact(result, smact)
+        summary.update(smact_metrics)
+        load_report = {**(load_report or {}), **smact_notes}
     summary = {
         "policy": policy,
         "cluster": spec.name,
@@ -170,7 +184,7 @@ def replay(
         "load_report": load_report or {},
     }
     utilization = pd.DataFrame(result.utilization_timeline, columns=["time", "busy_gpus"])
-    return ReplayResult(policy=policy, jobs=jobs, summary=summary, utilization=utilization)
+    return ReplayResult(policy=policy, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
 
 
 def write_atomic(path: Path, write) -> None:

@@ -19,6 +19,9 @@ import pandas as pd
 
 #: headline metrics (MLflow keys), averaged over seeds, with their spread in ``<key>_std``
 METRICS = ("avg_jct_s", "p95_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "gpu_util", "preemptions")
+#: metrics only some experiments have (the SM-activity distribution needs ``smact_profiles``): columns
+#: only when a replay reported them
+OPTIONAL = ("smact_mean", "smact_high_share")
 #: metric -> key of its baseline ÷ policy ratio
 RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makespan_s": "makespan_speedup"}
 #: metrics shown as whole numbers
@@ -39,8 +42,14 @@ def _ratio(base: float, value: float) -> float:
     return base / value
 
 
-def columns() -> list[str]:
-    return [*GROUP, "policy", "seeds", SAME_AS, *(c for m in METRICS for c in (m, std_key(m))), *RATIOS.values()]
+def columns(optional: tuple[str, ...] = ()) -> list[str]:
+    return [*GROUP, "policy", "seeds", SAME_AS, *(c for m in (*METRICS, *optional) for c in (m, std_key(m))),
+            *RATIOS.values()]
+
+
+def headline(columns_present) -> tuple[str, ...]:
+    """The headline metrics of a table or row: :data:`METRICS` plus the :data:`OPTIONAL` ones it has."""
+    return (*METRICS, *(m for m in OPTIONAL if m in columns_present))
 
 
 def _identical(frame: pd.DataFrame, labels: list[str]) -> dict[str, str]:
@@ -69,24 +78,25 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
     for m in METRICS:
         if m not in frame:
             frame[m] = math.nan
+    metrics = [*METRICS, *(m for m in OPTIONAL if m in frame and frame[m].notna().any())]
     order = {p: i for i, p in enumerate(policy_order or [])}
     out = []
     for _, group in frame.groupby(GROUP, sort=False):
         labels = sorted(group["policy"].unique(), key=lambda p: (p != baseline, order.get(p, len(order))))
         same = _identical(group, labels)
         by_policy = group.groupby("policy", sort=False)
-        means, stds = by_policy[list(METRICS)].mean(), by_policy[list(METRICS)].std(ddof=1)
+        means, stds = by_policy[metrics].mean(), by_policy[metrics].std(ddof=1)
         for label in labels:
             first = group[group["policy"] == label].iloc[0]
             rec: dict[str, Any] = {"trace": first["trace"], "cluster": first["cluster"], "policy": label,
                                    "seeds": int(group.loc[group["policy"] == label, "seed"].nunique()),
                                    SAME_AS: same.get(label, "")}
-            for m in METRICS:
+            for m in metrics:
                 rec[m], rec[std_key(m)] = float(means.loc[label, m]), float(stds.loc[label, m])
             for m, key in RATIOS.items():
                 rec[key] = _ratio(float(means.loc[baseline, m]), rec[m]) if baseline in means.index else math.nan
             out.append(rec)
-    return pd.DataFrame(out, columns=columns())
+    return pd.DataFrame(out, columns=columns(tuple(metrics[len(METRICS):])))
 
 
 def _number(value: float, metric: str) -> str:
@@ -96,7 +106,7 @@ def _number(value: float, metric: str) -> str:
         return "∞"
     if metric in INTEGER:
         return f"{round(value):,d}"
-    if metric == "gpu_util":
+    if metric == "gpu_util" or metric.startswith("smact_"):
         return f"{value:.3f}"
     return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
 
@@ -105,7 +115,7 @@ def _cell(row: dict[str, Any], column: str) -> str:
     value = row[column]
     if column in RATIOS.values():
         return "—" if math.isnan(value) else "∞" if math.isinf(value) else f"{value:.2f}x"
-    if column in METRICS:
+    if column in METRICS or column in OPTIONAL:
         spread = row.get(std_key(column), math.nan)
         text = _number(value, column)
         return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column)}"
@@ -116,7 +126,7 @@ def _cell(row: dict[str, Any], column: str) -> str:
 
 def shown_columns(table: pd.DataFrame) -> list[str]:
     """The columns printed (std columns folded into their metric's cell; ``same_as`` only when used)."""
-    cols = [*GROUP, "policy", "seeds", *METRICS, *RATIOS.values()]
+    cols = [*GROUP, "policy", "seeds", *headline(table.columns), *RATIOS.values()]
     if len(table) and (table[SAME_AS] != "").any():
         cols.insert(4, SAME_AS)
     return cols

@@ -22,6 +22,7 @@
                                      # interference: analytic[:XI] | gavel:… | table:… | model:PATH|URI
                                      # iteration_time: catalog | PATH | models:/iteration-time/N
                                      # latest: the newest registered version (models:/NAME/N at start)
+    smact_profiles: null             # or a profile store folder: replays add the SM-activity metrics
 
 Every (trace, load, cluster, policy, params, seed) is one replay, identified by :attr:`ReplaySpec.key`
 (a hash of everything that determines its result plus the code version): the idempotency key
@@ -141,6 +142,8 @@ class ExperimentConfig(BaseModel):
     placement: str = "consolidated"
     preemption_overhead_s: float | None = Field(default=None, ge=0)
     models: ModelSources = Field(default_factory=ModelSources)
+    #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
+    smact_profiles: str | None = None
 
     @field_validator("placement")
     @classmethod
@@ -189,6 +192,16 @@ class ExperimentConfig(BaseModel):
                 return str((base / path).resolve())
         return str((self._base_dir / path).resolve())
 
+    def resolve_profiles(self) -> str | None:
+        """``smact_profiles`` as an absolute path (relative: to the YAML's folder, else the cwd); it
+        must be a profile store (a ``records/`` folder)."""
+        if self.smact_profiles is None:
+            return None
+        path = Path(self.resolve_source(self.smact_profiles) or self.smact_profiles)
+        if not (path / "records").is_dir():
+            raise ValueError(f"smact_profiles: {self.smact_profiles!r} is not a profile store (no {path / 'records'})")
+        return str(path)
+
     def grid(self, code_version: str) -> list[ReplaySpec]:
         """Every replay of the experiment, in a stable order (trace, load, cluster, policy, seed)."""
         specs = []
@@ -208,6 +221,7 @@ class ExperimentConfig(BaseModel):
                                 seed=seed, placement=self.placement,
                                 preemption_overhead_s=self.preemption_overhead_s,
                                 models=self.models.model_dump(), code_version=code_version,
+                                smact_profiles=self.resolve_profiles(),
                             ))
         return specs
 
@@ -238,6 +252,7 @@ class ReplaySpec(BaseModel):
     preemption_overhead_s: float | None
     models: dict[str, str]
     code_version: str
+    smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -248,7 +263,7 @@ class ReplaySpec(BaseModel):
             "cluster": self.cluster, "policy": self.policy, "params": self.params, "seed": self.seed,
             "placement": self.placement, "preemption_overhead_s": self.preemption_overhead_s,
             "models": self.models, "code_version": self.code_version,
-        }
+        } | ({"smact_profiles": self.smact_profiles} if self.smact_profiles else {})
 
     @property
     def key(self) -> str:
@@ -330,6 +345,10 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
     names = [t.name for t in config.traces]
     if len(set(names)) != len(names):
         raise ConfigError(f"{path}: traces: duplicate trace names {names}")
+    try:
+        config.resolve_profiles()
+    except ValueError as err:
+        raise ConfigError(f"{path}: {err}") from None
     for i, cluster in enumerate(config.clusters):
         try:
             load_cluster(cluster)

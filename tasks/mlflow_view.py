@@ -200,7 +200,7 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
                       **(params_of or {}).get(label, {})}
             retrying(lambda: c.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()]))
         run_id = run.info.run_id
-        metrics = {"seeds": seeds, **{k: row[k] for m in compare.METRICS for k in (m, compare.std_key(m))},
+        metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},
                    **{k: row[k] for k in compare.RATIOS.values()}}
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
                                                       if _finite(v)],
@@ -260,6 +260,8 @@ def log_adhoc_replays(uri: str, experiment: str, artifact_root: Path | None, res
             plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {result.policy}", "JCT (s)")
             plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait CDF: {result.policy}", "wait_s (s)")
             plots.utilization_plot(result.utilization, total_gpus, out / "gpu_util.png", f"GPU utilisation: {result.policy}")
+            if result.smact is not None:
+                plots.smact_cdf({result.policy: [result.smact]}, out / "smact_cdf.png", f"SM activity: {result.policy}")
             retrying(lambda: c.log_artifacts(rid, str(out)))
         retrying(lambda: c.set_terminated(rid, status="FINISHED"))
         run_ids[result.policy] = rid

@@ -201,3 +201,40 @@ def load_sweep_plot(frame: pd.DataFrame, path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=11)
     fig.savefig(path)
     return path
+
+
+def smact_cdf(series: Mapping[str, Sequence[pd.DataFrame]], path: Path, title: str) -> Path:
+    """Castor Fig. 12c/d: per policy, the CDF of SM activity (SMACT, 0-1) over all GPUs' time, idle
+    GPUs at 0. ``series``: label -> one ``smact, gpu_s`` distribution per seed (``smact.parquet``); the
+    line is the seeds' mean fraction of GPU-time at or below each SMACT, the band their spread."""
+    labels = list(series)
+    styles = policy_styles(labels)
+    fig, ncol = _wide(len(labels))
+    ax = fig.subplots()
+    grid = np.linspace(0.0, 1.0, 201)
+    for label in labels:
+        curves = []
+        for d in series[label]:
+            values, weights = d["smact"].to_numpy(dtype=float), d["gpu_s"].to_numpy(dtype=float)
+            if weights.sum() > 0:
+                curves.append(np.array([weights[values <= x].sum() for x in grid]) / weights.sum())
+        if not curves:
+            continue
+        stack = np.vstack(curves)
+        mean = stack.mean(axis=0)
+        ax.step(grid, mean, where="post", linewidth=1.4, label=f"{label} ({mean[0]:.0%} of GPU-time idle)",
+                **styles[label])
+        if len(curves) > 1:
+            ax.fill_between(grid, stack.min(axis=0), stack.max(axis=0), step="post", color=styles[label]["color"],
+                            alpha=0.12, linewidth=0)
+    ax.axvline(0.5, color="0.5", linewidth=0.8, linestyle=":")  # Castor's "high-level" activation above 0.5
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("SMACT (DCGM_FI_PROF_SM_ACTIVE; idle GPUs at 0; dotted: 0.5)")
+    ax.set_ylabel("fraction of GPU-time")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title + ("  (band: spread over seeds)" if any(len(v) > 1 for v in series.values()) else ""),
+                 fontsize=11)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, ncol=ncol, frameon=False)
+    fig.savefig(path)
+    return path

@@ -69,6 +69,8 @@ def run_params(spec: ReplaySpec) -> dict[str, str]:
     params.update({f"params.{k}": json.dumps(v) for k, v in sorted(policy_params(spec.policy, spec.params).items())})
     params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
     params.update(model_params(spec))
+    if spec.smact_profiles:
+        params["smact_profiles"] = spec.smact_profiles
     return {k: str(v)[:6000] for k, v in params.items()}
 
 
@@ -94,13 +96,18 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     started = time.perf_counter()
     table, report = load_trace(spec.source, spec.format, LoadOptions.model_validate(options))
     timing = make_iteration_time(spec.models.get("iteration_time"))
+    smact = None
+    if spec.smact_profiles:
+        from schedlab.profiling.smact import smact_profile
+
+        smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)
     table, notes = prepare_table(table, cluster, annotate_workloads=spec.annotate, seed=spec.seed,
                                  iteration_time=timing)
     load_s = time.perf_counter() - started
     result = replay(table, cluster, spec.policy, spec.params, placement=spec.placement, seed=spec.seed,
                     preemption_overhead_s=spec.preemption_overhead_s,
                     interference=spec.models.get("interference"), iteration_time=timing,
-                    load_report={**report.to_dict(), **notes})
+                    load_report={**report.to_dict(), **notes}, smact=smact)
     result.summary["load_wall_s"] = load_s
     return result, cluster
 
@@ -177,6 +184,9 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
             plots.utilization_plot(result.utilization, cluster.training_pool.servers
                                    * cluster.training_pool.gpus_per_server, out / "gpu_util.png",
                                    f"GPU utilisation: {title}")
+            if result.smact is not None:
+                plots.smact_cdf({spec.label: [result.smact]}, out / "smact_cdf.png",
+                                f"SM activity over all GPUs (idle = 0): {title}")
             retrying(lambda: c.log_artifacts(run_id, str(out)))
         retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,
