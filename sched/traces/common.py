@@ -269,7 +269,7 @@ def read_csv(
             )
         names = list(required)
     na_values = {c: NA_STRINGS for c in names or first if c.strip() not in text}
-    kw: dict[str, Any] = dict(dtype=str, skip_blank_lines=False, skipinitialspace=True, keep_default_na=False)
+    kw: dict[str, Any] = {"dtype": str, "skip_blank_lines": False, "skipinitialspace": True, "keep_default_na": False}
     try:
         if rows is not None:
             from .stream import read_rows

@@ -10,16 +10,18 @@
    them. Where rows are dropped (VC filter, bad durations, oversize, duplicates, ...) and fewer than
    ``max_jobs`` jobs are left while rows remain, ``k`` doubles and step 3 repeats.
 
-The table is the whole-file load's, bit for bit, and so are ``read``, ``kept``, ``repaired`` and every
-error the scan can see (submit times: not a time, implausible, out of order with
-``on_unsorted='error'``, missing). What differs, by design:
+The table is the whole-file load's, bit for bit, and so are ``read``, ``kept``,
+``repaired["unsorted_sorted"]`` and every error the scan can see (submit times: not a time,
+implausible, out of order with ``on_unsorted='error'``, missing). What differs, by design:
 
 * a row the selection leaves out is parsed only for its submit time: a bad value in another column
   of such a row is not an error (that job is not replayed), nor is a duplicate id among such rows;
 * such rows are counted as ``dropped["outside_window"]`` (submitted outside the window) or
   ``dropped["max_jobs"]`` (in the window, after the jobs kept): never under a reason only their
   other columns would show (``no_gpu``, ``vc_filter``, ``bad_duration``, ``oversize``,
-  ``duplicate_id``). Nothing is dropped silently: ``read == kept + sum(dropped)`` still holds.
+  ``duplicate_id``). Nothing is dropped silently: ``read == kept + sum(dropped)`` still holds;
+* ``repaired["oversize_clipped"]`` and ``["duplicate_id_renamed"]`` count the rows read only (a
+  whole read also counts rows it repairs and then drops as beyond ``max_jobs``).
 
 Anything unusual in the scan (an unreadable chunk, a submit-time error, times given in different
 forms in different chunks, an implausible time, unsorted times under ``on_unsorted='error'``)
