@@ -60,6 +60,25 @@ def _kind(value: Any) -> tuple[bool, bool]:
         return False, False
 
 
+def _scan_numbers(path: Path, raw_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The fast scan of a column of plain numbers, parsed by the CSV parser itself (the same
+    correctly rounded parser ``pd.to_numeric`` uses); None where a value is not a number."""
+    try:
+        chunks = pd.read_csv(path, usecols=[raw_name], dtype={raw_name: "float64"}, skip_blank_lines=False,
+                             skipinitialspace=True, keep_default_na=False, na_values={raw_name: NA_STRINGS},
+                             chunksize=CHUNK)
+        v = np.concatenate([c[raw_name].to_numpy(dtype="float64") for c in chunks] or [np.zeros(0)])
+    except ValueError:
+        return None
+    if np.isinf(v).any():  # an error: the string scan names it
+        return None
+    known = ~np.isnan(v)
+    if known.all():
+        return np.arange(len(v)), v, np.zeros(0, "int64")
+    idx = np.arange(len(v))
+    return idx[known], v[known], idx[~known]
+
+
 def _scan_csv(path: Path, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(positions, submit seconds) of the rows with a submit time, and positions of the rows
     without one (blank lines, or missing values the full read of those rows reports); None: fall back."""
@@ -67,6 +86,9 @@ def _scan_csv(path: Path, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     if names.count(col) != 1:
         return None
     raw_name = _header(path)[names.index(col)]
+    fast = _scan_numbers(path, raw_name)
+    if fast is not None:
+        return fast
     pos, st, missing, kinds = [], [], [], set()
     offset = 0
     chunks = pd.read_csv(path, usecols=[raw_name], dtype=str, skip_blank_lines=False, skipinitialspace=True,
@@ -158,34 +180,39 @@ def load_streamed(
     pos, st, missing = scanned
     if not len(st) or (np.abs(st) > MAX_SECONDS).any():
         return None
-    late = st < np.maximum.accumulate(st)
-    if late.any() and options.on_unsorted == "error":
+    late = int(np.count_nonzero(st < np.maximum.accumulate(st)))
+    if late and options.on_unsorted == "error":
         return None
     t0 = float(st.min())
     rel = st - t0
-    window = np.ones(len(st), bool)
-    if options.start is not None:
-        window &= rel >= options.start
-    if options.end is not None:
-        window &= rel < options.end
-    w = np.flatnonzero(window)
-    order = w[np.argsort(st[w], kind="stable")]
+    span = float(rel.max())
+    w, sw = pos, st  # the window's rows (positions in the file) and their submit times
+    if options.start is not None or options.end is not None:
+        window = np.ones(len(st), bool)
+        if options.start is not None:
+            window &= rel >= options.start
+        if options.end is not None:
+            window &= rel < options.end
+        w, sw = pos[window], st[window]
+    del rel
     prune = options.max_jobs is not None and options.busiest_hours is None and options.sample is None
-    k = options.max_jobs if prune else len(order)
+    k = options.max_jobs if prune else len(w)
     assert k is not None
     while True:
-        n = len(order) if k >= len(order) else int(np.searchsorted(st[order], st[order[k - 1]], side="right"))
-        unread = {"outside_window": len(st) - len(order), "max_jobs": len(order) - n}
-        raw = reader(path, options, rows=np.sort(np.concatenate([pos[order[:n]], missing])))
+        # the first k window rows in submit order, with every row tied with the k-th
+        chosen = w if k >= len(w) else w[sw <= np.partition(sw, k - 1)[k - 1]]
+        n = len(chosen)
+        unread = {"outside_window": len(st) - len(w), "max_jobs": len(w) - n}
+        raw = reader(path, options, rows=np.sort(np.concatenate([chosen, missing])))
         assert raw.read == n, (raw.read, n)  # a row without a submit time is blank, or an error above
         raw.read = len(st)
-        raw.scan = Scan(t0, int(late.sum()), float(rel.max()), len(order), {r: c for r, c in unread.items() if c})
+        raw.scan = Scan(t0, late, span, len(w), {r: c for r, c in unread.items() if c})
         try:
             table, report = finalize(raw, fmt, options)
         except NothingLeft:
-            if n == len(order):
+            if n == len(w):
                 raise
         else:
-            if n == len(order) or options.max_jobs is None or report.kept >= options.max_jobs:
+            if n == len(w) or options.max_jobs is None or report.kept >= options.max_jobs:
                 return table, report
         k *= 2
