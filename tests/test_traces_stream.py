@@ -195,3 +195,13 @@ def test_datetimes_across_chunks(tmp_path: Path, small_chunks: None) -> None:
     with pytest.raises(TraceError) as info:
         load_trace(path, "philly", LoadOptions(max_jobs=7))
     assert str(info.value) == str(expected.value)
+
+
+REAL_PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_jobs_pollux.csv"
+
+
+@pytest.mark.skipif(not REAL_PHILLY.exists(), reason="real Philly trace absent")
+@pytest.mark.parametrize("opts", [{"max_jobs": 1000}, {"start": 864_000, "end": 950_400},
+                                  {"vcs": ["6214e9", "ee9e8c"], "max_jobs": 5000}], ids=str)
+def test_real_philly_streams_as_whole_read(opts: dict) -> None:
+    same(REAL_PHILLY, "philly", LoadOptions(**opts))
