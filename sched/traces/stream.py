@@ -22,6 +22,9 @@ implausible, out of order with ``on_unsorted='error'``, missing). What differs, 
   ``duplicate_id``). Nothing is dropped silently: ``read == kept + sum(dropped)`` still holds;
 * ``repaired["oversize_clipped"]`` and ``["duplicate_id_renamed"]`` count the rows read only (a
   whole read also counts rows it repairs and then drops as beyond ``max_jobs``).
+* the scan parses one field per row: a malformed row (more fields than the header) is the whole
+  read's error where it is selected, but left out it is counted like any row left out, its
+  submit time taken from its field in the submit column's position.
 
 Anything unusual in the scan (an unreadable chunk, a submit-time error, times given in different
 forms in different chunks, an implausible time, unsorted times under ``on_unsorted='error'``)
