@@ -14,6 +14,9 @@ A format module only *reads* its file into a :class:`Raw` table (canonical colum
 7. sort by (submit_time, job_id), keep the first ``max_jobs``
 8. rebase (earliest kept job at 0) and load scaling (submit_time / load)
 
+With a window or ``max_jobs``, a format whose reader takes ``rows=`` reads only the rows it needs
+(:mod:`.stream`); :class:`Raw` ``.scan`` then carries what steps 1-2 need from the whole file.
+
 Row convention of every :class:`TraceError`: **row N is the N-th data row of the file, 1-based,
 header excluded** (so in a CSV with a header, row N is on line N+1; in a headerless CSV, row N is
 line N; in a JSON job list, row N is the N-th job object).
