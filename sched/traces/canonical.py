@@ -23,16 +23,21 @@ _TEXT = ("job_id", "model", "user", "vc")  # read verbatim: "NA" is a name, not 
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
-def _read_any(path: Path) -> pd.DataFrame:
+def _read_any(path: Path, rows: np.ndarray | None) -> pd.DataFrame:
     if path.suffix.lower() in (".parquet", ".pq"):
         check_file(path)
         try:
-            df = pd.read_parquet(path)
+            if rows is None:
+                df = pd.read_parquet(path)
+            else:
+                from .stream import read_parquet_rows
+
+                df = read_parquet_rows(path, rows)
         except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
             raise TraceError(path, f"not a readable Parquet file: {exc}") from None
         check_columns(str(path), list(df.columns), REQUIRED_COLUMNS)
-        return df.assign(_row=np.arange(1, len(df) + 1))
-    return read_csv(path, REQUIRED_COLUMNS, text=_TEXT)
+        return df if rows is not None else df.assign(_row=np.arange(1, len(df) + 1))
+    return read_csv(path, REQUIRED_COLUMNS, text=_TEXT, rows=rows)
 
 
 def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
@@ -47,11 +52,11 @@ def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
     return mapped.astype("boolean")
 
 
-def read(path: Path | None, options: LoadOptions) -> Raw:
+def read(path: Path | None, options: LoadOptions, rows: np.ndarray | None = None) -> Raw:
     """Required job_id, submit_time, num_gpus and duration or model/batch_size/iterations."""
     assert path is not None
     file = str(path)
-    df = _read_any(path)
+    df = _read_any(path, rows)
     cols = [c for c in df.columns if c != "_row"]
     for c in cols:
         if c not in CANONICAL_COLUMNS:
@@ -76,4 +81,4 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     return Raw(out, file, len(out))
 
 
-load = make_loader("canonical", read)
+load = make_loader("canonical", read, submit="submit_time")

@@ -14,6 +14,9 @@ A format module only *reads* its file into a :class:`Raw` table (canonical colum
 7. sort by (submit_time, job_id), keep the first ``max_jobs``
 8. rebase (earliest kept job at 0) and load scaling (submit_time / load)
 
+With a window or ``max_jobs``, a format whose reader takes ``rows=`` reads only the rows it needs
+(:mod:`.stream`); :class:`Raw` ``.scan`` then carries what steps 1-2 need from the whole file.
+
 Row convention of every :class:`TraceError`: **row N is the N-th data row of the file, 1-based,
 header excluded** (so in a CSV with a header, row N is on line N+1; in a headerless CSV, row N is
 line N; in a JSON job list, row N is the N-th job object).
@@ -153,9 +156,25 @@ class Raw:
     dropped: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)  # canonical name -> the file's own, where renamed
+    scan: Scan | None = None  # a streamed read (``.stream``): ``df`` holds only the rows it selected
 
 
-Reader = Callable[[Path | None, LoadOptions], Raw]
+@dataclass(frozen=True)
+class Scan:
+    """What a streamed read learnt from the submit times of the whole file (see :mod:`.stream`)."""
+
+    t0: float  # earliest submit time in the file (the trace start)
+    late: int  # rows whose submit time is earlier than a previous row's
+    span: float  # latest submit time minus t0
+    in_window: int  # rows submitted in [start, end)
+    unread: dict[str, int]  # rows read only for their submit time, by the reason they are left out
+
+
+class NothingLeft(TraceError):
+    """No job is left to replay after the filters."""
+
+
+Reader = Callable[..., Raw]  # (path, options[, rows=...]) -> Raw
 Loader = Callable[..., tuple[pd.DataFrame, LoadReport]]
 
 
@@ -230,13 +249,15 @@ def _header(path: Path) -> list[str]:
 
 
 def read_csv(
-    path: Path, required: Sequence[str], *, header_optional: bool = False, text: Sequence[str] = ()
+    path: Path, required: Sequence[str], *, header_optional: bool = False, text: Sequence[str] = (),
+    rows: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Read a CSV as strings, check the required columns, add ``_row``; blank lines are skipped.
 
     ``text``: columns read verbatim (ids, names): ``NA`` or ``None`` there is a value, only an
     empty field is missing. ``header_optional``: a file whose first line names none of ``required``
     is read as headerless with ``required`` as its column names (Alibaba's release has no header row).
+    ``rows``: read only these data rows (0-based, sorted; see :mod:`.stream`).
     """
     file = str(path)
     first = _header(path)
@@ -251,11 +272,14 @@ def read_csv(
             )
         names = list(required)
     na_values = {c: NA_STRINGS for c in names or first if c.strip() not in text}
+    kw: dict[str, Any] = {"dtype": str, "skip_blank_lines": False, "skipinitialspace": True, "keep_default_na": False}
     try:
-        df = pd.read_csv(
-            path, dtype=str, skip_blank_lines=False, skipinitialspace=True, names=names,
-            header=None if names else "infer", keep_default_na=False, na_values=na_values,
-        )
+        if rows is not None:
+            from .stream import read_rows
+
+            df = read_rows(path, rows, na_values=na_values, **kw)
+        else:
+            df = pd.read_csv(path, names=names, header=None if names else "infer", na_values=na_values, **kw)
     except pd.errors.ParserError as exc:  # e.g. "Expected 5 fields in line 7, saw 6"
         raise TraceError(file, f"malformed CSV: {exc}") from None
     except pd.errors.EmptyDataError:
@@ -269,7 +293,8 @@ def read_csv(
     for col in text:
         if col in df.columns:
             df[col] = df[col].mask(df[col] == "")
-    df["_row"] = np.arange(1, len(df) + 1)
+    if rows is None:
+        df["_row"] = np.arange(1, len(df) + 1)
     data = df.columns.drop("_row")
     return df[df[data].notna().any(axis=1)].reset_index(drop=True)
 
@@ -388,13 +413,14 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
     return _epoch_seconds(dt)
 
 
-def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None) -> Raw:
+def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None,
+                rows: np.ndarray | None = None) -> Raw:
     """A CSV whose canonical columns are plain conversions of its own: ``columns`` maps a canonical
     name to ``(source column, kind)``, kind one of ``text``, ``seconds``, ``int``, ``float``
-    (``duration`` may be missing: the bad-duration rule decides)."""
+    (``duration`` may be missing: the bad-duration rule decides); ``rows``: only these (see :func:`read_csv`)."""
     file = str(path)
     df = read_csv(path, tuple(source for source, _ in columns.values()),
-                  text=[source for source, kind in columns.values() if kind == "text"])
+                  text=[source for source, kind in columns.values() if kind == "text"], rows=rows)
     convert = {
         "text": lambda col, name: job_ids(df, col, file) if name == "job_id" else df[col],
         "seconds": lambda col, name: seconds(df, col, file),
@@ -420,8 +446,8 @@ def _bad(raw: Raw, df: pd.DataFrame, mask: np.ndarray | pd.Series, col: str, msg
 
 def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, LoadReport]:
     """Validate, repair, filter, rebase and scale a reader's table (steps in the module docstring)."""
-    df, file = raw.df, raw.file
-    dropped: Counter[str] = Counter(raw.dropped)
+    df, file, scan = raw.df, raw.file, raw.scan
+    dropped: Counter[str] = Counter(raw.dropped) + Counter(scan.unread if scan else {})
     repaired: Counter[str] = Counter(raw.repaired)
 
     def drop(mask: np.ndarray | pd.Series, reason: str) -> pd.DataFrame:
@@ -443,15 +469,16 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     # 1. unsorted submit times (in file order)
     st = df["submit_time"].to_numpy()
     late = st < np.maximum.accumulate(st) if len(st) else np.zeros(0, bool)
+    if late.any() and options.on_unsorted == "error":  # (a streamed read has checked the whole file)
+        raise _bad(raw, df, late, "submit_time", "submit time is earlier than a previous row's",
+                   Hint("on_unsorted", ("sort",), "to sort"))
+    if scan.late if scan else late.any():
+        repaired["unsorted_sorted"] += scan.late if scan else int(late.sum())
     if late.any():
-        if options.on_unsorted == "error":
-            raise _bad(raw, df, late, "submit_time", "submit time is earlier than a previous row's",
-                       Hint("on_unsorted", ("sort",), "to sort"))
-        repaired["unsorted_sorted"] += int(late.sum())
         df = df.sort_values("submit_time", kind="stable")
 
     # 2-3. window and VC filter
-    t0 = float(st.min()) if len(st) else 0.0
+    t0 = scan.t0 if scan else float(st.min()) if len(st) else 0.0
     rel = df["submit_time"] - t0
     if options.start is not None:
         df = drop(rel < options.start, "outside_window")
@@ -523,7 +550,7 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         df = df.iloc[: options.max_jobs]
 
     if not len(df):
-        raise TraceError(file, _nothing_left(raw, dropped, options, t0, st))
+        raise NothingLeft(file, _nothing_left(raw, dropped, options, t0, st))
 
     # 8. rebase and load scaling (deadlines keep their slack after submission)
     df = df.reset_index(drop=True)
@@ -555,11 +582,14 @@ def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: flo
         in_window &= rel >= options.start
     if options.end is not None:
         in_window &= rel < options.end
-    if not in_window.any() and (options.start is not None or options.end is not None):
+    n_window, span = (raw.scan.in_window, raw.scan.span) if raw.scan else (
+        int(in_window.sum()), float(rel.max()) if len(rel) else 0.0)
+    if not n_window and (options.start is not None or options.end is not None):
         why.append(f"no job is submitted in the window [{options.start or 0:g}, "
                    f"{'end' if options.end is None else format(options.end, 'g')}) s; submit times "
-                   f"span 0 to {float(rel.max()) if len(rel) else 0.0:g} s from the trace start")
-    if options.vcs is not None and not raw.df["vc"].isin(options.vcs).any():
+                   f"span 0 to {span:g} s from the trace start")
+    # (a streamed read that left rows unread does not know every VC of the file)
+    if options.vcs is not None and not (raw.scan and raw.scan.unread) and not raw.df["vc"].isin(options.vcs).any():
         found = sorted(raw.df["vc"].dropna().astype(str).unique())
         shown = found[:20] + (["..."] if len(found) > 20 else [])
         why.append(f"no job is in VC {', '.join(map(repr, options.vcs))}; VCs in the file: {shown}")
@@ -585,12 +615,21 @@ def _busiest_window(df: pd.DataFrame, width_s: float, min_jobs: int) -> np.ndarr
     return mask
 
 
-def make_loader(fmt: str, reader: Reader) -> Loader:
-    """Wrap a format reader into ``load(source, options=None) -> (table, report)``."""
+def make_loader(fmt: str, reader: Reader, submit: str | None = None) -> Loader:
+    """Wrap a format reader into ``load(source, options=None) -> (table, report)``. ``submit``: the
+    file's submit-time column, for a reader that can read selected rows only (``rows=``): a window
+    or ``max_jobs`` then reads only what it needs (:mod:`.stream`)."""
 
     def load(source: str | Path | None, options: LoadOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
         opts = options or LoadOptions()
-        return finalize(reader(Path(source) if source is not None else None, opts), fmt, opts)
+        path = Path(source) if source is not None else None
+        if submit is not None and path is not None and (opts.start, opts.end, opts.max_jobs) != (None,) * 3:
+            from .stream import load_streamed
+
+            streamed = load_streamed(path, fmt, reader, submit, opts)
+            if streamed is not None:
+                return streamed
+        return finalize(reader(path, opts), fmt, opts)
 
     load.__name__ = f"load_{fmt.replace('-', '_')}"
     load.__doc__ = f"Load a {fmt!r} trace into the canonical job table. {reader.__doc__ or ''}"

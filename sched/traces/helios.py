@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .common import LoadOptions, Raw, make_loader, read_mapped
 
 COLUMNS = {
@@ -22,13 +24,13 @@ COLUMNS = {
 }
 
 
-def read(path: Path | None, options: LoadOptions) -> Raw:
+def read(path: Path | None, options: LoadOptions, rows: np.ndarray | None = None) -> Raw:
     """Columns used: job_id, user, vc, gpu_num, submit_time, duration; gpu_num 0 -> dropped no_gpu."""
     assert path is not None
-    raw = read_mapped(path, COLUMNS)
+    raw = read_mapped(path, COLUMNS, rows=rows)
     cpu_only = raw.df["num_gpus"] == 0
     dropped = {"no_gpu": int(cpu_only.sum())} if cpu_only.any() else {}
     return Raw(raw.df[~cpu_only], raw.file, raw.read, dropped, columns=raw.columns)
 
 
-load = make_loader("helios", read)
+load = make_loader("helios", read, submit="submit_time")

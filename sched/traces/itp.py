@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .common import LoadOptions, Raw, make_loader, read_mapped
 
 COLUMNS = {
@@ -18,10 +20,10 @@ COLUMNS = {
 }
 
 
-def read(path: Path | None, options: LoadOptions) -> Raw:
+def read(path: Path | None, options: LoadOptions, rows: np.ndarray | None = None) -> Raw:
     """Columns: job_id, submission_time (s), duration (s), num_gpu; vc = file stem."""
     assert path is not None
-    return read_mapped(path, COLUMNS, constant={"vc": path.stem})
+    return read_mapped(path, COLUMNS, constant={"vc": path.stem}, rows=rows)
 
 
-load = make_loader("itp", read)
+load = make_loader("itp", read, submit="submission_time")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .common import LoadOptions, Raw, make_loader, numeric, read_csv, seconds
@@ -16,11 +17,11 @@ from .common import LoadOptions, Raw, make_loader, numeric, read_csv, seconds
 COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 
 
-def read(path: Path | None, options: LoadOptions) -> Raw:
+def read(path: Path | None, options: LoadOptions, rows: np.ndarray | None = None) -> Raw:
     """Columns: timestamp (datetime), duration (s), num_gpus, cluster (-> vc)."""
     assert path is not None
     file = str(path)
-    df = read_csv(path, COLUMNS, text=("cluster",))
+    df = read_csv(path, COLUMNS, text=("cluster",), rows=rows)
     out = pd.DataFrame(
         {
             "job_id": "philly-" + df["_row"].astype(str),
@@ -34,4 +35,4 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     return Raw(out, file, len(out), columns={"submit_time": "timestamp", "vc": "cluster"})
 
 
-load = make_loader("philly", read)
+load = make_loader("philly", read, submit="timestamp")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from .common import LoadOptions, Raw, make_loader, read_mapped
 
 COLUMNS = {
@@ -20,10 +22,10 @@ COLUMNS = {
 }
 
 
-def read(path: Path | None, options: LoadOptions) -> Raw:
+def read(path: Path | None, options: LoadOptions, rows: np.ndarray | None = None) -> Raw:
     """Columns: job_id, num_gpu, submit_time (s), iterations, model_name, duration (s)."""
     assert path is not None
-    return read_mapped(path, COLUMNS)
+    return read_mapped(path, COLUMNS, rows=rows)
 
 
-load = make_loader("tiresias", read)
+load = make_loader("tiresias", read, submit="submit_time")
