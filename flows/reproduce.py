@@ -1,9 +1,11 @@
 """The ``reproduce`` flow: the reproduction experiments, then our results beside the papers'.
 
 One :func:`schedlab.flows.experiment.experiment_flow` per config (a subflow each, on the same Dask
-cluster; every replay an MLflow run, resumable as usual), default the three shipped reproduction
-configs: ``castor-philly`` (Castor Tables 4-5, Fig. 16), ``sjf-bsbf-philly`` (SJF-BSBF Tables II-III,
-Fig. 6a) and ``castor-itp`` (the Castor Table 6 set-up on the ITP trace). From the replays'
+cluster; every replay an MLflow run, resumable as usual), default the shipped reproduction configs:
+the papers' own Pollux-method workloads ``castor-pollux`` (Castor Table 5, Fig. 16),
+``sjf-bsbf-pollux`` (SJF-BSBF Table III, Fig. 6a) and ``sjf-bsbf-pollux-480`` (Table IV), the same
+set-ups with the Philly trace's own durations ``castor-philly`` and ``sjf-bsbf-philly``, and
+``castor-itp`` (the Castor Table 6 set-up on the ITP trace). From the replays'
 ``jobs.parquet`` it builds, per config:
 
 - the **paper-vs-ours table** (:func:`schedlab.sched.reproduce.compare`) where
@@ -45,7 +47,8 @@ from schedlab.tasks.tracking import KIND_TAG, client, retrying  # noqa: E402
 
 log = logging.getLogger("schedlab.reproduce")
 
-DEFAULT_CONFIGS = ["castor-philly", "sjf-bsbf-philly", "castor-itp"]
+DEFAULT_CONFIGS = ["castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480", "castor-philly", "sjf-bsbf-philly",
+                   "castor-itp"]
 EXPERIMENT = "reproduce"
 HOUR = 3600.0
 
