@@ -14,12 +14,18 @@ one fits (best fit), else the emptiest servers. Every change costs the 30 s stal
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, apply_allocations, packed_shape, server_counts
+from schedlab.sched.policies.elastic import (
+    RoundParams,
+    RoundPolicy,
+    apply_allocations,
+    grow_by_gain,
+    packed_shape,
+    server_counts,
+)
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -55,14 +61,7 @@ class Afs(RoundPolicy):
             gain = self._gain(job, count[job], per)
             if gain > 0:
                 heap.append((-gain, order, job))
-        heapq.heapify(heap)
-        while left > 0 and heap:
-            _, order, job = heapq.heappop(heap)
-            count[job] += 1
-            left -= 1
-            gain = self._gain(job, count[job], per)
-            if gain > 0:
-                heapq.heappush(heap, (-gain, order, job))
+        grow_by_gain(count, left, heap, lambda job, gpus: self._gain(job, gpus, per))
         apply_allocations(engine, self._place(engine, count))
 
     def _base(self, job: Job) -> int:

@@ -15,6 +15,7 @@ the allocation stall (Pollux: 30 s), the first start included.
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -172,6 +173,21 @@ def apply_allocations(
                 raise RuntimeError(f"{engine.policy.name}: job {job.job_id} could not start on {target}")
             changed.append(job)
     return changed
+
+
+def grow_by_gain(count: dict[Job, int], left: int, heap: list[tuple[float, int, Job]],
+                 gain: Callable[[Job, int], float]) -> None:
+    """Hand out ``left`` GPUs one at a time, each to the job whose next GPU gains most (``heap``
+    holds ``(-gain, order, job)``; ties by order), while a GPU still gains anything (Optimus §4, AFS
+    in Lyra §7.1). Updates ``count``."""
+    heapq.heapify(heap)
+    while left > 0 and heap:
+        _, order, job = heapq.heappop(heap)
+        count[job] += 1
+        left -= 1
+        more = gain(job, count[job])
+        if more > 0:
+            heapq.heappush(heap, (-more, order, job))
 
 
 def free_per_server(engine: Engine) -> list[int]:

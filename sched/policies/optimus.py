@@ -26,6 +26,7 @@ from schedlab.sched.policies.elastic import (
     RoundParams,
     RoundPolicy,
     apply_allocations,
+    grow_by_gain,
     emptiest_first,
     packed_shape,
     server_counts,
@@ -70,13 +71,7 @@ class Optimus(RoundPolicy):
             gain = self._gain(job, 1, per)
             if gain > 0:
                 heapq.heappush(heap, (-gain, order, job))
-        while left > 0 and heap:
-            _, order, job = heapq.heappop(heap)
-            count[job] += 1
-            left -= 1
-            gain = self._gain(job, count[job], per)
-            if gain > 0:
-                heapq.heappush(heap, (-gain, order, job))
+        grow_by_gain(count, left, heap, lambda job, gpus: self._gain(job, gpus, per))
         targets: dict[Job, dict[int, int]] = {}
         free = [cluster.gpus_per_server] * cluster.num_servers
         for job in count:
