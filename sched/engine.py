@@ -101,7 +101,7 @@ class Engine:
         self.sharing = sharing
         self.now = 0.0
         self.running: dict[Job, None] = {}  # insertion-ordered set of running jobs
-        self.by_end = SortedList()  # (expected end, index, job) of running jobs, soonest first
+        self._by_end: SortedList | None = None  # see by_end: built on first read, then kept
         self.state_version = 0  # bumped whenever who-runs-where or any rate changes
         self._heap: list[tuple[float, int, int, Any, int]] = []
         self._seq = 0
@@ -130,10 +130,12 @@ class Engine:
         nothing) if the free part does not fit."""
         if job.running or job.finished:
             raise EngineError(f"policy {self.policy.name} started job {job.job_id} which is already running or done")
-        gpus = job.num_gpus if num_gpus is None else num_gpus
-        if not 1 <= gpus <= self.cluster.total_gpus:
-            raise EngineError(f"policy {self.policy.name} started job {job.job_id} on {gpus} GPUs")
-        free_needed = gpus - len(share_gpus)
+        gpus = job.num_gpus  # checked against the cluster when the engine was built
+        if num_gpus is not None:
+            if not 1 <= num_gpus <= self.cluster.total_gpus:
+                raise EngineError(f"policy {self.policy.name} started job {job.job_id} on {num_gpus} GPUs")
+            gpus = num_gpus
+        free_needed = gpus - len(share_gpus) if share_gpus else gpus
         if placement is None and free_needed > 0:
             placement = self.place(self.cluster, free_needed, self.rng)
             if placement is None:
@@ -151,12 +153,12 @@ class Engine:
         free_part = self.cluster.take_from_servers(placement, job) if free_needed > 0 else ()
         if len(free_part) != free_needed:
             raise EngineError(f"placement gave job {job.job_id} {len(free_part)} free GPUs, it needs {free_needed}")
-        if math.isnan(job.start_time):
+        if job.start_time != job.start_time:  # NaN: the first start
             job.start_time = self.now
             job.overhead_left = self.allocation_stall_s  # Pollux: the first start is an allocation change too
         else:
             job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
-        job.gpus = free_part + tuple(share_gpus)
+        job.gpus = free_part + tuple(share_gpus) if share_gpus else free_part
         if self._occupancy is not None:
             self._held_since[job] = self.now
         if job.goodput is not None:
@@ -268,6 +270,14 @@ class Engine:
             return all(math.isfinite(x) for x in self.sharing.ratio(job, partner, mode, shares))
         finally:
             job.accumulation_steps = saved
+
+    @property
+    def by_end(self) -> SortedList:
+        """``(expected end, index, job)`` of the running jobs, soonest first. Built on the first read and
+        kept up to date from then on, so replays whose policy never reads it do not pay for it."""
+        if self._by_end is None:
+            self._by_end = SortedList(job.end_key for job in self.running)
+        return self._by_end
 
     def gpus_free_at(self, needed: int) -> float:
         """When ``needed`` more GPUs would be free if running jobs kept their pace and nothing new
@@ -420,12 +430,15 @@ class Engine:
         job.pace = pace
         job.rate = rate
         job.version += 1
-        if job.end_key is not None:
-            self.by_end.remove(job.end_key)
         end = self._completion_time(job)
-        job.end_key = (end, job.index, job)
-        self.by_end.add(job.end_key)
-        self._push(self._next_event_time(job), _COMPLETION, job, job.version)
+        key = (end, job.index, job)
+        by_end = self._by_end
+        if by_end is not None:
+            if job.end_key is not None:
+                by_end.remove(job.end_key)
+            by_end.add(key)
+        job.end_key = key
+        self._push(end if job.goodput is None else self._next_event_time(job), _COMPLETION, job, job.version)
 
     def _check_sharing(
         self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int
@@ -530,7 +543,8 @@ class Engine:
             self._close_stint(job)
             del self._held_since[job]
         self.state_version += 1
-        self.by_end.remove(job.end_key)
+        if self._by_end is not None:
+            self._by_end.remove(job.end_key)
         job.end_key = None
         self.cluster.vacate(job)
         job.gpus = ()

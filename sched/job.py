@@ -90,32 +90,28 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
     if "duration" not in table.columns:
         raise ValueError("the job table has no 'duration' column: annotate it with a workload catalog first")
     ordered = table.sort_values(["submit_time", "job_id"], kind="stable")
-    deadlines = ordered["deadline"] if "deadline" in ordered.columns else pd.Series(math.nan, index=ordered.index)
-    models = ordered["model"] if "model" in ordered.columns else pd.Series(None, index=ordered.index)
-    batches = ordered["batch_size"] if "batch_size" in ordered.columns else pd.Series(math.nan, index=ordered.index)
-    jobs = [
-        Job(
-            job_id=str(job_id),
-            submit_time=float(submit),
-            num_gpus=int(gpus),
-            duration=float(duration),
-            index=i,
-            deadline=float(deadline) if pd.notna(deadline) else math.nan,
-            model=None if pd.isna(model) else str(model),
-            batch_size=float(batch),
-        )
-        for i, (job_id, submit, gpus, duration, deadline, model, batch) in enumerate(
-            zip(
-                ordered["job_id"],
-                ordered["submit_time"],
-                ordered["num_gpus"],
-                ordered["duration"],
-                deadlines,
-                models,
-                batches,
-            )
-        )
-    ]
+    n = len(ordered)
+    columns = ordered.columns
+    # whole columns to Python lists (no per-row pandas calls): the job records take the same values
+    # as float()/int()/str() of each cell, NaN/None where a cell is missing
+    deadlines = _floats(ordered["deadline"]) if "deadline" in columns else [math.nan] * n
+    batches = _floats(ordered["batch_size"]) if "batch_size" in columns else [math.nan] * n
+    if "model" in columns:
+        missing = ordered["model"].isna().tolist()
+        models = [None if gone else str(m) for m, gone in zip(ordered["model"].tolist(), missing)]
+    else:
+        models = [None] * n
+    jobs = list(map(
+        Job,
+        map(str, ordered["job_id"].tolist()),
+        map(float, ordered["submit_time"].tolist()),
+        map(int, ordered["num_gpus"].tolist()),
+        map(float, ordered["duration"].tolist()),
+        range(n),
+        deadlines,
+        models,
+        batches,
+    ))
     if "global_batch" in ordered.columns:
         if goodput_models is None:
             raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
@@ -128,3 +124,8 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
             job.progress_scale = model.total_progress / job.duration
             job.epoch_end = model.epoch_end(0.0)
     return jobs
+
+
+def _floats(column: pd.Series) -> list[float]:
+    """A column as Python floats, NaN where a cell is missing."""
+    return column.to_numpy(dtype=float, na_value=math.nan).tolist()
