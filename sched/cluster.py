@@ -104,7 +104,9 @@ class ClusterState:
     Free GPUs are kept as one stack per server, so taking or returning a GPU is O(1) and a placement
     costs O(servers), never O(GPUs). ``holders[g]`` lists the jobs on GPU ``g`` (at most two, Castor
     eq. 7); ``single_gpus`` counts GPUs that hold exactly one job (Castor Alg. 1's G_OJ) and
-    ``double_gpus`` those that hold two.
+    ``double_gpus`` those that hold two. ``servers_with_free[n]`` is a bit mask of the servers with
+    exactly ``n`` free GPUs (bit ``s`` for server ``s``): a placement finds its server in O(GPUs per
+    server) bit operations.
     """
 
     def __init__(self, spec: ClusterSpec, pool: str = "training") -> None:
@@ -119,6 +121,8 @@ class ClusterState:
             for s in range(self.num_servers)
         ]
         self.free_gpus = self.total_gpus
+        self.servers_with_free: list[int] = [0] * (self.gpus_per_server + 1)
+        self.servers_with_free[self.gpus_per_server] = (1 << self.num_servers) - 1
         self.holders: list[list] = [[] for _ in range(self.total_gpus)]
         self.single_gpus = 0
         self.double_gpus = 0
@@ -127,15 +131,21 @@ class ClusterState:
     def take_from_servers(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
         """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
         taken: list[int] = []
+        holders, masks = self.holders, self.servers_with_free
         for server, n in counts:
             stack = self.free_by_server[server]
-            if n > len(stack):
-                raise ValueError(f"server {server} has {len(stack)} free GPUs, {n} asked")
-            taken.extend(stack[-n:])
+            free = len(stack)
+            if n > free:
+                raise ValueError(f"server {server} has {free} free GPUs, {n} asked")
+            got = stack[-n:]
             del stack[-n:]
-        for g in taken:
-            self.holders[g] = [job]
-            self.single_by_server[g // self.gpus_per_server] += 1
+            bit = 1 << server
+            masks[free] ^= bit
+            masks[len(stack)] |= bit
+            for g in got:
+                holders[g] = [job]
+            self.single_by_server[server] += n
+            taken += got
         self.free_gpus -= len(taken)
         self.single_gpus += len(taken)
         return tuple(taken)
@@ -157,19 +167,27 @@ class ClusterState:
 
     def release(self, job, gpus) -> None:
         """Take ``job`` off ``gpus`` (some or all of its GPUs)."""
+        per, single_by_server, free_by_server = self.gpus_per_server, self.single_by_server, self.free_by_server
+        masks = self.servers_with_free
+        freed = 0
         for g in gpus:
             holders = self.holders[g]
             holders.remove(job)
-            server = g // self.gpus_per_server
+            server = g // per
             if holders:
                 self.double_gpus -= 1
                 self.single_gpus += 1
-                self.single_by_server[server] += 1
+                single_by_server[server] += 1
             else:
-                self.single_gpus -= 1
-                self.single_by_server[server] -= 1
-                self.free_by_server[g // self.gpus_per_server].append(g)
-                self.free_gpus += 1
+                freed += 1
+                single_by_server[server] -= 1
+                stack = free_by_server[server]
+                bit = 1 << server
+                masks[len(stack)] ^= bit
+                masks[len(stack) + 1] |= bit
+                stack.append(g)
+        self.single_gpus -= freed
+        self.free_gpus += freed
 
     def single_gpu_ids(self):
         """GPUs holding exactly one job, in id order (skips servers with none)."""

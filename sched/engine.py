@@ -297,7 +297,9 @@ class Engine:
 
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
-        self._push(max(at, self.now), _TIMER, payload, 0)
+        now = self.now
+        self._seq += 1
+        heapq.heappush(self._heap, (now if now > at else at, self._seq, _TIMER, payload, 0))  # max(at, now)
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -311,15 +313,17 @@ class Engine:
         bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
         if n:
             self.now = self._last_time = arrivals[0].submit_time
+        heappop = heapq.heappop
+        on_timer, on_arrival, schedule = policy.on_timer, policy.on_arrival, policy.schedule
         while i < n or heap:
             next_arrival = arrivals[i].submit_time if i < n else math.inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
             self._advance_clock(now)
             changed = False
             while heap and heap[0][0] <= now:
-                _, _, kind, obj, version = heapq.heappop(heap)
+                _, _, kind, obj, version = heappop(heap)
                 if kind == _COMPLETION:
-                    if obj.version == version and obj.running:
+                    if obj.version == version and obj.gpus:  # current, and the job still runs
                         if obj.goodput is not None and self._epoch_breakpoint(obj) > 0:
                             self._next_epoch(obj)
                         else:
@@ -327,14 +331,14 @@ class Engine:
                             done += 1
                             changed = True
                 else:
-                    policy.on_timer(self, obj)
+                    on_timer(self, obj)
                     changed = True
             while i < n and arrivals[i].submit_time <= now:
-                policy.on_arrival(self, arrivals[i])
+                on_arrival(self, arrivals[i])
                 i += 1
                 changed = True
             if changed:
-                policy.schedule(self)
+                schedule(self)
                 passes += 1
                 self._record_utilization()
             if self.progress and done - bar.n >= 1000:
@@ -377,14 +381,18 @@ class Engine:
 
     def _settle(self, job: Job) -> None:
         """Integrate ``job``'s progress (and its shared time) up to now."""
-        elapsed = self.now - job.last_update
-        overhead = min(elapsed, job.overhead_left)
+        now = self.now
+        elapsed = now - job.last_update
+        overhead = job.overhead_left
+        if elapsed <= overhead:  # min(elapsed, overhead_left) and max(0, ·) below, without the calls
+            overhead = elapsed
         job.overhead_left -= overhead
-        job.remaining = max(0.0, job.remaining - (elapsed - overhead) * job.rate)
+        remaining = job.remaining - (elapsed - overhead) * job.rate
+        job.remaining = remaining if remaining > 0.0 else 0.0
         job.pace_seconds += elapsed * job.pace
         if job.partners:
             job.shared_seconds += elapsed
-        job.last_update = self.now
+        job.last_update = now
 
     def _completion_time(self, job: Job) -> float:
         """When the job ends at its current rate (for a goodput job, if its epoch rate held)."""

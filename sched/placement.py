@@ -25,12 +25,23 @@ Strategy = Callable[[ClusterState, int, random.Random], Placement | None]
 def consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
     if demand > cluster.free_gpus:
         return None
-    counts = list(map(len, cluster.free_by_server))
+    masks = cluster.servers_with_free  # per free count, a bit mask of the servers with that many free
     for n in range(demand, cluster.gpus_per_server + 1):  # best fit: fewest free GPUs, then lowest server
-        if n in counts:
-            return [(counts.index(n), demand)]
-    free = sorted(((n, server) for server, n in enumerate(counts) if n), reverse=True)
-    return _fill(free, demand)
+        mask = masks[n]
+        if mask:
+            return [((mask & -mask).bit_length() - 1, demand)]
+    placement: Placement = []  # no server fits it: most free first, then highest server (as _fill)
+    for n in range(min(demand - 1, cluster.gpus_per_server), 0, -1):
+        mask = masks[n]
+        while mask:
+            server = mask.bit_length() - 1
+            mask ^= 1 << server
+            take = min(n, demand)
+            placement.append((server, take))
+            demand -= take
+            if demand == 0:
+                return placement
+    return placement
 
 
 def best_fit(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:

@@ -80,10 +80,12 @@ class _Sums:
         """``(pos, left)``: the largest ``pos`` whose prefix sum is at most ``budget``, and ``budget``
         minus that sum. The value at ``pos`` (if ``pos < size``) is the first that does not fit."""
         tree, size = self.tree, self.size
-        pos, step = 0, size
-        while step:
+        if tree[size] <= budget:  # everything fits (tree[size] is the total)
+            return size, budget - tree[size]
+        pos, step = 0, size >> 1
+        while step:  # pos + step < size from here on
             nxt = pos + step
-            if nxt <= size and tree[nxt] <= budget:
+            if tree[nxt] <= budget:
                 pos = nxt
                 budget -= tree[nxt]
             step >>= 1
@@ -161,8 +163,12 @@ class LevelQueues:
 
     def set_running(self, index: int, running: bool) -> None:
         lv = self.levels[self.level[index]]
-        _discard(lv.waiting if running else lv.running, index)
-        insort(lv.running if running else lv.waiting, index)
+        old, new = (lv.waiting, lv.running) if running else (lv.running, lv.waiting)
+        i = bisect_left(old, index)
+        if i == len(old) or old[i] != index:
+            raise KeyError(index)
+        del old[i]
+        insort(new, index)
 
     def choose(self, capacity: int) -> list[tuple[int, int, int]]:
         """The greedy choice for ``capacity`` GPUs, as ``(level, lo, hi)``: the jobs of ``level`` with

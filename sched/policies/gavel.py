@@ -39,6 +39,7 @@ preemptive baselines; Gavel's simulator charges none (replay with ``preemption_o
 
 from __future__ import annotations
 
+import heapq
 import math
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
@@ -98,6 +99,7 @@ class Gavel(Policy):
         self.round_due = False
         self.timer_seq = 0
         self.pairs: dict[tuple, tuple[float, float] | None] = {}  # (model, batch) x 2 -> rates or None
+        self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.round_times: list[float] = []  # when each round started
 
@@ -117,9 +119,12 @@ class Gavel(Policy):
         del self.active[job.index]
         self.stale = True
         i = job.index
-        self.alloc = {k: x for k, x in self.alloc.items() if i not in k}
-        self.received = {k: t for k, t in self.received.items() if i not in k}
-        self.deficit = {k: d for k, d in self.deficit.items() if i not in k}
+        # the combinations with job i: those of the allocation (indexed at the re-solve) and i alone;
+        # ``received`` holds no others (it restarts at each re-solve and counts planned combinations).
+        # ``deficit`` keeps its entries until the next re-solve: nothing reads a finished job's.
+        for key in (*self.combos_of.pop(i, ()), (i,)):
+            self.alloc.pop(key, None)
+            self.received.pop(key, None)
         self.current = [k for k in self.current if i not in k]
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
@@ -153,6 +158,8 @@ class Gavel(Policy):
                 owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
                 self.deficit[key] = self.deficit.get(key, 0.0) + owed
         self.received = {}
+        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended)
+        self.deficit = {k: d for k, d in self.deficit.items() if all(i in active for i in k)}
         jobs = list(self.active.values())[: self.params.max_jobs_in_lp]
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
@@ -164,6 +171,10 @@ class Gavel(Policy):
             for members, x in zip(combos, solution.x)
             if x > ALLOCATION_FLOOR
         }
+        self.combos_of = {}
+        for key in self.alloc:
+            for i in key:
+                self.combos_of.setdefault(i, []).append(key)
         self.last_solve = now
         self.stale = False
 
@@ -214,35 +225,41 @@ class Gavel(Policy):
         return self.pairs[key]
 
     # ---- rounds (Gavel §5) -------------------------------------------------------------------
-    def _live_deficit(self, key: tuple[int, ...], now: float) -> float:
-        owed = self.alloc.get(key, 0.0) * (now - self.last_solve) if math.isfinite(self.last_solve) else 0.0
-        return self.deficit.get(key, 0.0) + owed - self.received.get(key, 0.0)
-
     def _plan(self, engine: Engine) -> list[tuple[int, ...]]:
         now, seed = engine.now, self.params.round_s / 2
+        alloc, received, deficit = self.alloc, self.received, self.deficit
+        since = now - self.last_solve if math.isfinite(self.last_solve) else None
+        # a combination's live deficit: its carried deficit + X * (time since the re-solve) - time received
 
         def rank(item):  # Gavel §5: priority X / time received, then deficit, then X (all descending)
             key, x = item
-            return (-x / (seed + self.received.get(key, 0.0)), -self._live_deficit(key, now), -x, key)
+            got = received.get(key, 0.0)
+            owed = x * since if since is not None else 0.0
+            return (-x / (seed + got), -(deficit.get(key, 0.0) + owed - got), -x, key)
 
-        ranked = sorted(self.alloc.items(), key=rank)
+        def fill_rank(job):  # leftover jobs alone: largest live deficit first
+            key = (job.index,)
+            owed = alloc.get(key, 0.0) * since if since is not None else 0.0
+            return (-(deficit.get(key, 0.0) + owed - received.get(key, 0.0)), job.index)
+
+        ranked = sorted(alloc.items(), key=rank)
         free = engine.cluster.total_gpus
+        active = self.active
         taken: set[int] = set()
         plan: list[tuple[int, ...]] = []
         for key, _ in ranked:
-            gpus = self.active[key[0]].num_gpus
-            if gpus > free or any(i in taken for i in key):
+            gpus = active[key[0]].num_gpus
+            if gpus > free or not taken.isdisjoint(key):
                 continue
             plan.append(key)
             taken.update(key)
             free -= gpus
             if free == 0:
                 return plan
-        leftovers = sorted(
-            (j for i, j in self.active.items() if i not in taken and j.num_gpus <= free),
-            key=lambda j: (-self._live_deficit((j.index,), now), j.index),
-        )
-        for job in leftovers:  # zero-priority fill, as Gavel's greedy walks every job
+        leftovers = [(fill_rank(j), j) for i, j in active.items() if i not in taken and j.num_gpus <= free]
+        heapq.heapify(leftovers)  # popped in sorted order, only until the GPUs run out
+        while leftovers and free:  # zero-priority fill, as Gavel's greedy walks every job
+            job = heapq.heappop(leftovers)[1]
             if job.num_gpus <= free:
                 plan.append((job.index,))
                 free -= job.num_gpus
@@ -259,8 +276,11 @@ class Gavel(Policy):
         for job in running:  # not chosen for the next round
             if job.index not in target:
                 engine.preempt(job)
+        holders = engine.cluster.holders
         for job in running:  # chosen, but its current partner is not in its next combination
-            if job.running and any(p.index not in target[job.index] for p in self._partners(engine, job)):
+            if job.gpus and len(holders[job.gpus[0]]) > 1 and any(
+                p.index not in target[job.index] for p in self._partners(engine, job)
+            ):
                 engine.preempt(job)
         for key in plan:  # a pair whose jobs both ran alone: move the second beside the first
             if len(key) == 2:

@@ -23,6 +23,7 @@ Mode (``mode``): ``las`` is the above; ``tuned-jobs`` is the study's Tiresias+Tu
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,31 +123,32 @@ class Tiresias(Policy):
         if not self.dirty:
             return  # same queues, same choice: it is already running
         self.dirty = False
-        queues, jobs = self.queues, self.jobs
+        queues, jobs, start_order = self.queues, self.jobs, self.start_order
         start, stop = queues.changes(queues.choose(engine.cluster.total_gpus))
-        stop.sort(key=self.start_order.__getitem__)
-        for index in stop:
-            job = jobs[index]
-            engine.preempt(job)
-            queues.set_running(index, False)
-            if self.params.promote_knob > 0:
-                at = engine.now + self.params.promote_knob * job.run_time
-                engine.set_timer(at, ("promote", job, job.version))
+        if stop:
+            stop.sort(key=start_order.__getitem__)
+            knob = self.params.promote_knob
+            for index in stop:
+                job = jobs[index]
+                engine.preempt(job)
+                queues.set_running(index, False)
+                if knob > 0:
+                    engine.set_timer(engine.now + knob * job.run_time, ("promote", job, job.version))
         for index in start:
             job = jobs[index]
             if not engine.start(job):
                 raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
             queues.set_running(index, True)
             self.starts += 1
-            self.start_order[index] = self.starts
+            start_order[index] = self.starts
             self._arm_demotion(engine, job)
 
     def _arm_demotion(self, engine: Engine, job: Job) -> None:
         limit = self.limits[self.queues.level[job.index]]
-        if limit == float("inf"):
+        if limit == math.inf:
             return
-        service = engine.attained_service(job) - self.service_base[job.index]
-        engine.set_timer(engine.now + max(0.0, limit - service) / job.num_gpus, ("demote", job, job.version))
+        left = limit - (engine.attained_service(job) - self.service_base[job.index])
+        engine.set_timer(engine.now + (left if left > 0.0 else 0.0) / job.num_gpus, ("demote", job, job.version))
 
     def _move(self, job: Job, level: int) -> None:
         self.queues.remove(job.index, job.running)
