@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 
 _COMPLETION = 0
 _TIMER = 1
+# Pending events are split by time: a heap of those before ``_horizon`` and, beyond it, unsorted lists
+# per ``_BUCKET_S`` of time, heapified when the clock reaches them. Pops come in the same (time, seq)
+# order as from one heap, but the heap stays small (far-off timers, e.g. Tiresias' promotions, and
+# stale completions wait in the lists).
+_BUCKET_S = 3600.0
 
 
 class EngineError(RuntimeError):
@@ -103,7 +108,10 @@ class Engine:
         self.running: dict[Job, None] = {}  # insertion-ordered set of running jobs
         self._by_end: SortedList | None = None  # see by_end: built on first read, then kept
         self.state_version = 0  # bumped whenever who-runs-where or any rate changes
-        self._heap: list[tuple[float, int, int, Any, int]] = []
+        self._heap: list[tuple[float, int, int, Any, int]] = []  # events before _horizon
+        self._horizon = -math.inf
+        self._later: dict[float, list[tuple[float, int, int, Any, int]]] = {}  # bucket -> events in it
+        self._later_buckets: list[float] = []  # heap of the keys of _later
         self._seq = 0
         self._busy_gpu_seconds = 0.0
         self._shared_gpu_seconds = 0.0
@@ -298,8 +306,7 @@ class Engine:
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
         now = self.now
-        self._seq += 1
-        heapq.heappush(self._heap, (now if now > at else at, self._seq, _TIMER, payload, 0))  # max(at, now)
+        self._push(now if now > at else at, _TIMER, payload, 0)  # max(at, now)
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -315,7 +322,13 @@ class Engine:
             self.now = self._last_time = arrivals[0].submit_time
         heappop = heapq.heappop
         on_timer, on_arrival, schedule = policy.on_timer, policy.on_arrival, policy.schedule
-        while i < n or heap:
+        while True:
+            if not heap:
+                if self._later_buckets:
+                    self._next_bucket()
+                    heap = self._heap
+                elif i >= n:
+                    break
             next_arrival = arrivals[i].submit_time if i < n else math.inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
             self._advance_clock(now)
@@ -366,7 +379,22 @@ class Engine:
     # ---- internals ---------------------------------------------------------------------------
     def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
+        if at < self._horizon:
+            heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
+            return
+        bucket = at // _BUCKET_S if at < math.inf else math.inf
+        events = self._later.get(bucket)
+        if events is None:
+            events = self._later[bucket] = []
+            heapq.heappush(self._later_buckets, bucket)
+        events.append((at, self._seq, kind, obj, version))
+
+    def _next_bucket(self) -> None:
+        """The heap is empty: make the earliest waiting bucket the heap, its end the new horizon."""
+        bucket = heapq.heappop(self._later_buckets)
+        self._heap = heap = self._later.pop(bucket)
+        heapq.heapify(heap)
+        self._horizon = (bucket + 1) * _BUCKET_S
 
     def _advance_clock(self, now: float) -> None:
         elapsed = now - self._last_time
