@@ -136,7 +136,7 @@ class Engine:
         holders, the rest on free GPUs chosen by ``placement`` or the placement strategy. An elastic
         policy may give the job ``num_gpus`` other than its current count. Returns False (and changes
         nothing) if the free part does not fit."""
-        if job.running or job.finished:
+        if job.gpus or job.end_time == job.end_time:  # running, or finished (end_time not NaN)
             raise EngineError(f"policy {self.policy.name} started job {job.job_id} which is already running or done")
         gpus = job.num_gpus  # checked against the cluster when the engine was built
         if num_gpus is not None:
@@ -180,7 +180,7 @@ class Engine:
 
     def preempt(self, job: Job) -> None:
         """Stop ``job``, keeping its progress (checkpointed); it pays the restore overhead on restart."""
-        if not job.running:
+        if not job.gpus:  # not running
             raise EngineError(f"policy {self.policy.name} preempted job {job.job_id} which is not running")
         self._settle(job)
         self._stop(job)

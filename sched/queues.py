@@ -163,7 +163,10 @@ class LevelQueues:
 
     def set_running(self, index: int, running: bool) -> None:
         lv = self.levels[self.level[index]]
-        old, new = (lv.waiting, lv.running) if running else (lv.running, lv.waiting)
+        if running:
+            old, new = lv.waiting, lv.running
+        else:
+            old, new = lv.running, lv.waiting
         i = bisect_left(old, index)
         if i == len(old) or old[i] != index:
             raise KeyError(index)
