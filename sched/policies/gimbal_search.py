@@ -71,6 +71,7 @@ class Coordinator:
         self.early_exits = 0
         self.aborted = 0
         self.final_shares: list[float] = []
+        self.swelled: list[tuple[str, ...]] = []  # subset2 (the swelled, high-priority jobs) of every search
 
     # ---- triggers ------------------------------------------------------------------------------
     def request(self, engine: Engine, jobset: JobSet | None) -> None:
@@ -131,6 +132,7 @@ class Coordinator:
         subset1, subset2 = [jmax], [j for j in jobset.members if j is not jmax]  # line 2
         if self._priority(engine, subset2) < self._priority(engine, subset1):  # lines 3-4
             subset1, subset2 = subset2, subset1
+        self.swelled.append(tuple(j.job_id for j in subset2))
         self._seq += 1
         search = Search(jobset, jobset.version, self._seq, engine.now, subset1, subset2)
         self.searches[jobset.sid] = search

@@ -91,6 +91,8 @@ class JobSets:
                 return f"job {job.job_id} covers only part of job {host.job_id}'s GPUs (C3)"
         if len(counts) + 1 > self.max_jobset:
             return f"a set of {len(counts) + 1} jobs exceeds max_jobset = {self.max_jobset}"
+        if len(share_gpus) == n and _servers(share_gpus, per) > -(-n // per):
+            return f"job {job.job_id} would span {_servers(share_gpus, per)} servers, {-(-n // per)} suffice (C2)"
         return None
 
     def placed(self, cluster: ClusterState, job: Job, hosts: list[Job]) -> str | None:
