@@ -206,12 +206,16 @@ def test_memory_check_names_the_gpu():
 
 
 def test_untracked_jobs_keep_none_fields():
-    from schedlab.sched.replay import replay
+    from schedlab.sched.policies import make_policy
 
     table = make_table([("A", 0, 1, 100), ("B", 5, 1, 100)])
     table["model"], table["batch_size"] = ["cifar10", "ncf"], [32.0, 256.0]
-    result = replay(table, "1x1", "lucid", interference="analytic:1.1")
-    assert result.summary["jobs"] == 2
+    spec = load_cluster("1x1")
+    engine = Engine(jobs_from_table(table), ClusterState(spec), make_policy("lucid"),
+                    sharing=SharingModel.for_cluster(spec, "analytic:1.1"))
+    engine.run()
+    assert engine.jobs[1].shared_seconds > 0  # they shared
+    assert all(j.shares is None and j.batches is None and j.worker_xi is None for j in engine.jobs)
 
 
 def test_mpscap_conditions_and_parsing():

@@ -96,6 +96,11 @@ def test_no_gain_exits_after_three_failures_at_full_caps():
     assert jobs["A"].end_time > jobs["B"].end_time
 
 
+def test_research_s_searches_a_set_again():
+    engine, jobs = run(bert_beside_ncf(), "1x1:a40", pair_source(2.2), params={"research_s": 3600})
+    assert engine.policy.coordinator.metrics()["gimbal_searches"] > 10  # one per hour over ~2e6 s, until B ends
+
+
 def test_timing_model_uses_measured_windows():
     engine, jobs = run(bert_beside_ncf(), "1x1:a40", pair_source(1.05), params={"timing": "model"})
     seconds = engine.policy.coordinator.search_seconds[0]

@@ -118,6 +118,10 @@ class _EngineProxy:
     def set_timer(self, at: float, payload: Any = None) -> None:
         self._engine.set_timer(at, (_BASE, payload))
 
+    def calibrating(self, job: Job) -> bool:
+        """Whether Gimbal is still searching ``job``'s set (e.g. to defer Gandiva's introspection)."""
+        return self._gimbal.coordinator.busy(job)
+
     def star_violation(self, job: Job, share_gpus: tuple[int, ...]) -> str | None:
         """Why packing ``job`` on ``share_gpus`` would break Gimbal §5.1, or None (for base policies)."""
         return self._gimbal.sets.violation(self._engine.cluster, job, tuple(share_gpus))

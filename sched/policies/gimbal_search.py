@@ -80,6 +80,9 @@ class Coordinator:
             if self.searches.pop(jobset.sid, None) is not None:
                 self.aborted += 1
             self.pending[jobset.sid] = None
+        for sid in [sid for sid in self.searches if sid not in self.sets.sets]:  # dissolved mid-search
+            del self.searches[sid]
+            self.aborted += 1
         self._arm(engine)
 
     def _arm(self, engine: Engine) -> None:
@@ -138,6 +141,11 @@ class Coordinator:
         self.searches[jobset.sid] = search
         self._wait(engine, search, lgrr)  # the first window measures the start configuration
 
+    def busy(self, job: Job) -> bool:
+        """Whether ``job``'s set waits for or runs a search (its pace is not final yet)."""
+        group = self.sets.of.get(job)
+        return group is not None and (group.sid in self.pending or group.sid in self.searches)
+
     def _evaluate(self, engine: Engine, search: Search) -> None:
         members = search.jobset.members
         if not search.measured:
@@ -187,7 +195,10 @@ class Coordinator:
         if jmax in search.subset1:  # lines 15-17: LISS inside J_max
             if not self.p.liss:
                 return None
-            batches = calibration.liss_batches(engine, jmax)
+            try:
+                batches = calibration.liss_batches(engine, jmax)
+            except CalibrationError:  # the global batch does not fit the workers' memory bounds
+                return None
             current = jmax.batches or dict.fromkeys(jmax.gpus, jmax.batch_size)
             return None if batches == current else ("liss", {jmax: batches})
         workers: dict[Job, list[int]] = {}  # lines 19-20: squeeze the partners of the slow workers
@@ -238,7 +249,10 @@ class Coordinator:
     def _liss_pass(self, engine: Engine, jobset: JobSet) -> None:
         for job in jobset.members:
             if job.num_gpus > 1 and self._slow_workers(engine, job):
-                batches = calibration.liss_batches(engine, job)
+                try:
+                    batches = calibration.liss_batches(engine, job)
+                except CalibrationError:
+                    continue
                 pace = job.pace
                 before = _config(job)[1]
                 engine.calibrate(job, batches=batches)
