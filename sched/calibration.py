@@ -220,7 +220,7 @@ def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: fl
     if not integer:
         return raw
     floors = [max(math.floor(b), math.ceil(lo)) for b in raw]
-    short = int(round(total - sum(floors)))
+    short = round(total - sum(floors))
     order = sorted(range(n), key=lambda i: (-(raw[i] - math.floor(raw[i])), i))
     i = 0
     while short > 0 and i < 4 * n:

@@ -302,7 +302,6 @@ COLUMNS = ["job_id", "start_time", "end_time", "preemptions"]
 
 @pytest.mark.parametrize("gimbal", ["gimbal-jct", "gimbal-deadline", "gimbal-makespan"])
 def test_base_policy_unchanged_with_gimbal_off(gimbal):
-    from schedlab.sched.annotate import annotate
     from schedlab.sched.metrics import job_table
     from schedlab.sched.traces import LoadOptions, load_trace
     from schedlab.sched.replay import prepare_table
