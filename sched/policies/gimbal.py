@@ -175,10 +175,7 @@ class Gimbal(Policy):
         calibration.track(job)
         ok = engine.start(job, placement, share_gpus=share_gpus, **kwargs)
         if ok and hosts:
-            reason = self.sets.placed(engine.cluster, job, hosts)
-            if reason is not None:
-                raise GimbalError(f"{self.name}: base policy {self.params.base} placed job {job.job_id}"
-                                  f" against Gimbal §5.1: {reason}")
+            self.sets.spread(engine.cluster, job, hosts)
             group = self.sets.join(job, hosts)
             if self.params.liss or self.params.lgrr:
                 self.coordinator.request(engine, group)
@@ -217,6 +214,7 @@ class Gimbal(Policy):
             **self.base.metrics(),
             **self.coordinator.metrics(),
             "gimbal_unequal_packs": self.sets.unequal_packs,
+            "gimbal_spread_packs": self.sets.spread_packs,
             "gimbal_max_set_size": max(sizes, default=0),
             "gimbal_mean_set_size": sum(sizes) / len(sizes) if sizes else 0.0,
         }

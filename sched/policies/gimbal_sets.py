@@ -7,10 +7,11 @@ member, while the others co-locate only with J_max; at most ``max_jobset`` (5, t
 jobs per set. The operational rule for a new job N sharing GPUs (OURS, spec §2.1):
 
 (a) N joins the set of J_max L (or forms one with L running alone) when |L| > |N|: all of N's GPUs
-    are GPUs L holds alone, on ⌈|N| / GPUs per server⌉ servers;
+    are GPUs L holds alone, on the fewest servers those GPUs allow (C2);
 (c) |L| = |N|: N takes exactly L's GPUs and L runs alone (a balanced pair, M = 2);
 (b) N becomes J_max of a new set over jobs that run alone, are strictly smaller and lie wholly inside
-    N's GPUs (plus free GPUs), N on ⌈|N| / GPUs per server⌉ servers.
+    N's GPUs (plus free GPUs); a J_max spread over more than ⌈|N| / GPUs per server⌉ servers is
+    counted (``spread_packs``), not refused: the covered jobs and the engine's placement decide it.
 
 Never allowed: sharing with a non-J_max member, spanning two sets. Gimbal's fallback of running
 rule-breaking packs one after another (§5 intro) is not implemented: a breaking start is an error.
@@ -38,6 +39,25 @@ def _servers(gpus, per: int) -> int:
     return len({g // per for g in gpus})
 
 
+def _fewest_servers(gpus: list[int], count: int, per: int) -> int:
+    """The fewest servers ``count`` of ``gpus`` can lie on (fullest servers first)."""
+    sizes = sorted(_counts(gpus, per).values(), reverse=True)
+    used = 0
+    for size in sizes:
+        if count <= 0:
+            break
+        count -= size
+        used += 1
+    return used
+
+
+def _counts(gpus, per: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for g in gpus:
+        out[g // per] = out.get(g // per, 0) + 1
+    return out
+
+
 class JobSets:
     """The registry: job -> its set; what changed since the monitor last looked."""
 
@@ -47,6 +67,7 @@ class JobSets:
         self.sets: dict[int, JobSet] = {}
         self.released: dict[Job, None] = {}  # jobs that left a set (their caps may need a reset, A10)
         self.unequal_packs = 0
+        self.spread_packs = 0  # rule-(b) packs whose J_max spans more servers than needed (C2)
         self.sizes: list[int] = []  # M after every membership change
         self._next = 0
 
@@ -73,8 +94,10 @@ class JobSets:
                     return f"the set of job {host.job_id} already holds {self.max_jobset} jobs (max_jobset)"
                 if len(share_gpus) != n:
                     return f"a smaller job must lie wholly inside job {host.job_id}'s GPUs (C3)"
-                if _servers(share_gpus, per) > -(-n // per):
-                    return f"job {job.job_id} spans {_servers(share_gpus, per)} servers, {-(-n // per)} suffice (C2)"
+                fewest = _fewest_servers([g for g in host.gpus if len(cluster.holders[g]) == 1], n, per)
+                if _servers(share_gpus, per) > fewest:
+                    return (f"job {job.job_id} spans {_servers(share_gpus, per)} servers of job {host.job_id},"
+                            f" {fewest} suffice (C2)")
                 return None
             if host.num_gpus == n:  # (c)
                 if group is not None:
@@ -91,16 +114,17 @@ class JobSets:
                 return f"job {job.job_id} covers only part of job {host.job_id}'s GPUs (C3)"
         if len(counts) + 1 > self.max_jobset:
             return f"a set of {len(counts) + 1} jobs exceeds max_jobset = {self.max_jobset}"
-        if len(share_gpus) == n and _servers(share_gpus, per) > -(-n // per):
-            return f"job {job.job_id} would span {_servers(share_gpus, per)} servers, {-(-n // per)} suffice (C2)"
         return None
 
-    def placed(self, cluster: ClusterState, job: Job, hosts: list[Job]) -> str | None:
-        """After the start: C2 for a new J_max that covers smaller jobs (rule b)."""
+    def spread(self, cluster: ClusterState, job: Job, hosts: list[Job]) -> bool:
+        """After the start: whether a new J_max over smaller jobs (rule b) spans more servers than
+        ⌈|N| / GPUs per server⌉ (C2; its covered jobs' and the engine's free GPUs decide, so this is
+        counted in ``spread_packs``, not refused)."""
         per, n = cluster.gpus_per_server, job.num_gpus
         if hosts and all(h.num_gpus < n for h in hosts) and _servers(job.gpus, per) > -(-n // per):
-            return f"job {job.job_id} spans {_servers(job.gpus, per)} servers, {-(-n // per)} suffice (C2)"
-        return None
+            self.spread_packs += 1
+            return True
+        return False
 
     def join(self, job: Job, hosts: list[Job]) -> JobSet:
         """``job`` started beside ``hosts`` (checked by :meth:`violation`): update the sets."""
