@@ -371,3 +371,21 @@ def test_end_to_end_on_gavel_measured_pairs():
     trace, _ = prepare_table(trace[trace["num_gpus"] <= 8], spec, annotate_workloads=True, seed=2)
     result = replay(trace, spec, "gimbal-jct", interference=f"mpscap:gavel:{path}", seed=2)
     assert result.summary["jobs"] == len(trace) and result.summary["gimbal_searches"] > 0
+
+
+def test_no_memory_for_the_switching_context_ends_the_search():
+    # the pair fits, but not with Gimbal's extra 200 MB CUDA context (§6): no LGRR step is possible
+    from schedlab.sched.cluster import ClusterSpec, PoolSpec
+    from schedlab.sched.workloads import default_catalog
+
+    catalog = default_catalog()
+    need = catalog.memory_gib("bert", 12) + catalog.memory_gib("ncf", 256)
+    spec = ClusterSpec(name="tight", pools=[PoolSpec(servers=1, gpus_per_server=1, gpu_type="a40",
+                                                     gpu_memory_gb=need + 0.05)])
+    decider = make_policy("gimbal-jct")
+    engine = Engine(jobs_from_table(bert_beside_ncf()), ClusterState(spec), decider,
+                    sharing=SharingModel.for_cluster(spec, pair_source(2.2)))
+    engine.run()
+    metrics = decider.metrics()
+    assert metrics["gimbal_searches"] == 1 and metrics["gimbal_lgrr_switches"] == 0
+    assert decider.coordinator.search_seconds == [pytest.approx(9.0)]  # the measurement window only

@@ -70,6 +70,7 @@ class Coordinator:
         self.liss_steps = 0
         self.early_exits = 0
         self.aborted = 0
+        self.blocked = 0  # configuration changes refused by the memory check
         self.final_shares: list[float] = []
         self.swelled: list[tuple[str, ...]] = []  # subset2 (the swelled, high-priority jobs) of every search
 
@@ -233,10 +234,7 @@ class Coordinator:
         del self.searches[search.jobset.sid]
         for job, (shares, batches) in search.best.items():
             if job.running and _config(job) != (shares, batches):
-                try:
-                    self._apply(engine, job, shares, batches)
-                except CalibrationError:
-                    pass  # memory for the switch is missing: keep the current configuration
+                self._apply(engine, job, shares, batches)
         if self.p.liss:
             self._liss_pass(engine, search.jobset)
         self.search_seconds.append(engine.now - search.started)
@@ -269,8 +267,12 @@ class Coordinator:
         same_batches = (job.batches is None and batches is None) or job.batches == batches
         if not switch and same_batches:
             return False
-        engine.calibrate(job, shares=shares, batches=None if same_batches else target,
-                         stall_s=self.p.lgrr_stall_s if switch else 0.0)
+        try:
+            engine.calibrate(job, shares=shares, batches=None if same_batches else target,
+                             stall_s=self.p.lgrr_stall_s if switch else 0.0)
+        except CalibrationError:  # no memory for the switching context (or the batches): keep it as it is
+            self.blocked += 1
+            return False
         self.lgrr_switches += switch
         return switch
 
@@ -320,5 +322,6 @@ class Coordinator:
             "gimbal_lgrr_switches": self.lgrr_switches,
             "gimbal_liss_steps": self.liss_steps,
             "gimbal_early_exits": self.early_exits,
+            "gimbal_blocked_switches": self.blocked,
             "gimbal_mean_final_share": sum(self.final_shares) / len(self.final_shares) if self.final_shares else 1.0,
         }
