@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schedlab.sched.cluster import ClusterError, ClusterSpec, ClusterState
 from schedlab.sched.inference import InferenceLoad
@@ -74,8 +74,11 @@ class LoanOptions(BaseModel):
     heterogeneous_perf: float = Field(default=0.7, gt=0, le=1, description="speed of a job on both types (§7.1)")
     lose_progress: bool = Field(default=True, description="preempted jobs without a checkpoint column restart from zero")
 
-    def model_post_init(self, context: Any) -> None:
-        get_strategy(self.reclaim)
+    @field_validator("reclaim")
+    @classmethod
+    def _reclaim(cls, value: str) -> str:
+        get_strategy(value)
+        return value
 
 
 class PoolError(RuntimeError):
