@@ -44,14 +44,20 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from schedlab.sched.cluster import ClusterError, ClusterSpec, ClusterState
 from schedlab.sched.inference import InferenceLoad
-from schedlab.sched.reclaim import STRATEGIES, ReclaimPlan, ReclaimView, get_strategy, plan_for
+from schedlab.sched.reclaim import (
+    STRATEGIES,
+    ReclaimPlan,
+    ReclaimView,
+    get_strategy,
+    plan_for,
+)
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine

@@ -25,8 +25,8 @@ import heapq
 import itertools
 import math
 import random
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
 
 Key = Hashable
 

@@ -6,10 +6,14 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import shared_data
 from schedlab.cli import main
-from schedlab.sched.inference import InferenceLoad, InferenceLoadError, from_csv, load_inference
+from schedlab.sched.inference import (
+    InferenceLoad,
+    InferenceLoadError,
+    from_csv,
+    load_inference,
+)
 from schedlab.sched.pools import LoanOptions
 from schedlab.tasks.config import ConfigError, load_config
 

@@ -7,14 +7,19 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import make_table
 from schedlab.sched.cluster import ClusterSpec, PoolSpec
 from schedlab.sched.engine import Engine, EngineError
 from schedlab.sched.inference import InferenceLoad
 from schedlab.sched.job import Job, jobs_from_table
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.pools import LoanOptions, Orchestrator, PooledCluster, PoolError, place_on
+from schedlab.sched.pools import (
+    LoanOptions,
+    Orchestrator,
+    PooledCluster,
+    PoolError,
+    place_on,
+)
 from schedlab.sched.replay import replay
 
 
@@ -106,7 +111,7 @@ def test_only_available_servers_count_as_free():
 
 def test_fungible_job_runs_on_loan_with_r_t4_gpus_and_unchanged_time():
     # training is full with job a; fungible b (2 GPUs) runs on 6 T4 GPUs at rate 1 (r = 3, σ = 1/3)
-    result, engine, _ = run([("a", 0, 16, 5000), ("b", 10, 2, 1000)], steps((0, 0.0)), fungible=[False, True])
+    result, _, _ = run([("a", 0, 16, 5000), ("b", 10, 2, 1000)], steps((0, 0.0)), fungible=[False, True])
     a, b = result.jobs
     assert b.ran_on_loan and not a.ran_on_loan
     assert b.start_time == 10 and b.end_time == pytest.approx(1010)
@@ -160,7 +165,7 @@ def test_elastic_job_on_a_reclaimed_server_shrinks_instead_of_being_preempted():
                 if job.job_id == "e" and engine.cluster.on_loan:
                     base = place_on(engine.cluster, range(engine.cluster.training_servers), 8)
                     engine.start(job, base, num_gpus=8)
-                    loaned = sorted(engine.cluster.on_loan)[0]
+                    loaned = min(engine.cluster.on_loan)
                     engine.resize(job, 16, placement=[(loaned, 8)])
                     self.queue.remove(job)
 
@@ -224,10 +229,10 @@ def test_no_job_ever_sits_on_an_inference_server_property():
 
 
 def test_non_lending_policy_is_bit_identical_with_pools():
-    from test_replay_digests import COLUMNS
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.replay import prepare_table
     from schedlab.sched.traces import LoadOptions, load_trace
+    from test_replay_digests import COLUMNS
 
     table, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=300, load=3.0, seed=7))
     plain_spec = load_cluster("16x4")

@@ -5,8 +5,15 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from schedlab.sched.reclaim import ReclaimView, get_strategy, lyra, optimal, plan_for, random_servers, scf
+from schedlab.sched.reclaim import (
+    ReclaimView,
+    get_strategy,
+    lyra,
+    optimal,
+    plan_for,
+    random_servers,
+    scf,
+)
 
 
 def view_from(placements: dict[str, dict[int, int]], on_loan, slack=None) -> ReclaimView:
