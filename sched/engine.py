@@ -333,7 +333,7 @@ class Engine:
             self.now = self._last_time = arrivals[0].submit_time
         orchestrator = self.orchestrator
         if orchestrator is not None and n:
-            self._push(self.now, _CAPACITY, None, 0)  # the first tick sets the capacity at the start
+            self._push_tick(self.now)  # the first tick sets the capacity at the start
         while i < n or heap:
             next_arrival = arrivals[i].submit_time if i < n else math.inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
@@ -356,7 +356,7 @@ class Engine:
                     orchestrator.tick(self)
                     changed = True
                     if orchestrator.keep_ticking(self, i < n):
-                        self._push(orchestrator.next_tick(now), _CAPACITY, None, 0)
+                        self._push_tick(orchestrator.next_tick(now))
             while i < n and arrivals[i].submit_time <= now:
                 policy.on_arrival(self, arrivals[i])
                 i += 1
@@ -392,6 +392,10 @@ class Engine:
     def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
+
+    def _push_tick(self, at: float) -> None:
+        """An orchestrator tick, after every other event of its instant (a job ending then ends first)."""
+        heapq.heappush(self._heap, (at, math.inf, _CAPACITY, None, 0))
 
     def _advance_clock(self, now: float) -> None:
         elapsed = now - self._last_time

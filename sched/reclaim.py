@@ -125,27 +125,33 @@ class _Greedy:
         self.gone: set[Key] = set()  # jobs preempted so far
         # jobs already shrunk on chosen servers do not hold those GPUs any more
         self.held = {j: {s: k for s, k in servers.items() if s not in chosen} for j, servers in view.job_servers.items()}
+        self.held_total = {j: sum(servers.values()) for j, servers in self.held.items()}
+        self.inverse = {j: 1.0 / len(servers) for j, servers in view.job_servers.items()}
 
     def candidates(self):
         return (s for s in self.view.on_loan if s not in self.chosen)
 
-    def _victims(self, s: int) -> list[Key]:
-        return [j for j, k in self.view.server_jobs[s].items() if j not in self.gone and k > self.slack.get(j, 0)]
-
     def key(self, s: int, by_count: bool = False) -> tuple:
-        victims = self._victims(s)
-        if by_count:
-            value = float(len(victims))
-        elif self.cost == "server_fraction":
-            value = sum(1.0 / len(self.view.job_servers[j]) for j in victims)
-        elif self.cost == "job_count":
-            value = float(sum(1 for j in self.view.server_jobs[s] if j not in self.gone))
-        else:  # gpu_fraction
-            per = self.view.gpus_per_server
-            value = sum(k / per for j, k in self.view.server_jobs[s].items() if j not in self.gone)
-        collateral = sum(k for j in victims for t, k in self.held[j].items() if t != s)
-        busy = sum(k for j, k in self.view.server_jobs[s].items() if j not in self.gone)
-        return (round(value, 12), collateral, busy)
+        """(cost, collateral GPUs, busy GPUs) of returning ``s`` next."""
+        gone, slack, held_total = self.gone, self.slack, self.held_total
+        value, collateral, busy, jobs = 0.0, 0, 0, 0
+        per = self.view.gpus_per_server
+        for j, k in self.view.server_jobs[s].items():
+            if j in gone:
+                continue
+            busy += k
+            jobs += 1
+            if k > slack.get(j, 0):  # j would be preempted
+                collateral += held_total[j] - self.held[j].get(s, 0)
+                if by_count:
+                    value += 1.0
+                elif self.cost == "server_fraction":
+                    value += self.inverse[j]
+            if self.cost == "gpu_fraction" and not by_count:
+                value += k / per
+        if self.cost == "job_count" and not by_count:
+            value = float(jobs)
+        return (round(value, 9), collateral, busy)
 
     def run(self, n: int) -> list[int]:
         version = dict.fromkeys(self.view.on_loan, 0)
@@ -166,7 +172,7 @@ class _Greedy:
                     self.gone.add(j)
                 else:
                     self.slack[j] -= k
-                self.held[j].pop(s, None)
+                self.held_total[j] -= self.held[j].pop(s, 0)
                 touched.update(self.held[j])
             for t in touched:
                 if t not in self.chosen and t in version:

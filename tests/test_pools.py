@@ -275,3 +275,12 @@ def test_pool_summary_in_replay(monkeypatch):
     assert s["gpu_util"] == pytest.approx((16 * 5000 + 6 * 1000) / (40 * 5000))
     assert list(result.jobs["ran_on_loan"]) == [False, True]
     assert math.isnan(s["collateral_damage"])
+
+
+def test_a_job_ending_at_a_tick_ends_before_the_reclaim():
+    # b on loan from 0 ends exactly at 600, when inference takes every server back: no preemption
+    result, _, policy = run([("a", 0, 16, 5000), ("b", 0, 2, 600)], steps((0, 0.0), (600, 1.0)),
+                            fungible=[False, True])
+    b = result.jobs[1]
+    assert b.preemptions == 0 and b.end_time == 600
+    assert policy.reclaimed[0].preempt == ()
