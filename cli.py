@@ -294,7 +294,8 @@ def _track(args: argparse.Namespace, uri: str, results: list, params: dict, sour
               "seed": args.seed, "placement": args.placement, "interference": args.interference,
               "trace.annotate": args.annotate, "code_version": tracking.code_version(),
               **{f"trace.option.{k}": getattr(args, k) for k in ("max_jobs", "num_jobs", "load", "start", "end", "vc")
-                 if getattr(args, k) is not None}}
+                 if getattr(args, k) is not None},
+              **{f"inference.{k}": v for k, v in (args.loan.model_dump() if args.loan else {}).items()}}
     config = {"*": shared, **{name: {
         "preemption_overhead_s": mlflow_view.preemption_overhead(name, args.preemption_overhead),
         **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(name, params[name]).items()}}

@@ -71,6 +71,7 @@ def run_params(spec: ReplaySpec) -> dict[str, str]:
     params.update(model_params(spec))
     if spec.smact_profiles:
         params["smact_profiles"] = spec.smact_profiles
+    params.update({f"inference.{k}": v for k, v in sorted((spec.inference or {}).items())})
     return {k: str(v)[:6000] for k, v in params.items()}
 
 
