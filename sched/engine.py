@@ -353,8 +353,8 @@ class Engine:
                     policy.on_timer(self, obj)
                     changed = True
                 elif done < n:  # _CAPACITY: lend or reclaim inference servers, then schedule
-                    orchestrator.tick(self)
-                    changed = True
+                    if orchestrator.tick(self):  # capacity changed
+                        changed = True
                     if orchestrator.keep_ticking(self, i < n):
                         self._push_tick(orchestrator.next_tick(now))
             while i < n and arrivals[i].submit_time <= now:

@@ -21,6 +21,7 @@ short by construction), ``last`` = ``u`` at the tick (may fall short; the shortf
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,8 @@ class InferenceLoad:
             raise InferenceLoadError(f"{self.source}: an inference load needs matching, non-empty times and values")
         if self.times[0] != 0 or np.any(np.diff(self.times) <= 0) or self.span <= self.times[-1]:
             raise InferenceLoadError(f"{self.source}: times must start at 0 and increase, span past the last")
+        object.__setattr__(self, "_times", self.times.tolist())  # plain lists: the per-tick look-ups
+        object.__setattr__(self, "_util", self.util.tolist())
 
     @classmethod
     def constant(cls, u: float) -> InferenceLoad:
@@ -60,20 +63,18 @@ class InferenceLoad:
 
     def at(self, t: float) -> float:
         """``u(t)``."""
-        local = t % self.span
-        return float(self.util[int(np.searchsorted(self.times, local, side="right")) - 1])
+        return self._util[bisect_right(self._times, t % self.span) - 1]
 
     def segments(self, t0: float, t1: float):
         """``(start, end, u)`` pieces of ``u`` over ``[t0, t1)``."""
-        t = t0
+        t, times, n = t0, self._times, len(self._times)
         while t < t1:
             base = math.floor(t / self.span) * self.span
-            i = int(np.searchsorted(self.times, t - base, side="right")) - 1
-            end = base + (self.times[i + 1] if i + 1 < len(self.times) else self.span)
-            end = min(end, t1)
+            i = bisect_right(times, t - base) - 1
+            end = min(base + (times[i + 1] if i + 1 < n else self.span), t1)
             if end <= t:  # float edge at a span boundary
                 end = math.nextafter(t, math.inf)
-            yield t, end, float(self.util[i])
+            yield t, end, self._util[i]
             t = end
 
     def peak(self, t0: float, t1: float) -> float:

@@ -304,7 +304,7 @@ class Orchestrator:
         self.n_inference = len(self.cluster.inference_server_ids)
         self.headroom = math.ceil(self.options.headroom * self.n_inference - 1e-9)
         self.lending = bool(getattr(engine.policy, "uses_loaning", False))
-        if engine.job_speed is None:
+        if engine.job_speed is None and self.lending:
             engine.job_speed = self.cluster.speed
 
     def next_tick(self, now: float) -> float:
@@ -316,10 +316,13 @@ class Orchestrator:
         need = math.ceil(u * self.n_inference - 1e-9)
         return max(0, self.n_inference - self.headroom - need) if self.lending else 0
 
-    def tick(self, engine: Engine) -> None:
+    def tick(self, engine: Engine) -> bool:
+        """Lend or reclaim to this period's target; whether the capacity changed."""
         cluster = self.cluster
         t = engine.now
         cluster._integrate()  # the first tick opens the integrals
+        if not self.lending:
+            return False
         goal, loaned = self.target(t), len(cluster.on_loan)
         if goal > loaned:
             cluster.lend(cluster.idle_inference()[: goal - loaned])
@@ -334,10 +337,14 @@ class Orchestrator:
             self.shortfall_server_s += sum(
                 (b - a) * max(0, math.ceil(u * self.n_inference - 1e-9) - available)
                 for a, b, u in self.load.segments(t, self.next_tick(t)))
+        return goal != loaned
 
     def keep_ticking(self, engine: Engine, arrivals_left: bool) -> bool:
         """Whether to push the next tick: stop after a whole load period with nothing running and
-        nothing to arrive (a job that never fits then ends the replay with the engine's error)."""
+        nothing to arrive (a job that never fits then ends the replay with the engine's error). A policy
+        that does not borrow needs no tick after the first: the capacity never changes."""
+        if not self.lending:
+            return False
         if arrivals_left or engine.running:
             self._idle_ticks = 0
             return True
@@ -428,8 +435,8 @@ def pool_summary(result: Any, jobs: list[Job]) -> dict[str, float]:
         "lost_work_s": sum(j.lost_work_s for j in jobs),
         "training_usage": ratio(busy - cluster.loan_busy_gpu_s, training_gpus * makespan),
         "onloan_usage": ratio(cluster.loan_busy_gpu_s, cluster.loaned_gpu_s),
-        "overall_usage_raw": ratio(busy + inference_busy, (training_gpus + inference_gpus) * makespan),
-        "overall_usage_norm": ratio(busy - cluster.loan_busy_gpu_s + (cluster.loan_busy_gpu_s + inference_busy) / cluster.r,
+        "overall_usage_raw": ratio(busy + float(inference_busy), (training_gpus + inference_gpus) * makespan),
+        "overall_usage_norm": ratio(busy - cluster.loan_busy_gpu_s + (cluster.loan_busy_gpu_s + float(inference_busy)) / cluster.r,
                                     (training_gpus + inference_gpus / cluster.r) * makespan),
         "avg_servers_on_loan": ratio(cluster.loaned_gpu_s / per, makespan),
         "jobs_ran_on_loan": sum(1 for j in jobs if j.ran_on_loan),

@@ -284,3 +284,12 @@ def test_a_job_ending_at_a_tick_ends_before_the_reclaim():
     b = result.jobs[1]
     assert b.preemptions == 0 and b.end_time == 600
     assert policy.reclaimed[0].preempt == ()
+
+
+@pytest.mark.parametrize(("predictor", "reclaimed_at", "shortfall"), [("oracle", 300.0, 0.0), ("last", 600.0, 450.0)])
+def test_predictors_oracle_is_never_short_last_logs_the_shortfall(predictor, reclaimed_at, shortfall):
+    # inference needs every server from 450: the oracle sees it at the 300 tick, `last` only at 600
+    result, _, _ = run([("a", 0, 8, 2000)], steps((0, 0.0), (450, 1.0)), predictor=predictor)
+    orch = result.pools
+    assert orch.reclaims[0].time == reclaimed_at
+    assert orch.shortfall_server_s == pytest.approx(shortfall)
