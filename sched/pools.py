@@ -464,3 +464,16 @@ def pool_job_columns(table, jobs: list[Job]):
         lost_work_s=[j.lost_work_s for j in jobs],
         preemptions_lost=[j.preemptions_lost for j in jobs],
     )
+
+
+def utilization_with_capacity(utilization, orch: Orchestrator):
+    """``utilization.parquet`` of a replay with pools: ``busy_gpus`` plus ``servers_on_loan`` and
+    ``capacity_gpus`` (GPUs available to training) at every change of either."""
+    import pandas as pd
+
+    loans = pd.DataFrame(orch.timeline, columns=["time", "servers_on_loan"])
+    merged = pd.concat([utilization, loans]).groupby("time", sort=True).last().ffill()
+    merged = merged.fillna(0).astype({"busy_gpus": "int64", "servers_on_loan": "int64"}).reset_index()
+    cluster = orch.cluster
+    merged["capacity_gpus"] = (cluster.training_servers + merged["servers_on_loan"]) * cluster.gpus_per_server
+    return merged

@@ -200,6 +200,10 @@ def replay(
         "load_report": load_report or {},
     }
     utilization = pd.DataFrame(result.utilization_timeline, columns=["time", "busy_gpus"])
+    if orchestrator is not None:
+        from schedlab.sched.pools import utilization_with_capacity
+
+        utilization = utilization_with_capacity(utilization, result.pools)
     return ReplayResult(policy=policy, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
 
 

@@ -293,3 +293,23 @@ def test_predictors_oracle_is_never_short_last_logs_the_shortfall(predictor, rec
     orch = result.pools
     assert orch.reclaims[0].time == reclaimed_at
     assert orch.shortfall_server_s == pytest.approx(shortfall)
+
+
+def test_servegen_on_the_testbed(monkeypatch):
+    # 4 inference servers, 2 % headroom = 1 server; ServeGen mapped to u >= 0.42 keeps >= 2 busy, so at
+    # most one is lent (the paper's testbed lent up to three on its own scaled-down trace, §7.5)
+    from helpers import shared_data
+    from schedlab.sched import policies
+
+    path = shared_data("inference", "servegen_total_rate_per_10min.csv")
+    monkeypatch.setitem(policies.POLICIES, "loan-fifo", LoanFifo)
+    rng = np.random.default_rng(2)
+    n = 150
+    table = make_table([(f"j{i}", float(t), int(g), float(d)) for i, (t, g, d) in enumerate(zip(
+        np.sort(rng.uniform(0, 3 * 86400, n)), rng.choice([1, 2, 4, 8], n), rng.uniform(600, 20000, n)))])
+    table["fungible"] = rng.random(n) < 0.5
+    result = replay(table, "lyra-testbed", "loan-fifo", inference=LoanOptions(load=str(path)))
+    util = result.utilization
+    assert util["servers_on_loan"].max() == 1 and util["servers_on_loan"].min() == 0
+    assert (util["busy_gpus"] <= util["capacity_gpus"]).all()
+    assert result.summary["loan_ops"] > 0 and result.summary["reclaim_ops"] > 0
