@@ -20,7 +20,11 @@ event at the first arrival and then every ``period_s`` (300 s, §7.1) on the gri
 tick, before that instant's arrivals: ``need = ceil(û·N_I)`` servers for inference (``û`` from the
 predictor), ``H = ceil(headroom·N_I)``, target on loan ``L = max(0, N_I − H − need)`` (specs §1.2);
 lend idle inference servers up to ``L`` or reclaim the excess; then the policy schedules as for any
-event. Only a policy with ``uses_loaning = True`` (class attribute) is lent anything.
+event. Only a policy with ``uses_loaning = True`` (class attribute) is lent anything; another policy
+gets one tick (it opens the integrals) and replays exactly as without pools. ``target(t)`` is what
+the next tick will aim for; ``reclaims`` (``ReclaimRecord`` per reclaim), ``timeline``,
+``loan_ops``, ``servers_lent`` and :func:`pool_summary` are the figures. Wiring: ``replay(...,
+inference=LoanOptions(load=...))``, CLI ``--inference-load``, experiment key ``inference:``.
 
 Reclaiming: the servers come from ``policy.choose_reclaim(engine, n) -> list[int]`` when the policy
 defines it, else from the ``reclaim`` strategy (``sched/reclaim.py``) on :meth:`Orchestrator.view`.
@@ -36,7 +40,8 @@ Speed on other GPU types (§5.2, specs §1.5 [R]): ``Engine.job_speed`` is set t
 inelastic job of demand ``d`` (defaults ``r = 3``, ``σ = 1/3``: ``ceil(3d)`` T4 GPUs run at 1, so
 "loaning itself does not affect job running time", §7.3), ``r·σ`` (capped at 1) for an elastic one;
 mixed ``heterogeneous_perf`` (0.7, §7.1). ``PooledCluster.scaling`` (a ``job -> factor`` callable,
-e.g. linear elastic scaling) multiplies in when set.
+e.g. linear elastic scaling) multiplies in when set; without pools, ``Engine(job_speed=...)`` takes
+such a callable directly. The factor is applied at ``start`` and ``resize`` (``job.speed_factor``).
 """
 
 from __future__ import annotations
@@ -304,6 +309,9 @@ class Orchestrator:
         self.n_inference = len(self.cluster.inference_server_ids)
         self.headroom = math.ceil(self.options.headroom * self.n_inference - 1e-9)
         self.lending = bool(getattr(engine.policy, "uses_loaning", False))
+        if self.lending and not callable(getattr(engine.policy, "on_reclaimed", None)):
+            raise PoolError(f"policy {engine.policy.name} borrows inference servers but has no"
+                            " on_reclaimed(engine, plan) to re-queue the jobs a reclaim preempts")
         if engine.job_speed is None and self.lending:
             engine.job_speed = self.cluster.speed
 

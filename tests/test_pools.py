@@ -313,3 +313,12 @@ def test_servegen_on_the_testbed(monkeypatch):
     assert util["servers_on_loan"].max() == 1 and util["servers_on_loan"].min() == 0
     assert (util["busy_gpus"] <= util["capacity_gpus"]).all()
     assert result.summary["loan_ops"] > 0 and result.summary["reclaim_ops"] > 0
+
+
+def test_a_borrowing_policy_must_take_back_preempted_jobs():
+    class Forgetful(Policy):
+        name = "forgetful"
+        uses_loaning = True
+
+    with pytest.raises(PoolError, match="no on_reclaimed"):
+        Engine([], PooledCluster(spec()), Forgetful(), orchestrator=Orchestrator(steps((0, 0.0)), LoanOptions(load="constant:0")))
