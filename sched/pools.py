@@ -274,8 +274,9 @@ class ReclaimRecord:
     shrunk: int
     running_on_loan: int  # jobs holding on-loan GPUs before the reclaim
     collateral_gpus: int
-    flex_servers: int  # returned servers whose jobs all only shrank (or that were idle)
+    flex_servers: int  # returned servers that held jobs, all of which only shrank (the flexible group)
     solve_s: float
+    idle_servers: int = 0  # returned servers that held no job
 
 
 @dataclass
@@ -398,10 +399,12 @@ class Orchestrator:
             self.cluster.take_back(servers)
         except PoolError as err:
             raise EngineError(f"policy {policy.name}: {err}") from None
-        flex = sum(1 for s in servers if not any(j in plan.preempt for j in view.server_jobs[s]))
+        preempted = set(plan.preempt)
+        idle = sum(1 for s in servers if not view.server_jobs[s])
+        flex = sum(1 for s in servers if view.server_jobs[s] and preempted.isdisjoint(view.server_jobs[s]))
         self.reclaims.append(ReclaimRecord(engine.now, n, len(plan.preempt), len(plan.shrink),
                                            len({j for held in view.server_jobs.values() for j in held}),
-                                           plan.collateral_gpus, flex, solve_s))
+                                           plan.collateral_gpus, flex, solve_s, idle))
         hook = getattr(policy, "on_reclaimed", None)
         if hook is not None:
             hook(engine, plan)
@@ -458,7 +461,9 @@ def pool_summary(result: Any, jobs: list[Job]) -> dict[str, float]:
         "reclaim_preempted_fraction": ratio(sum(r.preempted / r.running_on_loan for r in running), len(running)),
         # A7: GPUs vacated beyond the demand, over the demand, averaged over reclaims
         "collateral_damage": ratio(sum(r.collateral_gpus / (per * r.servers) for r in records), len(records)),
+        # §7.2: share of the reclaim demand met by the flexible group (scale-in only), and by idle servers
         "flex_group_reclaim_share": ratio(sum(r.flex_servers for r in records), sum(r.servers for r in records)),
+        "idle_reclaim_share": ratio(sum(r.idle_servers for r in records), sum(r.servers for r in records)),
         "reclaim_max_solve_s": max((r.solve_s for r in records), default=0.0),
         "reclaim_mean_solve_s": ratio(sum(r.solve_s for r in records), len(records)),
         "inference_shortfall_server_s": orch.shortfall_server_s,

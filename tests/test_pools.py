@@ -176,7 +176,8 @@ def test_elastic_job_on_a_reclaimed_server_shrinks_instead_of_being_preempted():
     result = engine.run()
     e = result.jobs[0]
     assert e.preemptions == 0 and e.resizes == 2 and e.num_gpus == 8
-    assert policy.reclaimed[0].shrink == (e,) and result.pools.reclaims[0].flex_servers == 3
+    assert policy.reclaimed[0].shrink == (e,) and result.pools.reclaims[0].flex_servers == 1
+    assert result.pools.reclaims[0].idle_servers == 2
 
 
 def test_a_policy_that_returns_an_occupied_server_is_refused():
@@ -322,3 +323,41 @@ def test_a_borrowing_policy_must_take_back_preempted_jobs():
 
     with pytest.raises(PoolError, match="no on_reclaimed"):
         Engine([], PooledCluster(spec()), Forgetful(), orchestrator=Orchestrator(steps((0, 0.0)), LoanOptions(load="constant:0")))
+
+
+class ElasticLoanFifo(LoanFifo):
+    """LoanFifo whose elastic jobs take their base on training servers and grow onto on-loan servers."""
+
+    def schedule(self, engine):
+        super().schedule(engine)
+        cluster = engine.cluster
+        for job in list(engine.running):
+            if job.elastic_max > job.num_gpus and not job.ran_on_loan:
+                extra = place_on(cluster, list(cluster.on_loan), job.elastic_max - job.num_gpus)
+                if extra is not None:
+                    engine.resize(job, job.elastic_max, placement=extra)
+
+
+@pytest.mark.parametrize("strategy", ["lyra", "scf", "random"])
+def test_elastic_jobs_shrink_or_restart_and_inference_servers_stay_empty(strategy):
+    rng = np.random.default_rng(9)
+    n = 80
+    rows = [(f"j{i}", float(t), int(g), float(d)) for i, (t, g, d) in enumerate(zip(
+        np.sort(rng.uniform(0, 30_000, n)), rng.choice([2, 4, 8], n), rng.uniform(300, 6000, n)))]
+    table = make_table(rows)
+    elastic = rng.random(n) < 0.4
+    table["elastic_min"] = np.where(elastic, table["num_gpus"], np.nan)
+    table["elastic_max"] = np.where(elastic, 2 * table["num_gpus"], np.nan)
+    table["fungible"] = rng.random(n) < 0.5
+    load = InferenceLoad(np.arange(100) * 600.0, rng.uniform(0, 1, 100), 100 * 600.0, "random")
+    policy = ElasticLoanFifo()
+    engine = Engine(jobs_from_table(table), PooledCluster(spec()), policy,
+                    orchestrator=Orchestrator(load, LoanOptions(load="constant:0", reclaim=strategy)))
+    result = engine.run()
+    assert all(j.finished for j in result.jobs)
+    shrinks = sum(len(plan.shrink) for plan in policy.reclaimed)
+    assert shrinks > 0 and result.pools.reclaims
+    first = engine.cluster.first_inference_gpu
+    assert not any(engine.cluster.holders[g] for g in range(first, len(engine.cluster.holders)))
+    for plan in policy.reclaimed:
+        assert all(j.elastic_min for j in plan.shrink)
