@@ -150,6 +150,13 @@ class ClusterState:
         self.single_gpus += len(taken)
         return tuple(taken)
 
+    def set_free(self, server: int, gpus: list[int]) -> None:
+        """Replace ``server``'s free stack (a pool lending a server or taking it back), masks included."""
+        bit = 1 << server
+        self.servers_with_free[len(self.free_by_server[server])] &= ~bit
+        self.free_by_server[server] = gpus
+        self.servers_with_free[len(gpus)] |= bit
+
     def share(self, gpus: tuple[int, ...], job) -> None:
         """Put ``job`` beside the one job on each of ``gpus``."""
         for g in gpus:

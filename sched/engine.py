@@ -20,6 +20,10 @@ and batch), but its rate comes from its goodput model: goodput on its current pl
 epoch over its nominal goodput. Epoch boundaries are events where that rate is recomputed (and the
 policy's ``on_epoch`` is called); a fixed-duration job has none, so its replay is exactly as before.
 
+Pools (specs/lyra.md §1; ``sched/pools.py``): with an ``orchestrator`` the cluster is a
+:class:`~schedlab.sched.pools.PooledCluster` whose capacity changes at the orchestrator's timer
+events (inference servers lent to training and taken back); without one nothing here changes.
+
 Policies see the engine only through the methods under "policy API" below.
 """
 
@@ -29,21 +33,24 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from sortedcontainers import SortedList
 from tqdm import tqdm
 
+from schedlab.sched import calibration
 from schedlab.sched.cluster import ClusterState
 from schedlab.sched.job import Job
 from schedlab.sched.placement import get_strategy
 
 if TYPE_CHECKING:
     from schedlab.sched.policies.base import Policy
+    from schedlab.sched.pools import Orchestrator
     from schedlab.sched.sharing import SharingModel
 
 _COMPLETION = 0
 _TIMER = 1
+_CAPACITY = 2  # the loaning orchestrator's period (sched/pools.py)
 # Pending events are split by time: a heap of those before ``_horizon`` and, beyond it, unsorted lists
 # per ``_BUCKET_S`` of time, heapified when the clock reaches them. Pops come in the same (time, seq)
 # order as from one heap, but the heap stays small (far-off timers, e.g. Tiresias' promotions, and
@@ -66,6 +73,7 @@ class EngineResult:
     scheduling_passes: int
     shared_gpu_seconds: float = 0.0  # GPU-seconds with two jobs on the GPU
     occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = None  # see Engine(record_occupancy)
+    pools: Any = None  # the Orchestrator of a replay with loaning (its figures: sched/pools.py)
 
 
 class Engine:
@@ -81,6 +89,8 @@ class Engine:
         sharing: SharingModel | None = None,
         allocation_stall_s: float | None = None,
         record_occupancy: bool = False,
+        orchestrator: Orchestrator | None = None,
+        job_speed: Callable[[Job], float] | None = None,
     ) -> None:
         """``record_occupancy`` keeps every stint of a job on a fixed set of GPUs as ``(job, from, to,
         GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
@@ -119,6 +129,12 @@ class Engine:
         self._timeline: list[tuple[float, int]] = []
         self._occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = [] if record_occupancy else None
         self._held_since: dict[Job, float] = {}
+        #: a job's speed factor on its current GPUs (GPU type, elastic scaling), applied at start and
+        #: resize; None (the default) costs nothing
+        self.job_speed = job_speed
+        self.orchestrator = orchestrator
+        if orchestrator is not None:
+            orchestrator.attach(self)
 
     # ---- policy API --------------------------------------------------------------------------
     def start(
@@ -167,22 +183,37 @@ class Engine:
         else:
             job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
         job.gpus = free_part + tuple(share_gpus) if share_gpus else free_part
+        if self.job_speed is not None:
+            job.speed_factor = self.job_speed(job)
+            job.solo_speed *= job.speed_factor
         if self._occupancy is not None:
             self._held_since[job] = self.now
         if job.goodput is not None:
             job.placement_shape = self._shape(job.gpus)
         job.last_start = self.now
         self.running[job] = None
+        if job.worker_xi is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
+            calibration.reset_worker(job)
         if pairs:
             self._join_partners(job, share_gpus, pairs)
+        if job.worker_xi is not None:
+            calibration.refresh(self, job)
         self._refresh_rate(job)
         return True
 
-    def preempt(self, job: Job) -> None:
-        """Stop ``job``, keeping its progress (checkpointed); it pays the restore overhead on restart."""
+    def preempt(self, job: Job, *, lose_progress: bool | None = None) -> None:
+        """Stop ``job``; it pays the restore overhead on restart. It keeps its progress (checkpointed)
+        unless ``lose_progress`` (default: the job's ``checkpoint`` is False), then it restarts from
+        zero (Lyra §4: a job without checkpoint loses all its progress)."""
         if not job.gpus:  # not running
             raise EngineError(f"policy {self.policy.name} preempted job {job.job_id} which is not running")
         self._settle(job)
+        if job.checkpoint is False if lose_progress is None else lose_progress:
+            if job.goodput is not None:
+                raise EngineError(f"job {job.job_id}: a goodput job cannot lose its progress")
+            job.lost_work_s += job.duration - job.remaining
+            job.remaining = job.duration
+            job.preemptions_lost += 1
         self._stop(job)
         job.rate = 0.0
         job.pace = 1.0
@@ -234,6 +265,10 @@ class Engine:
         self._set_gpu_count(job, num_gpus, running=True)
         job.resizes += 1
         job.overhead_left = self.allocation_stall_s
+        if self.job_speed is not None:
+            factor = self.job_speed(job)
+            job.solo_speed *= factor / job.speed_factor
+            job.speed_factor = factor
         if job.goodput is not None:
             job.placement_shape = self._shape(job.gpus)
         self._refresh_rate(job, force=True)
@@ -303,6 +338,16 @@ class Engine:
                 return end
         return math.inf
 
+    def calibrate(self, job: Job, *, shares: dict[int, float] | None = None,
+                  batches: dict[int, float] | None = None, stall_s: float = 0.0) -> None:
+        """Change running ``job``'s per-GPU MPS caps and/or local batches (Gimbal's LGRR and LISS,
+        ``sched/calibration.py``); its partners' ξ follow, ``stall_s`` stalls the job (3.6 s per LGRR switch)."""
+        calibration.calibrate(self, job, shares, batches, stall_s)
+
+    def worker_view(self, job: Job) -> list[tuple]:
+        """``[(gpu, partner, cap, local batch, ξ_w, t_w)]`` of running ``job`` (Gimbal's runtime monitor)."""
+        return calibration.worker_view(self, job)
+
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
         now = self.now
@@ -320,6 +365,9 @@ class Engine:
         bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
         if n:
             self.now = self._last_time = arrivals[0].submit_time
+        orchestrator = self.orchestrator
+        if orchestrator is not None and n:
+            self._push_tick(self.now)  # the first tick sets the capacity at the start
         heappop = heapq.heappop
         on_timer, on_arrival, schedule = policy.on_timer, policy.on_arrival, policy.schedule
         while True:
@@ -343,9 +391,14 @@ class Engine:
                             self._complete(obj)
                             done += 1
                             changed = True
-                else:
+                elif kind == _TIMER:
                     on_timer(self, obj)
                     changed = True
+                elif done < n:  # _CAPACITY: lend or reclaim inference servers, then schedule
+                    if orchestrator.tick(self):  # capacity changed
+                        changed = True
+                    if orchestrator.keep_ticking(self, i < n):
+                        self._push_tick(orchestrator.next_tick(now))
             while i < n and arrivals[i].submit_time <= now:
                 on_arrival(self, arrivals[i])
                 i += 1
@@ -374,20 +427,26 @@ class Engine:
             scheduling_passes=passes,
             shared_gpu_seconds=self._shared_gpu_seconds,
             occupancy=self._occupancy,
+            pools=orchestrator.finish(self) if orchestrator is not None else None,
         )
 
     # ---- internals ---------------------------------------------------------------------------
     def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
         self._seq += 1
+        self._enqueue((at, self._seq, kind, obj, version))
+
+    def _enqueue(self, event: tuple[float, float, int, Any, int]) -> None:
+        """Into the heap if before the horizon, else into its time's bucket."""
+        at = event[0]
         if at < self._horizon:
-            heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
+            heapq.heappush(self._heap, event)
             return
         bucket = at // _BUCKET_S if at < math.inf else math.inf
         events = self._later.get(bucket)
         if events is None:
             events = self._later[bucket] = []
             heapq.heappush(self._later_buckets, bucket)
-        events.append((at, self._seq, kind, obj, version))
+        events.append(event)
 
     def _next_bucket(self) -> None:
         """The heap is empty: make the earliest waiting bucket the heap, its end the new horizon."""
@@ -395,6 +454,10 @@ class Engine:
         self._heap = heap = self._later.pop(bucket)
         heapq.heapify(heap)
         self._horizon = (bucket + 1) * _BUCKET_S
+
+    def _push_tick(self, at: float) -> None:
+        """An orchestrator tick, after every other event of its instant (a job ending then ends first)."""
+        self._enqueue((at, math.inf, _CAPACITY, None, 0))
 
     def _advance_clock(self, now: float) -> None:
         elapsed = now - self._last_time
@@ -452,7 +515,10 @@ class Engine:
         """Re-compute ``job``'s pace and rate from its partners (and, for a goodput job, from its
         placement, batch and epoch); re-schedule its completion."""
         self.state_version += 1
-        pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
+        if job.worker_xi is not None:  # tracked (Gimbal): the slowest worker's iteration time (M2-M3)
+            pace = calibration.pace(self, job)
+        else:
+            pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
         rate = job.solo_speed / pace
         if job.goodput is not None:
             goodput = job.goodput.goodput(job.placement_shape, job.global_batch, job.epoch_start)
@@ -507,6 +573,8 @@ class Engine:
             if partner.partners is None:
                 partner.partners = {}
             partner.partners[job] = [count, xi_partner]
+            if partner.worker_xi is not None:
+                calibration.refresh(self, partner)
             self._refresh_rate(partner)
 
     def _set_gpu_count(self, job: Job, num_gpus: int, running: bool = False) -> None:
@@ -592,6 +660,8 @@ class Engine:
             for partner in partners:
                 self._settle(partner)
                 del partner.partners[job]
+                if partner.worker_xi is not None:  # its vacated GPUs run alone now: σ(p) (Gimbal A10)
+                    calibration.refresh(self, partner)
                 self._refresh_rate(partner)
 
     def _complete(self, job: Job) -> None:
