@@ -351,7 +351,7 @@ class Engine:
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
         now = self.now
-        self._push(now if now > at else at, _TIMER, payload, 0)  # max(at, now)
+        self._push(now if now > at else at, _TIMER, payload, 0)  # noqa: FURB136 (max(at, now) without the call)
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -475,11 +475,11 @@ class Engine:
         now = self.now
         elapsed = now - job.last_update
         overhead = job.overhead_left
-        if elapsed <= overhead:  # min(elapsed, overhead_left) and max(0, ·) below, without the calls
+        if elapsed <= overhead:  # noqa: PLR1730 (min(elapsed, overhead_left) and max(0, ·) below, without the calls)
             overhead = elapsed
         job.overhead_left -= overhead
         remaining = job.remaining - (elapsed - overhead) * job.rate
-        job.remaining = remaining if remaining > 0.0 else 0.0
+        job.remaining = remaining if remaining > 0.0 else 0.0  # noqa: FURB136
         job.pace_seconds += elapsed * job.pace
         if job.partners:
             job.shared_seconds += elapsed

@@ -148,7 +148,8 @@ class Tiresias(Policy):
         if limit == math.inf:
             return
         left = limit - (engine.attained_service(job) - self.service_base[job.index])
-        engine.set_timer(engine.now + (left if left > 0.0 else 0.0) / job.num_gpus, ("demote", job, job.version))
+        wait = (left if left > 0.0 else 0.0) / job.num_gpus  # noqa: FURB136 (max(0, left) without the call)
+        engine.set_timer(engine.now + wait, ("demote", job, job.version))
 
     def _move(self, job: Job, level: int) -> None:
         self.queues.remove(job.index, job.running)
