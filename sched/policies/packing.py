@@ -1,5 +1,12 @@
 """What the packing policies (Lucid, Gandiva) share: a queue indexed by GPU count and workload class,
-and a packing pass that only revisits what changed since the last one."""
+and a packing pass that only revisits what changed since the last one.
+
+With ``unequal`` (off by default; Gimbal §5.1's relaxation, spec ``gimbal.md`` §2.1) a waiting job may
+also join a *job set* around a running job with more GPUs: the star rule (C3; a smaller job shares GPUs
+with one larger job, its J_max, and only with it), at most ``max_jobset`` jobs per set, and the smaller
+job on the fewest servers among the GPUs J_max holds alone (C2). Equal-size pairs stay balanced (the
+same GPU set). Rule 2.1(b) of the spec (a waiting job covering smaller running ones) is not done.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,20 @@ if TYPE_CHECKING:
 
 def workload(job: Job) -> tuple:
     return (job.model, job.batch_size)
+
+
+def fewest_servers(gpus: list[int], count: int, per_server: int) -> tuple[int, ...]:
+    """``count`` of ``gpus`` on the fewest servers (Gimbal §5.1, C2): fullest servers first, lower id
+    first on ties, lowest GPU ids within a server."""
+    by_server: dict[int, list[int]] = {}
+    for g in sorted(gpus):
+        by_server.setdefault(g // per_server, []).append(g)
+    chosen: list[int] = []
+    for _, group in sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        chosen.extend(group[: count - len(chosen)])
+        if len(chosen) == count:
+            break
+    return tuple(chosen)
 
 
 class ClassQueue:
@@ -77,6 +98,12 @@ class PackingPolicy(Policy):
         self.pair: dict[Job, Job] = {}
         self.dirty: dict[int, tuple[set, set]] = {}
         self.packs = 0
+        self.unequal = bool(getattr(self.params, "unequal", False))
+        self.max_jobset = int(getattr(self.params, "max_jobset", 5))
+        self.members: dict[Job, list[Job]] = {}  # unequal sets: J_max -> its smaller members
+        self.host: dict[Job, Job] = {}  # smaller member -> its J_max
+        self.new_hosts: set[Job] = set()  # jobs that became (or regained room as) J_max candidates since the last pass
+        self.unequal_packs = 0
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """Index in ``targets`` (``(entry, workload)`` class heads) of the partner for ``entry``'s job."""
@@ -93,12 +120,32 @@ class PackingPolicy(Policy):
         self._enqueue(job)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
+        if self.members or self.host:
+            if (host := self.host.get(job)) is not None:
+                self._leave_set(job, host)
+                return
+            if (members := self.members.pop(job, None)) is not None:
+                for member in members:  # they keep running, now alone on their GPUs
+                    del self.host[member]
+                    self._alone(member)
+                return
         partner = self.pair.pop(job, None)
         if partner is None:
             self.alone.remove(job)
         else:
             del self.pair[partner]
             self._alone(partner)
+
+    def _leave_set(self, job: Job, host: Job) -> None:
+        """``job`` (a smaller member) left ``host``'s set; the host runs alone again when it was the last."""
+        del self.host[job]
+        members = self.members[host]
+        members.remove(job)
+        if not members:
+            del self.members[host]
+            self._alone(host)
+        else:
+            self.new_hosts.add(host)
 
     def _enqueue(self, job: Job) -> None:
         self.waiting.push(job)
@@ -107,6 +154,8 @@ class PackingPolicy(Policy):
     def _alone(self, job: Job) -> None:
         self.alone.push(job)
         self.dirty.setdefault(job.num_gpus, (set(), set()))[1].add(workload(job))
+        if self.unequal:
+            self.new_hosts.add(job)
 
     def _start_free(self, engine: Engine) -> None:
         """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one."""
@@ -146,4 +195,60 @@ class PackingPolicy(Policy):
                     else:
                         del targets[i]
                     entry = self.waiting.head(gpus, wl)
+        if self.unequal:
+            self._pack_unequal(engine, max_pack)
         self.dirty.clear()
+
+    # ---- unequal packing (Gimbal §5.1, C2-C3) -----------------------------------------------
+    def _pack_unequal(self, engine: Engine, max_pack: int) -> None:
+        """Pack waiting class heads (best key first) into job sets around larger running jobs: a job
+        alone on its GPUs, or a J_max whose set is not full, with enough GPUs it holds alone. Only
+        what changed is retried: classes new this pass against every host, the others against the
+        hosts that are new or gained room (a class head that fits no host is done, as in ``_pack``)."""
+        new_hosts, self.new_hosts = self.new_hosts, set()
+        new_classes = {(gpus, wl) for gpus, (new_waiting, _) in self.dirty.items() for wl in new_waiting}
+        if not new_hosts and not new_classes:
+            return
+        hosts = [job for job in engine.running if job.num_gpus <= max_pack and (
+            job in self.members or (job.num_gpus > 1 and job in self.alone.token))]
+        room = {h: len(self.single_gpus(engine, h)) for h in hosts
+                if len(self.members.get(h, ())) < self.max_jobset - 1}
+        if not room:
+            return
+        heads = [(e, wl) for gpus in self.waiting.by_gpus if gpus < max(h.num_gpus for h in room)
+                 for e, wl in self.waiting.heads(gpus) if new_hosts or (gpus, wl) in new_classes]
+        heads.sort()
+        for entry, wl in heads:
+            candidates = room if (entry[3].num_gpus, wl) in new_classes else [h for h in new_hosts if h in room]
+            while entry is not None and (job := entry[3]).num_gpus <= max_pack:
+                targets = [((self.alone.key(h), h.index, 0, h), workload(h)) for h in candidates
+                           if h.num_gpus > job.num_gpus and room.get(h, 0) >= job.num_gpus]
+                if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
+                    break
+                host = targets[i][0][3]
+                self.join(engine, job, host)
+                if len(self.members[host]) < self.max_jobset - 1:
+                    room[host] -= job.num_gpus
+                else:
+                    del room[host]
+                entry = self.waiting.head(job.num_gpus, wl)
+
+    @staticmethod
+    def single_gpus(engine: Engine, host: Job) -> list[int]:
+        """The GPUs of ``host`` that it holds alone."""
+        holders = engine.cluster.holders
+        return [g for g in host.gpus if len(holders[g]) == 1]
+
+    def join(self, engine: Engine, job: Job, host: Job) -> None:
+        """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set."""
+        gpus = fewest_servers(self.single_gpus(engine, host), job.num_gpus, engine.cluster.gpus_per_server)
+        engine.start(job, share_gpus=gpus)
+        self.waiting.remove(job)
+        if host not in self.members:
+            self.alone.remove(host)
+            self.members[host] = []
+        self.members[host].append(job)
+        self.host[job] = host
+        self.packs += 1
+        self.unequal_packs += 1
+        self.on_packed(engine, job, host)
