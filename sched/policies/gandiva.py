@@ -40,7 +40,9 @@ Gimbal's baseline and relaxation (Gimbal §7.1-7.2, spec ``gimbal.md`` A13; off 
 ``order="edf"`` serves the queue earliest deadline first (jobs without a deadline last, arrival order
 on ties) and keeps running late jobs -- the paper only says Gandiva was "extended to support the
 deadline-aware feature"; EDF is ours. ``unequal=True`` lets a queued job join the job set of one larger
-running job (see ``packing.py``); introspection then checks the member against its J_max.
+running job (see ``packing.py``); introspection then checks the member against its J_max. Under
+Gimbal (an engine that answers ``calibrating(job)``) the check waits until the set's search has ended,
+so it reads calibrated paces (spec gimbal.md §7.2 item 10).
 """
 
 from __future__ import annotations
@@ -111,6 +113,10 @@ class Gandiva(PackingPolicy):
         member = self.host.get(job) is partner  # unequal: job is a member of partner's set
         if not member and self.pair.get(job) is not partner:
             return  # the pair ended before its check (one of them finished)
+        calibrating = getattr(engine, "calibrating", None)  # Gimbal's engine proxy: a search is running
+        if calibrating is not None and (calibrating(job) or calibrating(partner)):
+            engine.set_timer(engine.now + self.params.profile_s, payload)  # read the calibrated paces later
+            return
         if 1.0 / job.pace + 1.0 / partner.pace >= self.params.min_packed_throughput:
             return
         a, b = workload(job), workload(partner)

@@ -226,7 +226,9 @@ class PackingPolicy(Policy):
                 if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
                     break
                 host = targets[i][0][3]
-                self.join(engine, job, host)
+                if not self.join(engine, job, host):  # the engine (or a wrapper) refused: not this host
+                    del room[host]
+                    continue
                 if len(self.members[host]) < self.max_jobset - 1:
                     room[host] -= job.num_gpus
                 else:
@@ -239,10 +241,12 @@ class PackingPolicy(Policy):
         holders = engine.cluster.holders
         return [g for g in host.gpus if len(holders[g]) == 1]
 
-    def join(self, engine: Engine, job: Job, host: Job) -> None:
-        """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set."""
+    def join(self, engine: Engine, job: Job, host: Job) -> bool:
+        """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set;
+        False (nothing changed) if the engine refuses the start."""
         gpus = fewest_servers(self.single_gpus(engine, host), job.num_gpus, engine.cluster.gpus_per_server)
-        engine.start(job, share_gpus=gpus)
+        if not engine.start(job, share_gpus=gpus):
+            return False
         self.waiting.remove(job)
         if host not in self.members:
             self.alone.remove(host)
@@ -252,3 +256,4 @@ class PackingPolicy(Policy):
         self.packs += 1
         self.unequal_packs += 1
         self.on_packed(engine, job, host)
+        return True
