@@ -76,7 +76,8 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--placement", default="consolidated", choices=list(STRATEGIES),
                    help="which free GPUs a job gets (default: consolidated)")
     p.add_argument("--interference", default="analytic",
-                   help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI")
+                   help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI,"
+                   " mpscap[:rho=R][:eta=E]:BASE (MPS caps, Gimbal)")
     p.add_argument("--iteration-time", default="catalog", metavar="SPEC",
                    help="solo iteration times: catalog (default) or a model from `schedlab fit iteration-time`, by"
                    " path or models:/iteration-time/N; its parameters replace the catalog's for the workloads and"

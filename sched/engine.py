@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from sortedcontainers import SortedList
 from tqdm import tqdm
 
+from schedlab.sched import calibration
 from schedlab.sched.cluster import ClusterState
 from schedlab.sched.job import Job
 from schedlab.sched.placement import get_strategy
@@ -163,8 +164,12 @@ class Engine:
             job.placement_shape = self._shape(job.gpus)
         job.last_start = self.now
         self.running[job] = None
+        if job.worker_xi is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
+            calibration.reset_worker(job)
         if pairs:
             self._join_partners(job, share_gpus, pairs)
+        if job.worker_xi is not None:
+            calibration.refresh(self, job)
         self._refresh_rate(job)
         return True
 
@@ -284,6 +289,16 @@ class Engine:
             if freed >= needed:
                 return end
         return math.inf
+
+    def calibrate(self, job: Job, *, shares: dict[int, float] | None = None,
+                  batches: dict[int, float] | None = None, stall_s: float = 0.0) -> None:
+        """Change running ``job``'s per-GPU MPS caps and/or local batches (Gimbal's LGRR and LISS,
+        ``sched/calibration.py``); its partners' ξ follow, ``stall_s`` stalls the job (3.6 s per LGRR switch)."""
+        calibration.calibrate(self, job, shares, batches, stall_s)
+
+    def worker_view(self, job: Job) -> list[tuple]:
+        """``[(gpu, partner, cap, local batch, ξ_w, t_w)]`` of running ``job`` (Gimbal's runtime monitor)."""
+        return calibration.worker_view(self, job)
 
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
@@ -406,7 +421,10 @@ class Engine:
         """Re-compute ``job``'s pace and rate from its partners (and, for a goodput job, from its
         placement, batch and epoch); re-schedule its completion."""
         self.state_version += 1
-        pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
+        if job.worker_xi is not None:  # tracked (Gimbal): the slowest worker's iteration time (M2-M3)
+            pace = calibration.pace(self, job)
+        else:
+            pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
         rate = job.solo_speed / pace
         if job.goodput is not None:
             goodput = job.goodput.goodput(job.placement_shape, job.global_batch, job.epoch_start)
@@ -458,6 +476,8 @@ class Engine:
             if partner.partners is None:
                 partner.partners = {}
             partner.partners[job] = [count, xi_partner]
+            if partner.worker_xi is not None:
+                calibration.refresh(self, partner)
             self._refresh_rate(partner)
 
     def _set_gpu_count(self, job: Job, num_gpus: int, running: bool = False) -> None:
@@ -542,6 +562,8 @@ class Engine:
             for partner in partners:
                 self._settle(partner)
                 del partner.partners[job]
+                if partner.worker_xi is not None:  # its vacated GPUs run alone now: σ(p) (Gimbal A10)
+                    calibration.refresh(self, partner)
                 self._refresh_rate(partner)
 
     def _complete(self, job: Job) -> None:

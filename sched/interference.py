@@ -16,7 +16,14 @@ Sources, interchangeable:
   Gavel measured without MPS, so ``timeslice`` reads the table and ``mps`` applies the 43% rule.
   A pair Gavel measured as 0 (could not run together) is ``inf``.
 - ``table``: a CSV/Parquet of measured pairs (``model_a, batch_a, model_b, batch_b, mode, share_a,
-  xi_a, xi_b``), e.g. exported from the profile store; the nearest measured batch is used.
+  xi_a, xi_b``), e.g. exported from the profile store; the nearest measured batch is used. An optional
+  ``share_b`` column makes MPS caps two-dimensional (the nearest ``(share_a, share_b)``, no shares =
+  (100, 100)); rows with an empty ``model_b`` are restricted-solo rows: ``xi_a`` = σ of ``model_a``
+  alone under cap ``share_a`` (Gimbal's squeezed worker on an unshared GPU, specs/gimbal.md §5).
+- ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (specs/gimbal.md M6, OURS):
+  with ξ⁰ the base's free-competition ``mps`` ratio, a worker capped at p beside a partner capped at
+  q runs at ``ξ = p^-ρ (1 + (ξ⁰ - 1) q^η)`` and alone at ``σ(p) = p^-ρ`` (ρ = 0.5, η = 2 by default).
+  Shares are active-thread percentages, as everywhere; ``timeslice`` is the base's unchanged.
 - ``model``: an XGBoost ξ predictor fitted by ``schedlab fit interference`` (see ``sched/models.py``).
 
 Every source counts the pairs it could not answer and sent to the analytic fallback (``fallbacks``).
@@ -154,6 +161,42 @@ class GavelTable(_Cached):
         return xi if mode == "timeslice" else (mps_from_timeslice(xi[0]), mps_from_timeslice(xi[1]))
 
 
+class MpsCap:
+    """Gimbal's restriction model over a free-competition ξ source (module docstring; M6 of
+    specs/gimbal.md: X(1, 1) = ξ⁰, squeezing the partner lowers ξ, a capped job slows down)."""
+
+    def __init__(self, base: InterferenceSource, rho: float = 0.5, eta: float = 2.0) -> None:
+        for name, value in (("rho", rho), ("eta", eta)):
+            if not 0 < value < math.inf:
+                raise InterferenceError(f"mpscap: {name} must be a finite number > 0, got {value!r}")
+        self.base, self.rho, self.eta = base, float(rho), float(eta)
+        self.name = f"mpscap:rho={rho:g}:eta={eta:g}:{base.name}"
+
+    @property
+    def fallbacks(self) -> int:
+        return self.base.fallbacks
+
+    def ratio(self, a: Job, b: Job, mode: str, shares: tuple[float, float] | None = None) -> tuple[float, float]:
+        _check_mode(mode)
+        if mode != "mps":
+            return self.base.ratio(a, b, mode, shares)
+        xi_a, xi_b = self.base.ratio(a, b, "mps", None)
+        if shares is None or shares[0] == shares[1] == 100.0:
+            return xi_a, xi_b
+        p, q = shares[0] / 100.0, shares[1] / 100.0
+        return self.capped(xi_a, p, q), self.capped(xi_b, q, p)
+
+    def capped(self, xi0: float, own: float, other: float) -> float:
+        """X(p_own, p_other; ξ⁰)."""
+        if own <= 0 or not math.isfinite(xi0):
+            return math.inf
+        return own ** -self.rho * (1.0 + (xi0 - 1.0) * max(other, 0.0) ** self.eta)
+
+    def restricted_solo(self, job: Job, share: float) -> float:
+        """σ(p) = p^-ρ (``share`` a fraction)."""
+        return math.inf if share <= 0 else share ** -self.rho
+
+
 class PairsTable(_Cached):
     COLUMNS = ("model_a", "batch_a", "model_b", "batch_b", "mode", "share_a", "xi_a", "xi_b")
 
@@ -166,22 +209,52 @@ class PairsTable(_Cached):
         missing = [c for c in self.COLUMNS if c not in frame.columns]
         if missing:
             raise InterferenceError(f"{path}: missing columns {missing} (need {', '.join(self.COLUMNS)})")
-        bad = frame[["xi_a", "xi_b"]].lt(1).any(axis=1) | frame[["xi_a", "xi_b"]].isna().any(axis=1)
+        solo = frame["model_b"].isna() | (frame["model_b"].astype(str).str.strip() == "")
+        xi = frame[["xi_a", "xi_b"]]
+        bad = (xi.lt(1) | xi.isna()).assign(xi_b=lambda d: d["xi_b"] & ~solo.to_numpy()).any(axis=1)
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0]) + 1
             raise InterferenceError(f"{path}, row {row}: xi_a / xi_b must be numbers >= 1")
-        self.frame = frame
+        self.two_shares = "share_b" in frame.columns
+        share_cols = ["share_a", "share_b"] if self.two_shares else ["share_a"]
+        bad_share = solo.to_numpy() & ~(frame["share_a"].gt(0) & frame["share_a"].le(100)).to_numpy()
+        if self.two_shares:
+            bad_share |= (~solo).to_numpy() & frame[share_cols].isna().any(axis=1).to_numpy()
+        if bad_share.any():
+            row = int(np.flatnonzero(bad_share)[0]) + 1
+            raise InterferenceError(f"{path}, row {row}: {' / '.join(share_cols)} must be MPS percentages in (0, 100]")
+        self.solo = frame[solo.to_numpy()]
+        self.frame = frame[~solo.to_numpy()] if solo.any() else frame
+        self._solo_cache: dict[tuple, float | None] = {}
 
     def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares):
         f = self.frame
         rows = f[(f["model_a"] == model_a) & (f["model_b"] == model_b) & (f["mode"] == mode)]
-        if mode == "mps" and shares is not None and len(rows):
+        if mode == "mps" and self.two_shares and len(rows):  # nearest (share_a, share_b); none: free competition
+            want = shares if shares is not None else (100.0, 100.0)
+            gap = np.abs(rows["share_a"].to_numpy() - want[0]) + np.abs(rows["share_b"].to_numpy() - want[1])
+            rows = rows[np.isclose(gap, gap.min())]
+        elif mode == "mps" and shares is not None and len(rows):
             rows = rows[np.isclose(rows["share_a"], shares[0])] if np.isclose(rows["share_a"], shares[0]).any() else rows
         if rows.empty:
             return None
         distance = np.abs(np.log(rows["batch_a"].to_numpy() / batch_a)) + np.abs(np.log(rows["batch_b"].to_numpy() / batch_b))
         best = rows.iloc[int(np.argmin(distance))]
         return float(best["xi_a"]), float(best["xi_b"])
+
+    def restricted_solo(self, job: Job, share: float) -> float | None:
+        """σ(p) from the nearest restricted-solo row of ``job``'s model (``share`` a fraction), or None."""
+        key = (job.model, micro_batch(job), share)
+        if key not in self._solo_cache:
+            rows = self.solo[(self.solo["model_a"] == job.model) & (self.solo["mode"] == "mps")]
+            value = None
+            if len(rows):
+                gap = np.abs(rows["share_a"].to_numpy() - 100.0 * share)
+                rows = rows[np.isclose(gap, gap.min())]
+                best = rows.iloc[int(np.argmin(np.abs(np.log(rows["batch_a"].to_numpy() / micro_batch(job)))))]
+                value = float(best["xi_a"])
+            self._solo_cache[key] = value
+        return self._solo_cache[key]
 
 
 def _mean_throughput(x: float, y: float) -> float:
@@ -190,9 +263,22 @@ def _mean_throughput(x: float, y: float) -> float:
 
 
 def make_interference(spec: str | None) -> InterferenceSource:
-    """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH``, ``model:PATH|models:/NAME/VERSION``."""
+    """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH``, ``model:PATH|models:/NAME/VERSION``,
+    ``mpscap[:rho=R][:eta=E]:BASE`` (BASE any of the others)."""
     spec = spec or "analytic"
     kind, _, rest = spec.partition(":")
+    if kind == "mpscap":
+        options: dict[str, float] = {}
+        while (head := rest.partition(":")[0]).partition("=")[0] in ("rho", "eta") and "=" in head:
+            name, _, value = head.partition("=")
+            try:
+                options[name] = float(value)
+            except ValueError:
+                raise InterferenceError(f"interference {spec!r}: {name} must be a number, got {value!r}") from None
+            rest = rest.partition(":")[2]
+        if not rest or rest.startswith("mpscap"):
+            raise InterferenceError(f"interference {spec!r}: mpscap needs a base source, e.g. mpscap:gavel:PATH")
+        return MpsCap(make_interference(rest), **options)
     if kind == "analytic":
         try:
             xi = float(rest) if rest else None
@@ -209,5 +295,6 @@ def make_interference(spec: str | None) -> InterferenceSource:
 
         return InterferenceModel.load(rest)
     raise InterferenceError(
-        f"unknown interference source {spec!r}: use analytic[:XI], gavel:PATH[:WORKER], table:PATH or model:PATH|URI"
+        f"unknown interference source {spec!r}: use analytic[:XI], gavel:PATH[:WORKER], table:PATH,"
+        " model:PATH|URI or mpscap[:rho=R][:eta=E]:BASE"
     )

@@ -61,6 +61,11 @@ class Job:
     epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
     placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
 
+    # per-worker calibration (Gimbal, sched/calibration.py): None unless a Gimbal policy tracks the job
+    shares: dict | None = None  # GPU -> MPS cap (fraction of the GPU) of this job's worker there
+    batches: dict | None = None  # GPU -> local batch (LISS); None: every worker at ``batch_size``
+    worker_xi: dict | None = None  # GPU -> ξ of this job's worker there; not None marks a tracked job
+
     def __post_init__(self) -> None:
         if math.isnan(self.remaining):
             self.remaining = self.duration

@@ -5,6 +5,7 @@ GPU type and an interference source.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from schedlab.sched.annotate import catalog_gpu_type
@@ -14,6 +15,7 @@ from schedlab.sched.job import Job
 from schedlab.sched.workloads import WorkloadCatalog, default_catalog, min_servers
 
 MAX_JOBS_PER_GPU = 2  # C = 2 (Castor eq. 7)
+DEFAULT_RHO = 0.5  # σ(p) = p^-ρ for sources without a restriction model (specs/gimbal.md M6, OURS)
 
 
 class SharingError(ValueError):
@@ -28,6 +30,7 @@ class SharingModel:
     gpu_memory_gib: float
     gpus_per_server: int
     _speed: dict[tuple, float] = field(default_factory=dict, repr=False)
+    _compute: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def for_cluster(cls, spec: ClusterSpec, interference: str | InterferenceSource | None = None,
@@ -52,6 +55,60 @@ class SharingModel:
     def fits_together(self, a: Job, b: Job, steps_a: int | None = None, steps_b: int | None = None) -> bool:
         """GPU memory feasibility: both jobs' per-GPU footprints fit on one GPU."""
         return self.memory_gib(a, steps_a) + self.memory_gib(b, steps_b) <= self.gpu_memory_gib
+
+    def memory_at(self, job: Job, batch_per_gpu: float) -> float:
+        """GiB one worker of ``job`` needs at local batch ``batch_per_gpu`` (LISS changes it per worker)."""
+        self._require_workload(job)
+        return self.catalog.memory_gib(job.model, batch_per_gpu / job.accumulation_steps)
+
+    def max_batch(self, job: Job, partner_gib: float = 0.0) -> float:
+        """The largest local batch of ``job`` that fits on one GPU beside ``partner_gib`` GiB (the
+        memory estimate is linear in the batch), or ``inf`` when the catalog has no memory estimate."""
+        self._require_workload(job)
+        memory = self.catalog.workload(job.model).memory
+        if memory is None:
+            return math.inf
+        per_sample = (memory.gib - memory.static_gib) / memory.reference_batch
+        room = self.gpu_memory_gib - partner_gib - memory.static_gib
+        return math.inf if per_sample <= 0 else max(0.0, room / per_sample) * job.accumulation_steps
+
+    def compute_params(self, job: Job) -> tuple[float, float]:
+        """(α, β) of the catalog's eq. 1, ``t_comp(b) = α + β·b``, at the cluster's GPU type."""
+        hit = self._compute.get(job.model)
+        if hit is None:
+            self._require_workload(job)
+            params = self.catalog.params(job.model, self.gpu_type)
+            hit = self._compute[job.model] = (params.alpha_comp, params.beta_comp)
+        return hit
+
+    def compute_time(self, job: Job, batch_per_gpu: float) -> float:
+        """Seconds of compute of one iteration of ``job`` at local batch ``batch_per_gpu`` (eq. 1)."""
+        alpha, beta = self.compute_params(job)
+        return alpha + beta * batch_per_gpu
+
+    def restricted_solo(self, job: Job, share: float) -> float:
+        """σ(p): the slowdown of a worker of ``job`` alone on its GPU under an MPS cap ``share``
+        (fraction). From the ξ source when it models caps (``mpscap:``, a ``table:`` with solo rows),
+        else the spec's default ``p^-0.5`` (specs/gimbal.md M6, OURS)."""
+        if share >= 1.0:
+            return 1.0
+        if share <= 0.0:
+            return math.inf
+        solo = getattr(self.interference, "restricted_solo", None)
+        value = solo(job, share) if solo is not None else None
+        return share ** -DEFAULT_RHO if value is None else value
+
+    def utilization(self, job: Job) -> float:
+        """u_j, the job's solo GPU utilisation (Gimbal eq. 2's JCT priority): the catalog's
+        ``gpu_util`` of the workload when it has one, else its memory footprint over the GPU's memory
+        (the stand-in Gandiva uses here too; OURS)."""
+        self._require_workload(job)
+        util = getattr(self.catalog.workload(job.model), "gpu_util", None)
+        if isinstance(util, dict):  # per GPU type
+            util = util.get(self.gpu_type, next(iter(util.values()), None))
+        if util is not None:
+            return float(util)
+        return min(1.0, self.memory_gib(job) / self.gpu_memory_gib)
 
     def accumulation_speed(self, job: Job, steps: int) -> float:
         """Solo speed with ``steps`` accumulation steps relative to none: t_iter(B, 1) / t_iter(B, s)."""

@@ -1,0 +1,327 @@
+"""Gimbal's aggressive packing coordinator: Algorithm 1 (§5.2, "Multi-Job Coordination Search") as a
+state machine on engine timers (specs/gimbal.md §2.2-2.3), plus the 30 s runtime monitor (§6).
+
+No global tick: a monitor timer is pending only while some set changed membership (or a job that left
+a set still runs capped, A10); it fires on the 30 s grid. A search then runs one timer per iteration
+(39 s with an LGRR change, 9 s LISS-only, Fig. 14; or ``timing="model"``). Timer payloads are
+``("gimbal", set id, set version, search seq)``; a membership change bumps the version, so timers of an
+aborted search are ignored, and the set is searched again at the next tick.
+
+Objectives (prose of §5.2; signs of eqs. 3, 4 and 6 fixed as the spec says), with R_j the job's
+remaining wall time at a given pace (remaining solo seconds × pace / solo speed):
+JCT F = mean R_j, prio = −u_j (mean over a subset); deadline F = max lateness max(0, now + R_j − D_j),
+prio = −slack (max); makespan F = max R_j, prio = R_j (max). Higher priority is swelled (subset2).
+A plan is successful if F at its paces beats F at the best configuration's paces, both on the
+remaining work of now (A8). A plan that would change nothing (caps at the floor, LISS already
+balanced, a disabled mechanism) ends the search: the search is deterministic, so it would repeat.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from schedlab.sched import calibration
+from schedlab.sched.calibration import CalibrationError
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+    from schedlab.sched.policies.gimbal_sets import JobSet, JobSets
+
+TAG = "gimbal"
+MONITOR = (TAG, "monitor")
+_GAIN = 1e-9  # relative improvement that counts as a gain
+
+
+@dataclass(eq=False)
+class Search:
+    jobset: JobSet
+    version: int
+    seq: int
+    started: float
+    subset1: list[Job]
+    subset2: list[Job]
+    best: dict = field(default_factory=dict)  # job -> (shares, batches)
+    best_pace: dict = field(default_factory=dict)  # job -> pace
+    measured: bool = False
+    failures: int = 0
+    iterations: int = 0
+    lgrr_iterations: int = 0
+
+
+def _config(job: Job) -> tuple[dict, dict | None]:
+    return dict(job.shares), (None if job.batches is None else dict(job.batches))
+
+
+class Coordinator:
+    def __init__(self, params: Any, sets: JobSets) -> None:
+        self.p = params
+        self.sets = sets
+        self.searches: dict[int, Search] = {}
+        self.pending: dict[int, None] = {}
+        self.monitor_at: float | None = None
+        self._seq = 0
+        # metrics
+        self.search_seconds: list[float] = []
+        self.lgrr_iterations: list[int] = []
+        self.lgrr_switches = 0
+        self.liss_steps = 0
+        self.early_exits = 0
+        self.aborted = 0
+        self.blocked = 0  # configuration changes refused by the memory check
+        self.final_shares: list[float] = []
+        self.swelled: list[tuple[str, ...]] = []  # subset2 (the swelled, high-priority jobs) of every search
+
+    # ---- triggers ------------------------------------------------------------------------------
+    def request(self, engine: Engine, jobset: JobSet | None) -> None:
+        """A set changed membership (or a job left one): search it / reset at the next monitor tick."""
+        if jobset is not None:
+            if self.searches.pop(jobset.sid, None) is not None:
+                self.aborted += 1
+            self.pending[jobset.sid] = None
+        for sid in [sid for sid in self.searches if sid not in self.sets.sets]:  # dissolved mid-search
+            del self.searches[sid]
+            self.aborted += 1
+        self._arm(engine)
+
+    def _arm(self, engine: Engine) -> None:
+        tick = self.p.monitor_s * (math.floor(engine.now / self.p.monitor_s) + 1)
+        if self.monitor_at is None or self.monitor_at > tick:
+            self.monitor_at = tick
+            engine.set_timer(tick, MONITOR)
+
+    def on_timer(self, engine: Engine, payload: tuple) -> None:
+        if payload == MONITOR:
+            if self.monitor_at is not None and engine.now >= self.monitor_at:
+                self.monitor_at = None
+                self._tick(engine)
+            return
+        _, sid, version, seq = payload
+        jobset = self.sets.sets.get(sid)
+        if jobset is None or jobset.version != version:
+            return  # stale: the set changed or dissolved since
+        if seq == "research":
+            if sid not in self.searches:
+                self.request(engine, jobset)
+            return
+        search = self.searches.get(sid)
+        if search is None or search.seq != seq:
+            return
+        self._evaluate(engine, search)
+
+    def _tick(self, engine: Engine) -> None:
+        """The 30 s monitor: reset jobs that left a set (A10), start the pending searches."""
+        for job in list(self.sets.released):
+            del self.sets.released[job]
+            if job.running and job not in self.sets.of and job.worker_xi is not None:
+                self._apply(engine, job, dict.fromkeys(job.gpus, 1.0), None)
+        pending, self.pending = list(self.pending), {}
+        for sid in pending:
+            jobset = self.sets.sets.get(sid)
+            if jobset is not None and len(jobset.members) > 1:
+                self._start(engine, jobset)
+
+    # ---- Algorithm 1 ---------------------------------------------------------------------------
+    def _start(self, engine: Engine, jobset: JobSet) -> None:
+        lgrr = False
+        for job in jobset.members:  # every search starts from all 100 % and nominal batches
+            lgrr |= self._apply(engine, job, dict.fromkeys(job.gpus, 1.0), None)
+        if not self.p.lgrr:  # the "+LISS" ablation: LISS alone balances the stragglers of the set
+            if self.p.liss:
+                self._liss_pass(engine, jobset)
+            return
+        jmax = jobset.jmax  # line 1
+        subset1, subset2 = [jmax], [j for j in jobset.members if j is not jmax]  # line 2
+        if self._priority(engine, subset2) < self._priority(engine, subset1):  # lines 3-4
+            subset1, subset2 = subset2, subset1
+        self.swelled.append(tuple(j.job_id for j in subset2))
+        self._seq += 1
+        search = Search(jobset, jobset.version, self._seq, engine.now, subset1, subset2)
+        self.searches[jobset.sid] = search
+        self._wait(engine, search, lgrr)  # the first window measures the start configuration
+
+    def busy(self, job: Job) -> bool:
+        """Whether ``job``'s set waits for or runs a search (its pace is not final yet)."""
+        group = self.sets.of.get(job)
+        return group is not None and (group.sid in self.pending or group.sid in self.searches)
+
+    def _evaluate(self, engine: Engine, search: Search) -> None:
+        members = search.jobset.members
+        if not search.measured:
+            search.measured = True
+            self._keep(search)
+        else:
+            now = self._objective(engine, members, {j: j.pace for j in members})
+            best = self._objective(engine, members, search.best_pace)
+            if now < best - _GAIN * abs(best):
+                self._keep(search)
+                search.failures = 0
+            else:
+                search.failures += 1
+                if search.failures >= self.p.early_exit:  # lines 9-10
+                    self.early_exits += 1
+                    self._finish(engine, search)
+                    return
+        self._step(engine, search)
+
+    def _keep(self, search: Search) -> None:
+        search.best = {j: _config(j) for j in search.jobset.members}
+        search.best_pace = {j: j.pace for j in search.jobset.members}
+
+    def _step(self, engine: Engine, search: Search) -> None:
+        """Lines 7 and 11-20: generate and apply one plan, then wait one iteration."""
+        plan = self._primitives(engine, search)
+        if plan is None:
+            search.failures += 1
+            self._finish(engine, search)
+            return
+        kind, changes = plan
+        for job, value in changes.items():
+            if kind == "lgrr":
+                self._apply(engine, job, value, job.batches)
+            else:
+                engine.calibrate(job, batches=value)
+                self.liss_steps += 1
+        search.iterations += 1
+        search.lgrr_iterations += kind == "lgrr"
+        self._wait(engine, search, kind == "lgrr")
+
+    def _primitives(self, engine: Engine, search: Search) -> tuple[str, dict] | None:
+        jmax = search.jobset.jmax
+        slow = self._slow_workers(engine, jmax)  # line 11
+        if not slow:  # lines 12-13: squeeze subset1 (LGRR −granularity on every worker)
+            return self._squeeze(engine, {j: list(j.gpus) for j in search.subset1})
+        if jmax in search.subset1:  # lines 15-17: LISS inside J_max
+            if not self.p.liss:
+                return None
+            try:
+                batches = calibration.liss_batches(engine, jmax)
+            except CalibrationError:  # the global batch does not fit the workers' memory bounds
+                return None
+            current = jmax.batches or dict.fromkeys(jmax.gpus, jmax.batch_size)
+            return None if batches == current else ("liss", {jmax: batches})
+        workers: dict[Job, list[int]] = {}  # lines 19-20: squeeze the partners of the slow workers
+        for g in slow:
+            for other in engine.cluster.holders[g]:
+                if other is not jmax:
+                    workers.setdefault(other, []).append(g)
+        return self._squeeze(engine, workers) if workers else None
+
+    def _squeeze(self, engine: Engine, workers: dict[Job, list[int]]) -> tuple[str, dict] | None:
+        step, floor = self.p.granularity, self.p.min_share
+        changes = {}
+        for job, gpus in workers.items():
+            shares = {g: round(max(floor, job.shares[g] - step), 6) for g in gpus}
+            if any(shares[g] != job.shares[g] for g in gpus):
+                if calibration.check(engine, job, shares, None, switching=True) is not None:
+                    return None  # no room for the switching context: the search cannot go on
+                changes[job] = shares
+        return ("lgrr", changes) if changes else None
+
+    def _slow_workers(self, engine: Engine, job: Job) -> list[int]:
+        """GetWorkers (A6): GPUs whose iteration time is within ε of the worst, if the spread > ε."""
+        view = engine.worker_view(job)
+        times = [t for *_, t in view]
+        worst, eps = max(times), self.p.straggler_eps
+        if worst <= (1 + eps) * min(times):
+            return []
+        return [g for g, *_, t in view if t >= worst / (1 + eps)]
+
+    def _finish(self, engine: Engine, search: Search) -> None:
+        """Restore the best configuration, balance the remaining stragglers (A5), record the search."""
+        del self.searches[search.jobset.sid]
+        for job, (shares, batches) in search.best.items():
+            if job.running and _config(job) != (shares, batches):
+                self._apply(engine, job, shares, batches)
+        if self.p.liss:
+            self._liss_pass(engine, search.jobset)
+        self.search_seconds.append(engine.now - search.started)
+        self.lgrr_iterations.append(search.lgrr_iterations)
+        self.final_shares.extend(p for j in search.jobset.members for p in j.shares.values())
+        if self.p.research_s is not None:
+            payload = (TAG, search.jobset.sid, search.jobset.version, "research")
+            engine.set_timer(engine.now + self.p.research_s, payload)
+
+    def _liss_pass(self, engine: Engine, jobset: JobSet) -> None:
+        for job in jobset.members:
+            if job.num_gpus > 1 and self._slow_workers(engine, job):
+                try:
+                    batches = calibration.liss_batches(engine, job)
+                except CalibrationError:
+                    continue
+                pace = job.pace
+                before = _config(job)[1]
+                engine.calibrate(job, batches=batches)
+                if job.pace > pace:  # integer rounding made it worse: undo
+                    engine.calibrate(job, batches=before or dict.fromkeys(job.gpus, job.batch_size))
+                else:
+                    self.liss_steps += 1
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None) -> bool:
+        """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed."""
+        switch = any(job.shares.get(g) != p for g, p in shares.items())
+        target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)
+        same_batches = (job.batches is None and batches is None) or job.batches == batches
+        if not switch and same_batches:
+            return False
+        try:
+            engine.calibrate(job, shares=shares, batches=None if same_batches else target,
+                             stall_s=self.p.lgrr_stall_s if switch else 0.0)
+        except CalibrationError:  # no memory for the switching context (or the batches): keep it as it is
+            self.blocked += 1
+            return False
+        self.lgrr_switches += switch
+        return switch
+
+    def _wait(self, engine: Engine, search: Search, lgrr: bool) -> None:
+        if self.p.timing == "paper":
+            length = self.p.iter_lgrr_s if lgrr else self.p.iter_liss_s
+        else:  # §5.2: at most 60 s or 5 steps of the slowest job, plus the switch
+            slowest = max(t for j in search.jobset.members for *_, t in engine.worker_view(j))
+            length = (self.p.lgrr_stall_s if lgrr else 0.0) + min(self.p.measure_s, self.p.measure_steps * slowest)
+        search.seq = self._seq = self._seq + 1
+        engine.set_timer(engine.now + length, (TAG, search.jobset.sid, search.version, search.seq))
+
+    def _remaining_time(self, engine: Engine, job: Job, pace: float) -> float:
+        return engine.remaining(job) * pace / job.solo_speed
+
+    def _objective(self, engine: Engine, jobs: list[Job], paces: dict) -> float:
+        r = [self._remaining_time(engine, j, paces[j]) for j in jobs]
+        objective, now = self.p.objective, engine.now
+        if objective == "jct":
+            return sum(r) / len(r)
+        if objective == "makespan":
+            return max(r)
+        return max([0.0] + [now + rj - j.deadline for j, rj in zip(jobs, r) if j.deadline == j.deadline])
+
+    def priority(self, engine: Engine, job: Job) -> float:
+        """Per-job priority (higher is swelled): −u_j, −slack, or R_j."""
+        objective = self.p.objective
+        if objective == "jct":
+            return -engine.sharing.utilization(job)
+        r = self._remaining_time(engine, job, job.pace)
+        if objective == "makespan":
+            return r
+        return -math.inf if job.deadline != job.deadline else engine.now + r - job.deadline
+
+    def _priority(self, engine: Engine, subset: list[Job]) -> float:
+        values = [self.priority(engine, j) for j in subset]
+        return sum(values) / len(values) if self.p.objective == "jct" else max(values)
+
+    def metrics(self) -> dict[str, float]:
+        seconds = sorted(self.search_seconds)
+        p95 = seconds[min(len(seconds) - 1, math.ceil(0.95 * len(seconds)) - 1)] if seconds else 0.0
+        return {
+            "gimbal_searches": len(seconds),
+            "gimbal_search_mean_s": sum(seconds) / len(seconds) if seconds else 0.0,
+            "gimbal_search_p95_s": p95,
+            "gimbal_searches_aborted": self.aborted,
+            "gimbal_lgrr_switches": self.lgrr_switches,
+            "gimbal_liss_steps": self.liss_steps,
+            "gimbal_early_exits": self.early_exits,
+            "gimbal_blocked_switches": self.blocked,
+            "gimbal_mean_final_share": sum(self.final_shares) / len(self.final_shares) if self.final_shares else 1.0,
+        }
