@@ -83,8 +83,8 @@ def one(trace: str, policy: str, max_jobs: int, cluster: str, interference: str)
         "peak_mb": peak_mb(), "steps": len(steps),
         "step_mean_us": 1e6 * sum(steps) / len(steps) if steps else float("nan"),
         "step_p99_us": 1e6 * _percentile(steps, 99),
-        "searches": summary.get("searches", float("nan")),
-        "search_mean_s": summary.get("search_mean_s", float("nan")),
+        "searches": summary.get("gimbal_searches", float("nan")),
+        "search_mean_s": summary.get("gimbal_search_mean_s", float("nan")),
         "avg_jct_s": summary["avg_jct_s"], "shared_job_fraction": summary["shared_job_fraction"],
     }
 

@@ -118,8 +118,15 @@ class ModelSources(BaseModel):
     def _interference(cls, value: str) -> str:
         from schedlab.sched.interference import make_interference
 
-        if value != LATEST and value.partition(":")[0] not in ("gavel", "table", "model"):  # files: read by replays
+        parts = value.split(":")
+        wrap = 1 if parts[0] == "mpscap" else 0  # mpscap[:rho=R][:eta=E]:BASE wraps another source
+        while wrap and wrap < len(parts) and parts[wrap].partition("=")[0] in ("rho", "eta") and "=" in parts[wrap]:
+            wrap += 1
+        base = ":".join(parts[wrap:])
+        if value != LATEST and base.partition(":")[0] not in ("gavel", "table", "model"):  # files: read by replays
             make_interference(value)  # an unknown source, a bad or non-finite analytic XI
+        elif wrap:
+            make_interference(":".join(parts[:wrap] + ["analytic"]))  # the wrapper's own options
         return value
 
     @field_validator("iteration_time")
