@@ -23,20 +23,27 @@ from schedlab.sched.sharing import SharingModel
 
 
 class StarEngine(CheckedEngine):
-    """Also checks the star rule (C3) on every shared start: the newcomer shares with one job, that job
-    has more GPUs (or the same GPU set), and it is nobody's smaller member itself."""
+    """Also checks the star rule (C3) on every shared start: the newcomer joins one larger job (rule
+    a) or the same GPU set (equal pair), or covers whole smaller jobs that run alone (rule b); a host
+    shares only with its own smaller members."""
 
     def start(self, job, placement=None, *, share_gpus=(), **kwargs) -> bool:
         if share_gpus:
             hosts = {self.cluster.holders[g][0] for g in share_gpus}
-            assert len(hosts) == 1
-            host = next(iter(hosts))
-            assert host.num_gpus > job.num_gpus or set(host.gpus) == set(share_gpus), "star rule"
-            for g in host.gpus:  # the host shares only with its own smaller members
-                for other in self.cluster.holders[g]:
-                    assert other is host or other.num_gpus < host.num_gpus, "a member hosts a member"
-        ok = super().start(job, placement, share_gpus=share_gpus, **kwargs)
+            if len(hosts) == 1 and (host := next(iter(hosts))).num_gpus >= job.num_gpus:
+                assert host.num_gpus > job.num_gpus or set(host.gpus) == set(share_gpus), "star rule"
+                for g in host.gpus:  # the host shares only with its own smaller members
+                    for other in self.cluster.holders[g]:
+                        assert other is host or other.num_gpus < host.num_gpus, "a member hosts a member"
+            else:  # rule (b): every covered job is smaller, alone, and entirely under the newcomer
+                for covered in hosts:
+                    assert covered.num_gpus < job.num_gpus and set(covered.gpus) <= set(share_gpus), "rule (b)"
+                    assert all(len(self.cluster.holders[g]) == 1 for g in covered.gpus), "covered job not alone"
+        partner = self.cluster.holders[share_gpus[0]][0] if share_gpus else None
+        ok = Engine.start(self, job, placement, share_gpus=share_gpus, **kwargs)  # CheckedEngine allows one partner
         if ok:
+            self.log.append((self.now, job, partner))
+            assert all(len(self.cluster.holders[g]) <= 2 for g in job.gpus)
             self.placed = getattr(self, "placed", {}) | {job.job_id: job.gpus}
         return ok
 
@@ -212,3 +219,28 @@ def test_gavel_unequal_starts_the_smaller_job_inside_the_larger_one():
     assert result is not None
     # no LISS in the engine: A straggles at ξ = 1.2 beside B; both still beat running one after the other
     assert max(j.end_time for j in engine.jobs) < 2 * 3000
+
+
+def test_rule_b_a_waiting_job_covers_smaller_running_jobs_on_fewest_servers():
+    # 2 servers x 2 T4s: B and C (1 GPU each, ncf) start on server 0, E (2 GPUs, bert at batch 12:
+    # 15 GiB) on server 1. A (2 GPUs, imagenet at batch 128: 9.7 GiB) fits on no free GPU and not
+    # beside E (memory), so it covers B and C on server 0 (rule b, one server).
+    table = workloads([("B", 0, 1, 1000), ("C", 0, 1, 1000), ("E", 0, 2, 1000), ("A", 10, 2, 100)],
+                      [("ncf", 256), ("ncf", 256), ("bert", 12), ("imagenet", 128)])
+    engine, jobs = run(table, "2x2:t4", "analytic:1.05", "lucid", LUCID_GIMBAL)
+    assert engine.policy.cover_packs == 1 and jobs["A"].start_time == pytest.approx(10.0)
+    assert len({g // 2 for g in engine.placed["A"]}) == 1
+    assert set(engine.placed["A"]) == set(engine.placed["B"]) | set(engine.placed["C"])
+    assert not engine.policy.members and not engine.policy.host  # the set dissolved as jobs ended
+    _, default = run(table, "2x2:t4", "analytic:1.05", "lucid", None)
+    assert default["A"].start_time == pytest.approx(1000.0)  # the default Lucid waits
+
+
+def test_rule_b_needs_the_fewest_servers():
+    # 2 servers x 2 GPUs, one free GPU on each server beside a 1-GPU job: a 2-GPU job could only
+    # cover across two servers, which C2 forbids... unless one server holds it all; here it can.
+    table = workloads([("B", 0, 1, 1000), ("C", 0, 1, 1000), ("A", 10, 4, 100)],
+                      [("ncf", 256), ("ncf", 256), ("cifar10", 32)])
+    engine, jobs = run(table, "2x2", "analytic:1.05", "lucid", LUCID_GIMBAL)
+    # A (4 GPUs) needs both servers (C2: ceil(4/2) = 2): free GPUs plus B and C
+    assert engine.policy.cover_packs == 1 and jobs["A"].start_time == pytest.approx(10.0)

@@ -5,7 +5,10 @@ With ``unequal`` (off by default; Gimbal §5.1's relaxation, spec ``gimbal.md`` 
 also join a *job set* around a running job with more GPUs: the star rule (C3; a smaller job shares GPUs
 with one larger job, its J_max, and only with it), at most ``max_jobset`` jobs per set, and the smaller
 job on the fewest servers among the GPUs J_max holds alone (C2). Equal-size pairs stay balanced (the
-same GPU set). Rule 2.1(b) of the spec (a waiting job covering smaller running ones) is not done.
+same GPU set). And (spec rule 2.1(b)) a waiting job that does not fit on the free GPUs may become the
+J_max of a new set: it takes free GPUs plus the GPUs of running jobs that are alone, smaller than it
+and each on one server, on exactly the fewest servers its size needs (C2); every covered job must be
+a pair the policy's ``fits`` allows, and is then treated as a member packed beside it.
 """
 
 from __future__ import annotations
@@ -103,6 +106,8 @@ class PackingPolicy(Policy):
         self.members: dict[Job, list[Job]] = {}  # unequal sets: J_max -> its smaller members
         self.host: dict[Job, Job] = {}  # smaller member -> its J_max
         self.new_hosts: set[Job] = set()  # jobs that became (or regained room as) J_max candidates since the last pass
+        self.free_seen = 0  # free GPUs after the last unequal pass (more since: covering may succeed)
+        self.cover_packs = 0
         self.unequal_packs = 0
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
@@ -207,6 +212,10 @@ class PackingPolicy(Policy):
         hosts that are new or gained room (a class head that fits no host is done, as in ``_pack``)."""
         new_hosts, self.new_hosts = self.new_hosts, set()
         new_classes = {(gpus, wl) for gpus, (new_waiting, _) in self.dirty.items() for wl in new_waiting}
+        freed, self.free_seen = engine.cluster.free_gpus > self.free_seen, engine.cluster.free_gpus
+        if new_hosts or new_classes or freed:
+            self._cover(engine, max_pack)
+            self.free_seen = engine.cluster.free_gpus
         if not new_hosts and not new_classes:
             return
         hosts = [job for job in engine.running if job.num_gpus <= max_pack and (
@@ -234,6 +243,74 @@ class PackingPolicy(Policy):
                 else:
                     del room[host]
                 entry = self.waiting.head(job.num_gpus, wl)
+
+    def _cover(self, engine: Engine, max_pack: int) -> None:
+        """Rule 2.1(b): waiting class heads (best key first) that do not fit on the free GPUs become
+        J_max of a new set over free GPUs and smaller single-server jobs running alone."""
+        cluster = engine.cluster
+        per = cluster.gpus_per_server
+        free = cluster.free_gpus
+        heads = [(e, wl) for gpus in self.waiting.by_gpus if free < gpus <= max_pack
+                 for e, wl in self.waiting.heads(gpus)]
+        if not heads:
+            return
+        coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only
+        for job in self.alone.token:
+            if job.running and job.gpus and len({g // per for g in job.gpus}) == 1:
+                coverable.setdefault(job.gpus[0] // per, []).append(job)
+        heads.sort()
+        failed: set[tuple] = set()
+        for entry, wl in heads:
+            job = entry[3]
+            if (job.num_gpus, wl) in failed or job.num_gpus <= cluster.free_gpus:
+                continue
+            plan = self._cover_plan(engine, job, wl, coverable)
+            if plan is None:
+                failed.add((job.num_gpus, wl))
+                continue
+            placement, covered = plan
+            share = tuple(g for c in covered for g in c.gpus)
+            if not engine.start(job, placement or None, share_gpus=share):
+                failed.add((job.num_gpus, wl))
+                continue
+            self.waiting.remove(job)
+            self.members[job] = list(covered)
+            for c in covered:
+                self.alone.remove(c)
+                self.host[c] = job
+                coverable[c.gpus[0] // per].remove(c)
+            self.packs += 1
+            self.unequal_packs += 1
+            self.cover_packs += 1
+            for c in covered:
+                self.on_packed(engine, c, job)
+
+    def _cover_plan(self, engine: Engine, job: Job, wl: tuple, coverable: dict[int, list[Job]]):
+        """``([(server, free GPUs taken)], covered jobs)`` for ``job`` on exactly ceil(n / per)
+        servers, fullest first, free GPUs before covered jobs (largest first); None if impossible."""
+        cluster = engine.cluster
+        per, n = cluster.gpus_per_server, job.num_gpus
+        need = -(-n // per)
+        allowed = {s: [c for c in jobs if c.num_gpus < n and self.fits(engine, job, wl, c, workload(c))]
+                   for s, jobs in coverable.items()}
+        capacity = sorted(((len(cluster.free_by_server[s]) + sum(c.num_gpus for c in allowed.get(s, ())), -s)
+                           for s in range(cluster.num_servers)), reverse=True)
+        if sum(cap for cap, _ in capacity[:need]) < n:
+            return None
+        placement, covered, left = [], [], n
+        for cap, neg in capacity[:need]:
+            server = -neg
+            take = min(len(cluster.free_by_server[server]), left)
+            if take:
+                placement.append((server, take))
+                left -= take
+            for c in sorted(allowed.get(server, ()), key=lambda c: (-c.num_gpus, c.index)):
+                if 0 < c.num_gpus <= left and len(covered) < self.max_jobset - 1:
+                    covered.append(c)
+                    left -= c.num_gpus
+            if left == 0:
+                break
+        return (placement, covered) if left == 0 and covered else None
 
     @staticmethod
     def single_gpus(engine: Engine, host: Job) -> list[int]:
