@@ -213,25 +213,34 @@ class PackingPolicy(Policy):
         new_hosts, self.new_hosts = self.new_hosts, set()
         new_classes = {(gpus, wl) for gpus, (new_waiting, _) in self.dirty.items() for wl in new_waiting}
         freed, self.free_seen = engine.cluster.free_gpus > self.free_seen, engine.cluster.free_gpus
-        if new_hosts or new_classes or freed:
+        if new_classes or freed:  # rule (b) is retried when GPUs were freed or a new class waits
             self._cover(engine, max_pack)
             self.free_seen = engine.cluster.free_gpus
         if not new_hosts and not new_classes:
             return
         hosts = [job for job in engine.running if job.num_gpus <= max_pack and (
-            job in self.members or (job.num_gpus > 1 and job in self.alone.token))]
-        room = {h: len(self.single_gpus(engine, h)) for h in hosts
-                if len(self.members.get(h, ())) < self.max_jobset - 1}
-        if not room:
+            job in self.members or (job.num_gpus > 1 and job in self.alone.token))
+            and len(self.members.get(job, ())) < self.max_jobset - 1]
+        if not hosts:
             return
-        heads = [(e, wl) for gpus in self.waiting.by_gpus if gpus < max(h.num_gpus for h in room)
+        largest = max(h.num_gpus for h in hosts)
+        heads = [(e, wl) for gpus in self.waiting.by_gpus if gpus < largest
                  for e, wl in self.waiting.heads(gpus) if new_hosts or (gpus, wl) in new_classes]
+        if not heads:
+            return
+        room: dict[Job, int] = {h: -1 for h in hosts}  # GPUs each holds alone (-1: not counted yet)
+
+        def free_room(h: Job) -> int:
+            if (r := room.get(h, 0)) < 0:
+                r = room[h] = len(self.single_gpus(engine, h))
+            return r
+
         heads.sort()
         for entry, wl in heads:
             candidates = room if (entry[3].num_gpus, wl) in new_classes else [h for h in new_hosts if h in room]
             while entry is not None and (job := entry[3]).num_gpus <= max_pack:
                 targets = [((self.alone.key(h), h.index, 0, h), workload(h)) for h in candidates
-                           if h.num_gpus > job.num_gpus and room.get(h, 0) >= job.num_gpus]
+                           if h.num_gpus > job.num_gpus and free_room(h) >= job.num_gpus]
                 if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
                     break
                 host = targets[i][0][3]
@@ -239,39 +248,43 @@ class PackingPolicy(Policy):
                     del room[host]
                     continue
                 if len(self.members[host]) < self.max_jobset - 1:
-                    room[host] -= job.num_gpus
+                    room[host] = free_room(host) - job.num_gpus
                 else:
                     del room[host]
                 entry = self.waiting.head(job.num_gpus, wl)
 
     def _cover(self, engine: Engine, max_pack: int) -> None:
         """Rule 2.1(b): waiting class heads (best key first) that do not fit on the free GPUs become
-        J_max of a new set over free GPUs and smaller single-server jobs running alone."""
+        J_max of a new set over free GPUs and smaller single-server jobs running alone. One try per
+        GPU count per pass (the best-ranked head of that size), so a pass stays O(servers + jobs)."""
         cluster = engine.cluster
         per = cluster.gpus_per_server
         free = cluster.free_gpus
-        heads = [(e, wl) for gpus in self.waiting.by_gpus if free < gpus <= max_pack
+        heads = [(e, wl) for gpus in self.waiting.by_gpus if max(free, 1) < gpus <= max_pack
                  for e, wl in self.waiting.heads(gpus)]
         if not heads:
             return
-        coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only
+        coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only, largest first
         for job in self.alone.token:
-            if job.running and job.gpus and len({g // per for g in job.gpus}) == 1:
+            if job.running and job.gpus and job.num_gpus <= per and job.gpus[0] // per == job.gpus[-1] // per:
                 coverable.setdefault(job.gpus[0] // per, []).append(job)
+        if not coverable:
+            return
+        for jobs in coverable.values():
+            jobs.sort(key=lambda c: (-c.num_gpus, c.index))
         heads.sort()
-        failed: set[tuple] = set()
+        tried: set[int] = set()
         for entry, wl in heads:
             job = entry[3]
-            if (job.num_gpus, wl) in failed or job.num_gpus <= cluster.free_gpus:
+            if job.num_gpus in tried or job.num_gpus <= cluster.free_gpus:
                 continue
+            tried.add(job.num_gpus)
             plan = self._cover_plan(engine, job, wl, coverable)
             if plan is None:
-                failed.add((job.num_gpus, wl))
                 continue
             placement, covered = plan
             share = tuple(g for c in covered for g in c.gpus)
             if not engine.start(job, placement or None, share_gpus=share):
-                failed.add((job.num_gpus, wl))
                 continue
             self.waiting.remove(job)
             self.members[job] = list(covered)
@@ -287,25 +300,30 @@ class PackingPolicy(Policy):
 
     def _cover_plan(self, engine: Engine, job: Job, wl: tuple, coverable: dict[int, list[Job]]):
         """``([(server, free GPUs taken)], covered jobs)`` for ``job`` on exactly ceil(n / per)
-        servers, fullest first, free GPUs before covered jobs (largest first); None if impossible."""
+        servers, fullest first, free GPUs before covered jobs (largest first, at most max_jobset - 1
+        in all); None if impossible."""
         cluster = engine.cluster
         per, n = cluster.gpus_per_server, job.num_gpus
-        need = -(-n // per)
-        allowed = {s: [c for c in jobs if c.num_gpus < n and self.fits(engine, job, wl, c, workload(c))]
-                   for s, jobs in coverable.items()}
-        capacity = sorted(((len(cluster.free_by_server[s]) + sum(c.num_gpus for c in allowed.get(s, ())), -s)
-                           for s in range(cluster.num_servers)), reverse=True)
-        if sum(cap for cap, _ in capacity[:need]) < n:
+        need, slots = -(-n // per), self.max_jobset - 1
+        free = cluster.free_by_server
+        offers = []  # (GPUs offered, -server, jobs to cover): free GPUs, then the largest allowed jobs
+        for server, jobs in coverable.items():
+            allowed = [c for c in jobs if c.num_gpus < n][:slots]
+            if allowed:
+                offers.append((len(free[server]) + sum(c.num_gpus for c in allowed), -server, allowed))
+        offers += [(len(f), -s, []) for s, f in enumerate(free) if f and s not in coverable]
+        offers.sort(key=lambda o: (o[0], o[1]), reverse=True)
+        if sum(o[0] for o in offers[:need]) < n:
             return None
         placement, covered, left = [], [], n
-        for cap, neg in capacity[:need]:
+        for _, neg, allowed in offers[:need]:
             server = -neg
-            take = min(len(cluster.free_by_server[server]), left)
+            take = min(len(free[server]), left)
             if take:
                 placement.append((server, take))
                 left -= take
-            for c in sorted(allowed.get(server, ()), key=lambda c: (-c.num_gpus, c.index)):
-                if 0 < c.num_gpus <= left and len(covered) < self.max_jobset - 1:
+            for c in allowed:
+                if c.num_gpus <= left and len(covered) < slots and self.fits(engine, job, wl, c, workload(c)):
                     covered.append(c)
                     left -= c.num_gpus
             if left == 0:
