@@ -79,7 +79,7 @@ class Lucid(PackingPolicy):
     def schedule(self, engine: Engine) -> None:
         max_pack = self.params.max_pack_gpus or engine.cluster.gpus_per_server
         if self.params.pack_when_free:
-            self._pack(engine, max_pack)
+            self._pack(engine, max_pack, cover=False)  # unequal rule (b) only for jobs free GPUs cannot take
         self._start_free(engine)
         self._pack(engine, max_pack)
 

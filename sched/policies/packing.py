@@ -106,7 +106,8 @@ class PackingPolicy(Policy):
         self.members: dict[Job, list[Job]] = {}  # unequal sets: J_max -> its smaller members
         self.host: dict[Job, Job] = {}  # smaller member -> its J_max
         self.new_hosts: set[Job] = set()  # jobs that became (or regained room as) J_max candidates since the last pass
-        self.free_seen = 0  # free GPUs after the last unequal pass (more since: covering may succeed)
+        self.free_seen = 0  # free GPUs after the last covering pass (more since: covering may succeed)
+        self.cover_due = False
         self.cover_packs = 0
         self.unequal_packs = 0
 
@@ -159,7 +160,7 @@ class PackingPolicy(Policy):
     def _alone(self, job: Job) -> None:
         self.alone.push(job)
         self.dirty.setdefault(job.num_gpus, (set(), set()))[1].add(workload(job))
-        if self.unequal:
+        if self.unequal and job.num_gpus > 1:  # a 1-GPU job never hosts a smaller one
             self.new_hosts.add(job)
 
     def _start_free(self, engine: Engine) -> None:
@@ -170,7 +171,7 @@ class PackingPolicy(Policy):
             self.waiting.remove(job)
             self._alone(job)
 
-    def _pack(self, engine: Engine, max_pack: int) -> None:
+    def _pack(self, engine: Engine, max_pack: int, cover: bool = True) -> None:
         """Pack waiting class heads (best key first) beside targets of the same GPU count. A class
         whose head finds no partner is done for this pass: within a class later jobs rank no better,
         and targets are only used up."""
@@ -201,20 +202,24 @@ class PackingPolicy(Policy):
                         del targets[i]
                     entry = self.waiting.head(gpus, wl)
         if self.unequal:
-            self._pack_unequal(engine, max_pack)
+            self._pack_unequal(engine, max_pack, cover)
         self.dirty.clear()
 
     # ---- unequal packing (Gimbal §5.1, C2-C3) -----------------------------------------------
-    def _pack_unequal(self, engine: Engine, max_pack: int) -> None:
+    def _pack_unequal(self, engine: Engine, max_pack: int, cover: bool = True) -> None:
         """Pack waiting class heads (best key first) into job sets around larger running jobs: a job
         alone on its GPUs, or a J_max whose set is not full, with enough GPUs it holds alone. Only
         what changed is retried: classes new this pass against every host, the others against the
         hosts that are new or gained room (a class head that fits no host is done, as in ``_pack``)."""
         new_hosts, self.new_hosts = self.new_hosts, set()
         new_classes = {(gpus, wl) for gpus, (new_waiting, _) in self.dirty.items() for wl in new_waiting}
-        freed, self.free_seen = engine.cluster.free_gpus > self.free_seen, engine.cluster.free_gpus
-        if new_classes or freed:  # rule (b) is retried when GPUs were freed or a new class waits
+        # rule (b) is retried when GPUs were freed or a new class waits (remembered across passes
+        # that do not cover)
+        self.cover_due |= bool(new_classes) or engine.cluster.free_gpus > self.free_seen
+        if cover and self.cover_due:
             self._cover(engine, max_pack)
+            self.cover_due = False
+        if cover:
             self.free_seen = engine.cluster.free_gpus
         if not new_hosts and not new_classes:
             return
