@@ -55,7 +55,7 @@ def share_of(job: Job, gpu: int) -> float:
 def refresh(engine: Engine, job: Job) -> None:
     """Re-compute ``job``'s per-GPU ξ from the current holders and caps (M1), and keep
     ``job.partners[partner][1]`` = its largest ξ beside that partner. Does not touch the rate."""
-    sharing, holders = engine.sharing, engine.cluster.holders
+    source, holders = engine.sharing.interference, engine.cluster.holders  # workloads checked at the start
     if job.shares is None:
         reset_worker(job)
     xi = job.worker_xi
@@ -66,11 +66,11 @@ def refresh(engine: Engine, job: Job) -> None:
         if len(on) == 2:
             other = on[0] if on[1] is job else on[1]
             q = share_of(other, g)
-            value = sharing.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
+            value = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
             if value > beside.get(other, 0.0):
                 beside[other] = value
         else:
-            value = 1.0 if p == 1.0 else sharing.restricted_solo(job, p)
+            value = 1.0 if p == 1.0 else engine.sharing.restricted_solo(job, p)
         xi[g] = value
     for g in [g for g in xi if g not in job.gpus]:
         del xi[g]
@@ -110,7 +110,7 @@ def worker_view(engine: Engine, job: Job) -> list[tuple[int, Job | None, float, 
 
 
 def _ensure(engine: Engine, job: Job) -> None:
-    if job.worker_xi is None or job.shares is None or set(job.shares) != set(job.gpus):
+    if job.worker_xi is None or job.shares is None or len(job.shares) != len(job.gpus):
         track(job)
         reset_worker(job)
         refresh(engine, job)

@@ -66,6 +66,16 @@ class Job:
     batches: dict | None = None  # GPU -> local batch (LISS); None: every worker at ``batch_size``
     worker_xi: dict | None = None  # GPU -> ξ of this job's worker there; not None marks a tracked job
 
+    # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
+    fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)
+    checkpoint: bool | None = None  # None: unknown (a preemption keeps progress); False: restarts from zero
+    elastic_min: int = 0  # fewest GPUs an elastic job may run on (0: inelastic)
+    elastic_max: int = 0  # most GPUs an elastic job may use (0: inelastic)
+    speed_factor: float = 1.0  # the engine's ``job_speed`` at the current allocation (GPU type, scaling)
+    ran_on_loan: bool = False  # held GPUs of an on-loan server at some point
+    lost_work_s: float = 0.0  # solo seconds of progress lost by preemptions without checkpoint
+    preemptions_lost: int = 0  # preemptions that lost progress
+
     def __post_init__(self) -> None:
         if math.isnan(self.remaining):
             self.remaining = self.duration
@@ -121,6 +131,7 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
             )
         )
     ]
+    _pool_columns(jobs, ordered)
     if "global_batch" in ordered.columns:
         if goodput_models is None:
             raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
@@ -133,3 +144,19 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
             job.progress_scale = model.total_progress / job.duration
             job.epoch_end = model.epoch_end(0.0)
     return jobs
+
+
+def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
+    """The canonical optional columns Lyra's jobs use (``fungible, checkpoint, elastic_min/max``)."""
+    for column in ("fungible", "checkpoint"):
+        if column in ordered.columns:
+            for job, value in zip(jobs, ordered[column]):
+                if pd.notna(value):
+                    setattr(job, column, bool(value))
+    if "elastic_min" in ordered.columns and "elastic_max" in ordered.columns:
+        for job, low, high in zip(jobs, ordered["elastic_min"], ordered["elastic_max"]):
+            if pd.notna(low) and pd.notna(high):
+                if not 1 <= int(low) <= int(high):
+                    raise ValueError(f"job {job.job_id}: elastic_min {low} / elastic_max {high} must satisfy"
+                                     " 1 <= elastic_min <= elastic_max")
+                job.elastic_min, job.elastic_max = int(low), int(high)

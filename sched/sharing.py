@@ -31,6 +31,7 @@ class SharingModel:
     gpus_per_server: int
     _speed: dict[tuple, float] = field(default_factory=dict, repr=False)
     _compute: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
+    _memory: dict[tuple, float] = field(default_factory=dict, repr=False)
 
     @classmethod
     def for_cluster(cls, spec: ClusterSpec, interference: str | InterferenceSource | None = None,
@@ -58,8 +59,12 @@ class SharingModel:
 
     def memory_at(self, job: Job, batch_per_gpu: float) -> float:
         """GiB one worker of ``job`` needs at local batch ``batch_per_gpu`` (LISS changes it per worker)."""
-        self._require_workload(job)
-        return self.catalog.memory_gib(job.model, batch_per_gpu / job.accumulation_steps)
+        key = (job.model, batch_per_gpu / job.accumulation_steps)
+        hit = self._memory.get(key)
+        if hit is None:
+            self._require_workload(job)
+            hit = self._memory[key] = self.catalog.memory_gib(*key)
+        return hit
 
     def max_batch(self, job: Job, partner_gib: float = 0.0) -> float:
         """The largest local batch of ``job`` that fits on one GPU beside ``partner_gib`` GiB (the

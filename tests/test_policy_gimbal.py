@@ -241,6 +241,7 @@ def test_stale_timers_are_ignored():
                 coordinator.on_timer(engine._engine, stale)
             seen["same"] = before == (search.iterations, search.failures,
                                       {j: dict(j.shares) for j in search.jobset.members})
+            seen["calibrating"] = all(engine.calibrating(j) for j in search.jobset.members)
 
         def schedule(self, engine):
             if not seen:
@@ -249,7 +250,8 @@ def test_stale_timers_are_ignored():
             super().schedule(engine)
 
     engine, jobs = run(table, "2x2:a40", source, base=Probe({"P1": "J", "P2": "J"}))
-    assert seen["same"]
+    assert seen["same"] and seen["calibrating"]  # the proxy tells the base a search is running (Gandiva waits)
+    assert not any(engine.policy.coordinator.busy(j) for j in jobs.values())
 
 
 def test_membership_change_aborts_the_search_and_searches_again():

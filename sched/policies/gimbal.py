@@ -156,6 +156,7 @@ class Gimbal(Policy):
         self.sets = JobSets(p.max_jobset)
         self.coordinator = Coordinator(p, self.sets)
         self._proxy: _EngineProxy | None = None
+        self._base_due = True  # an event the base policy sees happened since its last pass
 
     def _view(self, engine: Engine) -> _EngineProxy:
         if self._proxy is None or self._proxy._engine is not engine:
@@ -191,14 +192,24 @@ class Gimbal(Policy):
 
     # ---- Policy ----------------------------------------------------------------------------------
     def on_arrival(self, engine: Engine, job: Job) -> None:
+        self._base_due = True
         self.base.on_arrival(self._view(engine), job)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
+        self._base_due = True
         self._left(engine, job)
         self.base.on_finish(self._view(engine), job)
 
+    def on_epoch(self, engine: Engine, job: Job) -> None:
+        self._base_due = True
+        self.base.on_epoch(self._view(engine), job)
+
+    def for_goodput_jobs(self) -> None:
+        self.base.for_goodput_jobs()
+
     def on_timer(self, engine: Engine, payload: Any) -> None:
         if isinstance(payload, tuple) and payload and payload[0] == _BASE:
+            self._base_due = True
             self.base.on_timer(self._view(engine), payload[1])
         elif isinstance(payload, tuple) and payload and payload[0] == TAG:
             self.coordinator.on_timer(engine, payload)
@@ -206,7 +217,11 @@ class Gimbal(Policy):
             raise GimbalError(f"{self.name}: unexpected timer payload {payload!r}")
 
     def schedule(self, engine: Engine) -> None:
-        self.base.schedule(self._view(engine))
+        """The base's pass, only after events it sees: Gimbal's own timers (monitor, search steps)
+        change rates, never the queue or the free GPUs, so the base decides exactly when it would alone."""
+        if self._base_due:
+            self._base_due = False
+            self.base.schedule(self._view(engine))
 
     def metrics(self) -> dict[str, float]:
         sizes = self.sets.sizes

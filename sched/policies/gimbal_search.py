@@ -19,6 +19,8 @@ balanced, a disabled mechanism) ends the search: the search is deterministic, so
 from __future__ import annotations
 
 import math
+import time
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +67,7 @@ class Coordinator:
         self._seq = 0
         # metrics
         self.search_seconds: list[float] = []
+        self.step_seconds = array("d")  # wall time of each coordination step (evaluate + next plan)
         self.lgrr_iterations: list[int] = []
         self.lgrr_switches = 0
         self.liss_steps = 0
@@ -109,7 +112,9 @@ class Coordinator:
         search = self.searches.get(sid)
         if search is None or search.seq != seq:
             return
+        began = time.perf_counter()
         self._evaluate(engine, search)
+        self.step_seconds.append(time.perf_counter() - began)
 
     def _tick(self, engine: Engine) -> None:
         """The 30 s monitor: reset jobs that left a set (A10), start the pending searches."""
@@ -312,7 +317,7 @@ class Coordinator:
         return sum(values) / len(values) if self.p.objective == "jct" else max(values)
 
     def metrics(self) -> dict[str, float]:
-        seconds = sorted(self.search_seconds)
+        seconds, steps = sorted(self.search_seconds), sorted(self.step_seconds)
         p95 = seconds[min(len(seconds) - 1, math.ceil(0.95 * len(seconds)) - 1)] if seconds else 0.0
         return {
             "gimbal_searches": len(seconds),
@@ -324,4 +329,7 @@ class Coordinator:
             "gimbal_early_exits": self.early_exits,
             "gimbal_blocked_switches": self.blocked,
             "gimbal_mean_final_share": sum(self.final_shares) / len(self.final_shares) if self.final_shares else 1.0,
+            "gimbal_steps": len(steps),
+            "gimbal_step_mean_us": 1e6 * sum(steps) / len(steps) if steps else 0.0,
+            "gimbal_step_p99_us": 1e6 * steps[min(len(steps) - 1, math.ceil(0.99 * len(steps)) - 1)] if steps else 0.0,
         }
