@@ -13,8 +13,17 @@ from schedlab.profiling.mps_table import COLUMNS, mps_table
 from schedlab.profiling.mps_table import main as export_main
 from schedlab.profiling.profiler import Profiler
 from schedlab.profiling.store import ProfileRecord, ProfileStore
-from schedlab.profiling.sweep import CappedSoloConfig, PairConfig, SoloConfig, SweepError, config_key, load, parse
+from schedlab.profiling.sweep import (
+    CappedSoloConfig,
+    PairConfig,
+    SoloConfig,
+    SweepError,
+    config_key,
+    load,
+    parse,
+)
 from schedlab.sched.interference import PairsTable
+from schedlab.sched.job import Job
 
 
 def test_mps_caps_sweep_grid():
@@ -102,9 +111,10 @@ def test_export_pairs_both_ways_and_capped_solo_rows(tmp_path: Path):
     assert (solo.model_a, solo.share_a, solo.xi_a) == ("bert", 50, 1.25) and pd.isna(solo.xi_b)
     out = tmp_path / "t.csv"
     assert export_main([str(store.root), str(out)]) == 0
-    pairs_only = tmp_path / "pairs.csv"
-    pd.read_csv(out).query("model_b == model_b").to_csv(pairs_only, index=False)  # drop the solo rows
-    assert PairsTable(pairs_only).frame.shape[0] == 4
+    source = PairsTable(out)  # what the share-aware `table:` source reads: pairs and restricted-solo rows
+    assert source.two_shares and len(source.frame) == 4 and len(source.solo) == 1
+    bert = Job("j", 0.0, 1, 1.0, model="bert", batch_size=16.0)
+    assert source.restricted_solo(bert, 0.5) == pytest.approx(1.25)
 
 
 def test_export_refuses_what_is_not_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
