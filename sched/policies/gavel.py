@@ -291,15 +291,15 @@ class Gavel(Policy):
                 a, b = self.active[key[0]], self.active[key[1]]
                 if a.num_gpus < b.num_gpus:
                     a, b = b, a  # unequal: the smaller job must run inside the larger one's GPUs
-                    if b.running and not a.running:
-                        engine.preempt(b)
+                if a.num_gpus > b.num_gpus and b.running and not a.running:
+                    engine.preempt(b)
                 if a.running and b.running and b not in self._partners(engine, a):
                     engine.preempt(b)
         gang = (lambda k: -max(self.active[i].num_gpus for i in k)) if self.params.unequal else (
             lambda k: -self.active[k[0]].num_gpus)
         for key in sorted(plan, key=gang):  # big gangs first (Gavel §5)
             a, b = self.active[key[0]], (self.active[key[1]] if len(key) == 2 else None)
-            if b is not None and (b.num_gpus > a.num_gpus or (b.running and not a.running)):
+            if b is not None and (b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running)):
                 a, b = b, a  # the larger, else the running job anchors the pair
             if not a.running and not engine.start(a):
                 raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
