@@ -216,7 +216,27 @@ def gpu_speed_factors(data: Path, t4_params: dict[str, dict]) -> dict[str, dict]
                 f"imagenet; geometric mean of {len(ratios)} ratios"
             ),
         }
+        out["a40"] = a40_entry(out["a100"]["speed"])
     return out
+
+
+#: NVIDIA datasheets: A40 37.4 TFLOPS FP32, 696 GB/s; A100 40 GB 19.5 TFLOPS FP32, 1,555 GB/s.
+A40_VS_A100 = float(np.sqrt((37.4 / 19.5) * (696.0 / 1555.0)))
+
+
+def a40_entry(a100_speed: float) -> dict:
+    """The A40 of Gimbal's testbed (§7.1): no measured throughput in the shared data, so the measured
+    A100 factor times the geometric mean of the datasheet FP32 and memory-bandwidth ratios (an
+    assumption until the profiler measures it; trace durations are replayed as given, so this only
+    converts durations into iterations)."""
+    return {
+        "speed": round(a100_speed * A40_VS_A100, 4),
+        "memory_gib": 44.7,  # 48 GB
+        "provenance": (
+            "not measured: the a100 factor x sqrt(FP32 ratio 37.4/19.5 TFLOPS x memory-bandwidth ratio 696/1555 GB/s)"
+            f" = a100 x {A40_VS_A100:.4f} (NVIDIA A40 and A100 40 GB datasheets); Gimbal §7.1 testbed GPU (48 GB)"
+        ),
+    }
 
 
 #: Gimbal Table 1 models the profiler also runs (``profiling/workloads.py``): catalog entries without

@@ -43,11 +43,11 @@ def run(args: argparse.Namespace) -> int:
     from .execute import Context
     from .profiler import Profiler
     from .store import ProfileStore
-    from .sweep import load
+    from .sweep import SweepError, load
 
     try:
         sweep = load(args.sweep)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, SweepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     interval = args.interval if args.interval is not None else sweep.interval_s

@@ -136,6 +136,8 @@ def fill(rec: ProfileRecord, res: dict[str, Any], collectors: Sequence[Collector
             for k, (m, p95) in c.summary(rec.window_start, rec.window_end).items():
                 if k in ALL_INDICATORS:
                     rec.ind[f"{k.lower()}_mean"], rec.ind[f"{k.lower()}_p95"] = m, p95
+                elif k == "nvml_gpu_util" and m is not None:
+                    rec.gpu_util_mean = m
             labels = getattr(c, "labels", None)
             if labels and not rec.gpu_uuid:  # a CPU run records the exporter's GPU identity
                 rec.gpu_uuid = ",".join(g.uuid for g in labels)

@@ -1,5 +1,6 @@
 """The sweep loop (Castor §7 offline profiling): solo runs, then co-located pairs with
-ξ = t_coloc / t_solo per job (Castor §6.2 labels).  Each configuration's records are
+ξ = t_coloc / t_solo per job (Castor §6.2 labels), and solo runs under an MPS cap with
+σ = t_capped / t_solo (Gimbal's restricted worker, spec gimbal.md §5).  Each configuration's records are
 written atomically as soon as it finishes, so a killed sweep resumes where it stopped.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Optional
 from .execute import Context, Job, fill, run_jobs
 from .mps import MpsDaemon, MpsError
 from .store import ProfileRecord, ProfileStore
-from .sweep import Config, PairConfig, SoloConfig, Sweep, config_key
+from .sweep import CappedSoloConfig, Config, PairConfig, SoloConfig, Sweep, config_key
 
 
 def _gpus_for(ctx: Context, n: int) -> Optional[list[str]]:
@@ -42,7 +43,7 @@ class Profiler:
         self.mps_root = ctx.mps_root or Path(tempfile.gettempdir()) / f"schedlab-mps-{os.getuid()}-{digest}"
 
     def key(self, cfg: Config) -> str:
-        n = cfg.gpus if isinstance(cfg, SoloConfig) else cfg.a.gpus
+        n = cfg.gpus if isinstance(cfg, SoloConfig) else cfg.solo.gpus if isinstance(cfg, CappedSoloConfig) else cfg.a.gpus
         return config_key(cfg, self.ctx.device, _gpus_for(self.ctx, n) or self.ctx.gpus)
 
     def solo(self, cfg: SoloConfig) -> list[ProfileRecord]:
@@ -65,6 +66,37 @@ class Profiler:
             self.store.write(self.solo(cfg))
             t = self.store.solo_time(key)
         return t
+
+    def capped_solo(self, cfg: CappedSoloConfig) -> list[ProfileRecord]:
+        """The solo configuration alone under MPS with ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` = the cap;
+        ``xi`` = σ(p) = its mean iteration time over the uncapped solo run's."""
+        key, t0 = self.key(cfg), time.time()
+        gpus = _gpus_for(self.ctx, cfg.solo.gpus)
+        rec = _base(cfg.solo, key, self.sweep, self.ctx, gpus or self.ctx.gpus, mode="mps", share=cfg.share)
+        rec.kind = "solo-mps"
+        fail = None
+        if gpus is None:
+            fail = f"needs {cfg.solo.gpus} GPUs, --gpus gives {len(self.ctx.gpus)}"
+        elif self.ctx.device != "cuda":
+            fail = "an MPS cap needs a CUDA device"
+        if fail:
+            rec.status, rec.message = "error", fail
+            return [rec]
+        assert gpus is not None
+        t_solo = self.t_solo(cfg.solo)
+        try:
+            with MpsDaemon(self.mps_root, gpus) as daemon:
+                extra = [{k: v for k, v in daemon.env(cfg.share).items() if k.startswith("CUDA_")}]
+                (res,), cols, src = run_jobs([Job(cfg.solo.spec(self.ctx.device), cfg.solo.gpus)], self.ctx,
+                                             self.timeout_s, gpus, extra)
+        except MpsError as exc:
+            rec.status, rec.message = "error", str(exc)
+            return [rec]
+        rec = fill(rec, res, cols)
+        rec.indicator_source, rec.wall_s, rec.t_solo_s = src, time.time() - t0, t_solo
+        if rec.status == "ok" and t_solo and rec.iter_time_mean_s:
+            rec.xi = rec.iter_time_mean_s / t_solo
+        return [rec]
 
     def pair(self, cfg: PairConfig) -> list[ProfileRecord]:
         key, t0 = self.key(cfg), time.time()
@@ -116,9 +148,11 @@ class Profiler:
                 counts["skipped"] += 1
                 continue
             label = (f"{cfg.workload} b{cfg.batch}" if isinstance(cfg, SoloConfig)
+                     else f"{cfg.workload} b{cfg.solo.batch} cap {cfg.share:g}%" if isinstance(cfg, CappedSoloConfig)
                      else f"{cfg.a.workload}+{cfg.b.workload} {cfg.mode}")
             bar.set_postfix_str(label)
-            recs = self.solo(cfg) if isinstance(cfg, SoloConfig) else self.pair(cfg)
+            recs = (self.solo(cfg) if isinstance(cfg, SoloConfig) else self.capped_solo(cfg)
+                    if isinstance(cfg, CappedSoloConfig) else self.pair(cfg))
             self.store.write(recs)
             counts.update(r.status for r in recs[:1])
         return counts

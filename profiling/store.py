@@ -39,7 +39,7 @@ class ProfileRecord:
 
     config_key: str
     sweep: str
-    kind: str  # solo | pair
+    kind: str  # solo | pair | solo-mps (alone under an MPS cap: Gimbal's σ)
     workload: str
     size: str
     batch_size: int
@@ -83,6 +83,7 @@ class ProfileRecord:
     wall_s: Optional[float] = None
     indicator_source: Optional[str] = None
     indicators_missing: Optional[str] = None
+    gpu_util_mean: Optional[float] = None  # NVML utilisation (0-1) over the window: Gimbal eq. 2's u_j
     ind: dict[str, Optional[float]] = field(default_factory=dict)  # flattened to <name>_mean/_p95
 
     def to_row(self) -> dict[str, Any]:

@@ -3,6 +3,9 @@ job configurations; §6.2: every pair of jobs labelled with its interference rat
 
 A sweep YAML (``conf/sweeps/NAME.yaml``) has a ``solo`` grid (workloads x batch x
 accumulation x GPUs) and a ``pair`` grid (workload pairs x batch x mode x MPS split).
+Gimbal's MPS-cap curves (spec ``gimbal.md`` §5, M6): ``solo.mps_caps`` adds, for every one-GPU
+solo configuration, a run alone under each active-thread cap (σ(p)); ``pair.mps_caps`` adds the
+splits ``(100, p)`` and ``(p, 100)`` for each cap p (Gimbal squeezes one side only, §4.1).
 Every configuration has a key hashed from what it measures and where; configurations
 already in the store are skipped unless ``force``.
 """
@@ -52,7 +55,24 @@ class PairConfig:
     share: tuple[Optional[float], Optional[float]] = (None, None)
 
 
-Config = Union[SoloConfig, PairConfig]
+@dataclass(frozen=True)
+class CappedSoloConfig:
+    """A solo run alone on its GPU(s) under an MPS active-thread cap (percent): Gimbal's squeezed
+    worker on an unshared GPU, σ(p) (spec gimbal.md §5; kind ``solo-mps`` in the store)."""
+
+    solo: SoloConfig
+    share: float
+
+    @property
+    def workload(self) -> str:
+        return self.solo.workload
+
+
+Config = Union[SoloConfig, PairConfig, CappedSoloConfig]
+
+
+class SweepError(ValueError):
+    """A bad sweep definition; the message names the field."""
 
 
 @dataclass
@@ -66,7 +86,8 @@ class Sweep:
 
 def config_key(cfg: Config, device: str, gpus: list[str], host: Optional[str] = None) -> str:
     """Stable hash of what is measured and where (host, device, GPU ids)."""
-    body = {"kind": "pair" if isinstance(cfg, PairConfig) else "solo", "cfg": asdict(cfg), "device": device,
+    kind = "pair" if isinstance(cfg, PairConfig) else "solo-mps" if isinstance(cfg, CappedSoloConfig) else "solo"
+    body = {"kind": kind, "cfg": asdict(cfg), "device": device,
             "host": host or socket.gethostname(), "gpus": gpus if device == "cuda" or gpus != ["0"] else ["0"]}
     return hashlib.sha1(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
@@ -96,9 +117,44 @@ def _pair_grid(g: dict[str, Any], common: dict[str, Any], solo_workloads: list[s
             a = SoloConfig(wa, int(ba), int(g.get("accum", 1)), n, **common)
             bcfg = SoloConfig(wb, int(bb), int(g.get("accum", 1)), n, **common)
             for mode in g.get("modes", ["timeslice"]):
-                splits = g.get("mps_split", [[50, 50]]) if mode == "mps" else [[None, None]]
+                splits = _splits(g) if mode == "mps" else [[None, None]]
                 for sa, sb in splits:
                     yield PairConfig(a, bcfg, mode, (sa, sb))
+
+
+def _caps(g: dict[str, Any], where: str) -> list[float]:
+    caps = g.get("mps_caps") or []
+    if not isinstance(caps, (list, tuple)) or not all(
+            isinstance(c, (int, float)) and not isinstance(c, bool) and 0 < c <= 100 for c in caps):
+        raise SweepError(f"{where}.mps_caps: a list of active-thread percentages in (0, 100], got {caps!r}")
+    return list(caps)
+
+
+def _splits(g: dict[str, Any]) -> list[list[Any]]:
+    """``mps_split`` (default [[50, 50]] unless ``mps_caps`` is given) plus (100, p), (p, 100) per cap;
+    values kept as written (they enter the configuration keys)."""
+    caps = _caps(g, "pair")
+    splits = [list(x) for x in g.get("mps_split", [] if caps else [[50, 50]])]
+    for split in splits:
+        if len(split) != 2 or not all(isinstance(c, (int, float)) and 0 < c <= 100 for c in split):
+            raise SweepError(f"pair.mps_split: pairs of percentages in (0, 100], got {split!r}")
+    for c in caps:
+        splits += [[100, c], [c, 100]]
+    out: list[list[Any]] = []
+    seen: set[tuple[float, float]] = set()
+    for split in splits:
+        if (key := (float(split[0]), float(split[1]))) not in seen:
+            seen.add(key)
+            out.append(split)
+    return out
+
+
+def _capped_grid(g: dict[str, Any], solos: list[SoloConfig]) -> Iterator[CappedSoloConfig]:
+    caps = [c for c in _caps(g, "solo") if c < 100]  # 100 % is the plain solo run
+    for cfg in solos:
+        if cfg.gpus == 1:
+            for c in caps:
+                yield CappedSoloConfig(cfg, c)
 
 
 def find(name_or_path: str) -> Path:
@@ -119,7 +175,9 @@ def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
     configs: list[Config] = []
     solo = d.get("solo") or {}
     if solo:
-        configs += list(_solo_grid(solo, common))
+        solos = list(_solo_grid(solo, common))
+        configs += solos
+        configs += list(_capped_grid(solo, solos))
     if d.get("pair"):
         configs += list(_pair_grid(d["pair"], common, list(solo.get("workloads", []))))
     seen: set[str] = set()

@@ -11,6 +11,9 @@ fewest servers, so that ``iterations x t_iter`` reproduces ``duration`` (``itera
 floored at 1 for jobs shorter than one iteration). Deadlines (Gimbal §7.1):
 ``deadline = submit_time + lambda x duration``, ``lambda ~ U[1.5, 2.5]``.
 
+``scheme="gimbal"`` (or a dict ``{scheme: gimbal, ...}`` of :class:`GimbalScheme` fields) is Gimbal's
+set-up instead (§7.1, Table 2; spec ``gimbal.md`` A15-A16): see :func:`annotate_gimbal`.
+
 All random draws come from ``numpy.random.default_rng(seed)``, one draw per row and purpose, in row
 order, so the result depends only on the table and the seed. Rows that already have a ``model`` are left
 as they are (their model must be in the catalog); a table in which every row has one is returned as is
@@ -19,8 +22,11 @@ as they are (their model must be in the catalog); a table in which every row has
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .workloads import DEFAULT_GPUS_PER_SERVER, WorkloadCatalog, default_catalog
 
@@ -60,12 +66,15 @@ def annotate(
     gpu_type: str | None = None,
     gpus_per_server: int = DEFAULT_GPUS_PER_SERVER,
     deadlines: bool = True,
+    scheme: str | dict[str, Any] = "pollux",
 ) -> pd.DataFrame:
     """Return ``jobs`` with ``model, batch_size`` (per GPU), ``iterations`` and (if ``deadlines``)
     ``deadline`` filled in for the rows that have no model. ``gpu_type`` defaults to the catalog's
-    reference GPU type. See the module docstring for the method."""
+    reference GPU type. See the module docstring for the method; ``scheme`` as :func:`annotation_scheme`."""
     if catalog is None:
         catalog = default_catalog()
+    if (chosen := annotation_scheme(scheme)) is not None:
+        return annotate_gimbal(jobs, chosen, catalog, seed, gpu_type, gpus_per_server, deadlines)
     if gpus_per_server < 1:
         raise ValueError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
     n_rows = len(jobs)
@@ -161,7 +170,7 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
     return base
 
 
-__all__ = ["AnnotationError", "LAMBDA_RANGE", "annotate"]
+__all__ = ["AnnotationError", "GimbalScheme", "LAMBDA_RANGE", "annotate", "annotate_gimbal", "annotation_scheme"]
 
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
@@ -196,4 +205,145 @@ def fill_durations(
     out = jobs.copy()
     out["duration"] = duration.astype(float)
     out.loc[missing, "duration"] = rows["iterations"].to_numpy(dtype=float) * per_iteration
+    return out
+
+
+# ---- Gimbal's set-up (§7.1, Table 1-2; spec gimbal.md A15-A16) ------------------------------------
+#: Table 1's models per class, on the catalog entries that exist and can be annotated (A16):
+#: small RN18 -> cifar10 (MNV2 = mobilenetv2 is profiled-only; EFN absent); middle DeepSpeech2 ->
+#: deepspeech2, RN50 -> imagenet (VGG-16 = vgg16 profiled-only; MNV3, VGG-11, PLNAS, OFA absent);
+#: large BERT -> bert (LLaMA -> gpt profiled-only). Add the others once profiled (``schedlab fit``).
+GIMBAL_MODELS = (("cifar10",), ("deepspeech2", "imagenet"), ("bert",))
+
+
+class GimbalScheme(BaseModel):
+    """Gimbal's annotation: each row gets a size class by duration rank (longest = large) in Table 2's
+    proportions, a GPU count redrawn from its class's distribution, a model of its class (Table 1,
+    mapped by :data:`GIMBAL_MODELS`) and a batch size; then, as in the default scheme, iterations and
+    deadlines. Durations are ``min(max(duration, min_duration_s) x duration_scale, max_duration_s)``:
+    the paper replays its jobs in about 4.5 h on 32 GPUs (Gavel, Fig. 8), so the trace's heavy tail is
+    cut and scaled [OURS: the paper does not say how]. Defaults: Table 2's Philly row (43 / 86 / 21
+    jobs of 150; 2.39 / 2.41 / 4.85 GPUs on average; spec A15's draws give 2.4 / 2.4 / 4.85)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scheme: Literal["gimbal"] = "gimbal"
+    class_shares: tuple[float, float, float] = (43 / 150, 86 / 150, 21 / 150)
+    small_medium_gpus: dict[int, float] = Field(default_factory=lambda: {1: 0.2, 2: 0.5, 4: 0.3})
+    large_gpus: dict[int, float] = Field(default_factory=lambda: {4: 0.7875, 8: 0.2125})
+    models: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = GIMBAL_MODELS
+    duration_scale: float = Field(default=1.0, gt=0)
+    min_duration_s: float = Field(default=0.0, ge=0)
+    max_duration_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> GimbalScheme:
+        if any(x < 0 for x in self.class_shares) or not np.isclose(sum(self.class_shares), 1.0):
+            raise ValueError(f"class_shares must be >= 0 and sum to 1, got {self.class_shares}")
+        for name in ("small_medium_gpus", "large_gpus"):
+            dist = getattr(self, name)
+            if not dist or any(g < 1 for g in dist) or any(p < 0 for p in dist.values()) or not np.isclose(
+                    sum(dist.values()), 1.0):
+                raise ValueError(f"{name}: GPU counts >= 1 with probabilities >= 0 summing to 1, got {dist}")
+        if any(not group for group in self.models):
+            raise ValueError(f"models: every class needs at least one model, got {self.models}")
+        return self
+
+    def class_counts(self, n: int) -> list[int]:
+        """Jobs per class (small, medium, large) for ``n`` rows, by largest remainder."""
+        raw = np.asarray(self.class_shares) * n
+        counts = np.floor(raw).astype(int)
+        for i in np.argsort(-(raw - counts), kind="stable")[: n - counts.sum()]:
+            counts[i] += 1
+        return counts.tolist()
+
+
+def annotation_scheme(scheme: str | dict[str, Any] | bool) -> GimbalScheme | None:
+    """None for the default (Pollux-bucket) scheme (``"pollux"`` or ``True``), else the validated
+    :class:`GimbalScheme`; raises ValueError naming the bad field."""
+    if scheme is True or scheme == "pollux":
+        return None
+    try:
+        if scheme == "gimbal":
+            return GimbalScheme()
+        if isinstance(scheme, dict) and scheme.get("scheme") == "gimbal":
+            return GimbalScheme.model_validate(scheme)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"annotation scheme gimbal: {problems}") from None
+    raise ValueError(f"unknown annotation scheme {scheme!r}; choose pollux, gimbal or {{scheme: gimbal, ...}}")
+
+
+def annotate_gimbal(
+    jobs: pd.DataFrame,
+    scheme: GimbalScheme | None = None,
+    catalog: WorkloadCatalog | None = None,
+    seed: int = 0,
+    gpu_type: str | None = None,
+    gpus_per_server: int = DEFAULT_GPUS_PER_SERVER,
+    deadlines: bool = True,
+) -> pd.DataFrame:
+    """Gimbal's set-up (see :class:`GimbalScheme`) for every row: the table must carry no models.
+    Adds ``size_class`` (0 small, 1 medium, 2 large); ``num_gpus`` and ``duration`` are replaced."""
+    scheme = scheme or GimbalScheme()
+    catalog = catalog or default_catalog()
+    for i, group in enumerate(scheme.models):
+        for model in group:
+            if model not in catalog.annotated_models:
+                raise AnnotationError(f"gimbal scheme models[{i}]: {model!r} cannot be annotated; "
+                                      f"annotatable catalog models: {catalog.annotated_models}")
+    if _has_model(jobs).any():
+        raise AnnotationError(f"the gimbal scheme assigns every row: {_rows(jobs, _has_model(jobs))} already have a model")
+    for col in ("duration", "submit_time"):
+        if col not in jobs.columns:
+            raise AnnotationError(f"the gimbal scheme needs column {col!r} (missing from the job table)")
+    duration = pd.to_numeric(jobs["duration"], errors="coerce").to_numpy(float)
+    bad = ~(np.isfinite(duration) & (duration > 0))
+    if bad.any():
+        raise AnnotationError(f"duration must be a positive number for rows to annotate: {_rows(jobs, bad)}")
+    n = len(jobs)
+    rng = np.random.default_rng(seed)
+    u_gpus, u_model, u_batch, u_lambda = rng.random(n), rng.random(n), rng.random(n), rng.random(n)
+
+    cls = np.empty(n, dtype=np.int64)  # by duration rank, shortest first; ties by row order
+    order = np.argsort(duration, kind="stable")
+    bounds = np.cumsum([0, *scheme.class_counts(n)])
+    for c in range(3):
+        cls[order[bounds[c]:bounds[c + 1]]] = c
+
+    gpus = np.empty(n, dtype=np.int64)
+    for c, dist in ((0, scheme.small_medium_gpus), (1, scheme.small_medium_gpus), (2, scheme.large_gpus)):
+        values = np.array(sorted(dist))
+        cdf = np.cumsum([dist[g] for g in values])
+        rows = cls == c
+        gpus[rows] = values[np.minimum(np.searchsorted(cdf, u_gpus[rows], side="right"), len(values) - 1)]
+
+    names = np.empty(n, dtype=object)
+    batch = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        group = scheme.models[cls[i]]
+        model = group[min(int(u_model[i] * len(group)), len(group) - 1)]
+        sizes = catalog.workload(model).batch_sizes
+        names[i], batch[i] = model, sizes[min(int(u_batch[i] * len(sizes)), len(sizes) - 1)]
+
+    scaled = np.maximum(duration, scheme.min_duration_s) * scheme.duration_scale
+    if scheme.max_duration_s is not None:
+        scaled = np.minimum(scaled, scheme.max_duration_s)
+    t_iter = catalog.solo_iteration_times(names, batch, gpus.astype(float), gpu_type=gpu_type,
+                                          gpus_per_server=gpus_per_server)
+    out = jobs.copy()
+    out["num_gpus"] = gpus
+    out["duration"] = scaled
+    out["model"] = names
+    out["batch_size"] = batch
+    out["iterations"] = np.maximum(scaled / t_iter, 1.0)
+    out["size_class"] = cls
+    if deadlines:
+        lam = LAMBDA_RANGE[0] + (LAMBDA_RANGE[1] - LAMBDA_RANGE[0]) * u_lambda
+        submit = pd.to_numeric(out["submit_time"], errors="coerce").to_numpy(float)
+        new = submit + lam * scaled
+        if "deadline" in out.columns:
+            old = pd.to_numeric(out["deadline"], errors="coerce").to_numpy(float)
+            new = np.where(np.isnan(old), new, old)
+        out["deadline"] = new
     return out

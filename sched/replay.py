@@ -45,7 +45,7 @@ class ReplayResult:
 
 
 def prepare_table(
-    table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool = False, seed: int = 0,
+    table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool | str | dict = False, seed: int = 0,
     goodput_root: str | Path | None = None, iteration_time: str | WorkloadCatalog | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Optionally annotate workloads, then fill solo durations from the catalog where a trace gives
@@ -70,8 +70,10 @@ def prepare_table(
     if gpu_type != pool.gpu_type:
         notes["iteration_time_note"] = f"catalog has no {pool.gpu_type!r} figures; used {gpu_type!r}"
     if annotate_workloads:
-        table = annotate(table, catalog, seed=seed, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
-        notes["annotated"] = True
+        scheme = "pollux" if annotate_workloads is True else annotate_workloads  # or gimbal (annotate.py)
+        table = annotate(table, catalog, seed=seed, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server,
+                         scheme=scheme)
+        notes["annotated"] = True if annotate_workloads is True else annotate_workloads
     timing = iteration_catalog(iteration_time)
     if isinstance(timing, FittedCatalog):
         gpu_type = catalog_gpu_type(timing, pool.gpu_type)

@@ -4,6 +4,11 @@ The published numbers are in ``conf/papers/tables.yaml``; ours are computed from
 tables (averaged over seeds), split into large and small jobs at the paper's threshold and
 aggregated the way the paper does (``class_average``: each class's own mean, or its share of the
 all-jobs mean as in Castor Table 5, where All = Large + Small).
+
+Tables of ``kind: ratios`` (Gimbal §7.2-7.3) compare a policy with a baseline on one metric each, as
+the paper prints its results: baseline / policy for times (``avg_jct``, ``avg_wait``, ``makespan``),
+policy / baseline for ``deadline_met`` (jobs ending by their deadline). ``kind: figures`` tables hold
+published numbers that are not replay metrics (compared by hand).
 """
 
 from __future__ import annotations
@@ -24,9 +29,46 @@ def paper_tables() -> dict[str, dict]:
 CLASS_AVERAGES = ("mean", "share")
 
 
+KINDS = ("classes", "ratios", "figures")
+#: metric -> whether lower is better (the ratio is then baseline / policy)
+RATIO_METRICS = {"avg_jct": True, "avg_wait": True, "makespan": True, "deadline_met": False}
+
+
 def tables_for_experiment(experiment: str) -> dict[str, dict]:
     """The published tables that ``experiment`` (a config name) is compared with."""
     return {name: spec for name, spec in paper_tables().items() if experiment in spec["experiments"]}
+
+
+def metric_value(jobs: pd.DataFrame, metric: str) -> float:
+    """One replay's ``metric`` from its job table: hours for times, a job count for ``deadline_met``."""
+    if metric == "avg_jct":
+        return float(jobs["jct_s"].mean()) / HOUR
+    if metric == "avg_wait":
+        return float(jobs["wait_s"].mean()) / HOUR
+    if metric == "makespan":
+        return float(jobs["end_time"].max() - jobs["submit_time"].min()) / HOUR
+    if metric == "deadline_met":
+        if "deadline" not in jobs.columns:
+            return float("nan")
+        return float((jobs["end_time"] <= jobs["deadline"]).sum())
+    raise ValueError(f"unknown ratio metric {metric!r}; choose one of {sorted(RATIO_METRICS)}")
+
+
+def compare_ratios(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]]) -> pd.DataFrame:
+    """Rows: the table's rows; columns: baseline and policy values (seed means), our ratio, the paper's.
+    Missing replays (a policy not run) leave NaN."""
+    spec = paper_tables()[table_name]
+    out = {}
+    for row, r in spec["rows"].items():
+        values = []
+        for label in (r["baseline"], r["policy"]):
+            runs = jobs_by_policy.get(label, [])
+            values.append(sum(metric_value(j, r["metric"]) for j in runs) / len(runs) if runs else float("nan"))
+        base, ours = values
+        ratio = (base / ours if RATIO_METRICS[r["metric"]] else ours / base) if base and ours else float("nan")
+        out[row] = {"metric": r["metric"], "baseline": r["baseline"], "policy": r["policy"],
+                    "baseline ours": base, "policy ours": ours, "ratio ours": ratio, "ratio paper": float(r["paper"])}
+    return pd.DataFrame.from_dict(out, orient="index")
 
 
 def our_row(jobs: pd.DataFrame, large_job_gpus: int, class_average: str = "mean") -> list[float]:
@@ -45,8 +87,11 @@ def our_row(jobs: pd.DataFrame, large_job_gpus: int, class_average: str = "mean"
 
 
 def compare(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]]) -> pd.DataFrame:
-    """Rows: policy; columns: each metric as ``ours`` and ``paper`` (hours), averaged over seeds."""
+    """Rows: policy; columns: each metric as ``ours`` and ``paper`` (hours), averaged over seeds
+    (``kind: ratios`` tables: :func:`compare_ratios`)."""
     spec = paper_tables()[table_name]
+    if spec.get("kind", "classes") == "ratios":
+        return compare_ratios(table_name, jobs_by_policy)
     rows = {}
     for policy, replays in jobs_by_policy.items():
         ours = pd.DataFrame([our_row(j, spec["large_job_gpus"], spec.get("class_average", "mean"))

@@ -12,7 +12,8 @@
         source: null                 # a path; relative: against the YAML's folder, then the cwd
         format: synthetic            # default: detected from the file
         options: {num_jobs: 500, load: 2.0}   # LoadOptions fields; `load` may be a list (a sweep)
-        annotate: false              # assign workloads from the catalog (Castor §9.1)
+        annotate: false              # assign workloads from the catalog (Castor §9.1); or gimbal /
+                                     #   {scheme: gimbal, max_duration_s: …} (Gimbal §7.1, annotate.py)
     clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
     policies: all                    # every registered policy, or a list of names and/or
                                      #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4}
@@ -62,7 +63,16 @@ class TraceEntry(BaseModel):
     source: str | None = None
     format: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
-    annotate: bool = False
+    annotate: bool | str | dict[str, Any] = False
+
+    @field_validator("annotate")
+    @classmethod
+    def _annotate(cls, value: bool | str | dict[str, Any]) -> bool | str | dict[str, Any]:
+        if value is not False:
+            from schedlab.sched.annotate import annotation_scheme
+
+            annotation_scheme(value)  # raises naming the scheme's bad field
+        return value
 
     @field_validator("format")
     @classmethod
@@ -113,8 +123,15 @@ class ModelSources(BaseModel):
     def _interference(cls, value: str) -> str:
         from schedlab.sched.interference import make_interference
 
-        if value != LATEST and value.partition(":")[0] not in ("gavel", "table", "model"):  # files: read by replays
+        parts = value.split(":")
+        wrap = 1 if parts[0] == "mpscap" else 0  # mpscap[:rho=R][:eta=E]:BASE wraps another source
+        while wrap and wrap < len(parts) and parts[wrap].partition("=")[0] in ("rho", "eta") and "=" in parts[wrap]:
+            wrap += 1
+        base = ":".join(parts[wrap:])
+        if value != LATEST and base.partition(":")[0] not in ("gavel", "table", "model"):  # files: read by replays
             make_interference(value)  # an unknown source, a bad or non-finite analytic XI
+        elif wrap:
+            make_interference(":".join(parts[:wrap] + ["analytic"]))  # the wrapper's own options
         return value
 
     @field_validator("iteration_time")
@@ -259,7 +276,7 @@ class ReplaySpec(BaseModel):
     source: str | None
     format: str | None
     options: dict[str, Any]
-    annotate: bool
+    annotate: bool | str | dict[str, Any]
     load: float
     cluster: str
     policy: str

@@ -5,11 +5,28 @@ import math
 import pandas as pd
 import pytest
 
-from schedlab.sched.reproduce import HOUR, compare, our_row, paper_tables, tables_for_experiment
+from schedlab.sched.reproduce import (
+    HOUR,
+    KINDS,
+    RATIO_METRICS,
+    compare,
+    metric_value,
+    our_row,
+    paper_tables,
+    tables_for_experiment,
+)
 
 
 def test_published_tables_are_well_formed():
     for name, spec in paper_tables().items():
+        kind = spec.get("kind", "classes")
+        assert kind in KINDS, name
+        if kind != "classes":
+            for row, r in spec["rows"].items():
+                assert math.isfinite(r["paper"]) and r["paper"] > 0, (name, row)
+                if kind == "ratios":
+                    assert r["metric"] in RATIO_METRICS and r["baseline"] and r["policy"], (name, row)
+            continue
         assert spec["experiments"], name
         assert spec["class_average"] in ("mean", "share"), name
         for policy, row in spec["rows"].items():
@@ -43,3 +60,24 @@ def test_compare_uses_the_tables_aggregation():
     assert table.loc["fifo", "avg_jct_large paper"] == 1.04
     assert "castor" in table.index  # published rows we did not replay are still shown
     assert set(tables_for_experiment("sjf-bsbf-pollux-480")) == {"sjf-bsbf-table4"}
+
+
+def test_gimbal_ratios_follow_the_papers_direction():
+    """Times: baseline / policy; deadlines: policy / baseline; the paper's printed values agree with its ratios."""
+    base = pd.DataFrame({"num_gpus": [1, 2], "submit_time": [0.0, 0.0], "end_time": [2 * HOUR, 4 * HOUR],
+                         "jct_s": [2 * HOUR, 4 * HOUR], "wait_s": [HOUR, 2 * HOUR], "deadline": [HOUR, 5 * HOUR]})
+    better = base.assign(end_time=[HOUR, 2 * HOUR], jct_s=[HOUR, 2 * HOUR], wait_s=[0.5 * HOUR, HOUR])
+    assert metric_value(base, "makespan") == 4.0 and metric_value(better, "deadline_met") == 2.0
+    table = compare("gimbal-philly", {"lucid": [base], "gimbal-jct": [better], "gandiva": [base],
+                                      "gimbal-deadline": [better]})
+    assert table.loc["jct_vs_lucid", "ratio ours"] == pytest.approx(2.0)
+    assert table.loc["queue_vs_lucid", "ratio ours"] == pytest.approx(2.0)
+    assert table.loc["deadline_vs_gandiva", "ratio ours"] == pytest.approx(2.0)  # 2 met vs 1
+    assert math.isnan(table.loc["makespan_vs_gavel", "ratio ours"])  # gavel not replayed
+    assert table.loc["jct_vs_lucid", "ratio paper"] == 1.28
+    spec = paper_tables()["gimbal-philly"]["rows"]
+    b, p = spec["deadline_vs_gandiva"]["paper_values"]
+    assert p / b == pytest.approx(spec["deadline_vs_gandiva"]["paper"], abs=0.005)
+    b, p = spec["makespan_vs_gavel"]["paper_values"]
+    assert b / p == pytest.approx(spec["makespan_vs_gavel"]["paper"], abs=0.015)  # 4.5/4.05 = 1.11, printed 1.12
+    assert set(tables_for_experiment("gimbal-ablation")) == {"gimbal-ablation"}

@@ -35,11 +35,20 @@ jobs, no migration for defragmentation, no grow-shrink; the affinity-based serve
 engine's placement strategy; GPU utilization is not modelled (memory footprint stands in for it);
 a failed workload pair is remembered for every later job (its ξ is a property of the pair);
 a pair is profiled once, when it is packed.
+
+Gimbal's baseline and relaxation (Gimbal §7.1-7.2, spec ``gimbal.md`` A13; off by default):
+``order="edf"`` serves the queue earliest deadline first (jobs without a deadline last, arrival order
+on ties) and keeps running late jobs -- the paper only says Gandiva was "extended to support the
+deadline-aware feature"; EDF is ours. ``unequal=True`` lets a queued job join the job set of one larger
+running job (see ``packing.py``); introspection then checks the member against its J_max. Under
+Gimbal (an engine that answers ``calibrating(job)``) the check waits until the set's search has ended,
+so it reads calibrated paces (spec gimbal.md §7.2 item 10).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,6 +66,11 @@ class GandivaParams(BaseModel):
         default=1.0, gt=0, description="unpack when 1/ξ_a + 1/ξ_b of a packed pair is below this (Gandiva)"
     )
     max_pack_gpus: int | None = Field(default=None, ge=1, description="largest packed job; None: any size")
+    order: Literal["fifo", "edf"] = Field(
+        default="fifo", description="queue order: arrival (Gandiva) or earliest deadline first (Gimbal §7.1, ours)"
+    )
+    unequal: bool = Field(default=False, description="Gimbal §5.1: also pack into job sets around larger jobs")
+    max_jobset: int = Field(default=5, ge=2, description="most jobs per unequal job set (Gimbal §7.4: M <= 5)")
 
 
 class Gandiva(PackingPolicy):
@@ -67,7 +81,8 @@ class Gandiva(PackingPolicy):
     Params = GandivaParams
 
     def __init__(self, params: GandivaParams | None = None) -> None:
-        super().__init__(params, self.arrival_order, self.arrival_order)
+        order = self.deadline_order if (params is not None and params.order == "edf") else self.arrival_order
+        super().__init__(params, order, self.arrival_order)
         self.bad: set[tuple] = set()  # workload pairs that failed the introspective check
         self._compatible: dict[tuple, bool] = {}
         self._memory: dict[tuple, float] = {}
@@ -76,6 +91,12 @@ class Gandiva(PackingPolicy):
     @staticmethod
     def arrival_order(job: Job) -> float:
         return job.index
+
+    @staticmethod
+    def deadline_order(job: Job) -> float:
+        """EDF key: the absolute deadline (no deadline: last); the queue breaks ties by arrival."""
+        deadline = job.deadline
+        return deadline if deadline is not None and not math.isnan(deadline) else math.inf
 
     def schedule(self, engine: Engine) -> None:
         self._start_free(engine)
@@ -89,17 +110,26 @@ class Gandiva(PackingPolicy):
     def on_timer(self, engine: Engine, payload: Any) -> None:
         """Introspection: keep the pair if its measured normalized throughput beats time-slicing."""
         job, partner = payload
-        if self.pair.get(job) is not partner:
+        member = self.host.get(job) is partner  # unequal: job is a member of partner's set
+        if not member and self.pair.get(job) is not partner:
             return  # the pair ended before its check (one of them finished)
+        calibrating = getattr(engine, "calibrating", None)  # Gimbal's engine proxy: a search is running
+        if calibrating is not None and (calibrating(job) or calibrating(partner)):
+            engine.set_timer(engine.now + self.params.profile_s, payload)  # read the calibrated paces later
+            return
         if 1.0 / job.pace + 1.0 / partner.pace >= self.params.min_packed_throughput:
             return
         a, b = workload(job), workload(partner)
         self.bad.update(((a, b), (b, a)))
         engine.preempt(job)
-        del self.pair[job], self.pair[partner]
         self.unpacks += 1
-        self._enqueue(job)
-        self._alone(partner)
+        if member:
+            self._enqueue(job)
+            self._leave_set(job, partner)
+        else:
+            del self.pair[job], self.pair[partner]
+            self._enqueue(job)
+            self._alone(partner)
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """The compatible class head with the smallest memory footprint, earliest-submitted on a tie."""

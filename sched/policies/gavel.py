@@ -33,6 +33,13 @@ equal scale factor with non-zero throughput; dropping pairs with combined throug
 nothing (time-slicing the two jobs alone gives the same progress for no more GPU time), and the
 partner cap did not lower the optimum on the replays we checked (analytic ξ and Gavel's table).
 
+Unequal pairs (Gimbal §7.2's relaxed Gavel, spec ``gimbal.md`` A14; off by default): with
+``unequal=True`` a pair may join jobs of different GPU counts. The combination holds the larger job's
+GPUs (``combo GPUs = max``), the smaller job runs on a fewest-server subset of them, and the LP rates
+are those before any calibration, with LISS balancing the larger job (spec M4): the smaller runs at
+``1/ξ_s``, the larger at ``(k/ξ_L + n_L - k) / n_L`` (k of its n_L workers shared). A pair is a
+candidate if its GPU-weighted throughput beats the larger job alone.
+
 Preemption overhead: the project default, 63 s checkpoint-restore (Lyra §7.5), like the other
 preemptive baselines; Gavel's simulator charges none (replay with ``preemption_overhead_s=0``).
 """
@@ -50,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gavel_lp import build_problem, solve
+from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -72,6 +80,7 @@ class GavelParams(BaseModel):
     )
     space_sharing: bool = Field(default=True, description="consider pairs (Gavel's packing variants)")
     mode: Literal["timeslice", "mps"] = Field(default="timeslice", description="Gavel measured time-slicing")
+    unequal: bool = Field(default=False, description="Gimbal §5.1: also pair jobs of different GPU counts")
 
 
 class Gavel(Policy):
@@ -79,7 +88,7 @@ class Gavel(Policy):
     summary = "round-based LP allocation over single jobs and space-sharing pairs (max-min fairness or makespan)"
     paper = "Gavel (OSDI'20) §3.1 (combinations, effective throughput), §4.1-4.2 (objectives), §5 (rounds)"
     simplified = (
-        "one GPU type; pairs of equal GPU count only; LP over the oldest max_jobs_in_lp jobs and each job's"
+        "one GPU type; pairs of equal GPU count only (unequal=True: Gimbal's relaxation); LP over the oldest max_jobs_in_lp jobs and each job's"
         " max_partners_per_job best partners; ties refined by max total throughput; equal priority weights;"
         " ξ known (no throughput estimation, §6); placement by the engine's strategy"
     )
@@ -187,6 +196,7 @@ class Gavel(Policy):
         rates: list[tuple[float, ...]] = [(1.0,)] * n
         if not self.params.space_sharing or engine.sharing is None:
             return combos, rates
+        unequal = self.params.unequal
         kinds: dict[tuple, list[int]] = {}  # (GPUs, model, batch) -> positions, oldest first
         for p, job in enumerate(jobs):
             if job.model is not None and job.batch_size == job.batch_size:
@@ -195,9 +205,10 @@ class Gavel(Policy):
         for ka, pa in kinds.items():
             options = []
             for kb, pb in kinds.items():
-                pair = self._pair_rates(engine, jobs[pa[0]], jobs[pb[0]]) if kb[0] == ka[0] else None
+                pair = self._pair_rates(engine, jobs[pa[0]], jobs[pb[0]]) if kb[0] == ka[0] or unequal else None
                 if pair is not None:
-                    options.append((-sum(pair), pb[0], kb))
+                    gain = sum(pair) if kb[0] == ka[0] else (ka[0] * pair[0] + kb[0] * pair[1]) / max(ka[0], kb[0])
+                    options.append((-gain, pb[0], kb))
             ranked[ka] = [kb for *_, kb in sorted(options)]
         chosen: dict[tuple[int, int], tuple[float, float]] = {}
         for ka, members in kinds.items():
@@ -213,14 +224,25 @@ class Gavel(Policy):
         return combos, rates
 
     def _pair_rates(self, engine: Engine, a: Job, b: Job) -> tuple[float, float] | None:
-        """Normalised throughputs (1/ξ_a, 1/ξ_b) of a useful pair, or None (cached per workload pair)."""
-        key = (a.model, a.batch_size, b.model, b.batch_size)
+        """Normalised throughputs (1/ξ_a, 1/ξ_b) of a useful pair, or None (cached per workload pair).
+        Unequal pairs: the larger job's rate with LISS over its shared and unshared workers (A14)."""
+        na, nb = a.num_gpus, b.num_gpus
+        key = (a.model, a.batch_size, b.model, b.batch_size) if na == nb else (
+            a.model, a.batch_size, na, b.model, b.batch_size, nb)
         if key not in self.pairs:
             rates = None
             if engine.sharing.fits_together(a, b):
                 xi_a, xi_b = engine.sharing.ratio(a, b, self.params.mode)
-                if math.isfinite(xi_a) and math.isfinite(xi_b) and 1 / xi_a + 1 / xi_b > 1:
-                    rates = (1 / xi_a, 1 / xi_b)
+                if math.isfinite(xi_a) and math.isfinite(xi_b):
+                    if na == nb:
+                        if 1 / xi_a + 1 / xi_b > 1:
+                            rates = (1 / xi_a, 1 / xi_b)
+                    else:
+                        big, small = max(na, nb), min(na, nb)
+                        r_a = (small / xi_a + na - small) / na if na > nb else 1 / xi_a
+                        r_b = (small / xi_b + nb - small) / nb if nb > na else 1 / xi_b
+                        if na * r_a + nb * r_b > big:
+                            rates = (r_a, r_b)
             self.pairs[key] = rates
         return self.pairs[key]
 
@@ -248,7 +270,7 @@ class Gavel(Policy):
         taken: set[int] = set()
         plan: list[tuple[int, ...]] = []
         for key, _ in ranked:
-            gpus = active[key[0]].num_gpus
+            gpus = max(active[i].num_gpus for i in key) if len(key) > 1 else active[key[0]].num_gpus
             if gpus > free or not taken.isdisjoint(key):
                 continue
             plan.append(key)
@@ -265,10 +287,12 @@ class Gavel(Policy):
                 free -= job.num_gpus
         return plan
 
-    @staticmethod
-    def _partners(engine: Engine, job: Job) -> list[Job]:
-        """The job sharing ``job``'s GPUs, if any (this policy pairs jobs on identical GPU sets)."""
-        return [p for p in engine.cluster.holders[job.gpus[0]] if p is not job]
+    def _partners(self, engine: Engine, job: Job) -> list[Job]:
+        """The jobs sharing ``job``'s GPUs (equal pairs hold identical GPU sets: its first GPU says it)."""
+        holders = engine.cluster.holders
+        if not self.params.unequal:
+            return [p for p in holders[job.gpus[0]] if p is not job]
+        return list(dict.fromkeys(p for g in job.gpus for p in holders[g] if p is not job))
 
     def _apply(self, engine: Engine, plan: list[tuple[int, ...]]) -> None:
         target = {i: key for key in plan for i in key}
@@ -276,23 +300,34 @@ class Gavel(Policy):
         for job in running:  # not chosen for the next round
             if job.index not in target:
                 engine.preempt(job)
-        holders = engine.cluster.holders
+        holders, unequal = engine.cluster.holders, self.params.unequal
         for job in running:  # chosen, but its current partner is not in its next combination
-            if job.gpus and len(holders[job.gpus[0]]) > 1 and any(
+            # (equal pairs hold identical GPUs: a job alone on its first GPU has no partner)
+            if job.gpus and (unequal or len(holders[job.gpus[0]]) > 1) and any(
                 p.index not in target[job.index] for p in self._partners(engine, job)
             ):
                 engine.preempt(job)
         for key in plan:  # a pair whose jobs both ran alone: move the second beside the first
             if len(key) == 2:
                 a, b = self.active[key[0]], self.active[key[1]]
+                if a.num_gpus < b.num_gpus:
+                    a, b = b, a  # unequal: the smaller job must run inside the larger one's GPUs
+                if a.num_gpus > b.num_gpus and b.running and not a.running:
+                    engine.preempt(b)
                 if a.running and b.running and b not in self._partners(engine, a):
                     engine.preempt(b)
-        for key in sorted(plan, key=lambda k: -self.active[k[0]].num_gpus):  # big gangs first (Gavel §5)
+        gang = (lambda k: -max(self.active[i].num_gpus for i in k)) if self.params.unequal else (
+            lambda k: -self.active[k[0]].num_gpus)
+        for key in sorted(plan, key=gang):  # big gangs first (Gavel §5)
             a, b = self.active[key[0]], (self.active[key[1]] if len(key) == 2 else None)
-            if b is not None and b.running and not a.running:
-                a, b = b, a  # the running job anchors the pair
+            if b is not None and (b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running)):
+                a, b = b, a  # the larger, else the running job anchors the pair
             if not a.running and not engine.start(a):
                 raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
             if b is not None and not b.running:
-                engine.start(b, share_gpus=a.gpus, mode=self.params.mode)
+                if b.num_gpus == a.num_gpus:
+                    engine.start(b, share_gpus=a.gpus, mode=self.params.mode)
+                else:  # Gimbal C2: the fewest servers of the larger job's GPUs
+                    gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
+                    engine.start(b, share_gpus=gpus, mode=self.params.mode)
             self.current.append(key)

@@ -3,7 +3,8 @@ scipy's HiGHS through ``scipy.optimize.milp`` with no integer variables, i.e. an
 HiGHS with less input checking than ``linprog``: ~2 ms less per solve).
 
 A problem is a set of jobs and a set of *combinations*: each job alone, and pairs of jobs that
-space-share the same GPUs (Gavel §3.1, "space sharing"; pairs only, of equal scale factor). The
+space-share the same GPUs (Gavel §3.1, "space sharing"; pairs only, of equal scale factor, or with
+Gimbal's relaxation of different ones: a pair then holds the larger job's GPUs). The
 variables are ``X[c]``, the fraction of wall time combination ``c`` runs, and one auxiliary ``s``:
 
 - each job's time fractions sum to at most 1 (Gavel §3.1, constraint "Σ X ≤ 1" per job);
@@ -78,7 +79,7 @@ def build_problem(job_gpus, combos, rates, capacity: int) -> Problem:
             entry_rate.append(r)
     job_gpus = np.asarray(job_gpus, dtype=float)
     entry_job_arr = np.asarray(entry_job, dtype=np.int64)
-    combo_gpus = np.array([job_gpus[m[0]] for m in combos], dtype=float)
+    combo_gpus = np.array([max(job_gpus[j] for j in m) for m in combos], dtype=float)  # unequal: the larger
     return Problem(job_gpus, combo_gpus, np.asarray(entry_combo, np.int64), entry_job_arr,
                    np.asarray(entry_rate, float), int(capacity))
 

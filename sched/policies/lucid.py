@@ -23,6 +23,12 @@ on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Pr
 quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
 eligible class head (so a pass stays O(decisions)). With a constant ξ >= 1.18 (``analytic``'s 1.5)
 every workload scores 2 and Lucid never packs: that is its rule, not a bug.
+
+Gimbal's relaxed Lucid (Gimbal §7.2, spec ``gimbal.md`` A12; off by default): ``max_pair_score=3``
+(more aggressive; the paper does not give its threshold), ``max_pack_gpus`` = the cluster's GPUs
+(multi-server jobs packed too) and ``unequal=True`` (a smaller job may join the job set of one larger
+running job, on GPUs that job holds alone, fewest servers first; rule 3(b) above then reads "at most
+the same number of GPUs"). The same time-aware, score and memory rules pick the host.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class LucidParams(BaseModel):
     priority_ratio: float = Field(default=2.0, gt=0, description="job priority <= ratio x partner priority")
     max_pack_gpus: int | None = Field(default=None, ge=1, description="largest packed job; None: one server")
     pack_when_free: bool = Field(default=True, description="try a partner before free GPUs (artifact order)")
+    unequal: bool = Field(default=False, description="Gimbal §5.1: also pack into job sets around larger jobs")
+    max_jobset: int = Field(default=5, ge=2, description="most jobs per unequal job set (Gimbal §7.4: M <= 5)")
 
 
 class Lucid(PackingPolicy):
@@ -71,7 +79,7 @@ class Lucid(PackingPolicy):
     def schedule(self, engine: Engine) -> None:
         max_pack = self.params.max_pack_gpus or engine.cluster.gpus_per_server
         if self.params.pack_when_free:
-            self._pack(engine, max_pack)
+            self._pack(engine, max_pack, cover=False)  # unequal rule (b) only for jobs free GPUs cannot take
         self._start_free(engine)
         self._pack(engine, max_pack)
 

@@ -1,5 +1,15 @@
 """What the packing policies (Lucid, Gandiva) share: a queue indexed by GPU count and workload class,
-and a packing pass that only revisits what changed since the last one."""
+and a packing pass that only revisits what changed since the last one.
+
+With ``unequal`` (off by default; Gimbal §5.1's relaxation, spec ``gimbal.md`` §2.1) a waiting job may
+also join a *job set* around a running job with more GPUs: the star rule (C3; a smaller job shares GPUs
+with one larger job, its J_max, and only with it), at most ``max_jobset`` jobs per set, and the smaller
+job on the fewest servers among the GPUs J_max holds alone (C2). Equal-size pairs stay balanced (the
+same GPU set). And (spec rule 2.1(b)) a waiting job that does not fit on the free GPUs may become the
+J_max of a new set: it takes free GPUs plus the GPUs of running jobs that are alone, smaller than it
+and each on one server, on exactly the fewest servers its size needs (C2); every covered job must be
+a pair the policy's ``fits`` allows, and is then treated as a member packed beside it.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +25,20 @@ if TYPE_CHECKING:
 
 def workload(job: Job) -> tuple:
     return (job.model, job.batch_size)
+
+
+def fewest_servers(gpus: list[int], count: int, per_server: int) -> tuple[int, ...]:
+    """``count`` of ``gpus`` on the fewest servers (Gimbal §5.1, C2): fullest servers first, lower id
+    first on ties, lowest GPU ids within a server."""
+    by_server: dict[int, list[int]] = {}
+    for g in sorted(gpus):
+        by_server.setdefault(g // per_server, []).append(g)
+    chosen: list[int] = []
+    for _, group in sorted(by_server.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        chosen.extend(group[: count - len(chosen)])
+        if len(chosen) == count:
+            break
+    return tuple(chosen)
 
 
 class ClassQueue:
@@ -77,6 +101,15 @@ class PackingPolicy(Policy):
         self.pair: dict[Job, Job] = {}
         self.dirty: dict[int, tuple[set, set]] = {}
         self.packs = 0
+        self.unequal = bool(getattr(self.params, "unequal", False))
+        self.max_jobset = int(getattr(self.params, "max_jobset", 5))
+        self.members: dict[Job, list[Job]] = {}  # unequal sets: J_max -> its smaller members
+        self.host: dict[Job, Job] = {}  # smaller member -> its J_max
+        self.new_hosts: set[Job] = set()  # jobs that became (or regained room as) J_max candidates since the last pass
+        self.free_seen = 0  # free GPUs after the last covering pass (more since: covering may succeed)
+        self.cover_due = False
+        self.cover_packs = 0
+        self.unequal_packs = 0
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """Index in ``targets`` (``(entry, workload)`` class heads) of the partner for ``entry``'s job."""
@@ -93,12 +126,32 @@ class PackingPolicy(Policy):
         self._enqueue(job)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
+        if self.members or self.host:
+            if (host := self.host.get(job)) is not None:
+                self._leave_set(job, host)
+                return
+            if (members := self.members.pop(job, None)) is not None:
+                for member in members:  # they keep running, now alone on their GPUs
+                    del self.host[member]
+                    self._alone(member)
+                return
         partner = self.pair.pop(job, None)
         if partner is None:
             self.alone.remove(job)
         else:
             del self.pair[partner]
             self._alone(partner)
+
+    def _leave_set(self, job: Job, host: Job) -> None:
+        """``job`` (a smaller member) left ``host``'s set; the host runs alone again when it was the last."""
+        del self.host[job]
+        members = self.members[host]
+        members.remove(job)
+        if not members:
+            del self.members[host]
+            self._alone(host)
+        else:
+            self.new_hosts.add(host)
 
     def _enqueue(self, job: Job) -> None:
         self.waiting.push(job)
@@ -107,6 +160,8 @@ class PackingPolicy(Policy):
     def _alone(self, job: Job) -> None:
         self.alone.push(job)
         self.dirty.setdefault(job.num_gpus, (set(), set()))[1].add(workload(job))
+        if self.unequal and job.num_gpus > 1:  # a 1-GPU job never hosts a smaller one
+            self.new_hosts.add(job)
 
     def _start_free(self, engine: Engine) -> None:
         """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one."""
@@ -116,7 +171,7 @@ class PackingPolicy(Policy):
             self.waiting.remove(job)
             self._alone(job)
 
-    def _pack(self, engine: Engine, max_pack: int) -> None:
+    def _pack(self, engine: Engine, max_pack: int, cover: bool = True) -> None:
         """Pack waiting class heads (best key first) beside targets of the same GPU count. A class
         whose head finds no partner is done for this pass: within a class later jobs rank no better,
         and targets are only used up."""
@@ -146,4 +201,159 @@ class PackingPolicy(Policy):
                     else:
                         del targets[i]
                     entry = self.waiting.head(gpus, wl)
+        if self.unequal:
+            self._pack_unequal(engine, max_pack, cover)
         self.dirty.clear()
+
+    # ---- unequal packing (Gimbal §5.1, C2-C3) -----------------------------------------------
+    def _pack_unequal(self, engine: Engine, max_pack: int, cover: bool = True) -> None:
+        """Pack waiting class heads (best key first) into job sets around larger running jobs: a job
+        alone on its GPUs, or a J_max whose set is not full, with enough GPUs it holds alone. Only
+        what changed is retried: classes new this pass against every host, the others against the
+        hosts that are new or gained room (a class head that fits no host is done, as in ``_pack``)."""
+        new_hosts, self.new_hosts = self.new_hosts, set()
+        new_classes = {(gpus, wl) for gpus, (new_waiting, _) in self.dirty.items() for wl in new_waiting}
+        # rule (b) is retried when GPUs were freed or a new class waits (remembered across passes
+        # that do not cover)
+        self.cover_due |= bool(new_classes) or engine.cluster.free_gpus > self.free_seen
+        if cover and self.cover_due:
+            self._cover(engine, max_pack)
+            self.cover_due = False
+        if cover:
+            self.free_seen = engine.cluster.free_gpus
+        if not new_hosts and not new_classes:
+            return
+        hosts = [job for job in engine.running if job.num_gpus <= max_pack and (
+            job in self.members or (job.num_gpus > 1 and job in self.alone.token))
+            and len(self.members.get(job, ())) < self.max_jobset - 1]
+        if not hosts:
+            return
+        largest = max(h.num_gpus for h in hosts)
+        heads = [(e, wl) for gpus in self.waiting.by_gpus if gpus < largest
+                 for e, wl in self.waiting.heads(gpus) if new_hosts or (gpus, wl) in new_classes]
+        if not heads:
+            return
+        room: dict[Job, int] = {h: -1 for h in hosts}  # GPUs each holds alone (-1: not counted yet)
+
+        def free_room(h: Job) -> int:
+            if (r := room.get(h, 0)) < 0:
+                r = room[h] = len(self.single_gpus(engine, h))
+            return r
+
+        heads.sort()
+        for entry, wl in heads:
+            candidates = room if (entry[3].num_gpus, wl) in new_classes else [h for h in new_hosts if h in room]
+            while entry is not None and (job := entry[3]).num_gpus <= max_pack:
+                targets = [((self.alone.key(h), h.index, 0, h), workload(h)) for h in candidates
+                           if h.num_gpus > job.num_gpus and free_room(h) >= job.num_gpus]
+                if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
+                    break
+                host = targets[i][0][3]
+                if not self.join(engine, job, host):  # the engine (or a wrapper) refused: not this host
+                    del room[host]
+                    continue
+                if len(self.members[host]) < self.max_jobset - 1:
+                    room[host] = free_room(host) - job.num_gpus
+                else:
+                    del room[host]
+                entry = self.waiting.head(job.num_gpus, wl)
+
+    def _cover(self, engine: Engine, max_pack: int) -> None:
+        """Rule 2.1(b): waiting class heads (best key first) that do not fit on the free GPUs become
+        J_max of a new set over free GPUs and smaller single-server jobs running alone. One try per
+        GPU count per pass (the best-ranked head of that size), so a pass stays O(servers + jobs)."""
+        cluster = engine.cluster
+        per = cluster.gpus_per_server
+        free = cluster.free_gpus
+        heads = [(e, wl) for gpus in self.waiting.by_gpus if max(free, 1) < gpus <= max_pack
+                 for e, wl in self.waiting.heads(gpus)]
+        if not heads:
+            return
+        coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only, largest first
+        for job in self.alone.token:
+            if job.running and job.gpus and job.num_gpus <= per and job.gpus[0] // per == job.gpus[-1] // per:
+                coverable.setdefault(job.gpus[0] // per, []).append(job)
+        if not coverable:
+            return
+        for jobs in coverable.values():
+            jobs.sort(key=lambda c: (-c.num_gpus, c.index))
+        heads.sort()
+        tried: set[int] = set()
+        for entry, wl in heads:
+            job = entry[3]
+            if job.num_gpus in tried or job.num_gpus <= cluster.free_gpus:
+                continue
+            tried.add(job.num_gpus)
+            plan = self._cover_plan(engine, job, wl, coverable)
+            if plan is None:
+                continue
+            placement, covered = plan
+            share = tuple(g for c in covered for g in c.gpus)
+            if not engine.start(job, placement or None, share_gpus=share):
+                continue
+            self.waiting.remove(job)
+            self.members[job] = list(covered)
+            for c in covered:
+                self.alone.remove(c)
+                self.host[c] = job
+                coverable[c.gpus[0] // per].remove(c)
+            self.packs += 1
+            self.unequal_packs += 1
+            self.cover_packs += 1
+            for c in covered:
+                self.on_packed(engine, c, job)
+
+    def _cover_plan(self, engine: Engine, job: Job, wl: tuple, coverable: dict[int, list[Job]]):
+        """``([(server, free GPUs taken)], covered jobs)`` for ``job`` on exactly ceil(n / per)
+        servers, fullest first, free GPUs before covered jobs (largest first, at most max_jobset - 1
+        in all); None if impossible."""
+        cluster = engine.cluster
+        per, n = cluster.gpus_per_server, job.num_gpus
+        need, slots = -(-n // per), self.max_jobset - 1
+        free = cluster.free_by_server
+        offers = []  # (GPUs offered, -server, jobs to cover): free GPUs, then the largest allowed jobs
+        for server, jobs in coverable.items():
+            allowed = [c for c in jobs if c.num_gpus < n][:slots]
+            if allowed:
+                offers.append((len(free[server]) + sum(c.num_gpus for c in allowed), -server, allowed))
+        offers += [(len(f), -s, []) for s, f in enumerate(free) if f and s not in coverable]
+        offers.sort(key=lambda o: (o[0], o[1]), reverse=True)
+        if sum(o[0] for o in offers[:need]) < n:
+            return None
+        placement, covered, left = [], [], n
+        for _, neg, allowed in offers[:need]:
+            server = -neg
+            take = min(len(free[server]), left)
+            if take:
+                placement.append((server, take))
+                left -= take
+            for c in allowed:
+                if c.num_gpus <= left and len(covered) < slots and self.fits(engine, job, wl, c, workload(c)):
+                    covered.append(c)
+                    left -= c.num_gpus
+            if left == 0:
+                break
+        return (placement, covered) if left == 0 and covered else None
+
+    @staticmethod
+    def single_gpus(engine: Engine, host: Job) -> list[int]:
+        """The GPUs of ``host`` that it holds alone."""
+        holders = engine.cluster.holders
+        return [g for g in host.gpus if len(holders[g]) == 1]
+
+    def join(self, engine: Engine, job: Job, host: Job) -> bool:
+        """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set;
+        False (nothing changed) if the engine refuses the start."""
+        gpus = fewest_servers(self.single_gpus(engine, host), job.num_gpus, engine.cluster.gpus_per_server)
+        if not engine.start(job, share_gpus=gpus):
+            return False
+        self.waiting.remove(job)
+        if host not in self.members:
+            self.alone.remove(host)
+            self.members[host] = []
+        self.members[host].append(job)
+        self.host[job] = host
+        self.packs += 1
+        self.unequal_packs += 1
+        self.on_packed(engine, job, host)
+        return True
