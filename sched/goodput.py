@@ -230,7 +230,7 @@ class GoodputModel:
                     var = np.interp(batch, self.batches, self.grad_var[:, e])
                     denom = var / scale + sqr
                     table[:, e] = np.where(denom > 0, (var + sqr) / denom, 1.0)
-            table = self._memo["eff_table"] = table
+            self._memo["eff_table"] = table
         return table
 
     def efficiency(self, batch: int, progress: float) -> float:
