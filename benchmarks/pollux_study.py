@@ -133,8 +133,8 @@ def main() -> None:
                     < got[("optimus", w, 1.0)]["avg_jct_s"] for w in complete)
         print(f"order pollux < tiresias < optimus at load 1.0 on workloads {complete}: {order}")
     cpu = sum(r["cpu_s"] for r in results)
-    print(f"CPU time of the replays {cpu:.0f} s (on an idle machine the grid needs about that over"
-          f" {args.workers} workers, plus start-up)")
+    print(f"CPU time of the replays {cpu:.0f} s: on an idle machine about {cpu / args.workers:.0f} s of wall time"
+          f" over {args.workers} workers, plus start-up")
     slowest = max(results, key=lambda r: r["wall_s"])
     print(f"wall time {wall:.1f} s for {len(cells)} replays; slowest replay {slowest['wall_s']:.1f} s"
           f" ({slowest['policy']} w{slowest['workload']} load {slowest['load']})")
