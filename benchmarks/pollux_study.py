@@ -89,8 +89,9 @@ def main() -> None:
             process = time.perf_counter() - start
             replay_cell(args.data, policy, 6, 1.0)  # warm the model caches
             warm = replay_cell(args.data, policy, 6, 1.0)
-            print(f"{policy:9s} workload-6 load 1.0: cold {cold['wall_s']:.2f} s per replay ({process:.2f} s whole"
-                  f" process), warm {warm['wall_s']:.2f} s; avg JCT {cold['avg_jct_s']:.2f} s")
+            print(f"{policy:9s} workload-6 load 1.0: cold {cold['wall_s']:.2f} s per replay ({cold['cpu_s']:.2f} s CPU;"
+                  f" {process:.2f} s whole process), warm {warm['wall_s']:.2f} s ({warm['cpu_s']:.2f} s CPU);"
+                  f" avg JCT {cold['avg_jct_s']:.2f} s")
         return
     if args.one:
         print(json.dumps(replay_cell(args.data, args.one[0], int(args.one[1]), float(args.one[2]))))
