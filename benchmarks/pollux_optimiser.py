@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -70,9 +71,11 @@ def main() -> None:
         ga_t.append(time.perf_counter() - start)
         ratios.append(ours / ga)
         print(f"{len(recorded.jobs):5d} {ours:16.6f} {ga:15.6f} {ratios[-1]:7.4f} {ours_t[-1] * 1e3:9.1f} {ga_t[-1]:8.2f}")
-    print(f"ratio ours/GA: min {min(ratios):.4f}, mean {sum(ratios) / len(ratios):.4f};"
+    print(f"ratio ours/GA: min {min(ratios):.4f}, median {statistics.median(ratios):.4f},"
+          f" mean {sum(ratios) / len(ratios):.4f};"
           f" states where ours >= GA: {sum(r >= 1 - 1e-12 for r in ratios)}/{len(ratios)}")
-    print(f"solve time: ours mean {sum(ours_t) / len(ours_t) * 1e3:.1f} ms, GA mean {sum(ga_t) / len(ga_t):.2f} s")
+    print(f"solve time: ours mean {sum(ours_t) / len(ours_t) * 1e3:.1f} ms (max {max(ours_t) * 1e3:.1f}),"
+          f" GA mean {sum(ga_t) / len(ga_t):.2f} s")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 (Tiresias+TunedJobs), optimus (Optimus+Oracle) and pollux on the 8 study workloads at relative loads
 0.5 / 1.0 / 1.5 / 2.0, on a Dask LocalCluster; prints average JCT per cell, the study's own figure
 (its ``results-jobload/<policy>-<load>/summary.json``, rounded to 1 s) and our deviation, and the
-wall time. ``--speed`` instead times one replay of workload-6 per policy (warm model caches).
+wall time. Cells go to the workers slowest first (pollux, highest load first) and each is printed
+as it completes. ``--speed`` instead times one replay of workload-6 per policy: cold (a fresh Python
+process: the replay alone, and the whole process with imports, data loading and preparation) and
+warm (a second replay in the same process).
 
     python benchmarks/pollux_study.py [--data ../shared/data/profiles/pollux] [--workers 2]
         [--policies tiresias optimus pollux] [--workloads 1 .. 8] [--loads 0.5 1.0 1.5 2.0]
@@ -14,7 +17,9 @@ rebases the first arrival to 0, so each replay shifts the table back by the file
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,10 +59,10 @@ def replay_cell(data: str, policy: str, workload: int, load: float) -> dict:
     table["submit_time"] += float(pd.read_csv(path, usecols=["time"])["time"].min())
     cluster = load_cluster(CLUSTER)
     prepared, _ = prepare_table(table, cluster, goodput_root=data)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = replay(prepared, cluster, policy, goodput_root=data)
     return {"policy": policy, "workload": workload, "load": load, "avg_jct_s": result.summary["avg_jct_s"],
-            "wall_s": time.perf_counter() - start}
+            "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
 
 
 def main() -> None:
@@ -68,6 +73,7 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", type=int, default=list(range(1, 9)))
     parser.add_argument("--loads", nargs="+", type=float, default=[0.5, 1.0, 1.5, 2.0])
     parser.add_argument("--speed", action="store_true", help="time one workload-6 replay per policy instead")
+    parser.add_argument("--one", nargs=3, metavar=("POLICY", "WORKLOAD", "LOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (Path(args.data) / "traces").is_dir():
         sys.exit(f"Pollux data not found: {args.data} (pass --data)")
@@ -76,19 +82,40 @@ def main() -> None:
         sys.exit(f"loads must be among {sorted(FOLDERS)} and workloads among 1-8 (got {args.loads}, {args.workloads})")
     if args.speed:
         for policy in args.policies:
+            start = time.perf_counter()
+            cold = json.loads(subprocess.run(
+                [sys.executable, __file__, "--data", args.data, "--one", policy, "6", "1.0"],
+                check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+            process = time.perf_counter() - start
             replay_cell(args.data, policy, 6, 1.0)  # warm the model caches
-            cell = replay_cell(args.data, policy, 6, 1.0)
-            print(f"{policy:9s} workload-6 load 1.0: {cell['wall_s']:.2f} s per replay (warm), avg JCT {cell['avg_jct_s']:.2f} s")
+            warm = replay_cell(args.data, policy, 6, 1.0)
+            print(f"{policy:9s} workload-6 load 1.0: cold {cold['wall_s']:.2f} s per replay ({cold['cpu_s']:.2f} s CPU;"
+                  f" {process:.2f} s whole process), warm {warm['wall_s']:.2f} s ({warm['cpu_s']:.2f} s CPU);"
+                  f" avg JCT {cold['avg_jct_s']:.2f} s")
+        return
+    if args.one:
+        print(json.dumps(replay_cell(args.data, args.one[0], int(args.one[1]), float(args.one[2]))))
         return
 
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client, LocalCluster, as_completed
 
-    cells = [(p, w, load) for p in args.policies for load in args.loads for w in args.workloads]
+    cost = {"pollux": 2, "optimus": 1, "tiresias": 0}  # slowest first: no long replay left for the end
+    cells = sorted(((p, w, load) for p in args.policies for load in args.loads for w in args.workloads),
+                   key=lambda c: (-cost.get(c[0], 0), -c[2], c[1]))
     start = time.perf_counter()
+    results = []
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
             Client(lc) as client:
-        futures = [client.submit(replay_cell, args.data, p, w, load, pure=False) for p, w, load in cells]
-        results = client.gather(futures)
+        futures = [client.submit(replay_cell, args.data, p, w, load, pure=False, priority=-i)
+                   for i, (p, w, load) in enumerate(cells)]
+        for future in as_completed(futures):
+            r = future.result()
+            results.append(r)
+            study = STUDY[(r["policy"], r["load"])][r["workload"] - 1]
+            print(f"[{time.perf_counter() - start:6.0f} s] {r['policy']:9s} w{r['workload']} load {r['load']}:"
+                  f" {r['avg_jct_s']:.0f} / {study} ({r['avg_jct_s'] / study - 1:+.1%}), replay {r['wall_s']:.1f} s"
+                  f" ({r['cpu_s']:.1f} s CPU)",
+                  flush=True)
     wall = time.perf_counter() - start
     got = {(r["policy"], r["workload"], r["load"]): r for r in results}
     print(f"average JCT (s), ours / study (deviation), cluster {CLUSTER}, {args.workers} Dask workers")
@@ -106,6 +133,9 @@ def main() -> None:
         order = all(got[("pollux", w, 1.0)]["avg_jct_s"] < got[("tiresias", w, 1.0)]["avg_jct_s"]
                     < got[("optimus", w, 1.0)]["avg_jct_s"] for w in complete)
         print(f"order pollux < tiresias < optimus at load 1.0 on workloads {complete}: {order}")
+    cpu = sum(r["cpu_s"] for r in results)
+    print(f"CPU time of the replays {cpu:.0f} s: on an idle machine about {cpu / args.workers:.0f} s of wall time"
+          f" over {args.workers} workers, plus start-up")
     slowest = max(results, key=lambda r: r["wall_s"])
     print(f"wall time {wall:.1f} s for {len(cells)} replays; slowest replay {slowest['wall_s']:.1f} s"
           f" ({slowest['policy']} w{slowest['workload']} load {slowest['load']})")

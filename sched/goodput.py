@@ -177,8 +177,12 @@ class GoodputModel:
         of the measured points is degenerate in places, and a batch of points walks it from the
         previous point's simplex, which can land on another simplex than a lone query (up to 0.04 s
         apart on the Pollux data); lone queries give the study simulator's values."""
-        step, sync = _linear_nd(self)(np.array([[nodes, replicas, micro_batch]], dtype=float))[0]
-        return float(step), float(sync)
+        key = ("nd", nodes, replicas, micro_batch)
+        memo = self._memo.get(key)
+        if memo is None:
+            step, sync = _linear_nd(self)(np.array([[nodes, replicas, micro_batch]], dtype=float))[0]
+            memo = self._memo[key] = (float(step), float(sync))
+        return memo
 
     def iteration_time(self, placement: tuple[int, ...], batch: int) -> float:
         """Seconds per iteration of global ``batch`` on ``placement`` (with gradient accumulation)."""
@@ -208,12 +212,26 @@ class GoodputModel:
         if memo is None:
             if not self.min_batch <= batch <= self.max_batch:
                 raise ValueError(f"{self.name}: global batch {batch} outside the measured {self.min_batch}-{self.max_batch}")
-            sqr = float(np.interp(batch, self.batches, self.grad_sqr[:, epoch]))
-            var = float(np.interp(batch, self.batches, self.grad_var[:, epoch]))
-            scale = batch / self.min_batch
-            denom = var / scale + sqr
-            memo = self._memo[key] = (var + sqr) / denom if denom > 0 else 1.0
+            memo = self._memo[key] = float(self._efficiency_table()[batch - self.min_batch, epoch])
         return memo
+
+    def _efficiency_table(self) -> np.ndarray:
+        """Efficiency of every integer global batch in the measured range (rows from ``min_batch``)
+        at every epoch (columns), computed once: one vectorised ``np.interp`` per epoch, the same
+        floating-point operations as a lone query."""
+        table = self._memo.get("eff_table")
+        if table is None:
+            batch = np.arange(self.min_batch, self.max_batch + 1)
+            scale = batch / self.min_batch
+            table = np.empty((len(batch), self.epochs))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                for e in range(self.epochs):
+                    sqr = np.interp(batch, self.batches, self.grad_sqr[:, e])
+                    var = np.interp(batch, self.batches, self.grad_var[:, e])
+                    denom = var / scale + sqr
+                    table[:, e] = np.where(denom > 0, (var + sqr) / denom, 1.0)
+            self._memo["eff_table"] = table
+        return table
 
     def efficiency(self, batch: int, progress: float) -> float:
         """Statistical efficiency of global ``batch`` in the epoch of ``progress`` (progress per iteration)."""
@@ -256,19 +274,35 @@ class GoodputModel:
     def best_batch(self, placement: tuple[int, ...], progress: float) -> tuple[int, float]:
         """The goodput-optimal global batch on ``placement`` in the epoch of ``progress`` and its
         goodput; ``(0, 0.0)`` when no batch fits that many GPUs."""
-        epoch = self.epoch(progress)
-        key = ("best", placement if isinstance(placement, tuple) else tuple(placement), epoch)
-        memo = self._memo.get(key)
-        if memo is None:
-            shape = self.canonical(placement)
-            at = self.boundaries[epoch - 1] if epoch else 0.0
-            memo = (0, 0.0)
-            for b in self.batch_choices(sum(shape)):
-                g = self.goodput(shape, b, at)
-                if g > memo[1]:
-                    memo = (b, g)
-            self._memo[key] = memo
-        return memo
+        key = ("best", placement if isinstance(placement, tuple) else tuple(placement))
+        table = self._memo.get(key)
+        if table is None:
+            table = self._memo[key] = self._best_per_epoch(self.canonical(placement))
+        return table[self.epoch(progress)]
+
+    def _best_per_epoch(self, shape: tuple[int, ...]) -> list[tuple[int, float]]:
+        """``best_batch`` on ``shape`` for every epoch at once: goodput of every candidate batch
+        (rows) at every epoch (columns); the first largest positive one per epoch."""
+        best_key = ("best_shape", shape)
+        table = self._memo.get(best_key)
+        if table is not None:
+            return table
+        choices = self.batch_choices(sum(shape))
+        if not choices:
+            table = [(0, 0.0)] * self.epochs
+        else:
+            times = np.array([self.iteration_time(shape, b) for b in choices])
+            trained = np.array([self.config(sum(shape), b)[2] for b in choices])
+            outside = (trained < self.min_batch) | (trained > self.max_batch)
+            if outside.any():
+                bad = int(trained[outside][0])
+                raise ValueError(f"{self.name}: global batch {bad} outside the measured {self.min_batch}-{self.max_batch}")
+            goodput = self._efficiency_table()[trained - self.min_batch] / times[:, None]
+            pick = goodput.argmax(axis=0)
+            table = [(int(choices[i]), float(goodput[i, e])) if goodput[i, e] > 0 else (0, 0.0)
+                     for e, i in enumerate(pick)]
+        self._memo[best_key] = table
+        return table
 
     # ---- whole runs --------------------------------------------------------------------------
     def run_time(self, num_gpus: int, batch: int, gpus_per_node: int = 4) -> float:
@@ -338,7 +372,18 @@ def _linear_nd(model: GoodputModel) -> Any:
     if interp is None:
         from scipy.interpolate import LinearNDInterpolator
 
-        interp = model._memo["linear_nd"] = LinearNDInterpolator(model.points, model.values)
+        interp = LinearNDInterpolator(model.points, model.values)
+        # the triangulation's barycentric transforms take one tiny LAPACK call per simplex: with
+        # BLAS threads on a busy machine that costs seconds (up to 12 s per application seen on
+        # 2 shared cores) instead of milliseconds, so compute them now on one thread
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - a dependency of scikit-learn
+            interp.tri.transform  # noqa: B018
+        else:
+            with threadpool_limits(limits=1, user_api="blas"):
+                interp.tri.transform  # noqa: B018
+        model._memo["linear_nd"] = interp
     return interp
 
 

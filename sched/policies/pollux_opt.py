@@ -10,13 +10,15 @@ multi-node job per node.
 
 ``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
 1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
-   move to the best placement of r GPUs on the fewest nodes or one more;
+   move to the best placement of r GPUs on the fewest nodes or one more, or balanced on more nodes;
 2. an exact dynamic programme over GPU counts (the objective is separable: min sum of costs with
    sum r <= GPUs) — the optimum of the problem without node packing, a bound;
 3. packing: kept jobs stay, the others go largest first, best fit on one node or over the emptiest
    nodes that hold no other multi-node job (one GPU fewer until it fits);
 4. local search: add / remove one GPU, revert a job to its current allocation, move one GPU from a
-   job to another on a full node; apply the best improving move until none is left.
+   job to another on a full node; where none of these improves, wider moves: a job's GPUs re-placed
+   in another shape (same count) or a job taking a whole node (its free GPUs, evicting the node's
+   other holders); apply the best improving move until none is left.
 ``exhaustive`` enumerates every state (tests, tiny problems).
 """
 
@@ -73,6 +75,10 @@ class Problem:
             self._memo[key] = value
         return value
 
+    def moved_cost(self, j: int, shape: tuple[int, ...]) -> float:
+        """``cost`` of job ``j`` moved to placement ``shape`` (largest first; restart factor applied)."""
+        return 1.0 / (self.speed(j, shape) * self.jobs[j].restart_factor + EPS)
+
     def value(self, alloc: Alloc) -> float:
         """The objective: harmonic mean of (speed-up + 1e-3) over jobs (higher is better)."""
         if not self.jobs:
@@ -93,12 +99,18 @@ class Problem:
 
 
 @lru_cache(maxsize=None)
-def candidate_shapes(r: int, per_node: int) -> tuple[tuple[int, ...], ...]:
-    """Placements a moving job of ``r`` GPUs is priced at: on the fewest nodes or one more (every
-    spread for ``r <= per_node``); the measured data is not always fastest on the fewest nodes."""
+def candidate_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[int, ...], ...]:
+    """Placements a moving job of ``r`` GPUs is priced at: every placement on the fewest nodes or
+    one more (every spread for ``r <= per_node``), then the balanced placement on each larger
+    number of nodes up to ``max_nodes`` (the measured data is not always fastest on the fewest
+    nodes: bert runs 8 GPUs faster as 2+2+2+2 than as 4+4)."""
     k = -(-r // per_node)
     spreads = range(k, r + 1) if r <= per_node else range(k, min(k + 1, r) + 1)
-    return tuple(shape for n in spreads for shape in min_node_shapes(r, per_node, n))
+    shapes = [shape for n in spreads if n <= max_nodes for shape in min_node_shapes(r, per_node, n)]
+    for n in range(spreads[-1] + 1, min(r, max_nodes) + 1):
+        q, rest = divmod(r, n)
+        shapes.append((q + 1,) * rest + (q,) * (n - rest))
+    return tuple(shapes)
 
 
 @lru_cache(maxsize=None)
@@ -133,7 +145,7 @@ def solve(problem: Problem) -> Alloc:
         row = [(1.0 / EPS, ())]
         for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
             best = (np.inf, ())
-            for shape in candidate_shapes(r, G):
+            for shape in candidate_shapes(r, G, problem.max_nodes_per_job):
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
@@ -331,6 +343,30 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     delta = d_lose + problem.cost(j, gain) - cost[j]
                     if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
                         best = (delta, [(k, lose), (j, gain)])
+        if best[1] is None:  # wider moves only where single-GPU moves are exhausted
+            for j in range(len(alloc)):
+                a = alloc[j]
+                if sum(a):  # the same number of GPUs in another shape, on free GPUs or its own
+                    free = multi = None
+                    for shape in candidate_shapes(sum(a), G, problem.max_nodes_per_job):
+                        if problem.moved_cost(j, shape) - cost[j] < best[0]:
+                            if free is None:
+                                free = [G - used[n] + a[n] for n in range(N)]
+                                multi = [multi_owner(n, j) for n in range(N)]
+                            new = _place_shape(free, multi, shape)
+                            if new is not None and new != a and problem.cost(j, new) - cost[j] < best[0]:
+                                best = (problem.cost(j, new) - cost[j], [(j, new)])
+                room = jobs[j].max_gpus - sum(a)
+                for n in range(N):  # take a whole node: its free GPUs, evicting its other holders
+                    take = min(G - a[n], room)
+                    if take <= 0 or take == 1 and used[n] < G:
+                        continue  # nothing to take, or a single-GPU add (above)
+                    new = a[:n] + (a[n] + take,) + a[n + 1:]
+                    evict = [] if take <= G - used[n] else [k for k in range(len(alloc)) if k != j and alloc[k][n]]
+                    moves = [(j, new)] + [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in evict]
+                    delta = sum(problem.cost(k, b) - cost[k] for k, b in moves)
+                    if delta < best[0] and _takeover_allowed(problem, alloc, moves):
+                        best = (delta, moves)
         if best[1] is None:
             return alloc
         for j, new in best[1]:
@@ -338,6 +374,24 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 used[n] += new[n] - alloc[j][n]
             alloc[j] = new
             cost[j] = problem.cost(j, new)
+
+
+def _takeover_allowed(problem: Problem, alloc: Alloc, moves: list[tuple[int, tuple[int, ...]]]) -> bool:
+    """Job ``moves[0]`` grows on one node whose other holders (the rest of ``moves``) leave it:
+    node loads fit, the grown job's node count, and no node of it holds another multi-node job."""
+    j, new = moves[0]
+    state = list(alloc)
+    for k, b in moves:
+        state[k] = b
+    spread = sum(1 for c in new if c)
+    if spread > problem.max_nodes_per_job or sum(new) > problem.jobs[j].max_gpus:
+        return False
+    if any(sum(a[n] for a in state) > problem.gpus_per_node for n in range(problem.nodes) if new[n]):
+        return False
+    if spread == 1:
+        return True
+    return not any(o != j and sum(1 for c in a if c) > 1 and any(a[m] and new[m] for m in range(problem.nodes))
+                   for o, a in enumerate(state))
 
 
 def _pair_allowed(problem: Problem, alloc: Alloc, used: list[int], k: int, lose, j: int, gain) -> bool:
