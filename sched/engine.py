@@ -37,6 +37,7 @@ from tqdm import tqdm
 from schedlab.sched.cluster import ClusterState
 from schedlab.sched.job import Job
 from schedlab.sched.placement import get_strategy
+from schedlab.sched.scaling import elastic_speed
 
 if TYPE_CHECKING:
     from schedlab.sched.policies.base import Policy
@@ -411,6 +412,8 @@ class Engine:
         if job.goodput is not None:
             goodput = job.goodput.goodput(job.placement_shape, job.global_batch, job.epoch_start)
             rate *= goodput / job.progress_scale
+        elif job.elastic_max:  # an elastic job scales with its GPUs (sched/scaling.py, Lyra §5)
+            rate *= elastic_speed(job)
         if job.rate > 0:
             if rate == job.rate and not force:
                 return

@@ -61,6 +61,13 @@ class Job:
     epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
     placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
 
+    # Lyra's elastic jobs (specs/lyra.md §2.1): a GPU range within which the job scales; its work is
+    # in seconds at ``elastic_min`` GPUs and it runs ``elastic_speed`` (sched/scaling.py) times as fast
+    # on more. 0/0 = not elastic (a fixed-duration job's rate does not depend on its GPU count).
+    elastic_min: int = 0
+    elastic_max: int = 0
+    scaling_loss: float = 0.0  # throughput lost per GPU above elastic_min (Lyra §7.2: 0.2)
+
     def __post_init__(self) -> None:
         if math.isnan(self.remaining):
             self.remaining = self.duration
@@ -116,6 +123,7 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
             )
         )
     ]
+    _elastic_ranges(jobs, ordered)
     if "global_batch" in ordered.columns:
         if goodput_models is None:
             raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
@@ -128,3 +136,22 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
             job.progress_scale = model.total_progress / job.duration
             job.epoch_end = model.epoch_end(0.0)
     return jobs
+
+
+def _elastic_ranges(jobs: list[Job], ordered: pd.DataFrame) -> None:
+    """Read the optional ``elastic_min, elastic_max`` (GPUs) and ``scaling_loss`` columns (Lyra);
+    a row with no range (NaN or 0) is an inelastic job."""
+    if "elastic_min" not in ordered.columns and "elastic_max" not in ordered.columns:
+        return
+    lo = pd.to_numeric(ordered.get("elastic_min", ordered["num_gpus"]), errors="coerce").fillna(0).to_numpy()
+    hi = pd.to_numeric(ordered.get("elastic_max", 0), errors="coerce")
+    hi = (hi.fillna(0).to_numpy() if isinstance(hi, pd.Series) else [0] * len(jobs))
+    loss = (pd.to_numeric(ordered["scaling_loss"], errors="coerce").fillna(0.0).to_numpy()
+            if "scaling_loss" in ordered.columns else [0.0] * len(jobs))
+    for job, a, b, c in zip(jobs, lo, hi, loss):
+        if b:
+            if not 1 <= a <= b or a != int(a) or b != int(b):
+                raise ValueError(f"job {job.job_id}: elastic range [{a}, {b}] GPUs must be integers with 1 <= min <= max")
+            if not 0 <= c < 1:
+                raise ValueError(f"job {job.job_id}: scaling_loss {c} must be in [0, 1)")
+            job.elastic_min, job.elastic_max, job.scaling_loss = int(a), int(b), float(c)
