@@ -12,7 +12,7 @@ fallback, so BFD never refuses what the baselines' placement would take).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 Placement = dict[int, int]  # server -> GPUs
 

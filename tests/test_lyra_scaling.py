@@ -16,7 +16,7 @@ from schedlab.sched.annotate import AnnotationError, lyra_scenario
 from schedlab.sched.cluster import ClusterState, load_cluster
 from schedlab.sched.engine import Engine
 from schedlab.sched.job import Job, jobs_from_table
-from schedlab.sched.mckp import solve
+from schedlab.sched.mckp import solve, solve_concave
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.replay import replay
@@ -51,6 +51,29 @@ def test_mckp_matches_brute_force_on_random_instances():
         assert sol.value == pytest.approx(best)
         assert sol.weight <= cap
         assert sum(groups[i][k - 1][1] for i, k in enumerate(sol.choice) if k) == pytest.approx(sol.value)
+
+
+def test_concave_greedy_equals_the_dp_on_lyra_values():
+    """With linear or imperfect scaling a job's savings are concave in its extra workers, and the
+    vectorised greedy (the policy's fast path) reaches the DP's optimum."""
+    rng = np.random.default_rng(11)
+    for _ in range(30):
+        n, g = int(rng.integers(1, 6)), int(rng.integers(1, 3))
+        lo = rng.integers(1, 5, n) * g
+        size = rng.integers(1, 5, n)
+        rem = rng.uniform(0, 100, n)
+        a = 1 - rng.choice([0.0, 0.2], n)
+        groups, marg, group = [], [], []
+        for j in range(n):
+            w = np.arange(1, size[j] + 1) * g
+            groups.append((w, rem[j] - rem[j] * lo[j] / (lo[j] + a[j] * w)))
+            marg.extend(rem[j] * lo[j] * (1 / (lo[j] + a[j] * (w - g)) - 1 / (lo[j] + a[j] * w)))
+            group.extend([j] * size[j])
+        cap = int(rng.integers(0, 20))
+        counts = solve_concave(np.array(marg), np.array(group), n, cap // g)
+        value = sum(groups[j][1][k - 1] for j, k in enumerate(counts) if k)
+        assert sum(counts) * g <= cap
+        assert value == pytest.approx(solve(groups, cap).value)
 
 
 def test_mckp_refuses_bad_input():

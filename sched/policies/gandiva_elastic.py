@@ -14,7 +14,6 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
-
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:

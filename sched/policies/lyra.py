@@ -25,13 +25,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from sortedcontainers import SortedList
-
 from schedlab.sched import bfd
-from schedlab.sched.mckp import solve
+from schedlab.sched.mckp import solve, solve_concave
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.scaling import run_time
+from sortedcontainers import SortedList
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -197,19 +197,18 @@ class Lyra(Policy):
         g = self.params.elastic_gpus_per_worker
         jobs = list(self.elastic_running)
         capacity = engine.cluster.free_gpus + self.flex_gpus
-        groups = []
-        for job in jobs:
-            rem = engine.remaining(job)
-            t_base = self._time(job, rem, job.elastic_min)
-            groups.append([(k * g, t_base - self._time(job, rem, job.elastic_min + k * g))
-                           for k in range(1, (job.elastic_max - job.elastic_min) // g + 1)])
-        items = sum(map(len, groups))
-        self.mckp_items_max = max(self.mckp_items_max, items)
-        if capacity >= sum(len(items) * g for items in groups):
-            choice = [len(items) for items in groups]  # room for every flexible worker
-        else:
+        sizes = [(job.elastic_max - job.elastic_min) // g for job in jobs]
+        self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
+        if capacity >= sum(sizes) * g:
+            choice = sizes  # room for every flexible worker
+        elif any(job.goodput is not None for job in jobs):
+            groups = [self._items(engine, job, k) for job, k in zip(jobs, sizes)]
             t0 = time.perf_counter()
             choice = list(solve(groups, capacity).choice)
+            self.solve_times.append(time.perf_counter() - t0)
+        else:
+            t0 = time.perf_counter()
+            choice = self._concave_choice(engine, jobs, sizes, capacity // g).tolist()
             self.solve_times.append(time.perf_counter() - t0)
         targets = {job: job.elastic_min + k * g for job, k in zip(jobs, choice)}
         for job, target in targets.items():  # scale in first: it frees GPUs for the others
@@ -227,6 +226,32 @@ class Lyra(Policy):
                 extra -= g  # trim what cannot be placed (specs/lyra.md §2.4)
                 target -= g
                 self.trimmed_workers += 1
+
+    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> np.ndarray:
+        """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
+        in the extra workers: the largest marginal savings (``mckp.solve_concave``), vectorised."""
+        g = self.params.elastic_gpus_per_worker
+        counts = np.asarray(sizes)
+        group = np.repeat(np.arange(len(jobs)), counts)
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        w = (np.arange(len(group)) - starts + 1) * g  # extra GPUs of each item
+        rem = np.array([engine.remaining(job) for job in jobs])[group]
+        lo = np.array([job.elastic_min for job in jobs], dtype=float)[group]
+        a = np.array([1.0 - job.scaling_loss for job in jobs])[group]
+        marginals = rem * lo * (1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w))
+        return solve_concave(marginals, group, len(jobs), units)
+
+    def _items(self, engine: Engine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """A job's MCKP group: ``k`` more workers weigh ``k g`` GPUs and are worth the remaining
+        run time they save, ``T(base) - T(base + k g)`` (§5.2, specs/lyra.md §6 A8)."""
+        g = self.params.elastic_gpus_per_worker
+        weights = np.arange(1, count + 1) * g
+        rem = engine.remaining(job)
+        lo = job.elastic_min
+        if job.goodput is None:  # T(w) = rem / speed(w); speed(lo) = 1
+            return weights, rem - rem * lo / (lo + (1.0 - job.scaling_loss) * weights)
+        t_base = self._time(job, rem, lo)
+        return weights, np.array([t_base - self._time(job, rem, lo + w) for w in weights.tolist()])
 
     def _own_first(self, engine: Engine, job: Job) -> list[list[int]]:
         per = engine.cluster.gpus_per_server
