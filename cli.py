@@ -84,6 +84,20 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--smact-profiles", metavar="DIR",
                    help="a profile store (e.g. $SCHEDLAB_HOME/profiles): add the SM-activity distribution over all"
                    " GPUs (Castor Fig. 12c/d) from its SMACT records: smact_* metrics and smact.parquet")
+    p.add_argument("--inference-load", metavar="SPEC",
+                   help="lend inference servers to training on this load (Lyra): a time,utilization CSV,"
+                   " ServeGen's CSV[:MODEL] or constant:U; the cluster needs an 'inference' pool")
+    p.add_argument("--inference-predictor", choices=["oracle", "last"], default="oracle",
+                   help="how the orchestrator predicts the next period's inference load (default: oracle)")
+    p.add_argument("--inference-headroom", type=checks.number(float, ge=0), default=0.02, metavar="F",
+                   help="fraction of inference servers never lent (default: 0.02, Lyra §7.1)")
+    p.add_argument("--reclaim", default="lyra", help="which on-loan servers go back: lyra, scf, random,"
+                   " random-idle-first, optimal (default: lyra)")
+    p.add_argument("--gpu-equivalence", type=checks.number(float, gt=0), default=3.0, metavar="R",
+                   help="inference GPUs standing for one training GPU (default: 3, Lyra §7.5)")
+    p.add_argument("--keep-progress", action="store_true",
+                   help="jobs preempted at a reclaim keep their progress unless their checkpoint column says"
+                   " otherwise (default: they restart from zero, Lyra §4)")
     p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
                    help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
     p.add_argument("--seed", type=checks.seed, default=0,
@@ -165,6 +179,7 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         args.iteration_catalog = make_iteration_time(args.iteration_time)
     except (ValueError, OSError) as err:
         raise ValueError(f"--iteration-time: {err}") from None
+    args.loan = _loan_options(args, cluster)
     args.smact = None
     if args.smact_profiles:
         from schedlab.profiling.smact import smact_profile
@@ -183,6 +198,30 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
     except ValidationError as err:
         raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
     return params, cluster, options, tracking_uri
+
+
+def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
+    """``--inference-load`` and its companions as LoanOptions (None without it), the load read now."""
+    if args.inference_load is None:
+        return None
+    from schedlab.sched.inference import InferenceLoadError, load_inference
+    from schedlab.sched.pools import LoanOptions
+
+    if "inference" not in [p.name for p in cluster.pools]:
+        raise ValueError(f"--inference-load: cluster {cluster.name!r} has no 'inference' pool to lend from"
+                         " (e.g. --cluster lyra-testbed)")
+    names = {"headroom": "--inference-headroom", "reclaim": "--reclaim", "gpu_equivalence": "--gpu-equivalence"}
+    try:
+        options = LoanOptions(load=args.inference_load, predictor=args.inference_predictor,
+                              headroom=args.inference_headroom, reclaim=args.reclaim,
+                              gpu_equivalence=args.gpu_equivalence, lose_progress=not args.keep_progress)
+    except ValidationError as err:
+        raise ValueError(checks.validation_message(err, names)) from None
+    try:
+        load_inference(options.load)
+    except (InferenceLoadError, OSError) as err:
+        raise ValueError(f"--inference-load: {err}") from None
+    return options
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -219,6 +258,7 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
             preemption_overhead_s=args.preemption_overhead, interference=args.interference,
             iteration_time=getattr(args, "iteration_catalog", None), load_report={**report.to_dict(), **notes},
             progress=not args.no_progress and sys.stderr.isatty(), smact=args.smact,
+            inference=args.loan,
         )
         result.write(out / name if len(args.policy) > 1 else out)
         rows.append(result.summary)
@@ -254,7 +294,8 @@ def _track(args: argparse.Namespace, uri: str, results: list, params: dict, sour
               "seed": args.seed, "placement": args.placement, "interference": args.interference,
               "trace.annotate": args.annotate, "code_version": tracking.code_version(),
               **{f"trace.option.{k}": getattr(args, k) for k in ("max_jobs", "num_jobs", "load", "start", "end", "vc")
-                 if getattr(args, k) is not None}}
+                 if getattr(args, k) is not None},
+              **{f"inference.{k}": v for k, v in (args.loan.model_dump() if args.loan else {}).items()}}
     config = {"*": shared, **{name: {
         "preemption_overhead_s": mlflow_view.preemption_overhead(name, args.preemption_overhead),
         **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(name, params[name]).items()}}

@@ -20,6 +20,10 @@ and batch), but its rate comes from its goodput model: goodput on its current pl
 epoch over its nominal goodput. Epoch boundaries are events where that rate is recomputed (and the
 policy's ``on_epoch`` is called); a fixed-duration job has none, so its replay is exactly as before.
 
+Pools (specs/lyra.md §1; ``sched/pools.py``): with an ``orchestrator`` the cluster is a
+:class:`~schedlab.sched.pools.PooledCluster` whose capacity changes at the orchestrator's timer
+events (inference servers lent to training and taken back); without one nothing here changes.
+
 Policies see the engine only through the methods under "policy API" below.
 """
 
@@ -29,7 +33,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from sortedcontainers import SortedList
 from tqdm import tqdm
@@ -37,14 +41,15 @@ from tqdm import tqdm
 from schedlab.sched.cluster import ClusterState
 from schedlab.sched.job import Job
 from schedlab.sched.placement import get_strategy
-from schedlab.sched.scaling import elastic_speed
 
 if TYPE_CHECKING:
     from schedlab.sched.policies.base import Policy
+    from schedlab.sched.pools import Orchestrator
     from schedlab.sched.sharing import SharingModel
 
 _COMPLETION = 0
 _TIMER = 1
+_CAPACITY = 2  # the loaning orchestrator's period (sched/pools.py)
 
 
 class EngineError(RuntimeError):
@@ -62,6 +67,7 @@ class EngineResult:
     scheduling_passes: int
     shared_gpu_seconds: float = 0.0  # GPU-seconds with two jobs on the GPU
     occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = None  # see Engine(record_occupancy)
+    pools: Any = None  # the Orchestrator of a replay with loaning (its figures: sched/pools.py)
 
 
 class Engine:
@@ -77,6 +83,8 @@ class Engine:
         sharing: SharingModel | None = None,
         allocation_stall_s: float | None = None,
         record_occupancy: bool = False,
+        orchestrator: Orchestrator | None = None,
+        job_speed: Callable[[Job], float] | None = None,
     ) -> None:
         """``record_occupancy`` keeps every stint of a job on a fixed set of GPUs as ``(job, from, to,
         GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
@@ -112,6 +120,12 @@ class Engine:
         self._timeline: list[tuple[float, int]] = []
         self._occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = [] if record_occupancy else None
         self._held_since: dict[Job, float] = {}
+        #: a job's speed factor on its current GPUs (GPU type, elastic scaling), applied at start and
+        #: resize; None (the default) costs nothing
+        self.job_speed = job_speed
+        self.orchestrator = orchestrator
+        if orchestrator is not None:
+            orchestrator.attach(self)
 
     # ---- policy API --------------------------------------------------------------------------
     def start(
@@ -158,6 +172,9 @@ class Engine:
         else:
             job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
         job.gpus = free_part + tuple(share_gpus)
+        if self.job_speed is not None:
+            job.speed_factor = self.job_speed(job)
+            job.solo_speed *= job.speed_factor
         if self._occupancy is not None:
             self._held_since[job] = self.now
         if job.goodput is not None:
@@ -169,11 +186,19 @@ class Engine:
         self._refresh_rate(job)
         return True
 
-    def preempt(self, job: Job) -> None:
-        """Stop ``job``, keeping its progress (checkpointed); it pays the restore overhead on restart."""
+    def preempt(self, job: Job, *, lose_progress: bool | None = None) -> None:
+        """Stop ``job``; it pays the restore overhead on restart. It keeps its progress (checkpointed)
+        unless ``lose_progress`` (default: the job's ``checkpoint`` is False), then it restarts from
+        zero (Lyra §4: a job without checkpoint loses all its progress)."""
         if not job.running:
             raise EngineError(f"policy {self.policy.name} preempted job {job.job_id} which is not running")
         self._settle(job)
+        if job.checkpoint is False if lose_progress is None else lose_progress:
+            if job.goodput is not None:
+                raise EngineError(f"job {job.job_id}: a goodput job cannot lose its progress")
+            job.lost_work_s += job.duration - job.remaining
+            job.remaining = job.duration
+            job.preemptions_lost += 1
         self._stop(job)
         job.rate = 0.0
         job.pace = 1.0
@@ -225,6 +250,10 @@ class Engine:
         self._set_gpu_count(job, num_gpus, running=True)
         job.resizes += 1
         job.overhead_left = self.allocation_stall_s
+        if self.job_speed is not None:
+            factor = self.job_speed(job)
+            job.solo_speed *= factor / job.speed_factor
+            job.speed_factor = factor
         if job.goodput is not None:
             job.placement_shape = self._shape(job.gpus)
         self._refresh_rate(job, force=True)
@@ -302,6 +331,9 @@ class Engine:
         bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
         if n:
             self.now = self._last_time = arrivals[0].submit_time
+        orchestrator = self.orchestrator
+        if orchestrator is not None and n:
+            self._push_tick(self.now)  # the first tick sets the capacity at the start
         while i < n or heap:
             next_arrival = arrivals[i].submit_time if i < n else math.inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
@@ -317,9 +349,14 @@ class Engine:
                             self._complete(obj)
                             done += 1
                             changed = True
-                else:
+                elif kind == _TIMER:
                     policy.on_timer(self, obj)
                     changed = True
+                elif done < n:  # _CAPACITY: lend or reclaim inference servers, then schedule
+                    orchestrator.tick(self)
+                    changed = True
+                    if orchestrator.keep_ticking(self, i < n):
+                        self._push_tick(orchestrator.next_tick(now))
             while i < n and arrivals[i].submit_time <= now:
                 policy.on_arrival(self, arrivals[i])
                 i += 1
@@ -348,12 +385,17 @@ class Engine:
             scheduling_passes=passes,
             shared_gpu_seconds=self._shared_gpu_seconds,
             occupancy=self._occupancy,
+            pools=orchestrator.finish(self) if orchestrator is not None else None,
         )
 
     # ---- internals ---------------------------------------------------------------------------
     def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, kind, obj, version))
+
+    def _push_tick(self, at: float) -> None:
+        """An orchestrator tick, after every other event of its instant (a job ending then ends first)."""
+        heapq.heappush(self._heap, (at, math.inf, _CAPACITY, None, 0))
 
     def _advance_clock(self, now: float) -> None:
         elapsed = now - self._last_time
@@ -412,8 +454,6 @@ class Engine:
         if job.goodput is not None:
             goodput = job.goodput.goodput(job.placement_shape, job.global_batch, job.epoch_start)
             rate *= goodput / job.progress_scale
-        elif job.elastic_max:  # an elastic job scales with its GPUs (sched/scaling.py, Lyra §5)
-            rate *= elastic_speed(job)
         if job.rate > 0:
             if rate == job.rate and not force:
                 return

@@ -61,12 +61,18 @@ class Job:
     epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
     placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
 
+    # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
+    fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)
+    checkpoint: bool | None = None  # None: unknown (a preemption keeps progress); False: restarts from zero
     # Lyra's elastic jobs (specs/lyra.md §2.1): a GPU range within which the job scales; its work is
-    # in seconds at ``elastic_min`` GPUs and it runs ``elastic_speed`` (sched/scaling.py) times as fast
-    # on more. 0/0 = not elastic (a fixed-duration job's rate does not depend on its GPU count).
-    elastic_min: int = 0
-    elastic_max: int = 0
+    # in seconds at ``elastic_min`` GPUs and it runs ``sched/scaling.py``'s speed-up on more
+    elastic_min: int = 0  # fewest GPUs an elastic job may run on (0: inelastic)
+    elastic_max: int = 0  # most GPUs an elastic job may use (0: inelastic)
     scaling_loss: float = 0.0  # throughput lost per GPU above elastic_min (Lyra §7.2: 0.2)
+    speed_factor: float = 1.0  # the engine's ``job_speed`` at the current allocation (GPU type, scaling)
+    ran_on_loan: bool = False  # held GPUs of an on-loan server at some point
+    lost_work_s: float = 0.0  # solo seconds of progress lost by preemptions without checkpoint
+    preemptions_lost: int = 0  # preemptions that lost progress
 
     def __post_init__(self) -> None:
         if math.isnan(self.remaining):
@@ -123,7 +129,7 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
             )
         )
     ]
-    _elastic_ranges(jobs, ordered)
+    _pool_columns(jobs, ordered)
     if "global_batch" in ordered.columns:
         if goodput_models is None:
             raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
@@ -138,20 +144,22 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
     return jobs
 
 
-def _elastic_ranges(jobs: list[Job], ordered: pd.DataFrame) -> None:
-    """Read the optional ``elastic_min, elastic_max`` (GPUs) and ``scaling_loss`` columns (Lyra);
-    a row with no range (NaN or 0) is an inelastic job."""
-    if "elastic_min" not in ordered.columns and "elastic_max" not in ordered.columns:
-        return
-    lo = pd.to_numeric(ordered.get("elastic_min", ordered["num_gpus"]), errors="coerce").fillna(0).to_numpy()
-    hi = pd.to_numeric(ordered.get("elastic_max", 0), errors="coerce")
-    hi = (hi.fillna(0).to_numpy() if isinstance(hi, pd.Series) else [0] * len(jobs))
-    loss = (pd.to_numeric(ordered["scaling_loss"], errors="coerce").fillna(0.0).to_numpy()
-            if "scaling_loss" in ordered.columns else [0.0] * len(jobs))
-    for job, a, b, c in zip(jobs, lo, hi, loss):
-        if b:
-            if not 1 <= a <= b or a != int(a) or b != int(b):
-                raise ValueError(f"job {job.job_id}: elastic range [{a}, {b}] GPUs must be integers with 1 <= min <= max")
-            if not 0 <= c < 1:
-                raise ValueError(f"job {job.job_id}: scaling_loss {c} must be in [0, 1)")
-            job.elastic_min, job.elastic_max, job.scaling_loss = int(a), int(b), float(c)
+def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
+    """The canonical optional columns Lyra's jobs use (``fungible, checkpoint, elastic_min/max``,
+    and ``scaling_loss``); a row with no range (NaN, or ``elastic_max`` 0) is an inelastic job."""
+    for column in ("fungible", "checkpoint"):
+        if column in ordered.columns:
+            for job, value in zip(jobs, ordered[column]):
+                if pd.notna(value):
+                    setattr(job, column, bool(value))
+    if "elastic_min" in ordered.columns and "elastic_max" in ordered.columns:
+        loss = ordered["scaling_loss"] if "scaling_loss" in ordered.columns else [0.0] * len(jobs)
+        for job, low, high, lost in zip(jobs, ordered["elastic_min"], ordered["elastic_max"], loss):
+            if pd.notna(low) and pd.notna(high) and high != 0:
+                if not 1 <= int(low) <= int(high):
+                    raise ValueError(f"job {job.job_id}: elastic_min {low} / elastic_max {high} must satisfy"
+                                     " 1 <= elastic_min <= elastic_max")
+                lost = 0.0 if pd.isna(lost) else float(lost)
+                if not 0 <= lost < 1:
+                    raise ValueError(f"job {job.job_id}: scaling_loss {lost} must be in [0, 1)")
+                job.elastic_min, job.elastic_max, job.scaling_loss = int(low), int(high), lost

@@ -18,6 +18,7 @@ from schedlab.sched.engine import Engine
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
+from schedlab.sched.scaling import use_elastic_scaling
 from schedlab.sched.sharing import SharingModel
 from schedlab.sched.smact import SmactProfile, replay_smact
 from schedlab.sched.workloads import FittedCatalog, WorkloadCatalog, default_catalog
@@ -128,13 +129,16 @@ def replay(
     allocation_stall_s: float | None = None,
     goodput_root: str | Path | None = None,
     smact: SmactProfile | None = None,
+    inference: Any = None,
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/interference.py``);
     ``iteration_time`` the catalog or fitted model of solo speeds the sharing model uses (the table's
     durations come from :func:`prepare_table` with the same source). With ``smact`` (profiled SMACT,
     :func:`schedlab.profiling.smact.smact_profile`) the engine records who held which GPU and the
-    summary gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d)."""
+    summary gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With
+    ``inference`` (:class:`~schedlab.sched.pools.LoanOptions`) the cluster's inference pool lends
+    servers to a policy that borrows them (``sched/pools.py``) and the summary gains Lyra's figures."""
     for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
@@ -148,9 +152,16 @@ def replay(
 
         goodput_models = load_applications(goodput_root)
         decider.for_goodput_jobs()
+    state, orchestrator = ClusterState(spec), None
+    if inference is not None:
+        from schedlab.sched.inference import load_inference
+        from schedlab.sched.pools import Orchestrator, PooledCluster
+
+        state = PooledCluster(spec, inference)
+        orchestrator = Orchestrator(load_inference(inference.load), inference, seed)
     engine = Engine(
         jobs_from_table(table, goodput_models),
-        ClusterState(spec),
+        state,
         decider,
         placement=placement,
         preemption_overhead_s=preemption_overhead_s,
@@ -159,10 +170,17 @@ def replay(
         sharing=sharing,
         allocation_stall_s=allocation_stall_s,
         record_occupancy=smact is not None,
+        orchestrator=orchestrator,
     )
+    use_elastic_scaling(engine)
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
+    if orchestrator is not None:
+        from schedlab.sched.pools import pool_job_columns, pool_summary
+
+        summary.update(pool_summary(result, result.jobs))
+        jobs = pool_job_columns(jobs, result.jobs)
     summary.update(decider.metrics())
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks

@@ -23,6 +23,10 @@
                                      # iteration_time: catalog | PATH | models:/iteration-time/N
                                      # latest: the newest registered version (models:/NAME/N at start)
     smact_profiles: null             # or a profile store folder: replays add the SM-activity metrics
+    inference: null                  # or {load: PATH[:MODEL] | constant:U, predictor: oracle|last,
+                                     #   headroom: 0.02, period_s: 300, reclaim: lyra|scf|random,
+                                     #   gpu_equivalence: 3, lose_progress: true}: inference servers
+                                     #   lent to training (Lyra; clusters need an inference pool)
 
 Every (trace, load, cluster, policy, params, seed) is one replay, identified by :attr:`ReplaySpec.key`
 (a hash of everything that determines its result plus the code version): the idempotency key
@@ -39,6 +43,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from schedlab.sched.pools import LoanOptions
 from schedlab.sched.traces import FORMATS, LoadOptions
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiments"
@@ -144,6 +149,8 @@ class ExperimentConfig(BaseModel):
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
     smact_profiles: str | None = None
+    #: inference servers lent to training on an inference-load series (Lyra; sched/pools.py)
+    inference: LoanOptions | None = None
 
     @field_validator("placement")
     @classmethod
@@ -202,6 +209,16 @@ class ExperimentConfig(BaseModel):
             raise ValueError(f"smact_profiles: {self.smact_profiles!r} is not a profile store (no {path / 'records'})")
         return str(path)
 
+    def resolve_inference(self) -> dict[str, Any] | None:
+        """``inference`` with its load path absolute (relative: to the YAML's folder, else the cwd)."""
+        if self.inference is None:
+            return None
+        load = self.inference.load
+        if not load.startswith("constant:"):
+            head, _, model = load.rpartition(":") if not Path(load).exists() and ":" in load else (load, "", "")
+            load = (self.resolve_source(head) or head) + (f":{model}" if model else "")
+        return self.inference.model_copy(update={"load": load}).model_dump()
+
     def grid(self, code_version: str) -> list[ReplaySpec]:
         """Every replay of the experiment, in a stable order (trace, load, cluster, policy, seed)."""
         specs = []
@@ -222,6 +239,7 @@ class ExperimentConfig(BaseModel):
                                 preemption_overhead_s=self.preemption_overhead_s,
                                 models=self.models.model_dump(), code_version=code_version,
                                 smact_profiles=self.resolve_profiles(),
+                                inference=self.resolve_inference(),
                             ))
         return specs
 
@@ -253,6 +271,7 @@ class ReplaySpec(BaseModel):
     models: dict[str, str]
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
+    inference: dict[str, Any] | None = None  # LoanOptions (not in ``identity`` when None)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -263,7 +282,8 @@ class ReplaySpec(BaseModel):
             "cluster": self.cluster, "policy": self.policy, "params": self.params, "seed": self.seed,
             "placement": self.placement, "preemption_overhead_s": self.preemption_overhead_s,
             "models": self.models, "code_version": self.code_version,
-        } | ({"smact_profiles": self.smact_profiles} if self.smact_profiles else {})
+        } | ({"smact_profiles": self.smact_profiles} if self.smact_profiles else {}) | (
+            {"inference": self.inference} if self.inference else {})
 
     @property
     def key(self) -> str:
@@ -351,9 +371,18 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
         raise ConfigError(f"{path}: {err}") from None
     for i, cluster in enumerate(config.clusters):
         try:
-            load_cluster(cluster)
+            spec = load_cluster(cluster)
         except Exception as err:  # noqa: BLE001 - the cluster loader's own message
             raise ConfigError(f"{path}: clusters[{i}]: {err}") from None
+        if config.inference is not None and "inference" not in [p.name for p in spec.pools]:
+            raise ConfigError(f"{path}: clusters[{i}]: {cluster!r} has no 'inference' pool, which `inference:` lends from")
+    if config.inference is not None:
+        from schedlab.sched.inference import InferenceLoadError, load_inference
+
+        try:
+            load_inference(config.resolve_inference()["load"])
+        except (InferenceLoadError, OSError) as err:
+            raise ConfigError(f"{path}: inference.load: {err}") from None
     for i, trace in enumerate(config.traces):
         if trace.source in (None, "synthetic"):
             if trace.format not in (None, "synthetic"):

@@ -71,6 +71,7 @@ def run_params(spec: ReplaySpec) -> dict[str, str]:
     params.update(model_params(spec))
     if spec.smact_profiles:
         params["smact_profiles"] = spec.smact_profiles
+    params.update({f"inference.{k}": v for k, v in sorted((spec.inference or {}).items())})
     return {k: str(v)[:6000] for k, v in params.items()}
 
 
@@ -87,6 +88,7 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``."""
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.models import make_iteration_time
+    from schedlab.sched.pools import LoanOptions
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -107,7 +109,8 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     result = replay(table, cluster, spec.policy, spec.params, placement=spec.placement, seed=spec.seed,
                     preemption_overhead_s=spec.preemption_overhead_s,
                     interference=spec.models.get("interference"), iteration_time=timing,
-                    load_report={**report.to_dict(), **notes}, smact=smact)
+                    load_report={**report.to_dict(), **notes}, smact=smact,
+                    inference=LoanOptions.model_validate(spec.inference) if spec.inference else None)
     result.summary["load_wall_s"] = load_s
     return result, cluster
 

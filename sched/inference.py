@@ -1,0 +1,179 @@
+"""Inference-load series: the fraction of inference GPUs serving requests over time (Lyra Fig. 1).
+
+``u(t)`` is a step function (each value holds until the next time) that repeats with period
+``span`` (the series' last time plus one step), so a 14-day series covers a 15-day replay (day 15 =
+day 1, specs/lyra.md §5). t = 0 is the trace's start. Sources (:func:`load_inference`):
+
+- ``PATH`` of a CSV with ``time`` (s) and ``utilization`` / ``utilisation`` / ``util`` (fraction in
+  [0, 1]) columns, any other numeric CSV with ``--`` named columns via :func:`from_csv`;
+- ``PATH[:MODEL]`` of ServeGen's ``servegen_total_rate_per_10min.csv`` (columns ``model,
+  window_start_s, total_rate_req_per_s``): request rates, not GPUs, mapped to occupancy as
+  specs/lyra.md §5 recommends [R]: zero windows (dropouts) take the previous value, an affine map
+  sends the 1st percentile to 0.42 and the 99th to 0.95 (the paper's range, §2), clipped to [0, 1].
+  ``MODEL`` defaults to ``m-small`` (hourly peak/trough 2.05, the paper's ~2.2). Limits: a rate is
+  not an occupancy (no per-request GPU time, no batching), so only the shape is borrowed;
+- ``constant:U`` (tests, sensitivity).
+
+Predictors (§6, [R] A2): ``oracle`` = the peak of ``u`` over the coming period (inference is never
+short by construction), ``last`` = ``u`` at the tick (may fall short; the shortfall is logged).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+SERVEGEN_DEFAULT_MODEL = "m-small"
+SERVEGEN_RANGE = (0.42, 0.95)  # Lyra §2: inference utilisation 42-95 %
+UTIL_COLUMNS = ("utilization", "utilisation", "util")
+PREDICTORS = ("oracle", "last")
+
+
+class InferenceLoadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class InferenceLoad:
+    """``u(t)``: ``util[i]`` holds over ``[times[i], times[i+1])``, repeating every ``span`` seconds."""
+
+    times: np.ndarray
+    util: np.ndarray
+    span: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.times) == 0 or len(self.times) != len(self.util):
+            raise InferenceLoadError(f"{self.source}: an inference load needs matching, non-empty times and values")
+        if self.times[0] != 0 or np.any(np.diff(self.times) <= 0) or self.span <= self.times[-1]:
+            raise InferenceLoadError(f"{self.source}: times must start at 0 and increase, span past the last")
+
+    @classmethod
+    def constant(cls, u: float) -> InferenceLoad:
+        if not 0 <= u <= 1:
+            raise InferenceLoadError(f"constant:{u}: utilisation must be in [0, 1]")
+        return cls(np.array([0.0]), np.array([float(u)]), 86400.0, f"constant:{u:g}")
+
+    def at(self, t: float) -> float:
+        """``u(t)``."""
+        local = t % self.span
+        return float(self.util[int(np.searchsorted(self.times, local, side="right")) - 1])
+
+    def segments(self, t0: float, t1: float):
+        """``(start, end, u)`` pieces of ``u`` over ``[t0, t1)``."""
+        t = t0
+        while t < t1:
+            base = math.floor(t / self.span) * self.span
+            i = int(np.searchsorted(self.times, t - base, side="right")) - 1
+            end = base + (self.times[i + 1] if i + 1 < len(self.times) else self.span)
+            end = min(end, t1)
+            if end <= t:  # float edge at a span boundary
+                end = math.nextafter(t, math.inf)
+            yield t, end, float(self.util[i])
+            t = end
+
+    def peak(self, t0: float, t1: float) -> float:
+        """The largest ``u`` over ``[t0, t1)`` (the oracle's prediction)."""
+        return max(u for _, _, u in self.segments(t0, t1))
+
+    def integral(self, t0: float, t1: float) -> float:
+        """``∫ u dt`` over ``[t0, t1)``."""
+        return sum((b - a) * u for a, b, u in self.segments(t0, t1))
+
+    def predict(self, predictor: str, t: float, period_s: float) -> float:
+        if predictor == "oracle":
+            return self.peak(t, t + period_s)
+        if predictor == "last":
+            return self.at(t)
+        raise InferenceLoadError(f"unknown predictor {predictor!r}; choose one of {', '.join(PREDICTORS)}")
+
+
+def load_inference(spec: str) -> InferenceLoad:
+    """An inference load from ``constant:U``, ``PATH`` or ``PATH:MODEL`` (see the module doc)."""
+    if spec.startswith("constant:"):
+        try:
+            value = float(spec.split(":", 1)[1])
+        except ValueError:
+            raise InferenceLoadError(f"{spec!r}: constant:U needs a number U in [0, 1]") from None
+        return InferenceLoad.constant(value)
+    path, model = Path(spec), None
+    if not path.exists() and ":" in spec:
+        head, model = spec.rsplit(":", 1)
+        path = Path(head)
+    if not path.is_file():
+        raise InferenceLoadError(f"{spec!r}: no such file (expected PATH, PATH:MODEL or constant:U)")
+    try:
+        columns = list(pd.read_csv(path, nrows=0).columns)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
+        raise InferenceLoadError(f"{path}: not a readable CSV ({err})") from None
+    if {"model", "window_start_s", "total_rate_req_per_s"} <= set(columns):
+        return from_servegen(path, model or SERVEGEN_DEFAULT_MODEL)
+    if model is not None:
+        raise InferenceLoadError(f"{path}: ':{model}' selects a ServeGen model, but the file is not ServeGen's")
+    value = next((c for c in UTIL_COLUMNS if c in columns), None)
+    if "time" not in columns or value is None:
+        raise InferenceLoadError(f"{path}: needs columns 'time' and one of {', '.join(UTIL_COLUMNS)}"
+                                 f" (or ServeGen's model, window_start_s, total_rate_req_per_s); has {columns}")
+    return from_csv(path, "time", value)
+
+
+def from_csv(path: str | Path, time_col: str = "time", value_col: str = "utilization") -> InferenceLoad:
+    """A series of ``time`` (s, increasing, from 0) and utilisation (fraction of GPUs busy, [0, 1])."""
+    frame = pd.read_csv(path)
+    times = _numeric(frame, time_col, path)
+    values = _numeric(frame, value_col, path)
+    bad = np.flatnonzero((values < 0) | (values > 1))
+    if len(bad):
+        raise InferenceLoadError(f"{path}: row {bad[0] + 2}, field {value_col!r}: {values[bad[0]]!r} is not a"
+                                 " fraction in [0, 1]")
+    steps = np.diff(times)
+    if len(steps) and np.any(steps <= 0):
+        row = int(np.flatnonzero(steps <= 0)[0]) + 3
+        raise InferenceLoadError(f"{path}: row {row}, field {time_col!r}: times must increase")
+    return _series(times, values, f"{path}")
+
+
+def from_servegen(path: str | Path, model: str = SERVEGEN_DEFAULT_MODEL,
+                  lo: float = SERVEGEN_RANGE[0], hi: float = SERVEGEN_RANGE[1]) -> InferenceLoad:
+    """ServeGen request rates of ``model`` mapped to occupancy (see the module doc, [R] specs/lyra.md §5)."""
+    frame = pd.read_csv(path)
+    models = sorted(frame["model"].astype(str).unique())
+    part = frame[frame["model"] == model]
+    if part.empty:
+        raise InferenceLoadError(f"{path}: no model {model!r} (models: {', '.join(models)})")
+    times = _numeric(part, "window_start_s", path)
+    rates = _numeric(part, "total_rate_req_per_s", path)
+    order = np.argsort(times, kind="stable")
+    times, rates = times[order], rates[order]
+    if np.any(rates < 0):
+        raise InferenceLoadError(f"{path}: model {model!r} has a negative total_rate_req_per_s")
+    for i in range(len(rates)):  # dropouts (zero windows) take the previous value
+        if rates[i] == 0 and i:
+            rates[i] = rates[i - 1]
+    p1, p99 = np.percentile(rates, [1, 99])
+    scaled = lo + (rates - p1) * (hi - lo) / (p99 - p1) if p99 > p1 else np.full_like(rates, (lo + hi) / 2)
+    return _series(times, np.clip(scaled, 0.0, 1.0), f"{path}:{model}")
+
+
+def _numeric(frame: pd.DataFrame, column: str, path) -> np.ndarray:
+    if column not in frame.columns:
+        raise InferenceLoadError(f"{path}: no column {column!r} (columns: {list(frame.columns)})")
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(float)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        row = int(frame.index[bad[0]]) + 2  # the file's line: header, then rows from 0
+        raise InferenceLoadError(f"{path}: row {row}, field {column!r}: {frame[column].iloc[bad[0]]!r} is not a"
+                                 " finite number")
+    return values
+
+
+def _series(times: np.ndarray, values: np.ndarray, source: str) -> InferenceLoad:
+    if len(times) == 0:
+        raise InferenceLoadError(f"{source}: no rows")
+    times = times - times[0]
+    step = float(np.median(np.diff(times))) if len(times) > 1 else 86400.0
+    return InferenceLoad(times.astype(float), values.astype(float), float(times[-1] + step), source)

@@ -1,0 +1,118 @@
+"""Inference-load series (sched/inference.py), the orchestrator's predictors, and their CLI / config options."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import shared_data
+from schedlab.cli import main
+from schedlab.sched.inference import (
+    InferenceLoad,
+    InferenceLoadError,
+    from_csv,
+    load_inference,
+)
+from schedlab.sched.pools import LoanOptions
+from schedlab.tasks.config import ConfigError, load_config
+
+
+def test_step_function_peak_integral_and_tiling():
+    load = InferenceLoad(np.array([0.0, 600.0]), np.array([0.2, 0.8]), 1200.0, "t")
+    assert load.at(0) == 0.2 and load.at(599) == 0.2 and load.at(600) == 0.8
+    assert load.at(1200) == 0.2 and load.at(1900) == 0.8  # repeats every span
+    assert load.peak(0, 300) == 0.2 and load.peak(300, 700) == 0.8 and load.peak(1100, 1300) == 0.8
+    assert load.integral(0, 2400) == pytest.approx(2 * (600 * 0.2 + 600 * 0.8))
+    assert load.predict("oracle", 500, 300) == 0.8 and load.predict("last", 500, 300) == 0.2
+
+
+def test_csv_loader_names_file_row_and_field(tmp_path):
+    good = tmp_path / "u.csv"
+    good.write_text("time,utilization\n0,0.5\n300,0.7\n")
+    load = load_inference(str(good))
+    assert load.at(400) == 0.7 and load.span == 600
+    for body, where in (("time,utilization\n0,0.5\n300,1.5\n", "row 3, field 'utilization'"),
+                        ("time,utilization\n0,0.5\n300,abc\n", "row 3, field 'utilization'"),
+                        ("time,utilization\n0,0.5\n0,0.6\n", "row 3, field 'time'"),
+                        ("time,util\n0,0.5\nnan,0.6\n", "row 3, field 'time'"),
+                        ("t,u\n0,0.5\n", "needs columns 'time'")):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(body)
+        with pytest.raises(InferenceLoadError, match=where):
+            load_inference(str(bad))
+    with pytest.raises(InferenceLoadError, match="no such file"):
+        load_inference(str(tmp_path / "missing.csv"))
+    with pytest.raises(InferenceLoadError, match="constant:U"):
+        load_inference("constant:x")
+    with pytest.raises(InferenceLoadError, match="not ServeGen"):
+        load_inference(f"{good}:m-small")
+    assert from_csv(good, "time", "utilization").util.tolist() == [0.5, 0.7]
+
+
+def test_servegen_mapping_matches_the_spec():
+    path = shared_data("inference", "servegen_total_rate_per_10min.csv")
+    load = load_inference(str(path))  # m-small by default
+    assert load.source.endswith(":m-small") and load.span == pytest.approx(14 * 86400)
+    assert np.percentile(load.util, 1) == pytest.approx(0.42) and np.percentile(load.util, 99) == pytest.approx(0.95)
+    assert 0.58 < load.util.mean() < 0.66  # specs/lyra.md §5: mean 0.62 (paper ~0.65)
+    assert (load.util > 0).all()  # zero windows took the previous value
+    with pytest.raises(InferenceLoadError, match="no model 'nope'"):
+        load_inference(f"{path}:nope")
+
+
+def test_loan_options_validate_every_value():
+    for bad in ({"headroom": 1.0}, {"period_s": 0}, {"reclaim": "best"}, {"gpu_equivalence": 0},
+                {"predictor": "lstm"}, {"heterogeneous_perf": 1.5}, {"surprise": 1}):
+        with pytest.raises(ValueError):
+            LoanOptions(load="constant:0.5", **bad)
+
+
+SMALL = ["replay", "--num-jobs", "30", "--no-progress", "--cluster", "lyra-testbed"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--inference-load", "constant:2"], "--inference-load"),
+    (["--inference-load", "nofile.csv"], "--inference-load"),
+    (["--inference-load", "constant:0.5", "--reclaim", "best"], "--reclaim"),
+    (["--inference-load", "constant:0.5", "--inference-headroom", "1"], "--inference-headroom"),
+    (["--inference-load", "constant:0.5", "--gpu-equivalence", "0"], "--gpu-equivalence"),
+    (["--inference-load", "constant:0.5", "--cluster", "16x4"], "no 'inference' pool"),
+])
+def test_cli_refuses_bad_loaning_options_before_any_work(tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    try:
+        code = main([*SMALL, "--out", str(out), *args])
+    except SystemExit as stop:
+        code = int(stop.code)
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (out / "summary.json").exists()
+
+
+def test_cli_replay_with_inference_load_reports_pool_figures(tmp_path):
+    out = tmp_path / "out"
+    assert main([*SMALL, "--policy", "fifo", "--out", str(out), "--inference-load", "constant:0.5"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["loan_ops"] == 0 and summary["preemption_ratio"] == 0  # fifo does not borrow
+    assert 0 < summary["overall_usage_raw"] < summary["training_usage"] + 0.5
+
+
+def test_experiment_config_inference_key(tmp_path):
+    csv = tmp_path / "u.csv"
+    csv.write_text("time,utilization\n0,0.5\n")
+    base = ("name: x\ntraces: [{name: synthetic, options: {num_jobs: 5}}]\npolicies: [fifo]\n")
+    good = tmp_path / "good.yaml"
+    good.write_text(base + "clusters: [lyra-testbed]\ninference: {load: u.csv, reclaim: scf}\n")
+    config = load_config(good)
+    spec = config.grid("v")[0]
+    assert spec.inference["load"] == str(csv) and spec.inference["reclaim"] == "scf"
+    assert "inference" in spec.identity
+    for body, where in (("clusters: [16x4]\ninference: {load: u.csv}\n", r"clusters\[0\]"),
+                        ("clusters: [lyra-testbed]\ninference: {load: missing.csv}\n", "inference.load"),
+                        ("clusters: [lyra-testbed]\ninference: {load: u.csv, headroom: 2}\n", "inference.headroom"),
+                        ("clusters: [lyra-testbed]\ninference: {load: u.csv, reclaim: x}\n", "inference.reclaim")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(base + body)
+        with pytest.raises(ConfigError, match=where):
+            load_config(bad)
