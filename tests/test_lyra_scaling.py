@@ -249,8 +249,9 @@ class Watch(Policy):
 
     def schedule(self, engine):
         self.inner.schedule(engine)
+        pooled = getattr(engine.cluster, "on_loan", None) is not None  # PoolWatch checks normalised GPUs
         for job in engine.running:
-            if job.elastic_max:
+            if job.elastic_max and not pooled:
                 assert job.num_gpus >= job.elastic_min
                 assert not self.capped or job.num_gpus <= job.elastic_max
                 self.max_seen = max(self.max_seen, job.num_gpus - job.elastic_min)
@@ -278,3 +279,28 @@ def test_lyra_beats_fifo_on_queueing_and_jct(basic_table):
     assert runs["lyra"]["scaling_ops"] > 0 and runs["fifo"]["scaling_ops"] == 0
     for key in ("p50_queue_s", "p75_queue_s", "p99_queue_s", "p75_jct_s", "mckp_max_solve_s"):
         assert math.isfinite(runs["lyra"][key])
+
+
+# ---- with loaning (sched/pools.py) ------------------------------------------------------------
+def pooled_spec():
+    from schedlab.sched.cluster import ClusterSpec, PoolSpec
+
+    return ClusterSpec(name="lyra-small", pools=[
+        PoolSpec(servers=4, gpus_per_server=8),
+        PoolSpec(name="inference", servers=6, gpus_per_server=8, gpu_type="t4", gpu_memory_gb=16)])
+
+
+class PoolWatch(Watch):
+    """Also checks where jobs run: non-fungible jobs never on loaned servers, and (opportunistic)
+    fungible jobs only there until their first eviction."""
+
+    def schedule(self, engine):
+        super().schedule(engine)
+        cluster = engine.cluster
+        for job in engine.running:
+            on_loan = any(cluster.is_on_loan(g // 8) for g in job.gpus)
+            assert job.fungible or not on_loan
+            if self.inner.name == "opportunistic" and job.fungible and not job.preemptions:
+                assert all(cluster.is_on_loan(g // 8) for g in job.gpus)
+            if job.elastic_max and self.capped:  # normalised GPUs stay within the range
+                assert job.elastic_min - 1e-9 <= cluster.normalised_gpus(job) <= job.elastic_max + 1e-9
