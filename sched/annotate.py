@@ -170,7 +170,7 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
     return base
 
 
-__all__ = ["AnnotationError", "GimbalScheme", "LAMBDA_RANGE", "annotate", "annotate_gimbal", "annotation_scheme"]
+__all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "annotate", "annotate_gimbal", "annotation_scheme"]
 
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
@@ -346,4 +346,65 @@ def annotate_gimbal(
             old = pd.to_numeric(out["deadline"], errors="coerce").to_numpy(float)
             new = np.where(np.isnan(old), new, old)
         out["deadline"] = new
+
+
+# ---- Lyra's scenarios (Lyra EuroSys'23 §7.1; specs/lyra.md §4.1, §6 A3-A5) ------------------------
+#: scenario -> (fungible job share, elastic GPU-time share, heterogeneous job share); ``None`` = all
+LYRA_SCENARIOS: dict[str, tuple[float, float | None, float]] = {
+    "basic": (0.21, 0.36, 0.0),
+    "advanced": (0.21, 0.36, 0.10),
+    "heterogeneous": (0.0, 0.36, 0.10),
+    "ideal": (1.0, None, 1.0),
+}
+LYRA_ELASTIC_MIN_GPUS = 2  # elastic candidates: >= 2 GPUs and >= 1 h (specs/lyra.md §6 A4)
+LYRA_ELASTIC_MIN_S = 3600.0
+
+
+def lyra_scenario(
+    jobs: pd.DataFrame, scenario: str = "basic", seed: int = 0, *, elastic_range: float = 2.0,
+    checkpoint: float = 0.0, scaling_loss: float = 0.0,
+) -> pd.DataFrame:
+    """``jobs`` with Lyra's job attributes for ``scenario`` (basic / advanced / heterogeneous / ideal):
+    ``fungible`` (may run on loaned inference GPUs: 21 % of jobs, uniform), ``elastic_min,
+    elastic_max`` (GPUs; 0 = inelastic): jobs with >= 2 GPUs and >= 1 h drawn at random until they
+    hold 36 % of the GPU-time (all jobs in ``ideal``), range ``[d, elastic_range x d]`` (Ideal's rule)
+    and fungible; ``heterogeneous`` (10 % of jobs; all in ``ideal``); ``checkpoint`` (that share of
+    jobs keeps its progress when preempted; the paper's default 0); ``scaling_loss`` (0.2 = Lyra's
+    imperfect scaling, §7.2) on elastic jobs. Seeded: one draw per row and purpose, in row order."""
+    if scenario not in LYRA_SCENARIOS:
+        raise AnnotationError(f"unknown Lyra scenario {scenario!r}; choose one of {sorted(LYRA_SCENARIOS)}")
+    for name, value, lo, hi in (("elastic_range", elastic_range, 1.0, 64.0), ("checkpoint", checkpoint, 0.0, 1.0),
+                                ("scaling_loss", scaling_loss, 0.0, 0.999)):
+        if not lo <= value <= hi:
+            raise AnnotationError(f"Lyra scenario option {name} must be in [{lo}, {hi}], got {value!r}")
+    for col in ("num_gpus", "duration"):
+        if col not in jobs.columns:
+            raise AnnotationError(f"Lyra scenarios need column {col!r} (missing from the job table)")
+    fungible_share, elastic_share, hetero_share = LYRA_SCENARIOS[scenario]
+    n = len(jobs)
+    gpus = pd.to_numeric(jobs["num_gpus"], errors="coerce").to_numpy(float)
+    duration = pd.to_numeric(jobs["duration"], errors="coerce").to_numpy(float)
+    bad = ~(np.isfinite(gpus) & (gpus >= 1) & np.isfinite(duration) & (duration > 0))
+    if bad.any():
+        raise AnnotationError(f"num_gpus >= 1 and duration > 0 needed for Lyra scenarios: {_rows(jobs, bad)}")
+    rng = np.random.default_rng(seed)
+    u_fungible, u_hetero, u_checkpoint, order = rng.random(n), rng.random(n), rng.random(n), rng.permutation(n)
+    if elastic_share is None:
+        elastic = np.ones(n, dtype=bool)
+    else:
+        work = gpus * duration
+        candidate = (gpus >= LYRA_ELASTIC_MIN_GPUS) & (duration >= LYRA_ELASTIC_MIN_S)
+        picked = order[candidate[order]]
+        cumulative = np.cumsum(work[picked])
+        take = int(np.searchsorted(cumulative, elastic_share * work.sum(), side="left"))
+        elastic = np.zeros(n, dtype=bool)
+        elastic[picked[: take + 1] if take < len(picked) else picked] = True
+    out = jobs.copy()
+    out["fungible"] = (u_fungible < fungible_share) | elastic
+    out["elastic_min"] = np.where(elastic, gpus, 0).astype(np.int64)
+    out["elastic_max"] = np.where(elastic, np.floor(gpus * elastic_range), 0).astype(np.int64)
+    out["heterogeneous"] = u_hetero < hetero_share
+    out["checkpoint"] = u_checkpoint < checkpoint
+    if scaling_loss:
+        out["scaling_loss"] = np.where(elastic, scaling_loss, 0.0)
     return out

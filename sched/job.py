@@ -69,8 +69,11 @@ class Job:
     # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
     fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)
     checkpoint: bool | None = None  # None: unknown (a preemption keeps progress); False: restarts from zero
+    # Lyra's elastic jobs (specs/lyra.md §2.1): a GPU range within which the job scales; its work is
+    # in seconds at ``elastic_min`` GPUs and it runs ``sched/scaling.py``'s speed-up on more
     elastic_min: int = 0  # fewest GPUs an elastic job may run on (0: inelastic)
     elastic_max: int = 0  # most GPUs an elastic job may use (0: inelastic)
+    scaling_loss: float = 0.0  # throughput lost per GPU above elastic_min (Lyra §7.2: 0.2)
     speed_factor: float = 1.0  # the engine's ``job_speed`` at the current allocation (GPU type, scaling)
     ran_on_loan: bool = False  # held GPUs of an on-loan server at some point
     lost_work_s: float = 0.0  # solo seconds of progress lost by preemptions without checkpoint
@@ -143,19 +146,24 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
 
 
 def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
-    """The canonical optional columns Lyra's jobs use (``fungible, checkpoint, elastic_min/max``)."""
+    """The canonical optional columns Lyra's jobs use (``fungible, checkpoint, elastic_min/max``,
+    and ``scaling_loss``); a row with no range (NaN, or ``elastic_max`` 0) is an inelastic job."""
     for column in ("fungible", "checkpoint"):
         if column in ordered.columns:
             for job, value in zip(jobs, ordered[column]):
                 if pd.notna(value):
                     setattr(job, column, bool(value))
     if "elastic_min" in ordered.columns and "elastic_max" in ordered.columns:
-        for job, low, high in zip(jobs, ordered["elastic_min"], ordered["elastic_max"]):
-            if pd.notna(low) and pd.notna(high):
+        loss = ordered["scaling_loss"] if "scaling_loss" in ordered.columns else [0.0] * len(jobs)
+        for job, low, high, lost in zip(jobs, ordered["elastic_min"], ordered["elastic_max"], loss):
+            if pd.notna(low) and pd.notna(high) and high != 0:
                 if not 1 <= int(low) <= int(high):
                     raise ValueError(f"job {job.job_id}: elastic_min {low} / elastic_max {high} must satisfy"
                                      " 1 <= elastic_min <= elastic_max")
-                job.elastic_min, job.elastic_max = int(low), int(high)
+                lost = 0.0 if pd.isna(lost) else float(lost)
+                if not 0 <= lost < 1:
+                    raise ValueError(f"job {job.job_id}: scaling_loss {lost} must be in [0, 1)")
+                job.elastic_min, job.elastic_max, job.scaling_loss = int(low), int(high), lost
 
 
 def _floats(column: pd.Series) -> list[float]:

@@ -67,6 +67,12 @@ def summarize(table: pd.DataFrame, result: EngineResult, large_job_gpus: int = L
         "preemptions": int(table["preemptions"].sum()),
         "scheduling_passes": result.scheduling_passes,
         "avg_wait_s": _stat(np.mean, table["wait_s"].to_numpy()),
+        # Lyra Table 8's percentiles, and its scaling operation count (allocation changes while running)
+        "p50_queue_s": _pct(queue, 50),
+        "p75_queue_s": _pct(queue, 75),
+        "p99_queue_s": _pct(queue, 99),
+        "p75_jct_s": _pct(jct, 75),
+        "scaling_ops": int(sum(j.resizes for j in result.jobs)),
     }
     large = table["num_gpus"] > large_job_gpus
     for name, part in (("large", table[large]), ("small", table[~large])):

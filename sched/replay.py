@@ -18,6 +18,7 @@ from schedlab.sched.engine import Engine
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
+from schedlab.sched.scaling import use_elastic_scaling
 from schedlab.sched.sharing import SharingModel
 from schedlab.sched.smact import SmactProfile, replay_smact
 from schedlab.sched.workloads import FittedCatalog, WorkloadCatalog, default_catalog
@@ -173,6 +174,7 @@ def replay(
         record_occupancy=smact is not None,
         orchestrator=orchestrator,
     )
+    use_elastic_scaling(engine)
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)

@@ -5,6 +5,8 @@ Every round (60 s, a timer): base demands first — running jobs keep theirs (AF
 preempts), queued jobs get theirs in arrival order if they fit (else they are skipped); then, one
 GPU at a time, the spare GPUs go to the job with the largest throughput gain per GPU,
 ``rate(w + 1) - rate(w)``, with no upper cap (unbounded elasticity) while the gain is positive.
+Lyra's elastic fixed-duration jobs (``elastic_min/max``, ``sched/scaling.py``) gain
+``(rate(w + 1) - rate(w)) / remaining``, their completion-rate gain.
 A goodput job's rate is its goodput (specs/pollux.md) at its workload batch on ``w`` GPUs packed on
 the fewest servers; its base demand is its workload GPU count (``base: trace``) or one GPU
 (``base: one``, AFS' own start). Fixed-duration jobs are inelastic (base only). Placement: kept GPUs
@@ -26,6 +28,7 @@ from schedlab.sched.policies.elastic import (
     packed_shape,
     server_counts,
 )
+from schedlab.sched.scaling import speed
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -44,6 +47,7 @@ class Afs(RoundPolicy):
     Params = AfsParams
 
     def decide(self, engine: Engine) -> None:
+        self._engine = engine
         cluster = engine.cluster
         per = cluster.gpus_per_server
         left = cluster.total_gpus
@@ -68,8 +72,11 @@ class Afs(RoundPolicy):
         return 1 if self.params.base == "one" and job.goodput is not None else job.requested_gpus
 
     def _gain(self, job: Job, w: int, per: int) -> float:
-        if job.goodput is None:
-            return 0.0
+        if job.goodput is None:  # Lyra's elastic jobs: completion-rate gain per GPU (specs/lyra.md §6 A10)
+            if not job.elastic_max:
+                return 0.0
+            lo, loss = job.elastic_min, job.scaling_loss
+            return (speed(lo, loss, w + 1) - speed(lo, loss, w)) / max(self._engine.remaining(job), 1e-9)
         try:
             return self._rate(job, w + 1, per) - self._rate(job, w, per)
         except ValueError:  # the batch cannot be split over that many GPUs

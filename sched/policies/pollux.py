@@ -24,6 +24,7 @@ from pydantic import Field
 
 from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, apply_allocations, packed_shape, server_counts
 from schedlab.sched.policies.pollux_opt import JobSpec, Problem, solve
+from schedlab.sched.scaling import speed
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -126,7 +127,7 @@ class Pollux(RoundPolicy):
     # ---- a job's terms -------------------------------------------------------------------------
     def _cap(self, job: Job, total: int) -> int:
         if job.goodput is None:
-            return job.requested_gpus
+            return job.elastic_max or job.requested_gpus
         model = job.goodput
         cap = min(max(2 * self.max_held.get(job, 0), 1), total, model.max_batch // model.min_local_batch,
                   model.max_gpus)
@@ -139,6 +140,9 @@ class Pollux(RoundPolicy):
         return max(age - restarts * delay, 0.0) / (age + delay) if age + delay > 0 else 0.0
 
     def _speedup(self, job: Job, fair: tuple[int, ...]):
+        if job.goodput is None and job.elastic_max:  # Lyra's elastic job: its range (specs/lyra.md §3)
+            lo, hi, loss = job.elastic_min, job.elastic_max, job.scaling_loss
+            return lambda shape: speed(lo, loss, sum(shape)) if lo <= sum(shape) <= hi else 0.0
         if job.goodput is None:  # a fixed-duration job: linear in GPUs, only at its own count
             want = job.requested_gpus
             return lambda shape: 1.0 if sum(shape) == want else 0.0

@@ -1,0 +1,437 @@
+"""``lyra``: Lyra's job scheduler (Lyra EuroSys'23 §5; specs/lyra.md §2).
+
+Two phases (§5.2). **Phase 1**, at every event: inelastic jobs and the *base* demands of elastic jobs
+by SJF with skipping — the pending job with the shortest running time (an elastic job's at its
+base) whose demand fits the idle GPUs plus the GPUs held by flexible workers is started; flexible
+workers are scaled in to make room (never a preemption). **Phase 2**, at most every
+``rescale_interval_s`` (a timer, specs/lyra.md §6 A1): the GPUs left over plus all flexible GPUs
+are shared among the running elastic jobs by the multiple-choice knapsack (``sched/mckp.py``): job
+``j``'s item ``k`` is ``k`` more workers, weight ``k g`` GPUs, value ``T_j(base) - T_j(base + k g)``
+with ``T`` the remaining run time (§6 A8); chosen workers that cannot be placed are trimmed.
+Placement is best-fit decreasing by workers (``sched/bfd.py``, §5.3): inelastic workers of
+``min(d, 8)`` GPUs, elastic ones of ``elastic_gpus_per_worker``; flexible workers go to servers
+apart from base workers where the pools allow (the flexible group).
+
+Elastic jobs scale linearly in their range (``sched/scaling.py``), or with the job's
+``scaling_loss`` (20 %: imperfect scaling, §7.2); goodput jobs (``tuned_jobs``: Lyra+TunedJobs,
+§7.4) use their goodput model's speed-up at the goodput-optimal batch, which the job's agent
+re-tunes at every allocation change. ``elastic: false`` runs elastic jobs at their base (Table 5's
+loaning-only rows); ``loaning`` and ``reclaim`` choose capacity loaning when the cluster has an
+inference pool (specs/lyra.md §1).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from schedlab.sched import bfd
+from schedlab.sched.mckp import solve, solve_concave
+from schedlab.sched.policies.base import Policy
+from schedlab.sched.reclaim import get_strategy as get_reclaim
+from schedlab.sched.scaling import run_time
+from sortedcontainers import SortedList
+
+if TYPE_CHECKING:
+    from schedlab.sched.engine import Engine
+    from schedlab.sched.job import Job
+
+TRAINING, LOAN = 0, 1
+
+
+class LyraParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    elastic: bool = Field(default=True, description="elastic scaling (phase 2); false = elastic jobs run at their base")
+    loaning: bool = Field(default=True, description="borrow inference servers when the cluster has an inference pool")
+    reclaim: Literal["lyra", "scf", "random"] = Field(default="lyra", description="which loaned servers to return")
+    rescale_interval_s: float = Field(default=60.0, ge=0, description="phase 2 at most this often (0: every event)")
+    elastic_gpus_per_worker: int = Field(default=1, ge=1, le=8, description="GPUs per elastic worker")
+    inelastic_worker_gpus: int = Field(default=8, ge=1, description="an inelastic job's workers: min(d, this) GPUs")
+    tuned_jobs: bool = Field(default=False, description="goodput jobs re-tune their batch at every allocation change")
+
+
+class Lyra(Policy):
+    name = "lyra"
+    summary = "SJF over inelastic and base demands, then flexible workers by a multiple-choice knapsack (DP); BFD"
+    paper = "Lyra (EuroSys'23) §5.2-5.3 (specs/lyra.md §2)"
+    simplified = ("running times known exactly (oracle); scaling costs no time (the paper's simulator); phase 2 at"
+                  " most every 60 s; a worker no server holds is spread (the baselines' placement does too)")
+    Params = LyraParams
+    default_preemption_overhead_s = 63.0  # Lyra §7.5
+
+    def __init__(self, params: LyraParams | None = None) -> None:
+        super().__init__(params)
+        self.pending: dict[tuple, SortedList] = {}  # (pools, base demand) -> (key, index, job), shortest first
+        self.elastic_running: dict[Job, None] = {}
+        self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
+        self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
+        self._engine: Engine | None = None
+        self.uses_loaning = self.params.loaning  # the orchestrator lends only to a borrowing policy
+        self._rescale_due = False
+        self._last_rescale = -float("inf")
+        self._timer_at: float | None = None
+        self.solve_times: list[float] = []
+        self.mckp_items_max = 0
+        self.trimmed_workers = 0
+        self.scale_ins = 0
+        self.scale_outs = 0
+
+    # ---- bookkeeping -----------------------------------------------------------------------
+    def is_elastic(self, job: Job) -> bool:
+        return self.params.elastic and job.elastic_max > job.elastic_min > 0
+
+    def base(self, job: Job) -> int:
+        return job.elastic_min if self.is_elastic(job) else job.requested_gpus
+
+    def on_arrival(self, engine: Engine, job: Job) -> None:
+        self._engine = self._engine or engine
+        self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        key = job.remaining  # base-seconds: the run time at the base (elastic) or at d GPUs
+        self.pending.setdefault((self._pools_for(job), self.base(job)), SortedList()).add((key, job.index, job))
+        self._rescale_due = True
+
+    def _forget(self, job: Job) -> None:
+        if job in self.elastic_running:
+            del self.elastic_running[job]
+            self.base_servers.pop(job, None)
+        self.pool_of_job.pop(job, None)
+
+    def on_finish(self, engine: Engine, job: Job) -> None:
+        self._forget(job)
+        self._rescale_due = True
+
+    def on_timer(self, engine: Engine, payload: Any) -> None:
+        if payload == ("lyra-rescale", self._timer_at):
+            self._timer_at = None
+
+    def metrics(self) -> dict[str, float]:
+        times = self.solve_times or [0.0]
+        return {"scale_in_ops": self.scale_ins, "scale_out_ops": self.scale_outs,
+                "mckp_solves": len(self.solve_times), "mckp_max_solve_s": max(times),
+                "mckp_mean_solve_s": sum(times) / len(times), "mckp_max_items": self.mckp_items_max,
+                "mckp_trimmed_workers": self.trimmed_workers}
+
+    # ---- pools (specs/lyra.md §1.5, §2.5): training servers, and on-loan servers in T4 GPUs -----
+    def _r(self, engine: Engine) -> float:
+        return getattr(engine.cluster, "r", 1.0)
+
+    def _raw(self, engine: Engine, pool: int, gpus: float) -> int:
+        """GPUs of ``pool`` standing for ``gpus`` training GPUs (T4s: ceil(r x gpus))."""
+        return int(gpus) if pool == TRAINING else math.ceil(self._r(engine) * gpus - 1e-9)
+
+    def _servers(self, engine: Engine, pool: int) -> list[int]:
+        cluster = engine.cluster
+        if pool == LOAN:
+            return list(getattr(cluster, "on_loan", ()))
+        return list(range(getattr(cluster, "training_servers", cluster.num_servers)))
+
+    def _pools_for(self, job: Job) -> tuple[int, ...]:
+        """Elastic jobs prefer on-loan servers (more room to scale in at reclaim), inelastic fungible
+        ones training servers; non-fungible jobs run on training servers only (§5.3)."""
+        if not job.fungible or job.preemptions:  # a job once preempted at a reclaim waits for training
+            return (TRAINING,)  # servers: without a checkpoint it would restart at every reclaim
+        return (LOAN, TRAINING) if self.is_elastic(job) else (TRAINING, LOAN)
+
+    def _flex(self, engine: Engine, job: Job) -> int:
+        """GPUs the job holds beyond its base (in its pool's GPUs): what scaling in may take."""
+        return job.num_gpus - self._raw(engine, self.pool_of_job[job], job.elastic_min)
+
+    def _slack(self, job: Job) -> int:
+        return self._flex(self._engine, job) if job in self.elastic_running else 0
+
+    # ---- a pass ----------------------------------------------------------------------------
+    def schedule(self, engine: Engine) -> None:
+        orchestrator = getattr(engine, "orchestrator", None)
+        if orchestrator is not None and orchestrator.slack != self._slack:
+            orchestrator.slack = self._slack  # a job may lose its flexible workers, never its base
+        self._engine = engine
+        started = self.phase1(engine)
+        if not self.params.elastic or not self.elastic_running:
+            return
+        self._rescale_due = self._rescale_due or started
+        if not self._rescale_due:
+            return
+        interval = self.params.rescale_interval_s
+        if engine.now - self._last_rescale >= interval:
+            self._rescale_due = False
+            self._last_rescale = engine.now
+            self.phase2(engine)
+        elif self._timer_at is None:
+            self._timer_at = self._last_rescale + interval
+            engine.set_timer(self._timer_at, ("lyra-rescale", self._timer_at))
+
+    def phase1(self, engine: Engine) -> bool:
+        """SJF with skipping over pending jobs' base demands; returns whether anything started."""
+        cluster = engine.cluster
+        pooled = getattr(cluster, "on_loan", None) is not None
+        r = self._r(engine)
+        skipped: list[tuple[tuple, tuple[float, int, Job]]] = []
+        started = False
+        while True:
+            loan_free = cluster.loan_free_gpus if pooled else 0
+            flex = [0.0, 0.0]
+            for j in self.elastic_running:
+                flex[self.pool_of_job[j]] += self._flex(engine, j)
+            cap = (cluster.free_gpus - loan_free + flex[TRAINING], (loan_free + flex[LOAN]) / r)
+            best = best_class = None
+            for cls, queue in self.pending.items():
+                if queue and cls[1] <= max(cap[p] for p in cls[0]) + 1e-9 and (best is None or queue[0] < best):
+                    best, best_class = queue[0], cls
+            if best is None:
+                break
+            self.pending[best_class].remove(best)
+            if self._start(engine, best[2]):
+                started = True
+            else:
+                skipped.append((best_class, best))
+        for cls, entry in skipped:
+            self.pending[cls].add(entry)
+        return started
+
+    def _start(self, engine: Engine, job: Job) -> bool:
+        demand = self.base(job)
+        per = engine.cluster.gpus_per_server
+        elastic = self.is_elastic(job)
+        for pool in self._pools_for(job):
+            servers = self._servers(engine, pool)
+            need = self._raw(engine, pool, demand)
+            free_here = sum(len(engine.cluster.free_by_server[s]) for s in servers)
+            flex_here = sum(self._flex(engine, j) for j in self.elastic_running if self.pool_of_job[j] == pool)
+            if need > free_here + flex_here:
+                continue
+            if need > free_here:
+                self._scale_in_for(engine, pool, need - free_here)
+            free = [len(stack) for stack in engine.cluster.free_by_server]
+            size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
+            workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
+            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per)
+            if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
+                continue
+            self.pool_of_job[job] = pool
+            if elastic:
+                self.elastic_running[job] = None
+                self.base_servers[job] = set(where)
+            if self.params.tuned_jobs and job.goodput is not None:
+                self._tune(engine, job)
+            return True
+        return False
+
+    def _base_hosts(self) -> set[int]:
+        return set().union(*self.base_servers.values()) if self.base_servers else set()
+
+    def _base_tiers(self, engine: Engine, pool: int, servers: list[int]) -> list[list[int]]:
+        """Base workers on on-loan servers keep apart from the flexible group (§5.3): servers that
+        hold base workers or nothing first."""
+        if pool == TRAINING:
+            return [servers]
+        hosts = self._base_hosts()
+        per = engine.cluster.gpus_per_server
+        first = [s for s in servers if s in hosts or len(engine.cluster.free_by_server[s]) == per]
+        return [first, [s for s in servers if s not in set(first)]]
+
+    def _flex_tiers(self, engine: Engine, job: Job) -> list[list[int]]:
+        """Flexible workers: the job's own non-base servers, then (on loan) servers apart from every
+        job's base workers (the flexible group), then the rest of the pool."""
+        pool = self.pool_of_job[job]
+        per = engine.cluster.gpus_per_server
+        servers = self._servers(engine, pool)
+        own = sorted({g // per for g in job.gpus} - self.base_servers.get(job, set()))
+        if pool == TRAINING:
+            return [own, sorted({g // per for g in job.gpus}), servers]
+        hosts = self._base_hosts()
+        return [own, [s for s in servers if s not in hosts], servers]
+
+    def _release_order(self, engine: Engine, job: Job, count: int) -> tuple[int, ...]:
+        """GPUs a shrinking job gives back: those off its base servers first (§5.3)."""
+        per = engine.cluster.gpus_per_server
+        base = self.base_servers.get(job, set())
+        ordered = sorted(job.gpus, key=lambda g: (g // per in base, -g))
+        return tuple(ordered[:count])
+
+    def _scale_in_for(self, engine: Engine, pool: int, gpus: int) -> None:
+        """Release ``gpus`` flexible GPUs of ``pool``: from the jobs whose last workers are worth least."""
+        def loss(job: Job) -> float:  # remaining-time increase per GPU of losing one worker
+            g = self.params.elastic_gpus_per_worker
+            rem = engine.remaining(job)
+            lo = job.elastic_min
+            now = lo + self._flex(engine, job) / (self._r(engine) if pool == LOAN else 1.0)
+            return (run_time(job, rem, max(lo, now - g)) - run_time(job, rem, now)) / g
+        jobs = [j for j in self.elastic_running if self.pool_of_job[j] == pool and self._flex(engine, j) > 0]
+        for job in sorted(jobs, key=lambda j: (loss(j), j.index)):
+            if gpus <= 0:
+                break
+            cut = min(gpus, self._flex(engine, job))
+            self._resize(engine, job, job.num_gpus - cut)
+            gpus -= cut
+
+    def _resize(self, engine: Engine, job: Job, gpus: int, placement: list[tuple[int, int]] | None = None) -> bool:
+        before = job.num_gpus
+        if gpus == before:
+            return False
+        release = self._release_order(engine, job, before - gpus) if gpus < before else None
+        if not engine.resize(job, gpus, placement=placement, release=release):
+            return False
+        if gpus > before:
+            self.scale_outs += 1
+        else:
+            self.scale_ins += 1
+        if self.params.tuned_jobs and job.goodput is not None:
+            self._tune(engine, job)
+        return True
+
+    # ---- loaning: the orchestrator's hooks (sched/pools.py) ----------------------------------
+    def choose_reclaim(self, engine: Engine, n: int) -> list[int]:
+        """Which on-loan servers go back (``reclaim``: Lyra's heuristic, SCF or Random; §4, §7.1)."""
+        orchestrator = engine.orchestrator
+        return list(get_reclaim(self.params.reclaim)(orchestrator.view(engine), n, orchestrator.rng))
+
+    def on_reclaimed(self, engine: Engine, plan: Any) -> None:
+        """Preempted jobs go back to the queue; shrunk ones keep their base elsewhere."""
+        for job in plan.preempt:
+            self._forget(job)
+            self._enqueue(job)
+        per = engine.cluster.gpus_per_server
+        for job in plan.shrink:
+            if job in self.base_servers:
+                self.base_servers[job] &= {g // per for g in job.gpus}
+        self._rescale_due = True
+
+    # ---- phase 2 ----------------------------------------------------------------------------
+    def phase2(self, engine: Engine) -> None:
+        for pool in (TRAINING, LOAN):
+            jobs = [j for j in self.elastic_running if self.pool_of_job[j] == pool]
+            if jobs:
+                self._rescale_pool(engine, pool, jobs)
+
+    def _rescale_pool(self, engine: Engine, pool: int, jobs: list[Job]) -> None:
+        g = self.params.elastic_gpus_per_worker
+        r = self._r(engine) if pool == LOAN else 1.0
+        free_raw = sum(len(engine.cluster.free_by_server[s]) for s in self._servers(engine, pool))
+        capacity = int((free_raw + sum(self._flex(engine, j) for j in jobs)) / r + 1e-9)
+        sizes = [(job.elastic_max - job.elastic_min) // g for job in jobs]
+        self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
+        if capacity >= sum(sizes) * g:
+            choice = sizes  # room for every flexible worker
+        elif any(job.goodput is not None for job in jobs):
+            groups = [self._items(engine, job, k) for job, k in zip(jobs, sizes)]
+            t0 = time.perf_counter()
+            choice = list(solve(groups, capacity).choice)
+            self.solve_times.append(time.perf_counter() - t0)
+        else:
+            t0 = time.perf_counter()
+            choice = self._concave_choice(engine, jobs, sizes, capacity // g).tolist()
+            self.solve_times.append(time.perf_counter() - t0)
+        targets = {job: job.elastic_min + k * g for job, k in zip(jobs, choice)}
+        for job, target in targets.items():  # scale in first: it frees GPUs for the others
+            raw = self._raw(engine, pool, target)
+            if raw < job.num_gpus:
+                self._resize(engine, job, raw)
+        per = engine.cluster.gpus_per_server
+        free = [len(stack) for stack in engine.cluster.free_by_server]
+        for job, target in targets.items():
+            while True:
+                extra = self._raw(engine, pool, target) - job.num_gpus
+                if extra <= 0:
+                    break
+                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job), per)
+                if where is not None:
+                    self._resize(engine, job, job.num_gpus + extra, sorted(where.items()))
+                    break
+                target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
+                self.trimmed_workers += 1
+
+    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> np.ndarray:
+        """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
+        in the extra workers: the largest marginal savings (``mckp.solve_concave``), vectorised."""
+        g = self.params.elastic_gpus_per_worker
+        counts = np.asarray(sizes)
+        group = np.repeat(np.arange(len(jobs)), counts)
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        w = (np.arange(len(group)) - starts + 1) * g  # extra GPUs of each item
+        rem = np.array([engine.remaining(job) for job in jobs])[group]
+        lo = np.array([job.elastic_min for job in jobs], dtype=float)[group]
+        a = np.array([1.0 - job.scaling_loss for job in jobs])[group]
+        marginals = rem * lo * (1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w))
+        return solve_concave(marginals, group, len(jobs), units)
+
+    def _items(self, engine: Engine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """A job's MCKP group: ``k`` more workers weigh ``k g`` GPUs and are worth the remaining
+        run time they save, ``T(base) - T(base + k g)`` (§5.2, specs/lyra.md §6 A8)."""
+        g = self.params.elastic_gpus_per_worker
+        weights = np.arange(1, count + 1) * g
+        rem = engine.remaining(job)
+        lo = job.elastic_min
+        if job.goodput is None:  # T(w) = rem / speed(w); speed(lo) = 1
+            return weights, rem - rem * lo / (lo + (1.0 - job.scaling_loss) * weights)
+        t_base = self._time(job, rem, lo)
+        return weights, np.array([t_base - self._time(job, rem, lo + w) for w in weights.tolist()])
+
+    def _time(self, job: Job, remaining: float, gpus: int) -> float:
+        """T_j(w): remaining run time on ``gpus`` GPUs (goodput jobs: their goodput speed-up)."""
+        if job.goodput is None:
+            return run_time(job, remaining, gpus)
+        return remaining / self._goodput_speedup(job, gpus)
+
+    def _goodput_speedup(self, job: Job, gpus: int) -> float:
+        from schedlab.sched.goodput import packed
+
+        model, progress = job.goodput, job.epoch_start
+        try:
+            base = model.best_batch(packed(job.elastic_min), progress)[1]
+            here = model.best_batch(packed(gpus), progress)[1]
+        except ValueError:
+            return 1e-9
+        return max(here / base, 1e-9) if base > 0 else 1e-9
+
+    def _tune(self, engine: Engine, job: Job) -> None:
+        """TunedJobs (Pollux's agent in Lyra §7.4): the goodput-optimal batch on the new placement."""
+        batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
+        if batch:
+            engine.set_batch(job, batch)
+
+    def on_epoch(self, engine: Engine, job: Job) -> None:
+        if self.params.tuned_jobs and job.running:
+            self._tune(engine, job)
+
+
+class OpportunisticParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reclaim: Literal["random", "scf", "lyra"] = Field(
+        default="random", description="which servers inference takes back (it is oblivious: random)")
+
+
+class Opportunistic(Lyra):
+    """Table 5 row 6 (Lyra §7.1; specs/lyra.md §1.3): no loaning to training; fungible jobs queue for
+    idle inference servers at lower priority than inference, and are evicted when it needs them."""
+
+    name = "opportunistic"
+    summary = "fungible jobs only on idle inference servers (evicted when inference needs them), others on training"
+    paper = "Lyra (EuroSys'23) §7.1, Table 5 row 6 (specs/lyra.md §1.3)"
+    simplified = ("idle inference servers = those the orchestrator would lend (same 2 % headroom); the same SJF"
+                  " scheduler on each side; no elastic scaling; a job evicted once (or too large for the"
+                  " inference cluster) may then run on training servers, else a long job without checkpoint"
+                  " would restart forever")
+    Params = OpportunisticParams
+
+    def __init__(self, params: OpportunisticParams | None = None) -> None:
+        params = params if params is not None else OpportunisticParams()
+        super().__init__(LyraParams(elastic=False, loaning=True, reclaim=params.reclaim))
+        self.params_opportunistic = params
+
+    def _pools_for(self, job: Job) -> tuple[int, ...]:
+        """Fungible jobs wait for inference servers, unless they need more than inference can ever
+        lend (then, like every other job, they run on training servers)."""
+        cluster = self._engine.cluster if self._engine is not None else None
+        lendable = getattr(cluster, "inference_server_ids", ())
+        if not job.fungible or not lendable:
+            return (TRAINING,)
+        if job.preemptions:  # evicted once: may also queue for training (else a long job never ends)
+            return (TRAINING, LOAN)
+        headroom = math.ceil(self._engine.orchestrator.options.headroom * len(lendable) - 1e-9)
+        most = (len(lendable) - headroom) * cluster.gpus_per_server
+        return (LOAN,) if self._raw(self._engine, LOAN, job.requested_gpus) <= most else (TRAINING,)
