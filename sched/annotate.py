@@ -346,6 +346,7 @@ def annotate_gimbal(
             old = pd.to_numeric(out["deadline"], errors="coerce").to_numpy(float)
             new = np.where(np.isnan(old), new, old)
         out["deadline"] = new
+    return out
 
 
 # ---- Lyra's scenarios (Lyra EuroSys'23 §7.1; specs/lyra.md §4.1, §6 A3-A5) ------------------------
