@@ -22,7 +22,7 @@ from common import DEFAULT_TRACE, require_trace
 from gimbal_speed import GAVEL_TABLE, POLICIES, ROUND_BASED
 from result_digests import table_digest
 
-TIMING_FIELDS = ("lp_solve_mean_s", "lp_solve_p99_s", "load_wall_s")
+TIMING_FIELDS = ("lp_solve_mean_s", "lp_solve_p99_s", "load_wall_s", "gimbal_step_mean_us", "gimbal_step_p99_us")
 SETUP_150 = {"start": 4320000, "max_jobs": 150}
 ANNOTATE_150 = {"scheme": "gimbal", "max_duration_s": 3600, "duration_scale": 0.5}
 
