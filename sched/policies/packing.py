@@ -237,7 +237,7 @@ class PackingPolicy(Policy):
 
         def free_room(h: Job) -> int:
             if (r := room.get(h, 0)) < 0:
-                r = room[h] = len(self.single_gpus(engine, h))
+                r = room[h] = self.single_count(engine, h)
             return r
 
         heads.sort()
@@ -271,8 +271,8 @@ class PackingPolicy(Policy):
             return
         coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only, largest first
         for job in self.alone.token:
-            if job.running and job.gpus and job.num_gpus <= per and job.gpus[0] // per == job.gpus[-1] // per:
-                coverable.setdefault(job.gpus[0] // per, []).append(job)
+            if (gpus := job.gpus) and job.num_gpus <= per and gpus[0] // per == gpus[-1] // per:  # running, one server
+                coverable.setdefault(gpus[0] // per, []).append(job)
         if not coverable:
             return
         for jobs in coverable.values():
@@ -364,6 +364,11 @@ class PackingPolicy(Policy):
         """The GPUs of ``host`` that it holds alone."""
         holders = engine.cluster.holders
         return [g for g in host.gpus if len(holders[g]) == 1]
+
+    @staticmethod
+    def single_count(engine: Engine, host: Job) -> int:
+        """How many GPUs ``host`` holds alone (``len(single_gpus(...))`` without a Python-level loop)."""
+        return list(map(len, map(engine.cluster.holders.__getitem__, host.gpus))).count(1)
 
     def join(self, engine: Engine, job: Job, host: Job) -> bool:
         """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set;
