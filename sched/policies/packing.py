@@ -265,8 +265,9 @@ class PackingPolicy(Policy):
         cluster = engine.cluster
         per = cluster.gpus_per_server
         free = cluster.free_gpus
-        heads = [(e, wl) for gpus in self.waiting.by_gpus if max(free, 1) < gpus <= max_pack
-                 for e, wl in self.waiting.heads(gpus)]
+        # the best-ranked head of each GPU count: the head of its by-GPU-count index
+        heads = [(e, workload(e[3])) for gpus, heap in self.waiting.by_gpus.items()
+                 if max(free, 1) < gpus <= max_pack and (e := self.waiting._head(heap)) is not None]
         if not heads:
             return
         coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only, largest first
