@@ -72,8 +72,9 @@ def refresh(engine: Engine, job: Job) -> None:
         else:
             value = 1.0 if p == 1.0 else engine.sharing.restricted_solo(job, p)
         xi[g] = value
-    for g in [g for g in xi if g not in job.gpus]:
-        del xi[g]
+    if len(xi) != len(kept := set(job.gpus)):  # workers it no longer has (xi holds every GPU of kept)
+        for g in xi.keys() - kept:
+            del xi[g]
     if job.partners:
         for other, entry in job.partners.items():
             if other in beside:
