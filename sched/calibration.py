@@ -209,11 +209,15 @@ def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: fl
     low, high = 0.0, max(xis) * (alpha + beta * total) * 2
     while sum(split(high)) < total:
         high *= 2
-    for _ in range(200):
+    for _ in range(200):  # stops early at the fixed point: a step that changes neither end changes nothing after it
         mid = (low + high) / 2
         if sum(split(mid)) < total:
+            if mid == low:
+                break
             low = mid
         else:
+            if mid == high:
+                break
             high = mid
     raw = split(high)
     scale = total / sum(raw)
