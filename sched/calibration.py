@@ -72,8 +72,9 @@ def refresh(engine: Engine, job: Job) -> None:
         else:
             value = 1.0 if p == 1.0 else engine.sharing.restricted_solo(job, p)
         xi[g] = value
-    for g in [g for g in xi if g not in job.gpus]:
-        del xi[g]
+    if len(xi) != len(kept := set(job.gpus)):  # workers it no longer has (xi holds every GPU of kept)
+        for g in xi.keys() - kept:
+            del xi[g]
     if job.partners:
         for other, entry in job.partners.items():
             if other in beside:
@@ -208,11 +209,15 @@ def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: fl
     low, high = 0.0, max(xis) * (alpha + beta * total) * 2
     while sum(split(high)) < total:
         high *= 2
-    for _ in range(200):
+    for _ in range(200):  # stops early at the fixed point: a step that changes neither end changes nothing after it
         mid = (low + high) / 2
         if sum(split(mid)) < total:
+            if mid == low:
+                break
             low = mid
         else:
+            if mid == high:
+                break
             high = mid
     raw = split(high)
     scale = total / sum(raw)

@@ -237,7 +237,7 @@ class PackingPolicy(Policy):
 
         def free_room(h: Job) -> int:
             if (r := room.get(h, 0)) < 0:
-                r = room[h] = len(self.single_gpus(engine, h))
+                r = room[h] = self.single_count(engine, h)
             return r
 
         heads.sort()
@@ -265,32 +265,37 @@ class PackingPolicy(Policy):
         cluster = engine.cluster
         per = cluster.gpus_per_server
         free = cluster.free_gpus
-        heads = [(e, wl) for gpus in self.waiting.by_gpus if max(free, 1) < gpus <= max_pack
-                 for e, wl in self.waiting.heads(gpus)]
+        # the best-ranked head of each GPU count: the head of its by-GPU-count index
+        heads = [(e, workload(e[3])) for gpus, heap in self.waiting.by_gpus.items()
+                 if max(free, 1) < gpus <= max_pack and (e := self.waiting._head(heap)) is not None]
         if not heads:
             return
         coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only, largest first
         for job in self.alone.token:
-            if job.running and job.gpus and job.num_gpus <= per and job.gpus[0] // per == job.gpus[-1] // per:
-                coverable.setdefault(job.gpus[0] // per, []).append(job)
+            if (gpus := job.gpus) and job.num_gpus <= per and gpus[0] // per == gpus[-1] // per:  # running, one server
+                coverable.setdefault(gpus[0] // per, []).append(job)
         if not coverable:
             return
         for jobs in coverable.values():
             jobs.sort(key=lambda c: (-c.num_gpus, c.index))
         heads.sort()
         tried: set[int] = set()
+        bounds: list[tuple[int, int]] | None = None  # recomputed after a start changed the servers
         for entry, wl in heads:
             job = entry[3]
             if job.num_gpus in tried or job.num_gpus <= cluster.free_gpus:
                 continue
             tried.add(job.num_gpus)
-            plan = self._cover_plan(engine, job, wl, coverable)
+            if bounds is None:
+                bounds = self._cover_bounds(engine, coverable)
+            plan = self._cover_plan(engine, job, wl, coverable, bounds)
             if plan is None:
                 continue
             placement, covered = plan
             share = tuple(g for c in covered for g in c.gpus)
             if not engine.start(job, placement or None, share_gpus=share):
                 continue
+            bounds = None
             self.waiting.remove(job)
             self.members[job] = list(covered)
             for c in covered:
@@ -303,22 +308,42 @@ class PackingPolicy(Policy):
             for c in covered:
                 self.on_packed(engine, c, job)
 
-    def _cover_plan(self, engine: Engine, job: Job, wl: tuple, coverable: dict[int, list[Job]]):
+    @staticmethod
+    def _cover_bounds(engine: Engine, coverable: dict[int, list[Job]]) -> list[tuple[int, int]]:
+        """``(most GPUs a covering plan can take on the server, -server)``, best first: its free GPUs
+        plus every coverable job on it (an upper bound on its offer in ``_cover_plan``)."""
+        free = engine.cluster.free_by_server
+        bounds = [(len(free[s]) + sum(c.num_gpus for c in jobs), -s) for s, jobs in coverable.items()]
+        bounds += [(len(f), -s) for s, f in enumerate(free) if f and s not in coverable]
+        bounds.sort(reverse=True)
+        return bounds
+
+    def _cover_plan(self, engine: Engine, job: Job, wl: tuple, coverable: dict[int, list[Job]],
+                    bounds: list[tuple[int, int]]):
         """``([(server, free GPUs taken)], covered jobs)`` for ``job`` on exactly ceil(n / per)
         servers, fullest first, free GPUs before covered jobs (largest first, at most max_jobset - 1
-        in all); None if impossible."""
+        in all); None if impossible. Servers are visited by ``bounds`` (best first) and the visit
+        stops once no later server can beat the ceil(n / per) best offers found."""
         cluster = engine.cluster
         per, n = cluster.gpus_per_server, job.num_gpus
         need, slots = -(-n // per), self.max_jobset - 1
         free = cluster.free_by_server
-        offers = []  # (GPUs offered, -server, jobs to cover): free GPUs, then the largest allowed jobs
-        for server, jobs in coverable.items():
-            allowed = [c for c in jobs if c.num_gpus < n][:slots]
-            if allowed:
-                offers.append((len(free[server]) + sum(c.num_gpus for c in allowed), -server, allowed))
-        offers += [(len(f), -s, []) for s, f in enumerate(free) if f and s not in coverable]
-        offers.sort(key=lambda o: (o[0], o[1]), reverse=True)
-        if sum(o[0] for o in offers[:need]) < n:
+        offers: list = []  # the best ``need`` offers so far, best first: (GPUs offered, -server, jobs to cover)
+        for bound, neg in bounds:
+            if len(offers) == need and (bound, neg) < (offers[-1][0], offers[-1][1]):
+                break  # an offer never exceeds its bound, and the bounds come best first
+            if (jobs := coverable.get(-neg)) is None:
+                offer = (bound, neg, [])  # free GPUs only
+            else:
+                allowed = [c for c in jobs if c.num_gpus < n][:slots]
+                if not allowed:
+                    continue  # as before: a server with coverable jobs offers nothing without an allowed one
+                offer = (len(free[-neg]) + sum(c.num_gpus for c in allowed), neg, allowed)
+            offers.append(offer)
+            if len(offers) > 1:
+                offers.sort(key=lambda o: (o[0], o[1]), reverse=True)
+                del offers[need:]
+        if sum(o[0] for o in offers) < n:
             return None
         placement, covered, left = [], [], n
         for _, neg, allowed in offers[:need]:
@@ -340,6 +365,11 @@ class PackingPolicy(Policy):
         """The GPUs of ``host`` that it holds alone."""
         holders = engine.cluster.holders
         return [g for g in host.gpus if len(holders[g]) == 1]
+
+    @staticmethod
+    def single_count(engine: Engine, host: Job) -> int:
+        """How many GPUs ``host`` holds alone (``len(single_gpus(...))`` without a Python-level loop)."""
+        return list(map(len, map(engine.cluster.holders.__getitem__, host.gpus))).count(1)
 
     def join(self, engine: Engine, job: Job, host: Job) -> bool:
         """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set;
