@@ -30,7 +30,7 @@ def consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Plac
         mask = masks[n]
         if mask:
             return [((mask & -mask).bit_length() - 1, demand)]
-    placement: Placement = []  # no server fits it: most free first, then highest server (as _fill)
+    placement: Placement = []  # no server fits it: most free first, then highest server (as fill)
     for n in range(min(demand - 1, cluster.gpus_per_server), 0, -1):
         mask = masks[n]
         while mask:
@@ -51,7 +51,7 @@ def best_fit(cluster: ClusterState, demand: int, rng: random.Random) -> Placemen
     fitting = [(n, s) for n, s in free if n >= demand]
     if fitting:
         return [(fitting[0][1], demand)]
-    return _fill(free, demand)
+    return fill(free, demand)
 
 
 def random_placement(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
@@ -65,7 +65,9 @@ def random_placement(cluster: ClusterState, demand: int, rng: random.Random) -> 
     return sorted(counts.items())
 
 
-def _fill(free: list[tuple[int, int]], demand: int) -> Placement:
+def fill(free: list[tuple[int, int]], demand: int) -> Placement:
+    """Take ``demand`` GPUs from ``(free count, server)`` pairs in the order given, each server's all
+    (the last one's part); the caller has checked that enough are free."""
     placement: Placement = []
     for n, server in free:
         take = min(n, demand)

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from schedlab.sched.cluster import ClusterError, ClusterSpec, ClusterState
 from schedlab.sched.inference import InferenceLoad
+from schedlab.sched.placement import fill
 from schedlab.sched.reclaim import (
     STRATEGIES,
     ReclaimPlan,
@@ -256,14 +257,7 @@ def place_on(cluster: ClusterState, servers, demand: int) -> list[tuple[int, int
     fitting = [(n, s) for n, s in counts if n >= demand]
     if fitting:
         return [(min(fitting)[1], demand)]
-    placement = []
-    for n, s in sorted(counts, key=lambda ns: (-ns[0], ns[1])):
-        take = min(n, demand)
-        placement.append((s, take))
-        demand -= take
-        if demand == 0:
-            break
-    return placement
+    return fill(sorted(counts, key=lambda ns: (-ns[0], ns[1])), demand)
 
 
 @dataclass
