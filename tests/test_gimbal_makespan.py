@@ -5,6 +5,8 @@ tests/test_replay_digests.py)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from helpers import make_table
 from schedlab.sched.cluster import ClusterState, load_cluster
@@ -53,7 +55,8 @@ def observe(engine):
 
     def on_combinations(view, jobs):
         combos, rates = combinations(view, jobs)
-        columns.append((view.now, dict(zip(combos, rates)), dict(coordinator.measured)))
+        measured = {(i, k): r for i, of in coordinator.measured.items() for k, r in of.items()}
+        columns.append((view.now, dict(zip(combos, rates)), measured))
         return combos, rates
 
     base.schedule, base._combinations = on_pass, on_combinations
@@ -70,35 +73,35 @@ def test_gavel_lp_receives_the_calibrated_pair_rates():
     passes, columns = observe(engine)
     engine.run()
     gimbal, a, b = engine.policy, jobs["A"], jobs["B"]
-    calibrated = gimbal.coordinator.measured[(0, 1)]  # the pair's last calibration
-    assert gimbal.base.measured_rates(a, b) == calibrated
-    assert gimbal.base.measured_rates(b, a) == calibrated[::-1]
+    assert gimbal.coordinator.measured == {}  # finished jobs' pairs are dropped
     assert gimbal.base._pair_rates(engine, a, b) == pytest.approx((1 / 1.3, 1 / 1.3))  # Gavel's own estimate
-    now, first, measured = columns[0]
+    _, first, measured = columns[0]
     assert not measured and first[(0, 1)] == pytest.approx((1 / 1.3, 1 / 1.3))  # first solve: nothing measured
-    now, resolved, measured = next(c for c in columns if c[0] > 4000)  # C arrived: Gavel re-solves
+    _, resolved, measured = next(c for c in columns if c[0] > 4000)  # C arrived: Gavel re-solves
     searched = next(p for p in passes if p["searches"] == 1)
     assert searched["b_rate"] < 1 / 1.3 < searched["a_rate"]  # makespan: the shorter B squeezed to swell A (§5.2)
     assert measured[(0, 1)] == pytest.approx((searched["a_rate"], searched["b_rate"]))  # 1 / pace after the search
     assert resolved[(0, 1)] == measured[(0, 1)]  # the LP column is the measured one
+    assert measured[(1, 0)] == measured[(0, 1)][::-1]
+    assert gimbal.base.measured_rates == gimbal.coordinator.measured_rates
 
 
 def test_feed_rates_off_keeps_gavels_estimate():
-    engine, jobs = pair_run({"feed_rates": False}, third_at=4000)
-    passes, columns = observe(engine)
+    engine, _ = pair_run({"feed_rates": False}, third_at=4000)
+    _, columns = observe(engine)
     engine.run()
     assert engine.policy.base.measured_rates is None
-    assert engine.policy.coordinator.measured  # measured, but not given to Gavel
+    assert any(measured for *_, measured in columns)  # measured, but not given to Gavel
     assert all(cols[(0, 1)] == pytest.approx((1 / 1.3, 1 / 1.3)) for _, cols, _ in columns if (0, 1) in cols)
 
 
 def test_a_round_that_keeps_the_pair_keeps_its_calibration():
     # B has 90 % of A's work: Gavel's makespan LP runs the pair most of the time (A alone now and then), so
     # several rounds in a row re-plan the same pair on the same GPU; they must leave its calibration alone
-    engine, jobs = pair_run(b_work=0.9 * LONG)
+    engine, _ = pair_run(b_work=0.9 * LONG)
     passes, _ = observe(engine)
     engine.run()
-    kept = [(before, after) for before, after in zip(passes, passes[1:])
+    kept = [(before, after) for before, after in pairwise(passes)
             if before["searches"] and not before["searching"] and before["b_running"] and after["b_running"]
             and after["rounds"] == before["rounds"] + 1 and before["b_shares"][0] < 1.0]
     assert len(kept) >= 4  # round boundaries with the calibrated (B squeezed) pair running on both sides

@@ -49,7 +49,7 @@ from __future__ import annotations
 import heapq
 import math
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -60,6 +60,8 @@ from schedlab.sched.policies.gavel_lp import build_problem, solve
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from schedlab.sched.engine import Engine
     from schedlab.sched.job import Job
 

@@ -205,6 +205,7 @@ class Gimbal(Policy):
     def on_finish(self, engine: Engine, job: Job) -> None:
         self._base_due = True
         self._left(engine, job)
+        self.coordinator.forget(job)
         self.base.on_finish(self._view(engine), job)
 
     def on_epoch(self, engine: Engine, job: Job) -> None:

@@ -76,7 +76,7 @@ class Coordinator:
         self.blocked = 0  # configuration changes refused by the memory check
         self.final_shares: list[float] = []
         self.swelled: list[tuple[str, ...]] = []  # subset2 (the swelled, high-priority jobs) of every search
-        self.measured: dict[tuple[int, int], tuple[float, float]] = {}  # pair (indexes) -> rates after calibration
+        self.measured: dict[int, dict[int, tuple[float, float]]] = {}  # job i -> partner k -> (rate_i, rate_k)
 
     # ---- triggers ------------------------------------------------------------------------------
     def request(self, engine: Engine, jobset: JobSet | None) -> None:
@@ -271,15 +271,19 @@ class Coordinator:
     def _measure(self, jobset: JobSet) -> None:
         """The monitor's throughputs of a calibrated pair (solo = 1), for a base that asks (Gavel's LP)."""
         if len(jobset.members) == 2:
-            a, b = sorted(jobset.members, key=lambda j: j.index)
-            self.measured[(a.index, b.index)] = (1.0 / a.pace, 1.0 / b.pace)
+            a, b = jobset.members
+            rates = (1.0 / a.pace, 1.0 / b.pace)
+            self.measured.setdefault(a.index, {})[b.index] = rates
+            self.measured.setdefault(b.index, {})[a.index] = rates[::-1]
 
     def measured_rates(self, a: Job, b: Job) -> tuple[float, float] | None:
         """The rates of pair (a, b), in that order, after its last calibration, or None if never calibrated."""
-        if a.index < b.index:
-            return self.measured.get((a.index, b.index))
-        rates = self.measured.get((b.index, a.index))
-        return None if rates is None else (rates[1], rates[0])
+        return self.measured.get(a.index, {}).get(b.index)
+
+    def forget(self, job: Job) -> None:
+        """``job`` finished: drop its measured pairs."""
+        for other in self.measured.pop(job.index, ()):
+            self.measured[other].pop(job.index, None)
 
     def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None) -> bool:
         """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed."""
