@@ -9,6 +9,7 @@ from schedlab.sched.reproduce import (
     HOUR,
     KINDS,
     RATIO_METRICS,
+    SCHEME_COLUMNS,
     compare,
     metric_value,
     our_row,
@@ -21,6 +22,14 @@ def test_published_tables_are_well_formed():
     for name, spec in paper_tables().items():
         kind = spec.get("kind", "classes")
         assert kind in KINDS, name
+        if kind == "schemes":
+            assert spec["experiments"] and spec["baseline"] in spec["rows"], name
+            assert tuple(spec["columns"]) == SCHEME_COLUMNS, name
+            for row, r in spec["rows"].items():
+                assert len(r["paper"]) == len(spec["columns"]), (name, row)
+                assert all(v is None or (math.isfinite(v) and v >= 0) for v in r["paper"]), (name, row)
+                assert r.get("reference") is None or r["reference"] in spec["rows"], (name, row)
+            continue
         if kind != "classes":
             for row, r in spec["rows"].items():
                 assert math.isfinite(r["paper"]) and r["paper"] > 0, (name, row)
@@ -81,3 +90,39 @@ def test_gimbal_ratios_follow_the_papers_direction():
     b, p = spec["makespan_vs_gavel"]["paper_values"]
     assert b / p == pytest.approx(spec["makespan_vs_gavel"]["paper"], abs=0.015)  # 4.5/4.05 = 1.11, printed 1.12
     assert set(tables_for_experiment("gimbal-ablation")) == {"gimbal-ablation"}
+
+
+def test_lyra_table5_reductions_follow_the_paper():
+    """Lyra Table 5: `vs fifo` = FIFO / row (Basic: the paper's 1.53x queueing, 1.48x JCT), `vs ref` =
+    row / the group's Lyra row ("Reduction = scheme / Lyra": SCF's 1.26x queueing, AFS's 1.25x JCT);
+    ours from the job tables and summaries, averaged over seeds."""
+    def jobs(queue: list[float], run: float, preemptions: int = 0) -> pd.DataFrame:
+        q = pd.Series(queue)
+        return pd.DataFrame({"num_gpus": 1, "queue_s": q, "jct_s": q + run, "wait_s": q,
+                             "preemptions": [preemptions] + [0] * (len(q) - 1)})
+
+    fifo = [jobs([0.0, 100.0, 200.0, 300.0], 100.0)]
+    lyra = [jobs([0.0, 50.0, 50.0, 100.0], 100.0, 1), jobs([0.0, 0.0, 50.0, 50.0], 100.0, 3)]
+    summaries = {"fifo": [{"gpu_util": 0.5, "training_usage": 0.7, "overall_usage_raw": 0.5}],
+                 "lyra-loan": [{"training_usage": 0.8, "overall_usage_raw": 0.6}, {"training_usage": 0.9}]}
+    table = compare("lyra-table5", {"fifo": fifo, "lyra-loan": lyra, "lyra-loan-scf": fifo}, summaries)
+    assert table.loc["fifo", "queue_mean_s ours"] == pytest.approx(150.0)
+    assert table.loc["fifo", "queue_p50_s ours"] == pytest.approx(150.0)
+    assert table.loc["lyra-loan", "queue_mean_s ours"] == pytest.approx(37.5)  # seed mean of 50 and 25
+    assert table.loc["lyra-loan", "jct_mean_s ours"] == pytest.approx(137.5)
+    assert table.loc["lyra-loan", "preemption_ratio ours"] == pytest.approx((1 / 4 + 3 / 4) / 2)
+    assert table.loc["fifo", "usage_training ours"] == 0.7  # training_usage before gpu_util
+    assert table.loc["lyra-loan", "usage_training ours"] == pytest.approx(0.85)
+    assert math.isnan(table.loc["lyra-loan", "usage_overall ours"])  # a seed without it: NaN, not 0.6
+    assert table.loc["lyra-loan", "queue_mean_s vs fifo ours"] == pytest.approx(4.0)
+    assert table.loc["lyra-loan-scf", "queue_mean_s vs ref ours"] == pytest.approx(4.0)  # SCF / Lyra
+    assert table.loc["lyra-loan-scf", "jct_mean_s vs ref ours"] == pytest.approx(250 / 137.5)
+    assert math.isnan(table.loc["lyra-basic", "queue_mean_s ours"])  # not replayed: paper only
+    paper = paper_tables()["lyra-table5"]["rows"]
+    assert table.loc["lyra-basic", "queue_mean_s vs fifo paper"] == pytest.approx(1.53, abs=0.005)
+    assert table.loc["lyra-basic", "jct_mean_s vs fifo paper"] == pytest.approx(1.48, abs=0.005)
+    assert table.loc["lyra-loan-scf", "queue_mean_s vs ref paper"] == pytest.approx(1.26, abs=0.005)
+    assert table.loc["lyra-loan-random", "jct_mean_s vs ref paper"] == pytest.approx(1.13, abs=0.005)
+    assert table.loc["afs", "jct_mean_s vs ref paper"] == pytest.approx(1.25, abs=0.005)  # spec A12
+    assert "reference" not in paper["lyra-scaling"] and paper["afs"]["reference"] == "lyra-scaling"
+    assert math.isnan(table.loc["pollux", "usage_overall paper"])  # NA in the paper
