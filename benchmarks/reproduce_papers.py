@@ -58,8 +58,12 @@ def cached_run(spec, cache: str | None):
 
 def main() -> None:
     from dask.distributed import Client, LocalCluster
-
-    from schedlab.sched.reproduce import HOUR, compare, paper_tables, tables_for_experiment
+    from schedlab.sched.reproduce import (
+        HOUR,
+        compare,
+        paper_tables,
+        tables_for_experiment,
+    )
     from schedlab.tasks.config import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -19,6 +19,7 @@ row (Lyra's "Reduction = scheme / Lyra", §7.1) for mean queueing, mean JCT and 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -144,7 +145,7 @@ def scheme_metrics(jobs: pd.DataFrame, summary: dict | None = None) -> dict[str,
 
 
 def _ratio(a: float, b: float) -> float:
-    return a / b if a == a and b == b and b > 0 else float("nan")  # NaN-safe
+    return a / b if not (math.isnan(a) or math.isnan(b)) and b > 0 else float("nan")
 
 
 def compare_schemes(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]],

@@ -4,7 +4,6 @@ import math
 
 import pandas as pd
 import pytest
-
 from schedlab.sched.reproduce import (
     HOUR,
     KINDS,
