@@ -30,11 +30,22 @@ JOB_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions")
 
 def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
     """One replay (on a Dask worker): (load, label, job table, wall seconds, numeric summary)."""
+    from schedlab.sched.reproduce import window_usage
     from schedlab.tasks.replay import execute
 
     started = time.perf_counter()
-    result, _ = execute(spec)
+    result, cluster = execute(spec)
     summary = {k: v for k, v in result.summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    t0, t1 = float(result.jobs["submit_time"].min()), float(result.jobs["submit_time"].max())
+    per = cluster.training_pool.gpus_per_server
+    training_gpus, inference_gpus, inference_busy = cluster.training_pool.servers * per, 0, 0.0
+    if spec.inference:  # usage over the submission window (Table 5's 15 days), sched/reproduce.py
+        from schedlab.sched.inference import load_inference
+
+        inference_gpus = cluster.pool("inference").servers * cluster.pool("inference").gpus_per_server
+        inference_busy = load_inference(spec.inference["load"]).integral(t0, t1) * inference_gpus
+    summary["window_training_usage"], summary["window_overall_usage"] = window_usage(
+        result.utilization, t0, t1, training_gpus, inference_gpus, inference_busy)
     jobs = result.jobs[[c for c in JOB_COLUMNS if c in result.jobs.columns]]
     return spec.load, spec.label, jobs, time.perf_counter() - started, summary
 

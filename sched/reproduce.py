@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -125,10 +126,34 @@ SCHEME_COLUMNS = ("queue_mean_s", "queue_p50_s", "queue_p95_s", "jct_mean_s", "j
 REDUCED = ("queue_mean_s", "jct_mean_s", "preemption_ratio")
 
 
+def window_usage(utilization: pd.DataFrame, t0: float, t1: float, training_gpus: int, inference_gpus: int = 0,
+                 inference_busy: float = 0.0) -> tuple[float, float]:
+    """GPU usage over the window ``[t0, t1)`` (the trace's 15 days of submissions: Table 5's period,
+    not the replay's makespan, which a few long jobs stretch to weeks): ``(training, overall)``.
+    ``utilization`` is the replay's step series (``time``, ``busy_gpus`` and, with pools,
+    ``capacity_gpus``: training plus on-loan GPUs). Training = busy GPU-seconds over the capacity
+    training held; overall = (busy + ``inference_busy``, the inference GPU-seconds its own load used)
+    over all GPUs x window, raw counts (spec A14); NaN without inference GPUs."""
+    if not t1 > t0:
+        return math.nan, math.nan
+    times = utilization["time"].to_numpy(float)
+    busy = utilization["busy_gpus"].to_numpy(float)
+    capacity = (utilization["capacity_gpus"].to_numpy(float) if "capacity_gpus" in utilization.columns
+                else np.full(len(times), float(training_gpus)))
+    ends = np.append(times[1:], np.inf)  # each value holds from its time to the next change
+    widths = np.clip(np.minimum(ends, t1) - np.maximum(times, t0), 0.0, None)
+    busy_s, capacity_s = float((busy * widths).sum()), float((capacity * widths).sum())
+    training = busy_s / capacity_s if capacity_s > 0 else math.nan
+    overall = ((busy_s + inference_busy) / ((training_gpus + inference_gpus) * (t1 - t0))
+               if inference_gpus else math.nan)
+    return training, overall
+
+
 def scheme_metrics(jobs: pd.DataFrame, summary: dict | None = None) -> dict[str, float]:
     """One replay's Table 5 columns. Queueing = submission to first start (``queue_s``); usage from
-    the replay summary: ``training_usage`` (replays with pools, else ``gpu_util``) and
-    ``overall_usage_raw`` (training + inference GPUs, raw counts; spec A14), NaN without a summary;
+    the replay summary: ``window_training_usage`` / ``window_overall_usage`` (:func:`window_usage`)
+    when present, else the makespan figures ``training_usage`` (replays with pools, else ``gpu_util``)
+    and ``overall_usage_raw`` (training + inference GPUs, raw counts; spec A14), NaN without a summary;
     preemption ratio = preemptions / jobs (Table 5 note 2)."""
     summary = summary or {}
     queue = jobs["queue_s"] if "queue_s" in jobs.columns else jobs["start_time"] - jobs["submit_time"]
@@ -138,8 +163,9 @@ def scheme_metrics(jobs: pd.DataFrame, summary: dict | None = None) -> dict[str,
         "queue_mean_s": float(queue.mean()), "queue_p50_s": float(queue.quantile(0.5)),
         "queue_p95_s": float(queue.quantile(0.95)),
         "jct_mean_s": float(jct.mean()), "jct_p50_s": float(jct.quantile(0.5)), "jct_p95_s": float(jct.quantile(0.95)),
-        "usage_training": float(summary.get("training_usage", summary.get("gpu_util", nan))),
-        "usage_overall": float(summary.get("overall_usage_raw", nan)),
+        "usage_training": float(summary.get("window_training_usage", summary.get(
+            "training_usage", summary.get("gpu_util", nan)))),
+        "usage_overall": float(summary.get("window_overall_usage", summary.get("overall_usage_raw", nan))),
         "preemption_ratio": float(jobs["preemptions"].sum() / len(jobs)) if "preemptions" in jobs.columns else nan,
     }
 

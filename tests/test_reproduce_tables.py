@@ -125,3 +125,18 @@ def test_lyra_table5_reductions_follow_the_paper():
     assert table.loc["afs", "jct_mean_s vs ref paper"] == pytest.approx(1.25, abs=0.005)  # spec A12
     assert "reference" not in paper["lyra-scaling"] and paper["afs"]["reference"] == "lyra-scaling"
     assert math.isnan(table.loc["pollux", "usage_overall paper"])  # NA in the paper
+
+
+def test_window_usage_integrates_the_steps_inside_the_window():
+    """Busy 8 of 16 GPUs on [0, 10), 16 on [10, 20), 4 after: over [5, 15) that is (8x5 + 16x5) / (16x10);
+    with pools the capacity column is the denominator; overall adds the inference GPU-seconds."""
+    from schedlab.sched.reproduce import window_usage
+
+    steps = pd.DataFrame({"time": [0.0, 10.0, 20.0], "busy_gpus": [8, 16, 4]})
+    training, overall = window_usage(steps, 5.0, 15.0, 16)
+    assert training == pytest.approx(0.75) and math.isnan(overall)
+    pooled = steps.assign(capacity_gpus=[16, 32, 16])
+    training, overall = window_usage(pooled, 5.0, 15.0, 16, inference_gpus=16, inference_busy=40.0)
+    assert training == pytest.approx((40 + 80) / (80 + 160))
+    assert overall == pytest.approx((120 + 40) / (32 * 10))
+    assert window_usage(steps, 25.0, 30.0, 16)[0] == pytest.approx(0.25)
