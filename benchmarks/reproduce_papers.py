@@ -44,8 +44,10 @@ def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
 
         inference_gpus = cluster.pool("inference").servers * cluster.pool("inference").gpus_per_server
         inference_busy = load_inference(spec.inference["load"]).integral(t0, t1) * inference_gpus
+    onloan = summary.get("onloan_usage", 0.0)
     summary["window_training_usage"], summary["window_overall_usage"] = window_usage(
-        result.utilization, t0, t1, training_gpus, inference_gpus, inference_busy)
+        result.utilization, t0, t1, training_gpus, per, inference_gpus, inference_busy,
+        0.0 if math.isnan(onloan) else onloan)  # NaN: nothing lent
     jobs = result.jobs[[c for c in JOB_COLUMNS if c in result.jobs.columns]]
     return spec.load, spec.label, jobs, time.perf_counter() - started, summary
 
