@@ -142,3 +142,24 @@ def test_window_usage_integrates_the_steps_inside_the_window():
     assert training == pytest.approx((40 + 80 - 0.5 * 16 * 5) / (16 * 10))
     assert overall == pytest.approx((120 + 40) / (32 * 10))
     assert window_usage(steps, 25.0, 30.0, 16)[0] == pytest.approx(0.25)
+
+
+def test_lyra_configs_replay_every_table5_row():
+    """The lyra-*.yaml configs load (scenario annotation and inference key validated) and together give
+    every row of lyra-table5 a label; loaning rows have the inference load, scaling rows none."""
+    from schedlab.tasks.config import load_config
+
+    spec = paper_tables()["lyra-table5"]
+    labels: dict[str, object] = {}
+    for name in spec["experiments"]:
+        config = load_config(name)
+        assert config.clusters == ["lyra-sim"], name
+        for entry in config.policy_entries():
+            labels[entry.label] = config
+    assert set(spec["rows"]) <= set(labels)
+    for label in ("lyra-basic", "lyra-loan", "lyra-loan-scf", "lyra-loan-random", "opportunistic", "lyra-ideal"):
+        assert labels[label].inference is not None, label
+    for label in ("afs", "pollux", "gandiva-elastic", "lyra-scaling", "lyra-tuned"):
+        assert labels[label].inference is None, label
+    scenarios = {labels[label].traces[0].annotate["scenario"] for label in spec["rows"]}
+    assert scenarios == {"basic", "advanced", "heterogeneous", "ideal"}
