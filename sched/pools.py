@@ -149,7 +149,8 @@ class PooledCluster(ClusterState):
 
     @property
     def loan_free_gpus(self) -> int:
-        return sum(len(self.free_by_server[s]) for s in self.on_loan)
+        """Free GPUs on on-loan servers: all of theirs but the held ones (``loan_busy``), O(1)."""
+        return len(self.on_loan) * self.gpus_per_server - self.loan_busy
 
     def busy_gpus(self, server: int) -> int:
         return self.gpus_per_server - len(self.free_by_server[server]) if self.state[server] != INFERENCE else 0

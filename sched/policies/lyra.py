@@ -68,6 +68,7 @@ class Lyra(Policy):
         self.elastic_running: dict[Job, None] = {}
         self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
+        self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
         self._engine: Engine | None = None
         self.uses_loaning = self.params.loaning  # the orchestrator lends only to a borrowing policy
         self._rescale_due = False
@@ -99,6 +100,7 @@ class Lyra(Policy):
         if job in self.elastic_running:
             del self.elastic_running[job]
             self.base_servers.pop(job, None)
+            del self.base_raw[job]
         self.pool_of_job.pop(job, None)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
@@ -139,7 +141,20 @@ class Lyra(Policy):
 
     def _flex(self, engine: Engine, job: Job) -> int:
         """GPUs the job holds beyond its base (in its pool's GPUs): what scaling in may take."""
-        return job.num_gpus - self._raw(engine, self.pool_of_job[job], job.elastic_min)
+        return job.num_gpus - self.base_raw[job]
+
+    def _flex_by_pool(self) -> list[int]:
+        """Flexible GPUs of the running elastic jobs, per pool."""
+        flex = [0, 0]
+        pool_of, base = self.pool_of_job, self.base_raw
+        for j in self.elastic_running:
+            flex[pool_of[j]] += j.num_gpus - base[j]
+        return flex
+
+    def _free_in(self, cluster: Any, pool: int) -> int:
+        """Free GPUs of ``pool`` (O(1): the cluster's counters)."""
+        loan_free = cluster.loan_free_gpus if getattr(cluster, "on_loan", None) is not None else 0
+        return loan_free if pool == LOAN else cluster.free_gpus - loan_free
 
     def _slack(self, job: Job) -> int:
         return self._flex(self._engine, job) if job in self.elastic_running else 0
@@ -166,18 +181,20 @@ class Lyra(Policy):
             engine.set_timer(self._timer_at, ("lyra-rescale", self._timer_at))
 
     def phase1(self, engine: Engine) -> bool:
-        """SJF with skipping over pending jobs' base demands; returns whether anything started."""
+        """SJF with skipping over pending jobs' base demands; returns whether anything started.
+
+        A start that fails without changing anything (no scale-in) fails again for every job of the
+        same class and elasticity until something starts: those are skipped without trying."""
         cluster = engine.cluster
-        pooled = getattr(cluster, "on_loan", None) is not None
         r = self._r(engine)
         skipped: list[tuple[tuple, tuple[float, int, Job]]] = []
+        failed: set[tuple] = set()
         started = False
+        cap = None
         while True:
-            loan_free = cluster.loan_free_gpus if pooled else 0
-            flex = [0.0, 0.0]
-            for j in self.elastic_running:
-                flex[self.pool_of_job[j]] += self._flex(engine, j)
-            cap = (cluster.free_gpus - loan_free + flex[TRAINING], (loan_free + flex[LOAN]) / r)
+            if cap is None:
+                flex = self._flex_by_pool()
+                cap = (self._free_in(cluster, TRAINING) + flex[TRAINING], (self._free_in(cluster, LOAN) + flex[LOAN]) / r)
             best = best_class = None
             for cls, queue in self.pending.items():
                 if queue and cls[1] <= max(cap[p] for p in cls[0]) + 1e-9 and (best is None or queue[0] < best):
@@ -185,27 +202,41 @@ class Lyra(Policy):
             if best is None:
                 break
             self.pending[best_class].remove(best)
-            if self._start(engine, best[2]):
+            job = best[2]
+            memo = (best_class, self.is_elastic(job))
+            if memo in failed:
+                skipped.append((best_class, best))
+                continue
+            scale_ins = self.scale_ins
+            if self._start(engine, job, flex):
                 started = True
+                failed.clear()
+                cap = None
             else:
                 skipped.append((best_class, best))
+                if self.scale_ins != scale_ins:  # the failed start scaled jobs in: state changed
+                    failed.clear()
+                    cap = None
+                else:
+                    failed.add(memo)
         for cls, entry in skipped:
             self.pending[cls].add(entry)
         return started
 
-    def _start(self, engine: Engine, job: Job) -> bool:
+    def _start(self, engine: Engine, job: Job, flex: list[int] | None = None) -> bool:
         demand = self.base(job)
-        per = engine.cluster.gpus_per_server
+        cluster = engine.cluster
+        per = cluster.gpus_per_server
         elastic = self.is_elastic(job)
+        flex = flex if flex is not None else self._flex_by_pool()
         for pool in self._pools_for(job):
-            servers = self._servers(engine, pool)
             need = self._raw(engine, pool, demand)
-            free_here = sum(len(engine.cluster.free_by_server[s]) for s in servers)
-            flex_here = sum(self._flex(engine, j) for j in self.elastic_running if self.pool_of_job[j] == pool)
-            if need > free_here + flex_here:
+            free_here = self._free_in(cluster, pool)
+            if need > free_here + flex[pool]:
                 continue
             if need > free_here:
                 self._scale_in_for(engine, pool, need - free_here)
+            servers = self._servers(engine, pool)
             free = [len(stack) for stack in engine.cluster.free_by_server]
             size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
             workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
@@ -215,6 +246,7 @@ class Lyra(Policy):
             self.pool_of_job[job] = pool
             if elastic:
                 self.elastic_running[job] = None
+                self.base_raw[job] = self._raw(engine, pool, job.elastic_min)
                 self.base_servers[job] = set(where)
             if self.params.tuned_jobs and job.goodput is not None:
                 self._tune(engine, job)
@@ -231,8 +263,11 @@ class Lyra(Policy):
             return [servers]
         hosts = self._base_hosts()
         per = engine.cluster.gpus_per_server
-        first = [s for s in servers if s in hosts or len(engine.cluster.free_by_server[s]) == per]
-        return [first, [s for s in servers if s not in set(first)]]
+        free_by_server = engine.cluster.free_by_server
+        first, rest = [], []
+        for s in servers:
+            (first if s in hosts or len(free_by_server[s]) == per else rest).append(s)
+        return [first, rest]
 
     def _flex_tiers(self, engine: Engine, job: Job) -> list[list[int]]:
         """Flexible workers: the job's own non-base servers, then (on loan) servers apart from every
