@@ -296,6 +296,7 @@ class Orchestrator:
         self._idle_ticks = 0
         self._max_idle_ticks = math.ceil(self.load.span / self.period_s) + 1
         self.cluster: PooledCluster | None = None
+        self._view: ReclaimView | None = None  # the view of the reclaim under way (built once)
 
     def attach(self, engine: Engine) -> None:
         if not isinstance(engine.cluster, PooledCluster):
@@ -356,7 +357,10 @@ class Orchestrator:
         return self._idle_ticks <= self._max_idle_ticks
 
     def view(self, engine: Engine) -> ReclaimView:
-        """The read-only view a reclaim strategy decides on (jobs are the engine's Job objects)."""
+        """The read-only view a reclaim strategy decides on (jobs are the engine's Job objects);
+        during a reclaim, the one it was decided on."""
+        if self._view is not None:
+            return self._view
         cluster = self.cluster
         server_jobs = {s: cluster.jobs_on_server(s) for s in cluster.on_loan}
         jobs = {j for held in server_jobs.values() for j in held}
@@ -375,9 +379,12 @@ class Orchestrator:
 
         policy = engine.policy
         started = time.perf_counter()
-        view = self.view(engine)
+        view = self._view = self.view(engine)
         choose = getattr(policy, "choose_reclaim", None)
-        servers = list(choose(engine, n)) if choose is not None else self.strategy(view, n, self.rng)
+        try:
+            servers = list(choose(engine, n)) if choose is not None else self.strategy(view, n, self.rng)
+        finally:
+            self._view = None
         solve_s = time.perf_counter() - started
         if len(set(servers)) != n or any(s not in self.cluster.on_loan for s in servers):
             raise EngineError(f"reclaim of {n} servers chose {servers}: needs {n} distinct on-loan servers")

@@ -69,6 +69,7 @@ class Lyra(Policy):
         self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
         self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
+        self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
         self._engine: Engine | None = None
         self.uses_loaning = self.params.loaning  # the orchestrator lends only to a borrowing policy
         self._rescale_due = False
@@ -93,7 +94,9 @@ class Lyra(Policy):
 
     def _enqueue(self, job: Job) -> None:
         key = job.remaining  # base-seconds: the run time at the base (elastic) or at d GPUs
-        self.pending.setdefault((self._pools_for(job), self.base(job)), SortedList()).add((key, job.index, job))
+        pools = self._pools_for(job)
+        self._pool_choices.add(pools)
+        self.pending.setdefault((pools, self.base(job)), SortedList()).add((key, job.index, job))
         self._rescale_due = True
 
     def _forget(self, job: Job) -> None:
@@ -195,9 +198,10 @@ class Lyra(Policy):
             if cap is None:
                 flex = self._flex_by_pool()
                 cap = (self._free_in(cluster, TRAINING) + flex[TRAINING], (self._free_in(cluster, LOAN) + flex[LOAN]) / r)
+                room = {pools: max(cap[p] for p in pools) + 1e-9 for pools in self._pool_choices}
             best = best_class = None
             for cls, queue in self.pending.items():
-                if queue and cls[1] <= max(cap[p] for p in cls[0]) + 1e-9 and (best is None or queue[0] < best):
+                if queue and cls[1] <= room[cls[0]] and (best is None or queue[0] < best):
                     best, best_class = queue[0], cls
             if best is None:
                 break
@@ -269,17 +273,21 @@ class Lyra(Policy):
             (first if s in hosts or len(free_by_server[s]) == per else rest).append(s)
         return [first, rest]
 
-    def _flex_tiers(self, engine: Engine, job: Job) -> list[list[int]]:
+    def _flex_tiers(self, engine: Engine, job: Job, servers: list[int] | None = None,
+                    apart: list[int] | None = None) -> list[list[int]]:
         """Flexible workers: the job's own non-base servers, then (on loan) servers apart from every
-        job's base workers (the flexible group), then the rest of the pool."""
+        job's base workers (the flexible group, ``apart`` if known), then the rest of the pool."""
         pool = self.pool_of_job[job]
         per = engine.cluster.gpus_per_server
-        servers = self._servers(engine, pool)
-        own = sorted({g // per for g in job.gpus} - self.base_servers.get(job, set()))
+        servers = servers if servers is not None else self._servers(engine, pool)
+        held = {g // per for g in job.gpus}
+        own = sorted(held - self.base_servers.get(job, set()))
         if pool == TRAINING:
-            return [own, sorted({g // per for g in job.gpus}), servers]
-        hosts = self._base_hosts()
-        return [own, [s for s in servers if s not in hosts], servers]
+            return [own, sorted(held), servers]
+        if apart is None:
+            hosts = self._base_hosts()
+            apart = [s for s in servers if s not in hosts]
+        return [own, apart, servers]
 
     def _release_order(self, engine: Engine, job: Job, count: int) -> tuple[int, ...]:
         """GPUs a shrinking job gives back: those off its base servers first (§5.3)."""
@@ -346,8 +354,9 @@ class Lyra(Policy):
     def _rescale_pool(self, engine: Engine, pool: int, jobs: list[Job]) -> None:
         g = self.params.elastic_gpus_per_worker
         r = self._r(engine) if pool == LOAN else 1.0
-        free_raw = sum(len(engine.cluster.free_by_server[s]) for s in self._servers(engine, pool))
-        capacity = int((free_raw + sum(self._flex(engine, j) for j in jobs)) / r + 1e-9)
+        base = self.base_raw
+        free_raw = self._free_in(engine.cluster, pool)
+        capacity = int((free_raw + sum(j.num_gpus - base[j] for j in jobs)) / r + 1e-9)
         sizes = [(job.elastic_max - job.elastic_min) // g for job in jobs]
         self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
         if capacity >= sum(sizes) * g:
@@ -361,19 +370,27 @@ class Lyra(Policy):
             t0 = time.perf_counter()
             choice = self._concave_choice(engine, jobs, sizes, capacity // g).tolist()
             self.solve_times.append(time.perf_counter() - t0)
-        targets = {job: job.elastic_min + k * g for job, k in zip(jobs, choice)}
-        for job, target in targets.items():  # scale in first: it frees GPUs for the others
-            raw = self._raw(engine, pool, target)
+        targets = [(job, self._raw(engine, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
+        grow = []
+        for job, raw in targets:  # scale in first: it frees GPUs for the others
             if raw < job.num_gpus:
                 self._resize(engine, job, raw)
+            elif raw > job.num_gpus:
+                grow.append(job)
+        if not grow:
+            return
         per = engine.cluster.gpus_per_server
         free = [len(stack) for stack in engine.cluster.free_by_server]
-        for job, target in targets.items():
+        servers = self._servers(engine, pool)
+        hosts = self._base_hosts() if pool == LOAN else ()
+        apart = [s for s in servers if s not in hosts]
+        for job, k in zip(jobs, choice):
+            target = job.elastic_min + k * g
             while True:
                 extra = self._raw(engine, pool, target) - job.num_gpus
                 if extra <= 0:
                     break
-                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job), per)
+                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job, servers, apart), per)
                 if where is not None:
                     self._resize(engine, job, job.num_gpus + extra, sorted(where.items()))
                     break
