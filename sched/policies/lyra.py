@@ -194,18 +194,25 @@ class Lyra(Policy):
         failed: set[tuple] = set()
         started = False
         cap = None
-        while True:
+        heads = {cls: queue[0] for cls, queue in self.pending.items() if queue}  # each class's shortest job
+        while heads:
             if cap is None:
                 flex = self._flex_by_pool()
                 cap = (self._free_in(cluster, TRAINING) + flex[TRAINING], (self._free_in(cluster, LOAN) + flex[LOAN]) / r)
-                room = {pools: max(cap[p] for p in pools) + 1e-9 for pools in self._pool_choices}
+                either = max(cap[TRAINING], cap[LOAN]) + 1e-9
+                room = {pools: cap[pools[0]] + 1e-9 if len(pools) == 1 else either for pools in self._pool_choices}
             best = best_class = None
-            for cls, queue in self.pending.items():
-                if queue and cls[1] <= room[cls[0]] and (best is None or queue[0] < best):
-                    best, best_class = queue[0], cls
+            for cls, head in heads.items():
+                if cls[1] <= room[cls[0]] and (best is None or head < best):
+                    best, best_class = head, cls
             if best is None:
                 break
-            self.pending[best_class].remove(best)
+            queue = self.pending[best_class]
+            del queue[0]
+            if queue:
+                heads[best_class] = queue[0]
+            else:
+                del heads[best_class]
             job = best[2]
             memo = (best_class, self.is_elastic(job))
             if memo in failed:
@@ -241,10 +248,12 @@ class Lyra(Policy):
             if need > free_here:
                 self._scale_in_for(engine, pool, need - free_here)
             servers = self._servers(engine, pool)
-            free = [len(stack) for stack in engine.cluster.free_by_server]
+            free_by_server = cluster.free_by_server
+            free = {s: len(free_by_server[s]) for s in servers}
             size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
             workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
-            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per)
+            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
+                              available=self._free_in(cluster, pool))
             if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
                 continue
             self.pool_of_job[job] = pool
@@ -390,7 +399,8 @@ class Lyra(Policy):
                 extra = self._raw(engine, pool, target) - job.num_gpus
                 if extra <= 0:
                     break
-                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job, servers, apart), per)
+                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job, servers, apart), per,
+                                  available=self._free_in(engine.cluster, pool))
                 if where is not None:
                     self._resize(engine, job, job.num_gpus + extra, sorted(where.items()))
                     break
