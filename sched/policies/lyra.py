@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched import bfd
-from schedlab.sched.mckp import solve, solve_concave
+from schedlab.sched.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.reclaim import get_strategy as get_reclaim
 from schedlab.sched.scaling import run_time
@@ -70,6 +70,7 @@ class Lyra(Policy):
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
         self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
         self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
+        self._gain_steps: dict[tuple, list[float]] = {}  # (elastic_min, scaling_loss, items) -> MCKP gain factors
         self._engine: Engine | None = None
         self.uses_loaning = self.params.loaning  # the orchestrator lends only to a borrowing policy
         self._rescale_due = False
@@ -377,7 +378,7 @@ class Lyra(Policy):
             self.solve_times.append(time.perf_counter() - t0)
         else:
             t0 = time.perf_counter()
-            choice = self._concave_choice(engine, jobs, sizes, capacity // g).tolist()
+            choice = self._concave_choice(engine, jobs, sizes, capacity // g)
             self.solve_times.append(time.perf_counter() - t0)
         targets = [(job, self._raw(engine, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
         grow = []
@@ -407,19 +408,28 @@ class Lyra(Policy):
                 target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
                 self.trimmed_workers += 1
 
-    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> np.ndarray:
+    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
         """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
-        in the extra workers: the largest marginal savings (``mckp.solve_concave``), vectorised."""
+        in the extra workers: the largest marginal savings (``mckp.concave_counts``; on a tie at the
+        cut, ``mckp.solve_concave`` on the same gains). Item ``k`` of job ``j`` saves
+        ``R_j lo_j (1 / (lo_j + a_j (k - 1) g) - 1 / (lo_j + a_j k g))``; the bracket is cached."""
         g = self.params.elastic_gpus_per_worker
-        counts = np.asarray(sizes)
-        group = np.repeat(np.arange(len(jobs)), counts)
-        starts = np.repeat(np.cumsum(counts) - counts, counts)
-        w = (np.arange(len(group)) - starts + 1) * g  # extra GPUs of each item
-        rem = np.array([engine.remaining(job) for job in jobs])[group]
-        lo = np.array([job.elastic_min for job in jobs], dtype=float)[group]
-        a = np.array([1.0 - job.scaling_loss for job in jobs])[group]
-        marginals = rem * lo * (1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w))
-        return solve_concave(marginals, group, len(jobs), units)
+        marginals = []
+        for job, count in zip(jobs, sizes):
+            key = (job.elastic_min, job.scaling_loss, count)
+            steps = self._gain_steps.get(key)
+            if steps is None:
+                lo, a = float(job.elastic_min), 1.0 - job.scaling_loss
+                steps = self._gain_steps[key] = [1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w)
+                                                 for w in range(g, (count + 1) * g, g)]
+            scale = engine.remaining(job) * float(job.elastic_min)
+            marginals.append([scale * x for x in steps])
+        counts = concave_counts(marginals, units)
+        if counts is None:
+            group = np.repeat(np.arange(len(jobs)), np.asarray(sizes, dtype=np.int64))
+            flat = np.array([m for gains in marginals for m in gains], dtype=float)
+            counts = solve_concave(flat, group, len(jobs), units).tolist()
+        return counts
 
     def _items(self, engine: Engine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
         """A job's MCKP group: ``k`` more workers weigh ``k g`` GPUs and are worth the remaining
