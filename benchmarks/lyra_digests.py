@@ -53,7 +53,7 @@ def run_all(trace: str, inference: str, cases: list[str]) -> dict[str, dict]:
     out = {}
     for name in cases:
         case, params, loan = CASES[name]
-        result, wall = run_case(table, case, inference, params, loan)
+        result, wall, _ = run_case(table, case, inference, params, loan)
         out[name] = {**digests(result), "wall_s": round(wall, 2)}
         print(f"{name:22s} {wall:6.1f} s  table {out[name]['table'][:16]} summary {out[name]['summary'][:16]}",
               flush=True)
