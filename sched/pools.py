@@ -158,6 +158,8 @@ class PooledCluster(ClusterState):
     def jobs_on_server(self, server: int) -> dict[Any, int]:
         jobs: dict[Any, int] = {}
         per = self.gpus_per_server
+        if len(self.free_by_server[server]) == per:  # all free: nobody there
+            return jobs
         for g in range(server * per, (server + 1) * per):
             for job in self.holders[g]:
                 jobs[job] = jobs.get(job, 0) + 1
@@ -173,14 +175,21 @@ class PooledCluster(ClusterState):
         """T4 GPUs that stand for ``demand`` training GPUs (``ceil(r·demand)``, §5.2)."""
         return math.ceil(self.r * demand - 1e-9)
 
+    def _t4(self, gpus) -> int:
+        """How many of ``gpus`` are inference GPUs (0 at once for a job on training GPUs only)."""
+        first = self.first_inference_gpu
+        if not gpus or max(gpus) < first:
+            return 0
+        return sum(1 for g in gpus if g >= first)
+
     def normalised_gpus(self, job) -> float:
         """The job's GPUs in training-GPU units: V100s + T4s / r."""
-        t4 = sum(1 for g in job.gpus if g >= self.first_inference_gpu)
+        t4 = self._t4(job.gpus)
         return len(job.gpus) - t4 + t4 / self.r
 
     def speed(self, job) -> float:
         """The job's speed factor on its GPUs (the engine's ``job_speed``; module doc)."""
-        t4 = sum(1 for g in job.gpus if g >= self.first_inference_gpu)
+        t4 = self._t4(job.gpus)
         if t4 == 0:
             factor = 1.0
         elif t4 < len(job.gpus):
@@ -234,7 +243,9 @@ class PooledCluster(ClusterState):
         return taken
 
     def release(self, job, gpus) -> None:
-        freed = sum(1 for g in gpus if g >= self.first_inference_gpu and len(self.holders[g]) == 1)
+        freed = 0
+        if self._t4(gpus):
+            freed = sum(1 for g in gpus if g >= self.first_inference_gpu and len(self.holders[g]) == 1)
         super().release(job, gpus)
         if freed:
             self._integrate()

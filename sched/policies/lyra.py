@@ -308,13 +308,16 @@ class Lyra(Policy):
 
     def _scale_in_for(self, engine: Engine, pool: int, gpus: int) -> None:
         """Release ``gpus`` flexible GPUs of ``pool``: from the jobs whose last workers are worth least."""
+        g = self.params.elastic_gpus_per_worker
+        per_gpu = self._r(engine) if pool == LOAN else 1.0
+        base, pool_of = self.base_raw, self.pool_of_job
+
         def loss(job: Job) -> float:  # remaining-time increase per GPU of losing one worker
-            g = self.params.elastic_gpus_per_worker
             rem = engine.remaining(job)
             lo = job.elastic_min
-            now = lo + self._flex(engine, job) / (self._r(engine) if pool == LOAN else 1.0)
+            now = lo + (job.num_gpus - base[job]) / per_gpu
             return (run_time(job, rem, max(lo, now - g)) - run_time(job, rem, now)) / g
-        jobs = [j for j in self.elastic_running if self.pool_of_job[j] == pool and self._flex(engine, j) > 0]
+        jobs = [j for j in self.elastic_running if pool_of[j] == pool and j.num_gpus > base[j]]
         for job in sorted(jobs, key=lambda j: (loss(j), j.index)):
             if gpus <= 0:
                 break
