@@ -64,7 +64,8 @@ class Lyra(Policy):
 
     def __init__(self, params: LyraParams | None = None) -> None:
         super().__init__(params)
-        self.pending: dict[tuple, SortedList] = {}  # (pools, base demand) -> (key, index, job), shortest first
+        # (pools, base demand) -> (key, index, job), shortest first; a class leaves when it empties
+        self.pending: dict[tuple, SortedList] = {}
         self.elastic_running: dict[Job, None] = {}
         self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
@@ -195,7 +196,7 @@ class Lyra(Policy):
         failed: set[tuple] = set()
         started = False
         cap = None
-        heads = {cls: queue[0] for cls, queue in self.pending.items() if queue}  # each class's shortest job
+        heads = {cls: queue[0] for cls, queue in self.pending.items()}  # each class's shortest job
         while heads:
             if cap is None:
                 flex = self._flex_by_pool()
@@ -213,7 +214,7 @@ class Lyra(Policy):
             if queue:
                 heads[best_class] = queue[0]
             else:
-                del heads[best_class]
+                del heads[best_class], self.pending[best_class]
             job = best[2]
             memo = (best_class, self.is_elastic(job))
             if memo in failed:
@@ -232,7 +233,7 @@ class Lyra(Policy):
                 else:
                     failed.add(memo)
         for cls, entry in skipped:
-            self.pending[cls].add(entry)
+            self.pending.setdefault(cls, SortedList()).add(entry)
         return started
 
     def _start(self, engine: Engine, job: Job, flex: list[int] | None = None) -> bool:
