@@ -251,7 +251,7 @@ class Lyra(Policy):
                 self._scale_in_for(engine, pool, need - free_here)
             servers = self._servers(engine, pool)
             free_by_server = cluster.free_by_server
-            free = {s: len(free_by_server[s]) for s in servers}
+            free = dict(zip(servers, map(len, [free_by_server[s] for s in servers])))
             size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
             workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
             where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
@@ -394,7 +394,7 @@ class Lyra(Policy):
         if not grow:
             return
         per = engine.cluster.gpus_per_server
-        free = [len(stack) for stack in engine.cluster.free_by_server]
+        free = list(map(len, engine.cluster.free_by_server))
         servers = self._servers(engine, pool)
         hosts = self._base_hosts() if pool == LOAN else ()
         apart = [s for s in servers if s not in hosts]
