@@ -23,15 +23,17 @@ def workers_of(gpus: int, per_worker: int) -> list[int]:
     return [per_worker] * full + ([rest] if rest else [])
 
 
-def place(free: list[int], workers: Sequence[int], tiers: Sequence[Sequence[int]], gpus_per_server: int,
-          split: bool = True) -> Placement | None:
-    """Where ``workers`` go (server -> GPUs), or None. ``free`` is updated only on success."""
+def place(free: list[int] | dict[int, int], workers: Sequence[int], tiers: Sequence[Sequence[int]],
+          gpus_per_server: int, split: bool = True, available: int | None = None) -> Placement | None:
+    """Where ``workers`` go (server -> GPUs), or None. ``free`` (free GPUs by server: a list, or a
+    dict over at least the tiers' servers) is updated only on success. ``available``, if known, is
+    the free GPUs of the tiers' servers (saves summing them; any upper bound gives the same result)."""
     need = sum(workers)
     if need <= 0:
         return {}
-    if need > sum(free[s] for tier in tiers for s in tier):
+    if need > (available if available is not None else sum(free[s] for tier in tiers for s in tier)):
         return None
-    left = list(free)
+    left = free.copy()
     placement: Placement = {}
     ordered = sorted(workers, reverse=True)
     i = 0
@@ -47,11 +49,14 @@ def place(free: list[int], workers: Sequence[int], tiers: Sequence[Sequence[int]
             left[server] -= g
             placement[server] = placement.get(server, 0) + g
             i += 1
-    free[:] = left
+    if isinstance(free, dict):
+        free.update(left)
+    else:
+        free[:] = left
     return placement
 
 
-def _best_fit(free: list[int], g: int, tiers: Sequence[Sequence[int]], per: int) -> int | None:
+def _best_fit(free: list[int] | dict[int, int], g: int, tiers: Sequence[Sequence[int]], per: int) -> int | None:
     for tier in tiers:
         best, best_free, empty = None, per + 1, None
         for s in tier:
@@ -70,7 +75,7 @@ def _best_fit(free: list[int], g: int, tiers: Sequence[Sequence[int]], per: int)
     return None
 
 
-def _spread(free: list[int], g: int, tiers: Sequence[Sequence[int]], placement: Placement) -> bool:
+def _spread(free: list[int] | dict[int, int], g: int, tiers: Sequence[Sequence[int]], placement: Placement) -> bool:
     for tier in tiers:
         if sum(free[s] for s in tier) >= g:
             for s in sorted(tier, key=lambda s: (-free[s], s)):

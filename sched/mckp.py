@@ -87,3 +87,21 @@ def solve_concave(marginals: np.ndarray, group: np.ndarray, groups: int, units: 
         top = np.argpartition(-marginals[positive], units - 1)[:units]
         positive = positive[top]
     return np.bincount(group[positive], minlength=groups)
+
+
+def concave_counts(marginals: Sequence[Sequence[float]], units: int) -> list[int] | None:
+    """:func:`solve_concave` on plain lists, one list of gains per group: how many of each group's
+    items are among the ``units`` largest positive gains. A Lyra phase 2 has ~100 items, where
+    numpy's per-call overhead dominates. Returns None when the ``units``-th and the next largest
+    gains are equal: which of them is taken is then :func:`solve_concave`'s (numpy's partition)."""
+    if units <= 0:
+        return [0] * len(marginals)
+    positive = [m for gains in marginals for m in gains if m > 0]
+    if len(positive) <= units:
+        return [len([m for m in gains if m > 0]) for gains in marginals]
+    positive.sort(reverse=True)
+    cut = positive[units - 1]
+    if positive[units] == cut:
+        return None
+    return [len([m for m in gains if m >= cut]) for gains in marginals]
+

@@ -149,7 +149,8 @@ class PooledCluster(ClusterState):
 
     @property
     def loan_free_gpus(self) -> int:
-        return sum(len(self.free_by_server[s]) for s in self.on_loan)
+        """Free GPUs on on-loan servers: all of theirs but the held ones (``loan_busy``), O(1)."""
+        return len(self.on_loan) * self.gpus_per_server - self.loan_busy
 
     def busy_gpus(self, server: int) -> int:
         return self.gpus_per_server - len(self.free_by_server[server]) if self.state[server] != INFERENCE else 0
@@ -157,6 +158,8 @@ class PooledCluster(ClusterState):
     def jobs_on_server(self, server: int) -> dict[Any, int]:
         jobs: dict[Any, int] = {}
         per = self.gpus_per_server
+        if len(self.free_by_server[server]) == per:  # all free: nobody there
+            return jobs
         for g in range(server * per, (server + 1) * per):
             for job in self.holders[g]:
                 jobs[job] = jobs.get(job, 0) + 1
@@ -172,14 +175,21 @@ class PooledCluster(ClusterState):
         """T4 GPUs that stand for ``demand`` training GPUs (``ceil(r·demand)``, §5.2)."""
         return math.ceil(self.r * demand - 1e-9)
 
+    def _t4(self, gpus) -> int:
+        """How many of ``gpus`` are inference GPUs (0 at once for a job on training GPUs only)."""
+        first = self.first_inference_gpu
+        if not gpus or max(gpus) < first:
+            return 0
+        return sum(1 for g in gpus if g >= first)
+
     def normalised_gpus(self, job) -> float:
         """The job's GPUs in training-GPU units: V100s + T4s / r."""
-        t4 = sum(1 for g in job.gpus if g >= self.first_inference_gpu)
+        t4 = self._t4(job.gpus)
         return len(job.gpus) - t4 + t4 / self.r
 
     def speed(self, job) -> float:
         """The job's speed factor on its GPUs (the engine's ``job_speed``; module doc)."""
-        t4 = sum(1 for g in job.gpus if g >= self.first_inference_gpu)
+        t4 = self._t4(job.gpus)
         if t4 == 0:
             factor = 1.0
         elif t4 < len(job.gpus):
@@ -233,7 +243,9 @@ class PooledCluster(ClusterState):
         return taken
 
     def release(self, job, gpus) -> None:
-        freed = sum(1 for g in gpus if g >= self.first_inference_gpu and len(self.holders[g]) == 1)
+        freed = 0
+        if self._t4(gpus):
+            freed = sum(1 for g in gpus if g >= self.first_inference_gpu and len(self.holders[g]) == 1)
         super().release(job, gpus)
         if freed:
             self._integrate()
@@ -295,6 +307,7 @@ class Orchestrator:
         self._idle_ticks = 0
         self._max_idle_ticks = math.ceil(self.load.span / self.period_s) + 1
         self.cluster: PooledCluster | None = None
+        self._view: ReclaimView | None = None  # the view of the reclaim under way (built once)
 
     def attach(self, engine: Engine) -> None:
         if not isinstance(engine.cluster, PooledCluster):
@@ -355,7 +368,10 @@ class Orchestrator:
         return self._idle_ticks <= self._max_idle_ticks
 
     def view(self, engine: Engine) -> ReclaimView:
-        """The read-only view a reclaim strategy decides on (jobs are the engine's Job objects)."""
+        """The read-only view a reclaim strategy decides on (jobs are the engine's Job objects);
+        during a reclaim, the one it was decided on."""
+        if self._view is not None:
+            return self._view
         cluster = self.cluster
         server_jobs = {s: cluster.jobs_on_server(s) for s in cluster.on_loan}
         jobs = {j for held in server_jobs.values() for j in held}
@@ -374,9 +390,12 @@ class Orchestrator:
 
         policy = engine.policy
         started = time.perf_counter()
-        view = self.view(engine)
+        view = self._view = self.view(engine)
         choose = getattr(policy, "choose_reclaim", None)
-        servers = list(choose(engine, n)) if choose is not None else self.strategy(view, n, self.rng)
+        try:
+            servers = list(choose(engine, n)) if choose is not None else self.strategy(view, n, self.rng)
+        finally:
+            self._view = None
         solve_s = time.perf_counter() - started
         if len(set(servers)) != n or any(s not in self.cluster.on_loan for s in servers):
             raise EngineError(f"reclaim of {n} servers chose {servers}: needs {n} distinct on-loan servers")

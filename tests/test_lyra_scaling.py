@@ -16,7 +16,7 @@ from schedlab.sched.annotate import AnnotationError, lyra_scenario
 from schedlab.sched.cluster import ClusterState, load_cluster
 from schedlab.sched.engine import Engine
 from schedlab.sched.job import Job, jobs_from_table
-from schedlab.sched.mckp import solve, solve_concave
+from schedlab.sched.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.replay import replay
@@ -74,6 +74,28 @@ def test_concave_greedy_equals_the_dp_on_lyra_values():
         value = sum(groups[j][1][k - 1] for j, k in enumerate(counts) if k)
         assert sum(counts) * g <= cap
         assert value == pytest.approx(solve(groups, cap).value)
+
+
+def test_concave_counts_match_solve_concave_or_defer_on_a_tie():
+    rng = np.random.default_rng(3)
+    deferred = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 7))
+        sizes = rng.integers(0, 6, n)
+        # few distinct values, so that ties at the cut happen; gains strictly decrease in a group
+        gains = [[v - 1e-3 * i for i, v in enumerate(sorted(rng.integers(-2, 8, k).tolist(), reverse=True))]
+                 for k in sizes]
+        units = int(rng.integers(-1, 12))
+        flat = np.array([m for g in gains for m in g], dtype=float)
+        expected = solve_concave(flat, np.repeat(np.arange(n), sizes), n, units).tolist()
+        counts = concave_counts(gains, units)
+        if counts is None:  # a tie at the cut: numpy's partition decides
+            deferred += 1
+            positive = sorted(flat[flat > 0], reverse=True)
+            assert len(positive) > units > 0 and positive[units - 1] == positive[units]
+        else:
+            assert counts == expected
+    assert 0 < deferred < 300
 
 
 def test_mckp_refuses_bad_input():

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched import bfd
-from schedlab.sched.mckp import solve, solve_concave
+from schedlab.sched.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.reclaim import get_strategy as get_reclaim
 from schedlab.sched.scaling import run_time
@@ -64,10 +64,14 @@ class Lyra(Policy):
 
     def __init__(self, params: LyraParams | None = None) -> None:
         super().__init__(params)
-        self.pending: dict[tuple, SortedList] = {}  # (pools, base demand) -> (key, index, job), shortest first
+        # (pools, base demand) -> (key, index, job), shortest first; a class leaves when it empties
+        self.pending: dict[tuple, SortedList] = {}
         self.elastic_running: dict[Job, None] = {}
         self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
+        self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
+        self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
+        self._gain_steps: dict[tuple, list[float]] = {}  # (elastic_min, scaling_loss, items) -> MCKP gain factors
         self._engine: Engine | None = None
         self.uses_loaning = self.params.loaning  # the orchestrator lends only to a borrowing policy
         self._rescale_due = False
@@ -92,13 +96,16 @@ class Lyra(Policy):
 
     def _enqueue(self, job: Job) -> None:
         key = job.remaining  # base-seconds: the run time at the base (elastic) or at d GPUs
-        self.pending.setdefault((self._pools_for(job), self.base(job)), SortedList()).add((key, job.index, job))
+        pools = self._pools_for(job)
+        self._pool_choices.add(pools)
+        self.pending.setdefault((pools, self.base(job)), SortedList()).add((key, job.index, job))
         self._rescale_due = True
 
     def _forget(self, job: Job) -> None:
         if job in self.elastic_running:
             del self.elastic_running[job]
             self.base_servers.pop(job, None)
+            del self.base_raw[job]
         self.pool_of_job.pop(job, None)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
@@ -139,7 +146,20 @@ class Lyra(Policy):
 
     def _flex(self, engine: Engine, job: Job) -> int:
         """GPUs the job holds beyond its base (in its pool's GPUs): what scaling in may take."""
-        return job.num_gpus - self._raw(engine, self.pool_of_job[job], job.elastic_min)
+        return job.num_gpus - self.base_raw[job]
+
+    def _flex_by_pool(self) -> list[int]:
+        """Flexible GPUs of the running elastic jobs, per pool."""
+        flex = [0, 0]
+        pool_of, base = self.pool_of_job, self.base_raw
+        for j in self.elastic_running:
+            flex[pool_of[j]] += j.num_gpus - base[j]
+        return flex
+
+    def _free_in(self, cluster: Any, pool: int) -> int:
+        """Free GPUs of ``pool`` (O(1): the cluster's counters)."""
+        loan_free = cluster.loan_free_gpus if getattr(cluster, "on_loan", None) is not None else 0
+        return loan_free if pool == LOAN else cluster.free_gpus - loan_free
 
     def _slack(self, job: Job) -> int:
         return self._flex(self._engine, job) if job in self.elastic_running else 0
@@ -166,55 +186,82 @@ class Lyra(Policy):
             engine.set_timer(self._timer_at, ("lyra-rescale", self._timer_at))
 
     def phase1(self, engine: Engine) -> bool:
-        """SJF with skipping over pending jobs' base demands; returns whether anything started."""
+        """SJF with skipping over pending jobs' base demands; returns whether anything started.
+
+        A start that fails without changing anything (no scale-in) fails again for every job of the
+        same class and elasticity until something starts: those are skipped without trying."""
         cluster = engine.cluster
-        pooled = getattr(cluster, "on_loan", None) is not None
         r = self._r(engine)
         skipped: list[tuple[tuple, tuple[float, int, Job]]] = []
+        failed: set[tuple] = set()
         started = False
-        while True:
-            loan_free = cluster.loan_free_gpus if pooled else 0
-            flex = [0.0, 0.0]
-            for j in self.elastic_running:
-                flex[self.pool_of_job[j]] += self._flex(engine, j)
-            cap = (cluster.free_gpus - loan_free + flex[TRAINING], (loan_free + flex[LOAN]) / r)
+        cap = None
+        heads = {cls: queue[0] for cls, queue in self.pending.items()}  # each class's shortest job
+        while heads:
+            if cap is None:
+                flex = self._flex_by_pool()
+                cap = (self._free_in(cluster, TRAINING) + flex[TRAINING], (self._free_in(cluster, LOAN) + flex[LOAN]) / r)
+                either = max(cap[TRAINING], cap[LOAN]) + 1e-9
+                room = {pools: cap[pools[0]] + 1e-9 if len(pools) == 1 else either for pools in self._pool_choices}
             best = best_class = None
-            for cls, queue in self.pending.items():
-                if queue and cls[1] <= max(cap[p] for p in cls[0]) + 1e-9 and (best is None or queue[0] < best):
-                    best, best_class = queue[0], cls
+            for cls, head in heads.items():
+                if cls[1] <= room[cls[0]] and (best is None or head < best):
+                    best, best_class = head, cls
             if best is None:
                 break
-            self.pending[best_class].remove(best)
-            if self._start(engine, best[2]):
+            queue = self.pending[best_class]
+            del queue[0]
+            if queue:
+                heads[best_class] = queue[0]
+            else:
+                del heads[best_class], self.pending[best_class]
+            job = best[2]
+            memo = (best_class, self.is_elastic(job))
+            if memo in failed:
+                skipped.append((best_class, best))
+                continue
+            scale_ins = self.scale_ins
+            if self._start(engine, job, flex):
                 started = True
+                failed.clear()
+                cap = None
             else:
                 skipped.append((best_class, best))
+                if self.scale_ins != scale_ins:  # the failed start scaled jobs in: state changed
+                    failed.clear()
+                    cap = None
+                else:
+                    failed.add(memo)
         for cls, entry in skipped:
-            self.pending[cls].add(entry)
+            self.pending.setdefault(cls, SortedList()).add(entry)
         return started
 
-    def _start(self, engine: Engine, job: Job) -> bool:
+    def _start(self, engine: Engine, job: Job, flex: list[int] | None = None) -> bool:
         demand = self.base(job)
-        per = engine.cluster.gpus_per_server
+        cluster = engine.cluster
+        per = cluster.gpus_per_server
         elastic = self.is_elastic(job)
+        flex = flex if flex is not None else self._flex_by_pool()
         for pool in self._pools_for(job):
-            servers = self._servers(engine, pool)
             need = self._raw(engine, pool, demand)
-            free_here = sum(len(engine.cluster.free_by_server[s]) for s in servers)
-            flex_here = sum(self._flex(engine, j) for j in self.elastic_running if self.pool_of_job[j] == pool)
-            if need > free_here + flex_here:
+            free_here = self._free_in(cluster, pool)
+            if need > free_here + flex[pool]:
                 continue
             if need > free_here:
                 self._scale_in_for(engine, pool, need - free_here)
-            free = [len(stack) for stack in engine.cluster.free_by_server]
+            servers = self._servers(engine, pool)
+            free_by_server = cluster.free_by_server
+            free = dict(zip(servers, map(len, [free_by_server[s] for s in servers])))
             size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
             workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
-            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per)
+            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
+                              available=self._free_in(cluster, pool))
             if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
                 continue
             self.pool_of_job[job] = pool
             if elastic:
                 self.elastic_running[job] = None
+                self.base_raw[job] = self._raw(engine, pool, job.elastic_min)
                 self.base_servers[job] = set(where)
             if self.params.tuned_jobs and job.goodput is not None:
                 self._tune(engine, job)
@@ -231,20 +278,27 @@ class Lyra(Policy):
             return [servers]
         hosts = self._base_hosts()
         per = engine.cluster.gpus_per_server
-        first = [s for s in servers if s in hosts or len(engine.cluster.free_by_server[s]) == per]
-        return [first, [s for s in servers if s not in set(first)]]
+        free_by_server = engine.cluster.free_by_server
+        first, rest = [], []
+        for s in servers:
+            (first if s in hosts or len(free_by_server[s]) == per else rest).append(s)
+        return [first, rest]
 
-    def _flex_tiers(self, engine: Engine, job: Job) -> list[list[int]]:
+    def _flex_tiers(self, engine: Engine, job: Job, servers: list[int] | None = None,
+                    apart: list[int] | None = None) -> list[list[int]]:
         """Flexible workers: the job's own non-base servers, then (on loan) servers apart from every
-        job's base workers (the flexible group), then the rest of the pool."""
+        job's base workers (the flexible group, ``apart`` if known), then the rest of the pool."""
         pool = self.pool_of_job[job]
         per = engine.cluster.gpus_per_server
-        servers = self._servers(engine, pool)
-        own = sorted({g // per for g in job.gpus} - self.base_servers.get(job, set()))
+        servers = servers if servers is not None else self._servers(engine, pool)
+        held = {g // per for g in job.gpus}
+        own = sorted(held - self.base_servers.get(job, set()))
         if pool == TRAINING:
-            return [own, sorted({g // per for g in job.gpus}), servers]
-        hosts = self._base_hosts()
-        return [own, [s for s in servers if s not in hosts], servers]
+            return [own, sorted(held), servers]
+        if apart is None:
+            hosts = self._base_hosts()
+            apart = [s for s in servers if s not in hosts]
+        return [own, apart, servers]
 
     def _release_order(self, engine: Engine, job: Job, count: int) -> tuple[int, ...]:
         """GPUs a shrinking job gives back: those off its base servers first (§5.3)."""
@@ -255,13 +309,16 @@ class Lyra(Policy):
 
     def _scale_in_for(self, engine: Engine, pool: int, gpus: int) -> None:
         """Release ``gpus`` flexible GPUs of ``pool``: from the jobs whose last workers are worth least."""
+        g = self.params.elastic_gpus_per_worker
+        per_gpu = self._r(engine) if pool == LOAN else 1.0
+        base, pool_of = self.base_raw, self.pool_of_job
+
         def loss(job: Job) -> float:  # remaining-time increase per GPU of losing one worker
-            g = self.params.elastic_gpus_per_worker
             rem = engine.remaining(job)
             lo = job.elastic_min
-            now = lo + self._flex(engine, job) / (self._r(engine) if pool == LOAN else 1.0)
+            now = lo + (job.num_gpus - base[job]) / per_gpu
             return (run_time(job, rem, max(lo, now - g)) - run_time(job, rem, now)) / g
-        jobs = [j for j in self.elastic_running if self.pool_of_job[j] == pool and self._flex(engine, j) > 0]
+        jobs = [j for j in self.elastic_running if pool_of[j] == pool and j.num_gpus > base[j]]
         for job in sorted(jobs, key=lambda j: (loss(j), j.index)):
             if gpus <= 0:
                 break
@@ -311,8 +368,9 @@ class Lyra(Policy):
     def _rescale_pool(self, engine: Engine, pool: int, jobs: list[Job]) -> None:
         g = self.params.elastic_gpus_per_worker
         r = self._r(engine) if pool == LOAN else 1.0
-        free_raw = sum(len(engine.cluster.free_by_server[s]) for s in self._servers(engine, pool))
-        capacity = int((free_raw + sum(self._flex(engine, j) for j in jobs)) / r + 1e-9)
+        base = self.base_raw
+        free_raw = self._free_in(engine.cluster, pool)
+        capacity = int((free_raw + sum(j.num_gpus - base[j] for j in jobs)) / r + 1e-9)
         sizes = [(job.elastic_max - job.elastic_min) // g for job in jobs]
         self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
         if capacity >= sum(sizes) * g:
@@ -324,40 +382,58 @@ class Lyra(Policy):
             self.solve_times.append(time.perf_counter() - t0)
         else:
             t0 = time.perf_counter()
-            choice = self._concave_choice(engine, jobs, sizes, capacity // g).tolist()
+            choice = self._concave_choice(engine, jobs, sizes, capacity // g)
             self.solve_times.append(time.perf_counter() - t0)
-        targets = {job: job.elastic_min + k * g for job, k in zip(jobs, choice)}
-        for job, target in targets.items():  # scale in first: it frees GPUs for the others
-            raw = self._raw(engine, pool, target)
+        targets = [(job, self._raw(engine, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
+        grow = []
+        for job, raw in targets:  # scale in first: it frees GPUs for the others
             if raw < job.num_gpus:
                 self._resize(engine, job, raw)
+            elif raw > job.num_gpus:
+                grow.append(job)
+        if not grow:
+            return
         per = engine.cluster.gpus_per_server
-        free = [len(stack) for stack in engine.cluster.free_by_server]
-        for job, target in targets.items():
+        free = list(map(len, engine.cluster.free_by_server))
+        servers = self._servers(engine, pool)
+        hosts = self._base_hosts() if pool == LOAN else ()
+        apart = [s for s in servers if s not in hosts]
+        for job, k in zip(jobs, choice):
+            target = job.elastic_min + k * g
             while True:
                 extra = self._raw(engine, pool, target) - job.num_gpus
                 if extra <= 0:
                     break
-                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job), per)
+                where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job, servers, apart), per,
+                                  available=self._free_in(engine.cluster, pool))
                 if where is not None:
                     self._resize(engine, job, job.num_gpus + extra, sorted(where.items()))
                     break
                 target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
                 self.trimmed_workers += 1
 
-    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> np.ndarray:
+    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
         """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
-        in the extra workers: the largest marginal savings (``mckp.solve_concave``), vectorised."""
+        in the extra workers: the largest marginal savings (``mckp.concave_counts``; on a tie at the
+        cut, ``mckp.solve_concave`` on the same gains). Item ``k`` of job ``j`` saves
+        ``R_j lo_j (1 / (lo_j + a_j (k - 1) g) - 1 / (lo_j + a_j k g))``; the bracket is cached."""
         g = self.params.elastic_gpus_per_worker
-        counts = np.asarray(sizes)
-        group = np.repeat(np.arange(len(jobs)), counts)
-        starts = np.repeat(np.cumsum(counts) - counts, counts)
-        w = (np.arange(len(group)) - starts + 1) * g  # extra GPUs of each item
-        rem = np.array([engine.remaining(job) for job in jobs])[group]
-        lo = np.array([job.elastic_min for job in jobs], dtype=float)[group]
-        a = np.array([1.0 - job.scaling_loss for job in jobs])[group]
-        marginals = rem * lo * (1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w))
-        return solve_concave(marginals, group, len(jobs), units)
+        marginals = []
+        for job, count in zip(jobs, sizes):
+            key = (job.elastic_min, job.scaling_loss, count)
+            steps = self._gain_steps.get(key)
+            if steps is None:
+                lo, a = float(job.elastic_min), 1.0 - job.scaling_loss
+                steps = self._gain_steps[key] = [1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w)
+                                                 for w in range(g, (count + 1) * g, g)]
+            scale = engine.remaining(job) * float(job.elastic_min)
+            marginals.append([scale * x for x in steps])
+        counts = concave_counts(marginals, units)
+        if counts is None:
+            group = np.repeat(np.arange(len(jobs)), np.asarray(sizes, dtype=np.int64))
+            flat = np.array([m for gains in marginals for m in gains], dtype=float)
+            counts = solve_concave(flat, group, len(jobs), units).tolist()
+        return counts
 
     def _items(self, engine: Engine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
         """A job's MCKP group: ``k`` more workers weigh ``k g`` GPUs and are worth the remaining
