@@ -1,6 +1,7 @@
 """The linear programs behind the ``gavel`` policy (Gavel, OSDI'20 §3.1, §4.1, §4.2), solved with
-scipy's HiGHS through ``scipy.optimize.milp`` with no integer variables, i.e. an LP (``milp`` calls
-HiGHS with less input checking than ``linprog``: ~2 ms less per solve).
+scipy's HiGHS: the model ``scipy.optimize.milp`` would pass it with no integer variables, i.e. an LP,
+handed to scipy's HiGHS bindings directly (``_solve_lp``: same model and options, so the same answer,
+without ``milp``'s Python-side checks and result conversion).
 
 A problem is a set of jobs and a set of *combinations*: each job alone, and pairs of jobs that
 space-share the same GPUs (Gavel §3.1, "space sharing"; pairs only, of equal scale factor, or with
@@ -28,10 +29,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_matrix
+from scipy.sparse import csc_array
+
+try:  # the HiGHS bindings that ``milp`` itself calls (private to scipy: ``milp`` is the fallback)
+    from scipy.optimize._highspy import _core as _highs
+except ImportError:  # pragma: no cover - another scipy layout
+    _highs = None
+_CONTINUOUS = _highs.HighsVarType(0) if _highs is not None else None  # milp's integrality 0
+if _highs is not None:
+    _OPTIONS = _highs.HighsOptions()  # passOptions copies them: one object serves every solve
+    _OPTIONS.log_to_console = False  # milp's only option (``disp=False``)
 
 OBJECTIVES = ("max_min_fairness", "makespan")
 STAGE_TOLERANCE = 1e-6  # how far below its optimum the second stage may push s (relative)
@@ -70,18 +81,17 @@ class LPError(RuntimeError):
 
 
 def build_problem(job_gpus, combos, rates, capacity: int) -> Problem:
-    """``combos``: tuples of job positions; ``rates``: the matching tuples of normalised throughputs."""
-    entry_combo, entry_job, entry_rate = [], [], []
-    for c, (members, member_rates) in enumerate(zip(combos, rates)):
-        for j, r in zip(members, member_rates):
-            entry_combo.append(c)
-            entry_job.append(j)
-            entry_rate.append(r)
+    """``combos``: tuples of job positions; ``rates``: the matching tuples of normalised throughputs.
+    The entries are flattened with ``chain`` and numpy (the same values, in the same order, as a
+    loop over combinations and members; a combination's GPUs are its members' maximum, exactly)."""
     job_gpus = np.asarray(job_gpus, dtype=float)
-    entry_job_arr = np.asarray(entry_job, dtype=np.int64)
-    combo_gpus = np.array([max(job_gpus[j] for j in m) for m in combos], dtype=float)  # unequal: the larger
-    return Problem(job_gpus, combo_gpus, np.asarray(entry_combo, np.int64), entry_job_arr,
-                   np.asarray(entry_rate, float), int(capacity))
+    sizes = np.fromiter(map(len, combos), dtype=np.int64, count=len(combos))
+    entry_job = np.fromiter(chain.from_iterable(combos), dtype=np.int64, count=int(sizes.sum()))
+    entry_rate = np.fromiter(chain.from_iterable(rates), dtype=float, count=len(entry_job))
+    entry_combo = np.repeat(np.arange(len(combos), dtype=np.int64), sizes)
+    starts = np.cumsum(sizes) - sizes
+    combo_gpus = np.maximum.reduceat(job_gpus[entry_job], starts) if len(combos) else np.zeros(0)  # unequal: the larger
+    return Problem(job_gpus, combo_gpus, entry_combo, entry_job, entry_rate, int(capacity))
 
 
 def solve(problem: Problem, objective: str, remaining=None) -> Solution:
@@ -102,22 +112,79 @@ def solve(problem: Problem, objective: str, remaining=None) -> Solution:
     rows = np.concatenate([ej, np.full(C, n), n + 1 + ej, n + 1 + np.arange(n)])
     cols = np.concatenate([ec, np.arange(C), ec, np.full(n, aux)])
     vals = np.concatenate([np.ones(len(ej)), problem.combo_gpus, -v[ej] * er, a])
-    A = csr_matrix((vals, (rows, cols)), shape=(2 * n + 1, C + 1))
-    rows_ub = LinearConstraint(A, -np.inf, np.concatenate([np.ones(n), [problem.capacity], np.zeros(n)]))
+    model = _Model(_csc(rows, cols, vals, C + 1), np.concatenate([np.ones(n), [problem.capacity], np.zeros(n)]), C + 1)
     lower, upper = np.zeros(C + 1), np.ones(C + 1)
     upper[aux] = np.inf
     first = np.zeros(C + 1)
     first[aux] = -1.0
-    res = milp(first, constraints=rows_ub, bounds=Bounds(lower, upper))  # no integrality: an LP (HiGHS)
-    if res.status != 0:
-        raise LPError(f"gavel LP (stage 1, {objective}) failed: {res.message}")
-    best = float(-res.fun)
+    x1, fun = model.solve(first, lower, upper)
+    if x1 is None:
+        raise LPError(f"gavel LP (stage 1, {objective}) failed: {fun}")
+    best = float(-fun)
     lower[aux] = upper[aux] = best * (1 - STAGE_TOLERANCE)
     second = np.zeros(C + 1)
     second[:C] = -np.bincount(ec, weights=problem.job_gpus[ej] * er, minlength=C)
-    res2 = milp(second, constraints=rows_ub, bounds=Bounds(lower, upper))
-    x = res2.x[:C] if res2.status == 0 else res.x[:C]  # stage 2 only refines; fall back to stage 1
+    x2, _ = model.solve(second, lower, upper)
+    x = x2[:C] if x2 is not None else x1[:C]  # stage 2 only refines; fall back to stage 1
     return Solution(x=np.clip(x, 0.0, 1.0), value=best, seconds=time.perf_counter() - started)
+
+
+def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, num_cols: int):
+    """``(indptr, indices, data)`` of the matrix with the given (duplicate-free) entries, column-major
+    with rows ascending in each column: the arrays ``csc_array(csr_matrix((vals, (rows, cols))))``
+    holds, which ``milp`` passed to HiGHS (same model, same answer), sorted with numpy instead."""
+    order = np.lexsort((rows, cols))
+    indptr = np.zeros(num_cols + 1, dtype=np.int32)
+    np.cumsum(np.bincount(cols, minlength=num_cols), out=indptr[1:])
+    return indptr, rows[order].astype(np.int32), vals[order].astype(np.float64)
+
+
+class _Model:
+    """``min cost·x`` s.t. ``A x <= row_upper``, ``lower <= x <= upper``, for HiGHS. The model and
+    options are those ``milp`` passes to HiGHS (integrality all continuous, ``log_to_console`` off, a
+    fresh solver per solve), so the answer is the same; calling scipy's bindings directly skips
+    ``milp``'s input checks and its Python loop over the columns for bound duals, which we do not
+    read, and the constraint rows, the same in both stages, are converted once."""
+
+    def __init__(self, matrix, row_upper: np.ndarray, num_cols: int) -> None:
+        indptr, indices, data = self.matrix = matrix
+        self.row_upper, self.num_cols = row_upper, num_cols
+        if _highs is None:  # pragma: no cover - the public route, same model
+            return
+        lp = self.lp = _highs.HighsLp()
+        num_rows = len(row_upper)
+        lp.num_col_ = lp.a_matrix_.num_col_ = num_cols
+        lp.num_row_ = lp.a_matrix_.num_row_ = num_rows
+        lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
+        lp.row_lower_ = np.full(num_rows, -np.inf)
+        lp.row_upper_ = row_upper
+        lp.a_matrix_.start_ = indptr
+        lp.a_matrix_.index_ = indices
+        lp.a_matrix_.value_ = data
+        lp.integrality_ = [_CONTINUOUS] * num_cols
+
+    def solve(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray):
+        """``(x, objective)``, or ``(None, message)`` when HiGHS finds no optimum."""
+        if _highs is None:  # pragma: no cover
+            indptr, indices, data = self.matrix
+            A = csc_array((data, indices, indptr), shape=(len(self.row_upper), self.num_cols))
+            res = milp(cost, constraints=LinearConstraint(A, -np.inf, self.row_upper), bounds=Bounds(lower, upper))
+            return (res.x, res.fun) if res.status == 0 else (None, res.message)
+        lp = self.lp
+        lp.col_cost_ = cost
+        lp.col_lower_ = lower
+        lp.col_upper_ = upper
+        solver = _highs._Highs()
+        if solver.passOptions(_OPTIONS) == _highs.HighsStatus.kError:
+            return None, "HiGHS rejected its options"
+        if solver.passModel(lp) == _highs.HighsStatus.kError:
+            return None, "HiGHS rejected the model"
+        if solver.run() == _highs.HighsStatus.kError:
+            return None, solver.modelStatusToString(solver.getModelStatus())
+        status = solver.getModelStatus()
+        if status != _highs.HighsModelStatus.kOptimal:
+            return None, solver.modelStatusToString(status)
+        return np.array(solver.getSolution().col_value), solver.getInfo().objective_function_value
 
 
 def effective_throughputs(problem: Problem, x: np.ndarray) -> np.ndarray:
