@@ -56,7 +56,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.gavel_lp import build_problem, solve
+from schedlab.sched.policies.gavel_lp import RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ class Gavel(Policy):
         self.pairs: dict[tuple, tuple[float, float] | None] = {}  # (model, batch) x 2 -> rates or None
         self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
+        self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
         self.round_times: list[float] = []  # when each round started
 
     # ---- events ------------------------------------------------------------------------------
@@ -173,7 +174,7 @@ class Gavel(Policy):
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
         remaining = [engine.remaining(j) for j in jobs] if self.params.objective == "makespan" else None
-        solution = solve(problem, self.params.objective, remaining)
+        solution = self.lp.solve(problem, self.params.objective, remaining)
         self.lp_solve_times.append(solution.seconds)
         self.alloc = {
             tuple(sorted(jobs[p].index for p in members)): float(x)
@@ -259,11 +260,6 @@ class Gavel(Policy):
             owed = x * since if since is not None else 0.0
             return (-x / (seed + got), -(deficit.get(key, 0.0) + owed - got), -x, key)
 
-        def fill_rank(job):  # leftover jobs alone: largest live deficit first
-            key = (job.index,)
-            owed = alloc.get(key, 0.0) * since if since is not None else 0.0
-            return (-(deficit.get(key, 0.0) + owed - received.get(key, 0.0)), job.index)
-
         ranked = sorted(alloc.items(), key=rank)
         free = engine.cluster.total_gpus
         active = self.active
@@ -278,10 +274,15 @@ class Gavel(Policy):
             free -= gpus
             if free == 0:
                 return plan
-        leftovers = [(fill_rank(j), j) for i, j in active.items() if i not in taken and j.num_gpus <= free]
+        # leftover jobs alone, largest live deficit first: (-(deficit + X·since - received), index, job),
+        # written inline over the active jobs (the same sums in the same order as a per-job function;
+        # ``X · 0.0`` is the ``0.0`` owed before any solve, as X is then 0)
+        dget, aget, rget, span = deficit.get, alloc.get, received.get, since if since is not None else 0.0
+        leftovers = [(-(dget(k, 0.0) + aget(k, 0.0) * span - rget(k, 0.0)), i, j)
+                     for i, j in active.items() if i not in taken and j.num_gpus <= free for k in ((i,),)]
         heapq.heapify(leftovers)  # popped in sorted order, only until the GPUs run out
         while leftovers and free:  # zero-priority fill, as Gavel's greedy walks every job
-            job = heapq.heappop(leftovers)[1]
+            job = heapq.heappop(leftovers)[2]
             if job.num_gpus <= free:
                 plan.append((job.index,))
                 free -= job.num_gpus
