@@ -184,9 +184,10 @@ class Gavel(Policy):
                 owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
                 self.deficit[key] = self.deficit.get(key, 0.0) + owed
         self.received = {}
-        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended)
-        self.deficit = {k: d for k, d in self.deficit.items() if all(i in active for i in k)}
-        jobs = list(self.active.values())[: self.params.max_jobs_in_lp]
+        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended;
+        # a combination is one job or a pair, so its first and last jobs are all of them)
+        self.deficit = {k: d for k, d in self.deficit.items() if k[0] in active and k[-1] in active}
+        jobs = list(islice(self.active.values(), self.params.max_jobs_in_lp))
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
         remaining = [engine.remaining(j) for j in jobs] if self.params.objective == "makespan" else None
@@ -203,7 +204,9 @@ class Gavel(Policy):
                 self.combos_of.setdefault(i, []).append(key)
         self.last_solve = now
         self.stale = False
-        self.fill_of = {i: self._fill_entry(i) for i in self.active if (i,) not in self.alloc}
+        dget, rget, alloc = self.deficit.get, self.received.get, self.alloc  # _fill_entry, inline
+        self.fill_of = {i: (-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), i)
+                        for i in self.active for k in ((i,),) if k not in alloc}
         self.fill = SortedList(self.fill_of.values())
 
     def _combinations(self, engine: Engine, jobs: list[Job]):
@@ -234,10 +237,14 @@ class Gavel(Policy):
                     options.append((-gain, pb[0], kb))
             ranked[ka] = [kb for *_, kb in sorted(options)]
         chosen: dict[tuple[int, int], tuple[float, float]] = {}
+        most = self.params.max_partners_per_job
         for ka, members in kinds.items():
+            # a job's partners: the first ``most`` of its kind's partner list that are not itself, i.e.
+            # of the list's first ``most + 1`` (the job appears in it once at most)
+            head = list(islice((q for kb in ranked[ka] for q in kinds[kb]), most + 1))
             for p in members:
-                partners = (q for kb in ranked[ka] for q in kinds[kb] if q != p)
-                for q in islice(partners, self.params.max_partners_per_job):
+                partners = [q for q in head if q != p]
+                for q in partners[:most]:
                     key = (p, q) if p < q else (q, p)
                     if key not in chosen:
                         chosen[key] = self._lp_rates(engine, jobs[key[0]], jobs[key[1]])

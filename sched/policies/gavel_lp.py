@@ -1,6 +1,6 @@
 """The linear programs behind the ``gavel`` policy (Gavel, OSDI'20 §3.1, §4.1, §4.2), solved with
 scipy's HiGHS: the model ``scipy.optimize.milp`` would pass it with no integer variables, i.e. an LP,
-handed to scipy's HiGHS bindings directly (``_solve_lp``: same model and options, so the same answer,
+handed to scipy's HiGHS bindings directly (``_Model``: same model and options, so the same answer,
 without ``milp``'s Python-side checks and result conversion).
 
 A problem is a set of jobs and a set of *combinations*: each job alone, and pairs of jobs that
@@ -39,8 +39,8 @@ try:  # the HiGHS bindings that ``milp`` itself calls (private to scipy: ``milp`
     from scipy.optimize._highspy import _core as _highs
 except ImportError:  # pragma: no cover - another scipy layout
     _highs = None
-_CONTINUOUS = _highs.HighsVarType(0) if _highs is not None else None  # milp's integrality 0
 if _highs is not None:
+    _COLWISE, _MINIMIZE = int(_highs.MatrixFormat.kColwise), int(_highs.ObjSense.kMinimize)  # milp's
     _OPTIONS = _highs.HighsOptions()  # passOptions copies them: one object serves every solve
     _OPTIONS.log_to_console = False  # milp's only option (``disp=False``)
 
@@ -172,44 +172,32 @@ def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, num_cols: int):
 
 
 class _Model:
-    """``min cost·x`` s.t. ``A x <= row_upper``, ``lower <= x <= upper``, for HiGHS. The model and
-    options are those ``milp`` passes to HiGHS (integrality all continuous, ``log_to_console`` off, a
-    fresh solver per solve), so the answer is the same; calling scipy's bindings directly skips
-    ``milp``'s input checks and its Python loop over the columns for bound duals, which we do not
-    read, and the constraint rows, the same in both stages, are converted once."""
+    """``min cost·x`` s.t. ``A x <= row_upper``, ``lower <= x <= upper``, for HiGHS. The LP is the one
+    ``milp`` passes to HiGHS (the same arrays: costs, bounds, rows ``-inf <= A x <= row_upper``, the
+    column-wise matrix, integrality all continuous; ``log_to_console`` off; a fresh solver per solve),
+    so the answer is the same; it goes through the array form of scipy's ``passModel`` binding, which
+    reads the numpy arrays without converting them to Python lists, and skips ``milp``'s input checks
+    and its Python loop over the columns for bound duals, which we do not read."""
 
     def __init__(self, matrix, row_upper: np.ndarray, num_cols: int) -> None:
-        indptr, indices, data = self.matrix = matrix
-        self.row_upper, self.num_cols = row_upper, num_cols
-        if _highs is None:  # pragma: no cover - the public route, same model
-            return
-        lp = self.lp = _highs.HighsLp()
-        num_rows = len(row_upper)
-        lp.num_col_ = lp.a_matrix_.num_col_ = num_cols
-        lp.num_row_ = lp.a_matrix_.num_row_ = num_rows
-        lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
-        lp.row_lower_ = np.full(num_rows, -np.inf)
-        lp.row_upper_ = row_upper
-        lp.a_matrix_.start_ = indptr
-        lp.a_matrix_.index_ = indices
-        lp.a_matrix_.value_ = data
-        lp.integrality_ = [_CONTINUOUS] * num_cols
+        self.matrix, self.row_upper, self.num_cols = matrix, row_upper, num_cols
+        self.row_lower = np.full(len(row_upper), -np.inf)
+        self.integrality = np.zeros(num_cols, dtype=np.int32)  # milp's integrality 0: continuous
 
     def solve(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray):
         """``(x, objective)``, or ``(None, message)`` when HiGHS finds no optimum."""
-        if _highs is None:  # pragma: no cover
-            indptr, indices, data = self.matrix
+        indptr, indices, data = self.matrix
+        if _highs is None:  # pragma: no cover - the public route, same model
             A = csc_array((data, indices, indptr), shape=(len(self.row_upper), self.num_cols))
             res = milp(cost, constraints=LinearConstraint(A, -np.inf, self.row_upper), bounds=Bounds(lower, upper))
             return (res.x, res.fun) if res.status == 0 else (None, res.message)
-        lp = self.lp
-        lp.col_cost_ = cost
-        lp.col_lower_ = lower
-        lp.col_upper_ = upper
         solver = _highs._Highs()
         if solver.passOptions(_OPTIONS) == _highs.HighsStatus.kError:
             return None, "HiGHS rejected its options"
-        if solver.passModel(lp) == _highs.HighsStatus.kError:
+        status = solver.passModel(self.num_cols, len(self.row_upper), len(data), _COLWISE, _MINIMIZE, 0.0,
+                                  cost, lower, upper, self.row_lower, self.row_upper, indptr, indices, data,
+                                  self.integrality)
+        if status == _highs.HighsStatus.kError:
             return None, "HiGHS rejected the model"
         if solver.run() == _highs.HighsStatus.kError:
             return None, solver.modelStatusToString(solver.getModelStatus())
