@@ -220,7 +220,7 @@ def random_problem(rng, n: int, capacity: int):
 
 
 def test_direct_highs_returns_exactly_what_milp_returns(monkeypatch):
-    import schedlab.sched.policies.gavel_lp as gavel_lp
+    from schedlab.sched.policies import gavel_lp
 
     rng = np.random.default_rng(3)
     cases = [(random_problem(rng, int(rng.integers(2, 40)), int(rng.integers(4, 64))), objective)
