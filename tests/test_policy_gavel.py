@@ -208,3 +208,74 @@ def test_lp_window_leaves_the_rest_as_fill():
     engine.run()
     assert len(finished) == 120
     assert allocated and max(allocated) <= 5  # the LP sees only the 5 oldest jobs; the rest are fill
+
+
+# ---- speed tricks that must not change a result ------------------------------------------------------
+def random_problem(rng, n: int, capacity: int):
+    gpus = rng.choice([1, 2, 4, 8], n)
+    combos = [(j,) for j in range(n)] + [(a, b) for a in range(n) for b in range(a + 1, n)
+                                         if gpus[a] == gpus[b] and rng.random() < 0.3]
+    rates = [(1.0,)] * n + [tuple(rng.uniform(0.3, 0.95, 2)) for _ in combos[n:]]
+    return build_problem(gpus, combos, rates, capacity)
+
+
+def test_direct_highs_returns_exactly_what_milp_returns(monkeypatch):
+    from schedlab.sched.policies import gavel_lp
+
+    rng = np.random.default_rng(3)
+    cases = [(random_problem(rng, int(rng.integers(2, 40)), int(rng.integers(4, 64))), objective)
+             for _ in range(12) for objective in ("max_min_fairness", "makespan")]
+    remaining = [rng.uniform(10, 1e4, p.num_jobs) for p, _ in cases]
+    direct = [solve(p, objective, rem) for (p, objective), rem in zip(cases, remaining)]
+    monkeypatch.setattr(gavel_lp, "_highs", None)  # the public route: scipy.optimize.milp
+    for (p, objective), rem, fast in zip(cases, remaining, direct):
+        slow = solve(p, objective, rem)
+        assert np.array_equal(fast.x, slow.x) and fast.value == slow.value
+
+
+def test_repeat_solver_reuses_only_an_identical_problem():
+    from schedlab.sched.policies.gavel_lp import RepeatSolver
+
+    rng = np.random.default_rng(4)
+    problem = random_problem(rng, 20, 16)
+    solver = RepeatSolver()
+    first = solver.solve(problem, "max_min_fairness")
+    again = solver.solve(build_problem(problem.job_gpus, *_combos_of(problem), problem.capacity), "max_min_fairness")
+    assert again.x is first.x  # same arrays: the remembered solution
+    other = solver.solve(build_problem(problem.job_gpus, *_combos_of(problem), problem.capacity + 1), "max_min_fairness")
+    assert other.x is not first.x
+    span = solver.solve(problem, "makespan", remaining=np.arange(1.0, 21.0))
+    assert solver.solve(problem, "makespan", remaining=np.arange(1.0, 21.0)).x is span.x
+    assert solver.solve(problem, "makespan", remaining=np.arange(2.0, 22.0)).x is not span.x
+
+
+def _combos_of(problem):
+    combos, rates = [], []
+    for c in range(problem.num_combos):
+        members = problem.entry_combo == c
+        combos.append(tuple(int(j) for j in problem.entry_job[members]))
+        rates.append(tuple(float(r) for r in problem.entry_rate[members]))
+    return combos, rates
+
+
+def test_kept_fill_order_matches_ranking_every_job():
+    """``fill`` (kept sorted between rounds) holds exactly the fill ranks computed afresh."""
+    frame = synthetic(200, max_gpus=8, load=6.0, seed=5)
+    engine, policy = engine_for(frame, "1x8", {"max_jobs_in_lp": 6, "reallocation_interval_s": 720})
+    plan, checks = policy._plan, []
+
+    def checked_plan(eng):
+        since = eng.now - policy.last_solve if np.isfinite(policy.last_solve) else None
+        fresh = []
+        for i in policy.active:
+            key = (i,)
+            if key not in policy.alloc:
+                owed = policy.alloc.get(key, 0.0) * since if since is not None else 0.0
+                fresh.append((-(policy.deficit.get(key, 0.0) + owed - policy.received.get(key, 0.0)), i))
+        assert list(policy.fill) == sorted(fresh)
+        checks.append(len(fresh))
+        return plan(eng)
+
+    policy._plan = checked_plan
+    engine.run()
+    assert len(checks) > 50 and max(checks) > 20  # many rounds, with a real backlog

@@ -54,9 +54,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field
+from sortedcontainers import SortedList
 
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.gavel_lp import build_problem, solve
+from schedlab.sched.policies.gavel_lp import RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
@@ -110,8 +111,14 @@ class Gavel(Policy):
         self.round_due = False
         self.timer_seq = 0
         self.pairs: dict[tuple, tuple[float, float] | None] = {}  # (model, batch) x 2 -> rates or None
+        self.gains: dict[tuple, float | None] = {}  # (kind, kind) -> a pair's ranking gain or None
         self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
+        self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
+        # fill order of the active jobs without a solo allocation: (-(deficit - received), index) of
+        # their solo combination, kept sorted as those change (see _plan); ``fill_of``: index -> entry
+        self.fill = SortedList()
+        self.fill_of: dict[int, tuple[float, int]] = {}
         self.round_times: list[float] = []  # when each round started
         # a middleware under Gavel (Gimbal §3, §6) may supply the throughputs it measured for a job pair
         # after calibrating it: ``(a, b) -> (rate_a, rate_b)`` normalised to solo, or None (see _lp_rates)
@@ -125,6 +132,7 @@ class Gavel(Policy):
 
     def on_arrival(self, engine: Engine, job: Job) -> None:
         self.active[job.index] = job
+        self._refill(job.index)
         self.stale = True
         if not engine.running:
             self.round_due = True  # idle cluster: start a round now (a pending timer becomes stale)
@@ -140,6 +148,8 @@ class Gavel(Policy):
             self.alloc.pop(key, None)
             self.received.pop(key, None)
         self.current = [k for k in self.current if i not in k]
+        if i in self.fill_of:
+            self.fill.remove(self.fill_of.pop(i))
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
         if payload == (_ROUND, self.timer_seq):
@@ -152,6 +162,8 @@ class Gavel(Policy):
         now = engine.now
         for key in self.current:
             self.received[key] = self.received.get(key, 0.0) + (now - self.round_start)
+            if len(key) == 1 and key[0] in self.fill_of:
+                self._refill(key[0])
         self.current = []
         self.timer_seq += 1  # invalidates a pending timer when a round starts early
         if not self.active:
@@ -172,18 +184,19 @@ class Gavel(Policy):
                 owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
                 self.deficit[key] = self.deficit.get(key, 0.0) + owed
         self.received = {}
-        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended)
-        self.deficit = {k: d for k, d in self.deficit.items() if all(i in active for i in k)}
-        jobs = list(self.active.values())[: self.params.max_jobs_in_lp]
+        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended;
+        # a combination is one job or a pair, so its first and last jobs are all of them)
+        self.deficit = {k: d for k, d in self.deficit.items() if k[0] in active and k[-1] in active}
+        jobs = list(islice(self.active.values(), self.params.max_jobs_in_lp))
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
         remaining = [engine.remaining(j) for j in jobs] if self.params.objective == "makespan" else None
-        solution = solve(problem, self.params.objective, remaining)
+        solution = self.lp.solve(problem, self.params.objective, remaining)
         self.lp_solve_times.append(solution.seconds)
+        x = solution.x  # the combinations above the floor, in column order (the same dict as a loop over all)
         self.alloc = {
-            tuple(sorted(jobs[p].index for p in members)): float(x)
-            for members, x in zip(combos, solution.x)
-            if x > ALLOCATION_FLOOR
+            tuple(sorted(jobs[p].index for p in combos[c])): float(x[c])
+            for c in np.flatnonzero(x > ALLOCATION_FLOOR).tolist()
         }
         self.combos_of = {}
         for key in self.alloc:
@@ -191,6 +204,10 @@ class Gavel(Policy):
                 self.combos_of.setdefault(i, []).append(key)
         self.last_solve = now
         self.stale = False
+        dget, rget, alloc = self.deficit.get, self.received.get, self.alloc  # _fill_entry, inline
+        self.fill_of = {i: (-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), i)
+                        for i in self.active for k in ((i,),) if k not in alloc}
+        self.fill = SortedList(self.fill_of.values())
 
     def _combinations(self, engine: Engine, jobs: list[Job]):
         """Every job alone, then for each job its ``max_partners_per_job`` best pairs: partners with
@@ -207,19 +224,27 @@ class Gavel(Policy):
             if job.model is not None and job.batch_size == job.batch_size:
                 kinds.setdefault((job.num_gpus, job.model, job.batch_size), []).append(p)
         ranked: dict[tuple, list[tuple]] = {}  # kind -> partner kinds, best pair first
+        gains = self.gains
         for ka, pa in kinds.items():
             options = []
             for kb, pb in kinds.items():
-                pair = self._pair_rates(engine, jobs[pa[0]], jobs[pb[0]]) if kb[0] == ka[0] or unequal else None
-                if pair is not None:
-                    gain = sum(pair) if kb[0] == ka[0] else (ka[0] * pair[0] + kb[0] * pair[1]) / max(ka[0], kb[0])
+                if (ka, kb) not in gains:  # a pure function of the two kinds (``pairs`` keeps its entries)
+                    pair = self._pair_rates(engine, jobs[pa[0]], jobs[pb[0]]) if kb[0] == ka[0] or unequal else None
+                    gains[ka, kb] = None if pair is None else (
+                        sum(pair) if kb[0] == ka[0] else (ka[0] * pair[0] + kb[0] * pair[1]) / max(ka[0], kb[0]))
+                gain = gains[ka, kb]
+                if gain is not None:
                     options.append((-gain, pb[0], kb))
             ranked[ka] = [kb for *_, kb in sorted(options)]
         chosen: dict[tuple[int, int], tuple[float, float]] = {}
+        most = self.params.max_partners_per_job
         for ka, members in kinds.items():
+            # a job's partners: the first ``most`` of its kind's partner list that are not itself, i.e.
+            # of the list's first ``most + 1`` (the job appears in it once at most)
+            head = list(islice((q for kb in ranked[ka] for q in kinds[kb]), most + 1))
             for p in members:
-                partners = (q for kb in ranked[ka] for q in kinds[kb] if q != p)
-                for q in islice(partners, self.params.max_partners_per_job):
+                partners = [q for q in head if q != p]
+                for q in partners[:most]:
                     key = (p, q) if p < q else (q, p)
                     if key not in chosen:
                         chosen[key] = self._lp_rates(engine, jobs[key[0]], jobs[key[1]])
@@ -263,6 +288,21 @@ class Gavel(Policy):
         return self.pairs[key]
 
     # ---- rounds (Gavel §5) -------------------------------------------------------------------
+    def _fill_entry(self, i: int) -> tuple[float, int]:
+        """Job i's fill rank, ``(-(deficit + X·since - received), i)`` of ``(i,)``, for a job with no
+        solo allocation (X = 0): ``X·since`` is then ``0.0`` whatever ``since``, so the rank changes
+        only when its deficit (at a re-solve) or its time received (after a round it ran) does."""
+        key = (i,)
+        return (-(self.deficit.get(key, 0.0) + 0.0 - self.received.get(key, 0.0)), i)
+
+    def _refill(self, i: int) -> None:
+        """Re-rank job i in ``fill`` (its time received changed, or it arrived)."""
+        old = self.fill_of.get(i)
+        if old is not None:
+            self.fill.remove(old)
+        self.fill_of[i] = entry = self._fill_entry(i)
+        self.fill.add(entry)
+
     def _plan(self, engine: Engine) -> list[tuple[int, ...]]:
         now, seed = engine.now, self.params.round_s / 2
         alloc, received, deficit = self.alloc, self.received, self.deficit
@@ -274,11 +314,6 @@ class Gavel(Policy):
             got = received.get(key, 0.0)
             owed = x * since if since is not None else 0.0
             return (-x / (seed + got), -(deficit.get(key, 0.0) + owed - got), -x, key)
-
-        def fill_rank(job):  # leftover jobs alone: largest live deficit first
-            key = (job.index,)
-            owed = alloc.get(key, 0.0) * since if since is not None else 0.0
-            return (-(deficit.get(key, 0.0) + owed - received.get(key, 0.0)), job.index)
 
         ranked = sorted(alloc.items(), key=rank)
         free = engine.cluster.total_gpus
@@ -294,13 +329,22 @@ class Gavel(Policy):
             free -= gpus
             if free == 0:
                 return plan
-        leftovers = [(fill_rank(j), j) for i, j in active.items() if i not in taken and j.num_gpus <= free]
-        heapq.heapify(leftovers)  # popped in sorted order, only until the GPUs run out
-        while leftovers and free:  # zero-priority fill, as Gavel's greedy walks every job
-            job = heapq.heappop(leftovers)[1]
-            if job.num_gpus <= free:
-                plan.append((job.index,))
-                free -= job.num_gpus
+        # leftover jobs alone, largest live deficit first (-(deficit + X·since - received), then index):
+        # Gavel's zero-priority fill, as its greedy walks every job. Jobs with a solo allocation are
+        # ranked here; the others' ranks do not move with the clock and are kept sorted in ``fill``
+        # (_fill_entry): merging the two walks the same order as sorting every job, and stops as soon
+        # as the GPUs run out (a job too large for what is left is skipped, as before)
+        dget, rget, span = deficit.get, received.get, since if since is not None else 0.0
+        solo = sorted((-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
+                      if len(k) == 1 and k[0] not in taken)
+        for _, i in heapq.merge(solo, self.fill):
+            if i not in taken:
+                job = active[i]
+                if job.num_gpus <= free:
+                    plan.append((i,))
+                    free -= job.num_gpus
+                    if not free:
+                        break
         return plan
 
     def _partners(self, engine: Engine, job: Job) -> list[Job]:
