@@ -93,9 +93,10 @@ class _Sums:
         pos, step = 0, size >> 1
         while step:  # pos + step < size from here on
             nxt = pos + step
-            if tree[nxt] <= budget:
+            value = tree[nxt]  # read once (the same value both uses would read)
+            if value <= budget:
                 pos = nxt
-                budget -= tree[nxt]
+                budget -= value
             step >>= 1
         return pos, budget
 
