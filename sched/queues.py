@@ -27,16 +27,24 @@ class DemandQueue:
 
     def push(self, job: Job) -> None:
         bucket = self._buckets.get(job.num_gpus)
-        if bucket is None:
+        if bucket is None:  # a new GPU count (rare): keep the buckets in ascending order of counts
             bucket = self._buckets[job.num_gpus] = []
+            self._buckets = dict(sorted(self._buckets.items()))
         heapq.heappush(bucket, (self.key(job), job.index, job))
         self._size += 1
 
     def peek(self, free: int | None = None) -> Job | None:
         """The best job (lowest key, then trace order) needing at most ``free`` GPUs (any, if None)."""
         best = None
+        if free is None:
+            free = self._size and max(self._buckets)  # every bucket qualifies
+        # Same choice as comparing every bucket's (key, index): the buckets are in ascending GPU count,
+        # so the loop stops at the first too large; whole entries compare as their (key, index) would,
+        # since indexes are unique (the job is never reached) and no slices are built.
         for demand, bucket in self._buckets.items():
-            if bucket and (free is None or demand <= free) and (best is None or bucket[0][:2] < best[:2]):
+            if demand > free:
+                break
+            if bucket and (best is None or bucket[0] < best):
                 best = bucket[0]
         return None if best is None else best[2]
 
@@ -85,9 +93,10 @@ class _Sums:
         pos, step = 0, size >> 1
         while step:  # pos + step < size from here on
             nxt = pos + step
-            if tree[nxt] <= budget:
+            value = tree[nxt]  # read once (the same value both uses would read)
+            if value <= budget:
                 pos = nxt
-                budget -= tree[nxt]
+                budget -= value
             step >>= 1
         return pos, budget
 
@@ -111,15 +120,17 @@ class _Level:
 
     def __init__(self) -> None:
         self.demand = _Sums()  # GPUs of the job at each index (0 where none)
-        self.by_demand: dict[int, list[int]] = {}  # GPU count -> sorted indexes
+        self.by_demand: dict[int, list[int]] = {}  # GPU count (ascending) -> sorted indexes
         self.waiting: list[int] = []  # sorted indexes of jobs not running
         self.running: list[int] = []  # sorted indexes of running jobs
 
     def next_fitting(self, start: int, free: int) -> int | None:
         """The first index >= ``start`` of a job needing at most ``free`` GPUs."""
         best = None
-        for gpus, indexes in self.by_demand.items():
-            if gpus <= free and indexes:
+        for gpus, indexes in self.by_demand.items():  # ascending GPU counts (see LevelQueues.add)
+            if gpus > free:
+                break
+            if indexes:
                 i = bisect_left(indexes, start)
                 if i < len(indexes) and (best is None or indexes[i] < best):
                     best = indexes[i]
@@ -149,8 +160,9 @@ class LevelQueues:
         self.level[index] = level
         lv.demand.add(index, gpus)
         bucket = lv.by_demand.get(gpus)
-        if bucket is None:
+        if bucket is None:  # a new GPU count (rare): keep the dict in ascending order of counts
             bucket = lv.by_demand[gpus] = []
+            lv.by_demand = dict(sorted(lv.by_demand.items()))
         insort(bucket, index)
         insort(lv.running if running else lv.waiting, index)
 
@@ -161,59 +173,64 @@ class LevelQueues:
         _discard(lv.by_demand[gpus], index)
         _discard(lv.running if running else lv.waiting, index)
 
-    def set_running(self, index: int, running: bool) -> None:
-        lv = self.levels[self.level[index]]
-        if running:
-            old, new = lv.waiting, lv.running
-        else:
-            old, new = lv.running, lv.waiting
-        i = bisect_left(old, index)
-        if i == len(old) or old[i] != index:
-            raise KeyError(index)
-        del old[i]
-        insort(new, index)
+    def switch(self, capacity: int) -> tuple[list[int], list[int]]:
+        """Make the greedy choice for ``capacity`` GPUs the running set. Returns ``(start, stop)``: the
+        waiting jobs it chose, in serving order, and the running jobs it left out (level by level, by
+        index); both are already marked running / waiting here, the caller starts and preempts them.
 
-    def choose(self, capacity: int) -> list[tuple[int, int, int]]:
-        """The greedy choice for ``capacity`` GPUs, as ``(level, lo, hi)``: the jobs of ``level`` with
-        ``lo <= index < hi``, in serving order."""
-        chosen: list[tuple[int, int, int]] = []
-        for number, lv in enumerate(self.levels):
-            if not lv.waiting and not lv.running:
+        Level by level, ``reach`` finds how far the GPUs left go in index order, ``next_fitting`` the
+        next job that fits after one that does not; the chosen spans ``[lo, hi)`` are compared with the
+        level's sorted waiting and running lists by bisection, so a pass costs O((skips + changes) x
+        log n), not O(chosen jobs)."""
+        start: list[int] = []
+        stop: list[int] = []
+        for lv in self.levels:
+            waiting, running = lv.waiting, lv.running
+            if not waiting and not running:
+                continue
+            if capacity == 0:  # the levels before took every GPU: this level's running jobs all stop
+                if running:
+                    stop += running
+                    waiting += running
+                    waiting.sort()  # two sorted runs: one merge
+                    running.clear()
                 continue
             sums = lv.demand
-            lo, base = 0, 0
+            first_start, first_stop = len(start), len(stop)
+            chosen_waiting: list[tuple[int, int]] = []  # slices of ``waiting`` that start
+            left_running: list[tuple[int, int]] = []  # slices of ``running`` that stop
+            lo = base = at = 0  # ``at``: position in ``running`` after the last chosen span
             while True:
                 hi, capacity = sums.reach(base + capacity)
-                if hi > lo:
-                    chosen.append((number, lo, hi))
+                if hi > lo:  # jobs lo..hi-1 are chosen
+                    a = bisect_left(waiting, lo)
+                    b = bisect_left(waiting, hi, a)
+                    if b > a:
+                        chosen_waiting.append((a, b))
+                        start += waiting[a:b]
+                    a = bisect_left(running, lo, at)
+                    if a > at:
+                        left_running.append((at, a))
+                        stop += running[at:a]
+                    at = bisect_left(running, hi, a)
                 if hi >= sums.size or capacity == 0:
                     break
                 lo = lv.next_fitting(hi + 1, capacity)
                 if lo is None:
                     break
                 base = sums.prefix(lo)
-            if capacity == 0:
-                break
-        return chosen
-
-    def changes(self, chosen: list[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
-        """``(start, stop)``: waiting jobs in ``chosen`` (serving order) and running jobs outside it."""
-        start: list[int] = []
-        stop: list[int] = []
-        spans: list[list[tuple[int, int]]] = [[] for _ in self.levels]
-        for number, lo, hi in chosen:
-            spans[number].append((lo, hi))
-            waiting = self.levels[number].waiting
-            start.extend(waiting[bisect_left(waiting, lo):bisect_left(waiting, hi)])
-        for lv, level_spans in zip(self.levels, spans):
-            running = lv.running
-            if not running:
-                continue
-            at = 0
-            for lo, hi in level_spans:
-                stop.extend(running[bisect_left(running, at):bisect_left(running, lo)])
-                at = hi
-            stop.extend(running[bisect_left(running, at):])
+            if at < len(running):
+                left_running.append((at, len(running)))
+                stop += running[at:]
+            # move the jobs between the two lists: cut the slices (last first, so positions hold), insert
+            for a, b in reversed(chosen_waiting):
+                del waiting[a:b]
+            for a, b in reversed(left_running):
+                del running[a:b]
+            for index in start[first_start:]:
+                insort(running, index)
+            for index in stop[first_stop:]:
+                insort(waiting, index)
         return start, stop
 
 

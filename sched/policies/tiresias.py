@@ -116,37 +116,37 @@ class Tiresias(Policy):
             self._move(job, 0)
 
     def schedule(self, engine: Engine) -> None:
-        if self.tuned:
-            return self.tuned.schedule(engine)
         """Serve the queues greedily (queue by queue, FIFO within one) while GPUs remain; preempt the
         running jobs left out (in the order they started), then start the chosen ones (serving order)."""
+        if self.tuned:
+            return self.tuned.schedule(engine)
         if not self.dirty:
             return  # same queues, same choice: it is already running
         self.dirty = False
-        queues, jobs, start_order = self.queues, self.jobs, self.start_order
-        start, stop = queues.changes(queues.choose(engine.cluster.total_gpus))
+        jobs, start_order = self.jobs, self.start_order
+        start, stop = self.queues.switch(engine.cluster.total_gpus)  # marks them in the queues too
         if stop:
             stop.sort(key=start_order.__getitem__)
             knob = self.params.promote_knob
             for index in stop:
                 job = jobs[index]
                 engine.preempt(job)
-                queues.set_running(index, False)
                 if knob > 0:
                     engine.set_timer(engine.now + knob * job.run_time, ("promote", job, job.version))
-        for index in start:
-            job = jobs[index]
-            if not engine.start(job):
-                raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
-            queues.set_running(index, True)
-            self.starts += 1
-            start_order[index] = self.starts
-            self._arm_demotion(engine, job)
+        if start:
+            level, limits = self.queues.level, self.limits
+            for index in start:
+                job = jobs[index]
+                if not engine.start(job):
+                    raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
+                self.starts += 1
+                start_order[index] = self.starts
+                limit = limits[level[index]]
+                if limit != math.inf:  # the last queue has no demotion
+                    self._arm_demotion(engine, job, limit)
 
-    def _arm_demotion(self, engine: Engine, job: Job) -> None:
-        limit = self.limits[self.queues.level[job.index]]
-        if limit == math.inf:
-            return
+    def _arm_demotion(self, engine: Engine, job: Job, limit: float) -> None:
+        """A timer for when the job's service in its queue reaches ``limit`` (it was just started)."""
         left = limit - (engine.attained_service(job) - self.service_base[job.index])
         wait = (left if left > 0.0 else 0.0) / job.num_gpus  # noqa: FURB136 (max(0, left) without the call)
         engine.set_timer(engine.now + wait, ("demote", job, job.version))
