@@ -101,6 +101,7 @@ class AloneQueue(ClassQueue):
         self._unindexed: dict[Job, None] = {}  # pushed since the last covering pass (GPUs per server unknown here)
         self._on_server: dict[int, list[Job]] = {}
         self._server: dict[Job, int] = {}
+        self.coverable_classes: dict[tuple, dict[Job, None]] = {}  # (GPUs, workload) -> its indexed coverable jobs
 
     def push(self, job: Job) -> None:
         super().push(job)
@@ -122,6 +123,10 @@ class AloneQueue(ClassQueue):
             jobs.remove(job)
             if not jobs:  # as a rescan would: no entry for a server without coverable jobs
                 del self._on_server[server]
+            same = self.coverable_classes[cls := (job.num_gpus, workload(job))]
+            del same[job]
+            if not same:
+                del self.coverable_classes[cls]
 
     def coverable(self, per: int) -> dict[int, list[Job]]:
         """Server -> alone jobs held on it only (at most ``per`` GPUs), largest first then by index:
@@ -130,6 +135,7 @@ class AloneQueue(ClassQueue):
             if (gpus := job.gpus) and job.num_gpus <= per and gpus[0] // per == gpus[-1] // per:  # running, one server
                 server = self._server[job] = gpus[0] // per
                 insort(self._on_server.setdefault(server, []), job, key=_largest_first)
+                self.coverable_classes.setdefault((job.num_gpus, workload(job)), {})[job] = None
         self._unindexed.clear()
         return dict(self._on_server)
 
@@ -292,16 +298,23 @@ class PackingPolicy(Policy):
         # GPUs each host holds alone: its GPUs less its members' (a member lies wholly inside its
         # J_max's GPUs, one worker per GPU beside it, and a job alone has none), which is what
         # ``single_count`` would count; and each host's target entry (its key never changes)
-        room: dict[Job, int] = {h: h.num_gpus - sum(m.num_gpus for m in members.get(h, ())) for h in hosts}
-        key = self.alone.key
-        entries = {h: ((key(h), h.index, 0, h), workload(h)) for h in hosts}
+        room: dict[Job, int] = {h: h.num_gpus for h in hosts}
+        for h, its in members.items():
+            if h in room:
+                room[h] -= sum(m.num_gpus for m in its)
+        key, entries = self.alone.key, {}
+
+        def entry_of(h: Job) -> tuple:
+            if (e := entries.get(h)) is None:
+                e = entries[h] = ((key(h), h.index, 0, h), workload(h))
+            return e
 
         heads.sort()
         for entry, wl in heads:
             candidates = room if (entry[3].num_gpus, wl) in new_classes else [h for h in new_hosts if h in room]
             while entry is not None and (job := entry[3]).num_gpus <= max_pack:
                 n = job.num_gpus
-                targets = [entries[h] for h in candidates if h.num_gpus > n and room.get(h, 0) >= n]
+                targets = [entry_of(h) for h in candidates if h.num_gpus > n and room.get(h, 0) >= n]
                 if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
                     break
                 host = targets[i][0][3]
@@ -337,6 +350,8 @@ class PackingPolicy(Policy):
             if job.num_gpus in tried or job.num_gpus <= cluster.free_gpus:
                 continue
             tried.add(job.num_gpus)
+            if not self._may_cover(engine, job, wl):
+                continue  # _cover_plan would return None: it covers only smaller jobs that fit
             if bounds is None:
                 bounds = self._cover_bounds(engine, coverable)
             plan = self._cover_plan(engine, job, wl, coverable, bounds)
@@ -357,6 +372,13 @@ class PackingPolicy(Policy):
             self.cover_packs += 1
             for c in covered:
                 self.on_packed(engine, c, job)
+
+    def _may_cover(self, engine: Engine, job: Job, wl: tuple) -> bool:
+        """Whether some coverable job is smaller than ``job`` and ``fits`` beside it (one job per class
+        asked: ``fits`` depends on the two workload classes only, which its caches already assume)."""
+        n = job.num_gpus
+        return any(gpus < n and self.fits(engine, job, wl, next(iter(jobs)), cwl)
+                   for (gpus, cwl), jobs in self.alone.coverable_classes.items())
 
     @staticmethod
     def _cover_bounds(engine: Engine, coverable: dict[int, list[Job]]) -> list[tuple[int, int]]:
