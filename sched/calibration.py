@@ -60,17 +60,23 @@ def refresh(engine: Engine, job: Job) -> None:
         reset_worker(job)
     xi = job.worker_xi
     beside: dict[Job, float] = {}
+    # ξ of a worker is a function of (partner, p, q) (the sources are deterministic and cache by
+    # workload), so each distinct triple is asked once per refresh: same values, fewer calls
+    known: dict[tuple, float] = {}
     for g in job.gpus:
         p = job.shares.setdefault(g, 1.0)
         on = holders[g]
         if len(on) == 2:
             other = on[0] if on[1] is job else on[1]
             q = share_of(other, g)
-            value = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
+            if (value := known.get(key := (other, p, q))) is None:
+                value = known[key] = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
             if value > beside.get(other, 0.0):
                 beside[other] = value
-        else:
-            value = 1.0 if p == 1.0 else engine.sharing.restricted_solo(job, p)
+        elif p == 1.0:
+            value = 1.0
+        elif (value := known.get(p)) is None:
+            value = known[p] = engine.sharing.restricted_solo(job, p)
         xi[g] = value
     if len(xi) != len(kept := set(job.gpus)):  # workers it no longer has (xi holds every GPU of kept)
         for g in xi.keys() - kept:
@@ -204,7 +210,14 @@ def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: fl
         raise CalibrationError(f"LISS: a global batch of {total:g} does not fit the local bounds")
 
     def split(t: float) -> list[float]:
-        return [min(max((t / x - alpha) / beta, lo), h) for x, h in zip(xis, his)]
+        # min(max(v, lo), h) written out (max keeps v unless lo > v, min keeps it unless h < v): same floats
+        out = []
+        for x, h in zip(xis, his):
+            v = (t / x - alpha) / beta
+            if lo > v:
+                v = lo
+            out.append(h if h < v else v)
+        return out
 
     low, high = 0.0, max(xis) * (alpha + beta * total) * 2
     while sum(split(high)) < total:
