@@ -116,6 +116,20 @@ def worker_view(engine: Engine, job: Job) -> list[tuple[int, Job | None, float, 
     return out
 
 
+def worker_times(engine: Engine, job: Job) -> list[tuple[int, float]]:
+    """``[(gpu, t_w seconds)]`` of a running job: :func:`worker_view`'s first and last columns
+    without building the others (same floats: ξ_w · g(b_w), g computed once when b_w is nominal)."""
+    xi = job.worker_xi
+    if not job.running or xi is None or job.shares is None:
+        return [(view[0], view[5]) for view in worker_view(engine, job)]
+    compute = engine.sharing.compute_time
+    if job.batches is None:
+        nominal = compute(job, job.batch_size)
+        return [(g, xi[g] * nominal) for g in job.gpus]
+    batches = job.batches
+    return [(g, xi[g] * compute(job, batches[g])) for g in job.gpus]
+
+
 def _ensure(engine: Engine, job: Job) -> None:
     if job.worker_xi is None or job.shares is None or len(job.shares) != len(job.gpus):
         track(job)

@@ -227,12 +227,12 @@ class Coordinator:
 
     def _slow_workers(self, engine: Engine, job: Job) -> list[int]:
         """GetWorkers (A6): GPUs whose iteration time is within ε of the worst, if the spread > ε."""
-        view = engine.worker_view(job)
-        times = [t for *_, t in view]
+        view = calibration.worker_times(engine, job)  # worker_view's (GPU, t_w) only: same values
+        times = [t for _, t in view]
         worst, eps = max(times), self.p.straggler_eps
         if worst <= (1 + eps) * min(times):
             return []
-        return [g for g, *_, t in view if t >= worst / (1 + eps)]
+        return [g for g, t in view if t >= worst / (1 + eps)]
 
     def _finish(self, engine: Engine, search: Search) -> None:
         """Restore the best configuration, balance the remaining stragglers (A5), record the search."""

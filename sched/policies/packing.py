@@ -102,6 +102,7 @@ class AloneQueue(ClassQueue):
         self._on_server: dict[int, list[Job]] = {}
         self._server: dict[Job, int] = {}
         self.coverable_classes: dict[tuple, dict[Job, None]] = {}  # (GPUs, workload) -> its indexed coverable jobs
+        self.classes_added = 0  # how many times a class appeared in ``coverable_classes``
 
     def push(self, job: Job) -> None:
         super().push(job)
@@ -135,7 +136,10 @@ class AloneQueue(ClassQueue):
             if (gpus := job.gpus) and job.num_gpus <= per and gpus[0] // per == gpus[-1] // per:  # running, one server
                 server = self._server[job] = gpus[0] // per
                 insort(self._on_server.setdefault(server, []), job, key=_largest_first)
-                self.coverable_classes.setdefault((job.num_gpus, workload(job)), {})[job] = None
+                if (same := self.coverable_classes.get(cls := (job.num_gpus, workload(job)))) is None:
+                    same = self.coverable_classes[cls] = {}
+                    self.classes_added += 1
+                same[job] = None
         self._unindexed.clear()
         return dict(self._on_server)
 
@@ -167,6 +171,7 @@ class PackingPolicy(Policy):
         self.free_seen = 0  # free GPUs after the last covering pass (more since: covering may succeed)
         self.cover_due = False
         self.cover_packs = 0
+        self._no_cover: dict[tuple, int] = {}  # (GPUs, workload) of a head no coverable class fits -> classes_added then
         self.unequal_packs = 0
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
@@ -314,7 +319,8 @@ class PackingPolicy(Policy):
             candidates = room if (entry[3].num_gpus, wl) in new_classes else [h for h in new_hosts if h in room]
             while entry is not None and (job := entry[3]).num_gpus <= max_pack:
                 n = job.num_gpus
-                targets = [entry_of(h) for h in candidates if h.num_gpus > n and room.get(h, 0) >= n]
+                targets = [entries[h] if h in entries else entry_of(h) for h in candidates
+                           if h.num_gpus > n and room.get(h, 0) >= n]
                 if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
                     break
                 host = targets[i][0][3]
@@ -376,9 +382,16 @@ class PackingPolicy(Policy):
     def _may_cover(self, engine: Engine, job: Job, wl: tuple) -> bool:
         """Whether some coverable job is smaller than ``job`` and ``fits`` beside it (one job per class
         asked: ``fits`` depends on the two workload classes only, which its caches already assume)."""
-        n = job.num_gpus
-        return any(gpus < n and self.fits(engine, job, wl, next(iter(jobs)), cwl)
-                   for (gpus, cwl), jobs in self.alone.coverable_classes.items())
+        n, added = job.num_gpus, self.alone.classes_added
+        # a "no" stays valid until a coverable class appears: ``fits`` of two classes is fixed (Lucid)
+        # or can only turn False (Gandiva's failed pairs), and classes that leave only remove options
+        if self._no_cover.get(key := (n, wl)) == added:
+            return False
+        if any(gpus < n and self.fits(engine, job, wl, next(iter(jobs)), cwl)
+               for (gpus, cwl), jobs in self.alone.coverable_classes.items()):
+            return True
+        self._no_cover[key] = added
+        return False
 
     @staticmethod
     def _cover_bounds(engine: Engine, coverable: dict[int, list[Job]]) -> list[tuple[int, int]]:
