@@ -19,6 +19,7 @@ checks, so replays that do not calibrate are bit-identical. Costs are O(GPUs of 
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from schedlab.sched.job import Job
@@ -68,7 +69,7 @@ def refresh(engine: Engine, job: Job) -> None:
         on = holders[g]
         if len(on) == 2:
             other = on[0] if on[1] is job else on[1]
-            q = share_of(other, g)
+            q = other.shares.get(g, 1.0) if other.worker_xi is not None and other.shares is not None else 1.0  # share_of
             if (value := known.get(key := (other, p, q))) is None:
                 value = known[key] = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
             if value > beside.get(other, 0.0):
@@ -78,8 +79,8 @@ def refresh(engine: Engine, job: Job) -> None:
         elif (value := known.get(p)) is None:
             value = known[p] = engine.sharing.restricted_solo(job, p)
         xi[g] = value
-    if len(xi) != len(kept := set(job.gpus)):  # workers it no longer has (xi holds every GPU of kept)
-        for g in xi.keys() - kept:
+    if len(xi) != len(job.gpus):  # workers it no longer has (xi holds every GPU of the job, each once)
+        for g in xi.keys() - set(job.gpus):
             del xi[g]
     if job.partners:
         for other, entry in job.partners.items():
@@ -91,7 +92,7 @@ def pace(engine: Engine, job: Job) -> float:
     """M2-M3: the slowest worker's iteration time over the nominal one."""
     xi = job.worker_xi
     if job.batches is None:
-        return max((xi.get(g, 1.0) for g in job.gpus), default=1.0)
+        return max(map(xi.get, job.gpus, repeat(1.0)), default=1.0)  # xi.get(g, 1.0) for each g
     compute = engine.sharing.compute_time
     nominal = compute(job, job.batch_size)
     return max(xi.get(g, 1.0) * compute(job, job.batches[g]) for g in job.gpus) / nominal
@@ -174,11 +175,12 @@ def local_batch(job: Job, gpu: int) -> float:
 
 
 def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
-              batches: dict[int, float] | None = None, stall_s: float = 0.0) -> None:
+              batches: dict[int, float] | None = None, stall_s: float = 0.0, checked: bool = False) -> None:
     """Apply new MPS caps (``shares``, fraction per GPU, only the GPUs named change) and/or local
     batches (``batches``, every GPU of the job) to running ``job``: settle it and the other holder of
     every GPU whose cap changed, re-compute ξ for both holders (M1), charge ``stall_s`` to ``job`` (M7),
-    and re-schedule their completions. Raises :class:`CalibrationError` before changing anything."""
+    and re-schedule their completions. Raises :class:`CalibrationError` before changing anything.
+    ``checked``: the caller has just had :func:`check` pass on these arguments (it is not repeated)."""
     if not job.running:
         raise CalibrationError(f"calibrate: job {job.job_id} is not running")
     if engine.sharing is None:
@@ -187,7 +189,7 @@ def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
         raise CalibrationError(f"calibrate: stall_s must be a finite number >= 0, got {stall_s!r}")
     _ensure(engine, job)
     changed = [g for g, p in (shares or {}).items() if p != job.shares.get(g)] if shares is not None else []
-    reason = check(engine, job, shares, batches, switching=bool(changed))
+    reason = None if checked else check(engine, job, shares, batches, switching=bool(changed))
     if reason is not None:
         raise CalibrationError(f"calibrate job {job.job_id}: {reason}")
     others: dict[Job, None] = {}

@@ -185,7 +185,7 @@ class Coordinator:
         kind, changes = plan
         for job, value in changes.items():
             if kind == "lgrr":
-                self._apply(engine, job, value, job.batches)
+                self._apply(engine, job, value, job.batches, checked=True)
             else:
                 engine.calibrate(job, batches=value)
                 self.liss_steps += 1
@@ -265,16 +265,18 @@ class Coordinator:
                     self.liss_steps += 1
 
     # ---- helpers -------------------------------------------------------------------------------
-    def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None) -> bool:
-        """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed."""
+    def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None, checked: bool = False) -> bool:
+        """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed.
+        ``checked``: :meth:`_squeeze` has just checked these caps (the same check ``calibrate`` would
+        repeat; caps changed since on other jobs do not enter it, only batches do), so it is skipped."""
         switch = any(job.shares.get(g) != p for g, p in shares.items())
         target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)
         same_batches = (job.batches is None and batches is None) or job.batches == batches
         if not switch and same_batches:
             return False
         try:
-            engine.calibrate(job, shares=shares, batches=None if same_batches else target,
-                             stall_s=self.p.lgrr_stall_s if switch else 0.0)
+            calibration.calibrate(engine, job, shares, None if same_batches else target,
+                                  self.p.lgrr_stall_s if switch else 0.0, checked=checked)
         except CalibrationError:  # no memory for the switching context (or the batches): keep it as it is
             self.blocked += 1
             return False
