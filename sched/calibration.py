@@ -230,9 +230,9 @@ def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: fl
         out = []
         for x, h in zip(xis, his):
             v = (t / x - alpha) / beta
-            if lo > v:
+            if lo > v:  # noqa: PLR1730 (the calls written out, see above)
                 v = lo
-            out.append(h if h < v else v)
+            out.append(h if h < v else v)  # noqa: FURB136
         return out
 
     low, high = 0.0, max(xis) * (alpha + beta * total) * 2
