@@ -19,6 +19,7 @@ checks, so replays that do not calibrate are bit-identical. Costs are O(GPUs of 
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from schedlab.sched.job import Job
@@ -60,20 +61,26 @@ def refresh(engine: Engine, job: Job) -> None:
         reset_worker(job)
     xi = job.worker_xi
     beside: dict[Job, float] = {}
+    # ξ of a worker is a function of (partner, p, q) (the sources are deterministic and cache by
+    # workload), so each distinct triple is asked once per refresh: same values, fewer calls
+    known: dict[tuple, float] = {}
     for g in job.gpus:
         p = job.shares.setdefault(g, 1.0)
         on = holders[g]
         if len(on) == 2:
             other = on[0] if on[1] is job else on[1]
-            q = share_of(other, g)
-            value = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
+            q = other.shares.get(g, 1.0) if other.worker_xi is not None and other.shares is not None else 1.0  # share_of
+            if (value := known.get(key := (other, p, q))) is None:
+                value = known[key] = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
             if value > beside.get(other, 0.0):
                 beside[other] = value
-        else:
-            value = 1.0 if p == 1.0 else engine.sharing.restricted_solo(job, p)
+        elif p == 1.0:
+            value = 1.0
+        elif (value := known.get(p)) is None:
+            value = known[p] = engine.sharing.restricted_solo(job, p)
         xi[g] = value
-    if len(xi) != len(kept := set(job.gpus)):  # workers it no longer has (xi holds every GPU of kept)
-        for g in xi.keys() - kept:
+    if len(xi) != len(job.gpus):  # workers it no longer has (xi holds every GPU of the job, each once)
+        for g in xi.keys() - set(job.gpus):
             del xi[g]
     if job.partners:
         for other, entry in job.partners.items():
@@ -85,7 +92,7 @@ def pace(engine: Engine, job: Job) -> float:
     """M2-M3: the slowest worker's iteration time over the nominal one."""
     xi = job.worker_xi
     if job.batches is None:
-        return max((xi.get(g, 1.0) for g in job.gpus), default=1.0)
+        return max(map(xi.get, job.gpus, repeat(1.0)), default=1.0)  # xi.get(g, 1.0) for each g
     compute = engine.sharing.compute_time
     nominal = compute(job, job.batch_size)
     return max(xi.get(g, 1.0) * compute(job, job.batches[g]) for g in job.gpus) / nominal
@@ -108,6 +115,20 @@ def worker_view(engine: Engine, job: Job) -> list[tuple[int, Job | None, float, 
         xi = job.worker_xi[g]
         out.append((g, partner, job.shares[g], b, xi, xi * compute(job, b)))
     return out
+
+
+def worker_times(engine: Engine, job: Job) -> list[tuple[int, float]]:
+    """``[(gpu, t_w seconds)]`` of a running job: :func:`worker_view`'s first and last columns
+    without building the others (same floats: ξ_w · g(b_w), g computed once when b_w is nominal)."""
+    xi = job.worker_xi
+    if not job.running or xi is None or job.shares is None:
+        return [(view[0], view[5]) for view in worker_view(engine, job)]
+    compute = engine.sharing.compute_time
+    if job.batches is None:
+        nominal = compute(job, job.batch_size)
+        return [(g, xi[g] * nominal) for g in job.gpus]
+    batches = job.batches
+    return [(g, xi[g] * compute(job, batches[g])) for g in job.gpus]
 
 
 def _ensure(engine: Engine, job: Job) -> None:
@@ -154,11 +175,12 @@ def local_batch(job: Job, gpu: int) -> float:
 
 
 def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
-              batches: dict[int, float] | None = None, stall_s: float = 0.0) -> None:
+              batches: dict[int, float] | None = None, stall_s: float = 0.0, checked: bool = False) -> None:
     """Apply new MPS caps (``shares``, fraction per GPU, only the GPUs named change) and/or local
     batches (``batches``, every GPU of the job) to running ``job``: settle it and the other holder of
     every GPU whose cap changed, re-compute ξ for both holders (M1), charge ``stall_s`` to ``job`` (M7),
-    and re-schedule their completions. Raises :class:`CalibrationError` before changing anything."""
+    and re-schedule their completions. Raises :class:`CalibrationError` before changing anything.
+    ``checked``: the caller has just had :func:`check` pass on these arguments (it is not repeated)."""
     if not job.running:
         raise CalibrationError(f"calibrate: job {job.job_id} is not running")
     if engine.sharing is None:
@@ -167,7 +189,7 @@ def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
         raise CalibrationError(f"calibrate: stall_s must be a finite number >= 0, got {stall_s!r}")
     _ensure(engine, job)
     changed = [g for g, p in (shares or {}).items() if p != job.shares.get(g)] if shares is not None else []
-    reason = check(engine, job, shares, batches, switching=bool(changed))
+    reason = None if checked else check(engine, job, shares, batches, switching=bool(changed))
     if reason is not None:
         raise CalibrationError(f"calibrate job {job.job_id}: {reason}")
     others: dict[Job, None] = {}
@@ -204,7 +226,14 @@ def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: fl
         raise CalibrationError(f"LISS: a global batch of {total:g} does not fit the local bounds")
 
     def split(t: float) -> list[float]:
-        return [min(max((t / x - alpha) / beta, lo), h) for x, h in zip(xis, his)]
+        # min(max(v, lo), h) written out (max keeps v unless lo > v, min keeps it unless h < v): same floats
+        out = []
+        for x, h in zip(xis, his):
+            v = (t / x - alpha) / beta
+            if lo > v:  # noqa: PLR1730 (the calls written out, see above)
+                v = lo
+            out.append(h if h < v else v)  # noqa: FURB136
+        return out
 
     low, high = 0.0, max(xis) * (alpha + beta * total) * 2
     while sum(split(high)) < total:

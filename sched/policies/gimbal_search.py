@@ -187,7 +187,7 @@ class Coordinator:
         kind, changes = plan
         for job, value in changes.items():
             if kind == "lgrr":
-                self._apply(engine, job, value, job.batches)
+                self._apply(engine, job, value, job.batches, checked=True)
             else:
                 engine.calibrate(job, batches=value)
                 self.liss_steps += 1
@@ -229,12 +229,12 @@ class Coordinator:
 
     def _slow_workers(self, engine: Engine, job: Job) -> list[int]:
         """GetWorkers (A6): GPUs whose iteration time is within ε of the worst, if the spread > ε."""
-        view = engine.worker_view(job)
-        times = [t for *_, t in view]
+        view = calibration.worker_times(engine, job)  # worker_view's (GPU, t_w) only: same values
+        times = [t for _, t in view]
         worst, eps = max(times), self.p.straggler_eps
         if worst <= (1 + eps) * min(times):
             return []
-        return [g for g, *_, t in view if t >= worst / (1 + eps)]
+        return [g for g, t in view if t >= worst / (1 + eps)]
 
     def _finish(self, engine: Engine, search: Search) -> None:
         """Restore the best configuration, balance the remaining stragglers (A5), record the search."""
@@ -285,16 +285,18 @@ class Coordinator:
         for other in self.measured.pop(job.index, ()):
             self.measured[other].pop(job.index, None)
 
-    def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None) -> bool:
-        """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed."""
+    def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None, checked: bool = False) -> bool:
+        """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed.
+        ``checked``: :meth:`_squeeze` has just checked these caps (the same check ``calibrate`` would
+        repeat; caps changed since on other jobs do not enter it, only batches do), so it is skipped."""
         switch = any(job.shares.get(g) != p for g, p in shares.items())
         target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)
         same_batches = (job.batches is None and batches is None) or job.batches == batches
         if not switch and same_batches:
             return False
         try:
-            engine.calibrate(job, shares=shares, batches=None if same_batches else target,
-                             stall_s=self.p.lgrr_stall_s if switch else 0.0)
+            calibration.calibrate(engine, job, shares, None if same_batches else target,
+                                  self.p.lgrr_stall_s if switch else 0.0, checked=checked)
         except CalibrationError:  # no memory for the switching context (or the batches): keep it as it is
             self.blocked += 1
             return False

@@ -13,6 +13,7 @@ a pair the policy's ``fits`` allows, and is then treated as a member packed besi
 
 from __future__ import annotations
 
+from bisect import insort
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Callable
 
@@ -86,6 +87,67 @@ class ClassQueue:
         return None if heap is None else self._head(heap)
 
 
+class AloneQueue(ClassQueue):
+    """The running jobs alone on their GPUs (packing targets), plus two indexes kept up to date as
+    jobs come and go, so that an unequal pass never rescans every alone job: ``multi``, those with
+    more than one GPU (rule (a) hosts), and per server the jobs of at most one server's size lying on
+    that server only (rule (b)'s coverable jobs), largest first then by index. Result-identical: a job
+    keeps its GPUs while it is alone (these policies never resize or move one), so the predicates give
+    what a rescan would, and the per-server order is the rescan's sort key, a total order."""
+
+    def __init__(self, key: Callable[[Job], float]) -> None:
+        super().__init__(key)
+        self.multi: dict[Job, None] = {}
+        self._unindexed: dict[Job, None] = {}  # pushed since the last covering pass (GPUs per server unknown here)
+        self._on_server: dict[int, list[Job]] = {}
+        self._server: dict[Job, int] = {}
+        self.coverable_classes: dict[tuple, dict[Job, None]] = {}  # (GPUs, workload) -> its indexed coverable jobs
+        self.classes_added = 0  # how many times a class appeared in ``coverable_classes``
+
+    def push(self, job: Job) -> None:
+        super().push(job)
+        self._unindex(job)  # pushed again (not expected): indexed afresh, as a rescan would see it now
+        if job.num_gpus > 1:
+            self.multi[job] = None
+        self._unindexed[job] = None
+
+    def remove(self, job: Job) -> None:
+        super().remove(job)
+        self.multi.pop(job, None)
+        self._unindex(job)
+
+    def _unindex(self, job: Job) -> None:
+        if self._unindexed.pop(job, 0) is None:
+            return
+        if (server := self._server.pop(job, None)) is not None:
+            jobs = self._on_server[server]
+            jobs.remove(job)
+            if not jobs:  # as a rescan would: no entry for a server without coverable jobs
+                del self._on_server[server]
+            same = self.coverable_classes[cls := (job.num_gpus, workload(job))]
+            del same[job]
+            if not same:
+                del self.coverable_classes[cls]
+
+    def coverable(self, per: int) -> dict[int, list[Job]]:
+        """Server -> alone jobs held on it only (at most ``per`` GPUs), largest first then by index:
+        a new dict over the index's lists (a covered job leaves its list, the server keeps its key)."""
+        for job in self._unindexed:
+            if (gpus := job.gpus) and job.num_gpus <= per and gpus[0] // per == gpus[-1] // per:  # running, one server
+                server = self._server[job] = gpus[0] // per
+                insort(self._on_server.setdefault(server, []), job, key=_largest_first)
+                if (same := self.coverable_classes.get(cls := (job.num_gpus, workload(job)))) is None:
+                    same = self.coverable_classes[cls] = {}
+                    self.classes_added += 1
+                same[job] = None
+        self._unindexed.clear()
+        return dict(self._on_server)
+
+
+def _largest_first(job: Job) -> tuple[int, int]:
+    return (-job.num_gpus, job.index)
+
+
 class PackingPolicy(Policy):
     """What Lucid and Gandiva share: a waiting queue, the running jobs that are alone on their GPUs
     (packing targets), pairs, and a packing pass that only revisits what changed: ``dirty`` maps a
@@ -97,7 +159,7 @@ class PackingPolicy(Policy):
     def __init__(self, params, waiting_key: Callable[[Job], float], target_key: Callable[[Job], float]) -> None:
         super().__init__(params)
         self.waiting = ClassQueue(waiting_key)
-        self.alone = ClassQueue(target_key)
+        self.alone = AloneQueue(target_key)
         self.pair: dict[Job, Job] = {}
         self.dirty: dict[int, tuple[set, set]] = {}
         self.packs = 0
@@ -109,6 +171,7 @@ class PackingPolicy(Policy):
         self.free_seen = 0  # free GPUs after the last covering pass (more since: covering may succeed)
         self.cover_due = False
         self.cover_packs = 0
+        self._no_cover: dict[tuple, int] = {}  # (GPUs, workload) of a head no coverable class fits -> classes_added then
         self.unequal_packs = 0
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
@@ -223,9 +286,13 @@ class PackingPolicy(Policy):
             self.free_seen = engine.cluster.free_gpus
         if not new_hosts and not new_classes:
             return
-        hosts = [job for job in engine.running if job.num_gpus <= max_pack and (
-            job in self.members or (job.num_gpus > 1 and job in self.alone.token))
-            and len(self.members.get(job, ())) < self.max_jobset - 1]
+        # J_max of sets with room, then the multi-GPU jobs running alone: the running jobs a scan of
+        # engine.running would keep (both kinds run: only a set's member or a pair's job is ever
+        # preempted); their order differs, which changes nothing, as ``choose`` takes the least of
+        # a total order (as it already must for the set ``new_hosts``)
+        members, cap = self.members, self.max_jobset - 1
+        hosts = [job for job in members if job.num_gpus <= max_pack and len(members[job]) < cap]
+        hosts += [job for job in self.alone.multi if job.num_gpus <= max_pack]
         if not hosts:
             return
         largest = max(h.num_gpus for h in hosts)
@@ -233,19 +300,27 @@ class PackingPolicy(Policy):
                  for e, wl in self.waiting.heads(gpus) if new_hosts or (gpus, wl) in new_classes]
         if not heads:
             return
-        room: dict[Job, int] = {h: -1 for h in hosts}  # GPUs each holds alone (-1: not counted yet)
+        # GPUs each host holds alone: its GPUs less its members' (a member lies wholly inside its
+        # J_max's GPUs, one worker per GPU beside it, and a job alone has none), which is what
+        # ``single_count`` would count; and each host's target entry (its key never changes)
+        room: dict[Job, int] = {h: h.num_gpus for h in hosts}
+        for h, its in members.items():
+            if h in room:
+                room[h] -= sum(m.num_gpus for m in its)
+        key, entries = self.alone.key, {}
 
-        def free_room(h: Job) -> int:
-            if (r := room.get(h, 0)) < 0:
-                r = room[h] = self.single_count(engine, h)
-            return r
+        def entry_of(h: Job) -> tuple:
+            if (e := entries.get(h)) is None:
+                e = entries[h] = ((key(h), h.index, 0, h), workload(h))
+            return e
 
         heads.sort()
         for entry, wl in heads:
             candidates = room if (entry[3].num_gpus, wl) in new_classes else [h for h in new_hosts if h in room]
             while entry is not None and (job := entry[3]).num_gpus <= max_pack:
-                targets = [((self.alone.key(h), h.index, 0, h), workload(h)) for h in candidates
-                           if h.num_gpus > job.num_gpus and free_room(h) >= job.num_gpus]
+                n = job.num_gpus
+                targets = [entries[h] if h in entries else entry_of(h) for h in candidates
+                           if h.num_gpus > n and room.get(h, 0) >= n]
                 if not targets or (i := self.choose(engine, entry, wl, targets)) is None:
                     break
                 host = targets[i][0][3]
@@ -253,7 +328,7 @@ class PackingPolicy(Policy):
                     del room[host]
                     continue
                 if len(self.members[host]) < self.max_jobset - 1:
-                    room[host] = free_room(host) - job.num_gpus
+                    room[host] -= job.num_gpus
                 else:
                     del room[host]
                 entry = self.waiting.head(job.num_gpus, wl)
@@ -270,14 +345,9 @@ class PackingPolicy(Policy):
                  if max(free, 1) < gpus <= max_pack and (e := self.waiting._head(heap)) is not None]
         if not heads:
             return
-        coverable: dict[int, list[Job]] = {}  # server -> alone jobs held on it only, largest first
-        for job in self.alone.token:
-            if (gpus := job.gpus) and job.num_gpus <= per and gpus[0] // per == gpus[-1] // per:  # running, one server
-                coverable.setdefault(gpus[0] // per, []).append(job)
+        coverable = self.alone.coverable(per)  # server -> alone jobs held on it only, largest first
         if not coverable:
             return
-        for jobs in coverable.values():
-            jobs.sort(key=lambda c: (-c.num_gpus, c.index))
         heads.sort()
         tried: set[int] = set()
         bounds: list[tuple[int, int]] | None = None  # recomputed after a start changed the servers
@@ -286,6 +356,8 @@ class PackingPolicy(Policy):
             if job.num_gpus in tried or job.num_gpus <= cluster.free_gpus:
                 continue
             tried.add(job.num_gpus)
+            if not self._may_cover(engine, job, wl):
+                continue  # _cover_plan would return None: it covers only smaller jobs that fit
             if bounds is None:
                 bounds = self._cover_bounds(engine, coverable)
             plan = self._cover_plan(engine, job, wl, coverable, bounds)
@@ -299,14 +371,27 @@ class PackingPolicy(Policy):
             self.waiting.remove(job)
             self.members[job] = list(covered)
             for c in covered:
-                self.alone.remove(c)
+                self.alone.remove(c)  # also leaves its list in ``coverable``
                 self.host[c] = job
-                coverable[c.gpus[0] // per].remove(c)
             self.packs += 1
             self.unequal_packs += 1
             self.cover_packs += 1
             for c in covered:
                 self.on_packed(engine, c, job)
+
+    def _may_cover(self, engine: Engine, job: Job, wl: tuple) -> bool:
+        """Whether some coverable job is smaller than ``job`` and ``fits`` beside it (one job per class
+        asked: ``fits`` depends on the two workload classes only, which its caches already assume)."""
+        n, added = job.num_gpus, self.alone.classes_added
+        # a "no" stays valid until a coverable class appears: ``fits`` of two classes is fixed (Lucid)
+        # or can only turn False (Gandiva's failed pairs), and classes that leave only remove options
+        if self._no_cover.get(key := (n, wl)) == added:
+            return False
+        if any(gpus < n and self.fits(engine, job, wl, next(iter(jobs)), cwl)
+               for (gpus, cwl), jobs in self.alone.coverable_classes.items()):
+            return True
+        self._no_cover[key] = added
+        return False
 
     @staticmethod
     def _cover_bounds(engine: Engine, coverable: dict[int, list[Job]]) -> list[tuple[int, int]]:
