@@ -3,57 +3,114 @@ our results beside the papers' tables and the load sweep (Castor Fig. 16 / SJF-B
 the wall time.
 
     python benchmarks/reproduce_papers.py [--workers 2] [--loads 1.0] [castor-pollux sjf-bsbf-pollux ...]
+    python benchmarks/reproduce_papers.py --cache /tmp/lyra --seeds 0 lyra-table5 lyra-scaling lyra-advanced \\
+        lyra-heterogeneous lyra-ideal          # Lyra Table 5 (one seed; --labels to run some rows only)
 
 Default configs: the Philly set-ups with the trace's own durations (castor-philly, sjf-bsbf-philly,
 castor-itp) and the papers' Pollux-method workloads (castor-pollux, sjf-bsbf-pollux,
-sjf-bsbf-pollux-480).
+sjf-bsbf-pollux-480). Tables of ``kind: schemes`` (Lyra Table 5) gather their rows from every config
+given on the command line. ``--cache DIR`` keeps each replay's job table and summary (by the replay's
+key) and reuses them on the next call, so a long reproduction can be run in parts.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pandas as pd
 
 DEFAULT = ["castor-philly", "sjf-bsbf-philly", "castor-itp", "castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480"]
+JOB_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions")
 
 
-def run_spec(spec) -> tuple[float, str, pd.DataFrame, float]:
-    """One replay (on a Dask worker): (load, label, job table, wall seconds)."""
+def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
+    """One replay (on a Dask worker): (load, label, job table, wall seconds, numeric summary)."""
+    from schedlab.sched.reproduce import window_usage
     from schedlab.tasks.replay import execute
 
     started = time.perf_counter()
-    result, _ = execute(spec)
-    return spec.load, spec.label, result.jobs[["num_gpus", "jct_s", "wait_s"]], time.perf_counter() - started
+    result, cluster = execute(spec)
+    summary = {k: v for k, v in result.summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    t0, t1 = float(result.jobs["submit_time"].min()), float(result.jobs["submit_time"].max())
+    per = cluster.training_pool.gpus_per_server
+    training_gpus, inference_gpus, inference_busy = cluster.training_pool.servers * per, 0, 0.0
+    if spec.inference:  # usage over the submission window (Table 5's 15 days), sched/reproduce.py
+        from schedlab.sched.inference import load_inference
+
+        inference_gpus = cluster.pool("inference").servers * cluster.pool("inference").gpus_per_server
+        inference_busy = load_inference(spec.inference["load"]).integral(t0, t1) * inference_gpus
+    onloan = summary.get("onloan_usage", 0.0)
+    summary["window_training_usage"], summary["window_overall_usage"] = window_usage(
+        result.utilization, t0, t1, training_gpus, per, inference_gpus, inference_busy,
+        0.0 if math.isnan(onloan) else onloan)  # NaN: nothing lent
+    jobs = result.jobs[[c for c in JOB_COLUMNS if c in result.jobs.columns]]
+    return spec.load, spec.label, jobs, time.perf_counter() - started, summary
+
+
+def cached_run(spec, cache: str | None):
+    """``run_spec`` through the cache folder (``<key>.parquet`` + ``<key>.json``) when one is given."""
+    if cache is None:
+        return run_spec(spec)
+    key = spec.model_copy(update={"code_version": "reproduce"}).key
+    jobs_path, meta_path = Path(cache) / f"{key}.parquet", Path(cache) / f"{key}.json"
+    if jobs_path.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        return spec.load, spec.label, pd.read_parquet(jobs_path), meta["wall_s"], meta["summary"]
+    load, label, jobs, wall, summary = run_spec(spec)
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    jobs.to_parquet(jobs_path)
+    meta_path.write_text(json.dumps({"label": label, "seed": spec.seed, "trace": spec.trace_label,
+                                     "wall_s": wall, "summary": summary}, default=str))
+    return load, label, jobs, wall, summary
 
 
 def main() -> None:
     from dask.distributed import Client, LocalCluster
-
-    from schedlab.sched.reproduce import HOUR, compare, tables_for_experiment
+    from schedlab.sched.reproduce import (
+        HOUR,
+        compare,
+        paper_tables,
+        tables_for_experiment,
+    )
     from schedlab.tasks.config import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=DEFAULT)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--loads", type=float, nargs="+", help="only these load factors (default: the configs')")
+    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: the configs')")
+    parser.add_argument("--labels", nargs="+", help="only these policy labels (default: all)")
+    parser.add_argument("--cache", help="folder keeping each replay's results, reused on the next call")
+    parser.add_argument("--csv", help="write the kind: schemes tables here (one CSV per table)")
     args = parser.parse_args()
-    pd.set_option("display.width", 200, "display.max_columns", 20, "display.precision", 2)
+    pd.set_option("display.width", 250, "display.max_columns", 40, "display.precision", 2)
     started = time.perf_counter()
+    scheme_jobs: dict[str, list[pd.DataFrame]] = defaultdict(list)
+    scheme_summaries: dict[str, list[dict]] = defaultdict(list)
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         for name in args.configs:
             config = load_config(name)
-            specs = [s for s in config.grid("reproduce") if not args.loads or s.load in args.loads]
+            specs = [s for s in config.grid("reproduce") if (not args.loads or s.load in args.loads)
+                     and (not args.seeds or s.seed in args.seeds) and (not args.labels or s.label in args.labels)]
+            if not specs:
+                continue
             t0 = time.perf_counter()
             jobs: dict[tuple[float, str], list[pd.DataFrame]] = defaultdict(list)
             walls: dict[str, list[float]] = defaultdict(list)
-            for load, label, table, wall in client.gather(client.map(run_spec, specs, pure=False)):
+            for load, label, table, wall, summary in client.gather(
+                    client.map(cached_run, specs, cache=args.cache, pure=False)):
                 jobs[(load, label)].append(table)
                 walls[label].append(wall)
-            print(f"\n=== {name}: {config.description} (seeds {config.seeds}, interference"
+                if math.isclose(load, 1.0):
+                    scheme_jobs[label].append(table)
+                    scheme_summaries[label].append(summary)
+            print(f"\n=== {name}: {config.description} (seeds {sorted({s.seed for s in specs})}, interference"
                   f" {config.models.interference}); {len(specs)} replays in {time.perf_counter() - t0:.0f} s")
             print("mean wall s per replay: " + ", ".join(f"{k} {sum(v) / len(v):.1f}" for k, v in walls.items()))
             sweep = pd.DataFrame(
@@ -64,11 +121,24 @@ def main() -> None:
             print("average JCT (hours) by load factor:")
             print(sweep.round(2).to_string())
             for table_name, spec in tables_for_experiment(name).items():
+                if spec.get("kind") == "schemes":
+                    continue  # gathered over every config below
                 at_load = {label: js for (l, label), js in jobs.items() if l == spec["load"]}
                 if at_load:
                     print(f"\n{table_name} at load {spec['load']} (hours; large = more than {spec['large_job_gpus']}"
                           f" GPUs; class average: {spec['class_average']}):")
                     print(compare(table_name, at_load).round(2).to_string())
+    for table_name, spec in paper_tables().items():
+        if spec.get("kind") != "schemes" or not set(spec["experiments"]) & set(args.configs):
+            continue
+        frame = compare(table_name, dict(scheme_jobs), dict(scheme_summaries))
+        frame.insert(3, "seeds", [len(scheme_jobs.get(label, [])) for label in frame.index])
+        print(f"\n{table_name} (seconds; usage 0-1; seed means; `vs {spec['baseline']}` = {spec['baseline']} / row,"
+              " `vs ref` = row / reference row, the paper's Reduction):")
+        print(frame.round(3).to_string())
+        if args.csv:
+            Path(args.csv).mkdir(parents=True, exist_ok=True)
+            frame.rename_axis("label").to_csv(Path(args.csv) / f"{table_name}.csv")
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
 
 

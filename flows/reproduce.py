@@ -50,7 +50,7 @@ log = logging.getLogger("schedlab.reproduce")
 DEFAULT_CONFIGS = ["castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480", "castor-philly", "sjf-bsbf-philly",
                    "castor-itp"]
 EXPERIMENT = "reproduce"
-REPLAY_COLUMNS = ("num_gpus", "jct_s", "wait_s", "submit_time", "end_time", "deadline")
+REPLAY_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions", "submit_time", "end_time", "deadline")
 HOUR = 3600.0
 
 

@@ -13,6 +13,9 @@ floored at 1 for jobs shorter than one iteration). Deadlines (Gimbal §7.1):
 
 ``scheme="gimbal"`` (or a dict ``{scheme: gimbal, ...}`` of :class:`GimbalScheme` fields) is Gimbal's
 set-up instead (§7.1, Table 2; spec ``gimbal.md`` A15-A16): see :func:`annotate_gimbal`.
+``{scheme: lyra, scenario: basic, ...}`` (:class:`LyraScheme`) gives Lyra's job attributes (fungible,
+elastic range, heterogeneous, checkpoint; Lyra §7.1) and keeps the trace's durations: see
+:func:`lyra_scenario`.
 
 All random draws come from ``numpy.random.default_rng(seed)``, one draw per row and purpose, in row
 order, so the result depends only on the table and the seed. Rows that already have a ``model`` are left
@@ -73,7 +76,10 @@ def annotate(
     reference GPU type. See the module docstring for the method; ``scheme`` as :func:`annotation_scheme`."""
     if catalog is None:
         catalog = default_catalog()
-    if (chosen := annotation_scheme(scheme)) is not None:
+    if isinstance(chosen := annotation_scheme(scheme), LyraScheme):
+        return lyra_scenario(jobs, chosen.scenario, seed, elastic_range=chosen.elastic_range,
+                             checkpoint=chosen.checkpoint, scaling_loss=chosen.scaling_loss)
+    if chosen is not None:
         return annotate_gimbal(jobs, chosen, catalog, seed, gpu_type, gpus_per_server, deadlines)
     if gpus_per_server < 1:
         raise ValueError(f"gpus_per_server must be >= 1, got {gpus_per_server}")
@@ -170,7 +176,8 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
     return base
 
 
-__all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "annotate", "annotate_gimbal", "annotation_scheme"]
+__all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "LyraScheme", "annotate", "annotate_gimbal",
+           "annotation_scheme", "lyra_scenario"]
 
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
@@ -258,20 +265,22 @@ class GimbalScheme(BaseModel):
         return counts.tolist()
 
 
-def annotation_scheme(scheme: str | dict[str, Any] | bool) -> GimbalScheme | None:
+def annotation_scheme(scheme: str | dict[str, Any] | bool) -> GimbalScheme | LyraScheme | None:
     """None for the default (Pollux-bucket) scheme (``"pollux"`` or ``True``), else the validated
-    :class:`GimbalScheme`; raises ValueError naming the bad field."""
+    :class:`GimbalScheme` or :class:`LyraScheme`; raises ValueError naming the bad field."""
     if scheme is True or scheme == "pollux":
         return None
+    name = scheme.get("scheme") if isinstance(scheme, dict) else scheme
     try:
-        if scheme == "gimbal":
-            return GimbalScheme()
-        if isinstance(scheme, dict) and scheme.get("scheme") == "gimbal":
-            return GimbalScheme.model_validate(scheme)
+        if name == "gimbal":
+            return GimbalScheme.model_validate(scheme if isinstance(scheme, dict) else {})
+        if name == "lyra":
+            return LyraScheme.model_validate(scheme if isinstance(scheme, dict) else {})
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"annotation scheme gimbal: {problems}") from None
-    raise ValueError(f"unknown annotation scheme {scheme!r}; choose pollux, gimbal or {{scheme: gimbal, ...}}")
+        raise ValueError(f"annotation scheme {name}: {problems}") from None
+    raise ValueError(f"unknown annotation scheme {scheme!r}; choose pollux, gimbal, {{scheme: gimbal, ...}}"
+                     " or {scheme: lyra, scenario: basic|advanced|heterogeneous|ideal, ...}")
 
 
 def annotate_gimbal(
@@ -357,6 +366,21 @@ LYRA_SCENARIOS: dict[str, tuple[float, float | None, float]] = {
     "heterogeneous": (0.0, 0.36, 0.10),
     "ideal": (1.0, None, 1.0),
 }
+
+
+class LyraScheme(BaseModel):
+    """Lyra's scenario annotation in an experiment (``annotate: {scheme: lyra, scenario: basic}``):
+    the fields of :func:`lyra_scenario`; the draws are seeded with the replay's seed."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scheme: Literal["lyra"] = "lyra"
+    scenario: Literal["basic", "advanced", "heterogeneous", "ideal"] = "basic"
+    elastic_range: float = Field(default=2.0, ge=1.0, le=64.0)
+    checkpoint: float = Field(default=0.0, ge=0.0, le=1.0)
+    scaling_loss: float = Field(default=0.0, ge=0.0, le=0.999)
+
+
 LYRA_ELASTIC_MIN_GPUS = 2  # elastic candidates: >= 2 GPUs and >= 1 h (specs/lyra.md §6 A4)
 LYRA_ELASTIC_MIN_S = 3600.0
 

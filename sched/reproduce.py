@@ -9,12 +9,20 @@ Tables of ``kind: ratios`` (Gimbal §7.2-7.3) compare a policy with a baseline o
 the paper prints its results: baseline / policy for times (``avg_jct``, ``avg_wait``, ``makespan``),
 policy / baseline for ``deadline_met`` (jobs ending by their deadline). ``kind: figures`` tables hold
 published numbers that are not replay metrics (compared by hand).
+
+Tables of ``kind: schemes`` (Lyra Table 5) give one row per scheme (an experiment label) with absolute
+columns (:data:`SCHEME_COLUMNS`: queueing and JCT mean / median / p95 in seconds, training and overall
+GPU usage, preemption ratio); ours are seed means of :func:`scheme_metrics`, and both sides get the
+reductions the paper quotes: ``vs baseline`` = baseline / row and ``vs reference`` = row / reference
+row (Lyra's "Reduction = scheme / Lyra", §7.1) for mean queueing, mean JCT and the preemption ratio.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -29,7 +37,7 @@ def paper_tables() -> dict[str, dict]:
 CLASS_AVERAGES = ("mean", "share")
 
 
-KINDS = ("classes", "ratios", "figures")
+KINDS = ("classes", "ratios", "figures", "schemes")
 #: metric -> whether lower is better (the ratio is then baseline / policy)
 RATIO_METRICS = {"avg_jct": True, "avg_wait": True, "makespan": True, "deadline_met": False}
 
@@ -86,12 +94,16 @@ def our_row(jobs: pd.DataFrame, large_job_gpus: int, class_average: str = "mean"
     return row
 
 
-def compare(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]]) -> pd.DataFrame:
+def compare(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]],
+            summaries: dict[str, list[dict]] | None = None) -> pd.DataFrame:
     """Rows: policy; columns: each metric as ``ours`` and ``paper`` (hours), averaged over seeds
-    (``kind: ratios`` tables: :func:`compare_ratios`)."""
+    (``kind: ratios`` tables: :func:`compare_ratios`; ``kind: schemes``: :func:`compare_schemes`, which
+    also reads the replays' ``summaries`` for GPU usage)."""
     spec = paper_tables()[table_name]
     if spec.get("kind", "classes") == "ratios":
         return compare_ratios(table_name, jobs_by_policy)
+    if spec.get("kind") == "schemes":
+        return compare_schemes(table_name, jobs_by_policy, summaries)
     rows = {}
     for policy, replays in jobs_by_policy.items():
         ours = pd.DataFrame([our_row(j, spec["large_job_gpus"], spec.get("class_average", "mean"))
@@ -105,3 +117,93 @@ def compare(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]]) -> p
             rows[policy] = {f"{c} paper": p for c, p in zip(spec["columns"], paper)}
     ordered = [f"{c} {who}" for c in spec["columns"] for who in ("ours", "paper")]
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=ordered)
+
+
+#: Lyra Table 5's columns (specs/lyra.md §4.1-4.2)
+SCHEME_COLUMNS = ("queue_mean_s", "queue_p50_s", "queue_p95_s", "jct_mean_s", "jct_p50_s", "jct_p95_s",
+                  "usage_training", "usage_overall", "preemption_ratio")
+#: the columns whose reductions the paper quotes (lower is better for all three)
+REDUCED = ("queue_mean_s", "jct_mean_s", "preemption_ratio")
+
+
+def window_usage(utilization: pd.DataFrame, t0: float, t1: float, training_gpus: int, gpus_per_server: int = 8,
+                 inference_gpus: int = 0, inference_busy: float = 0.0, onloan_usage: float = 0.0) -> tuple[float, float]:
+    """GPU usage over the window ``[t0, t1)`` (the trace's 15 days of submissions: Table 5's period,
+    not the replay's makespan, which a few long jobs stretch to weeks): ``(training, overall)``.
+    ``utilization`` is the replay's step series (``time``, ``busy_gpus`` and, with pools,
+    ``servers_on_loan``). Training = busy GPU-seconds on the training servers over their GPUs x
+    window; the series does not split busy GPUs by pool, so the on-loan part is estimated as
+    ``onloan_usage`` (the replay's busy / lent GPU-seconds) x the lent GPU-seconds in the window.
+    Overall = (all busy GPU-seconds + ``inference_busy``, what the inference load itself used) over
+    all GPUs x window, raw counts (spec A14); NaN without inference GPUs."""
+    if not t1 > t0:
+        return math.nan, math.nan
+    times = utilization["time"].to_numpy(float)
+    ends = np.append(times[1:], np.inf)  # each value holds from its time to the next change
+    widths = np.clip(np.minimum(ends, t1) - np.maximum(times, t0), 0.0, None)
+    busy_s = float((utilization["busy_gpus"].to_numpy(float) * widths).sum())
+    lent_s = (float((utilization["servers_on_loan"].to_numpy(float) * widths).sum()) * gpus_per_server
+              if "servers_on_loan" in utilization.columns else 0.0)
+    training = (busy_s - (onloan_usage * lent_s if lent_s else 0.0)) / (training_gpus * (t1 - t0))
+    overall = ((busy_s + inference_busy) / ((training_gpus + inference_gpus) * (t1 - t0))
+               if inference_gpus else math.nan)
+    return training, overall
+
+
+def scheme_metrics(jobs: pd.DataFrame, summary: dict | None = None) -> dict[str, float]:
+    """One replay's Table 5 columns. Queueing = submission to first start (``queue_s``); usage from
+    the replay summary: ``window_training_usage`` / ``window_overall_usage`` (:func:`window_usage`)
+    when present, else the makespan figures ``training_usage`` (replays with pools, else ``gpu_util``)
+    and ``overall_usage_raw`` (training + inference GPUs, raw counts; spec A14), NaN without a summary;
+    preemption ratio = preemptions / jobs (Table 5 note 2)."""
+    summary = summary or {}
+    queue = jobs["queue_s"] if "queue_s" in jobs.columns else jobs["start_time"] - jobs["submit_time"]
+    jct = jobs["jct_s"]
+    nan = float("nan")
+    return {
+        "queue_mean_s": float(queue.mean()), "queue_p50_s": float(queue.quantile(0.5)),
+        "queue_p95_s": float(queue.quantile(0.95)),
+        "jct_mean_s": float(jct.mean()), "jct_p50_s": float(jct.quantile(0.5)), "jct_p95_s": float(jct.quantile(0.95)),
+        "usage_training": float(summary.get("window_training_usage", summary.get(
+            "training_usage", summary.get("gpu_util", nan)))),
+        "usage_overall": float(summary.get("window_overall_usage", summary.get("overall_usage_raw", nan))),
+        "preemption_ratio": float(jobs["preemptions"].sum() / len(jobs)) if "preemptions" in jobs.columns else nan,
+    }
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if not (math.isnan(a) or math.isnan(b)) and b > 0 else float("nan")
+
+
+def compare_schemes(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]],
+                    summaries: dict[str, list[dict]] | None = None) -> pd.DataFrame:
+    """Rows: the table's rows (then any other label replayed); columns: each of the table's columns as
+    ``ours`` / ``paper`` (seed means), then ``<column> vs <baseline>`` (baseline / row) and
+    ``<column> vs ref`` (row / the row's ``reference``) for :data:`REDUCED`, ours and paper."""
+    spec = paper_tables()[table_name]
+    columns = spec["columns"]
+    nan = float("nan")
+    ours: dict[str, dict[str, float]] = {}
+    for label, runs in jobs_by_policy.items():
+        sums = (summaries or {}).get(label) or [None] * len(runs)
+        rows = pd.DataFrame([scheme_metrics(j, s) for j, s in zip(runs, sums)])
+        ours[label] = {c: float(rows[c].mean(skipna=False)) for c in columns}  # a seed without it: NaN
+    paper = {label: {c: (nan if v is None else float(v)) for c, v in zip(columns, r["paper"])}
+             for label, r in spec["rows"].items()}
+    base = spec["baseline"]
+    out = {}
+    for label in list(spec["rows"]) + [k for k in ours if k not in spec["rows"]]:
+        meta = spec["rows"].get(label, {})
+        row: dict[str, float | str] = {"row": meta.get("row", ""), "group": meta.get("group", ""),
+                                       "reference": meta.get("reference", "")}
+        for c in columns:
+            row[f"{c} ours"] = ours.get(label, {}).get(c, nan)
+            row[f"{c} paper"] = paper.get(label, {}).get(c, nan)
+        ref = meta.get("reference")
+        for c in REDUCED:
+            for who, values in (("ours", ours), ("paper", paper)):
+                here = values.get(label, {}).get(c, nan)
+                row[f"{c} vs {base} {who}"] = _ratio(values.get(base, {}).get(c, nan), here) if c != "preemption_ratio" else nan
+                row[f"{c} vs ref {who}"] = _ratio(here, values.get(ref, {}).get(c, nan)) if ref else nan
+        out[label] = row
+    return pd.DataFrame.from_dict(out, orient="index")

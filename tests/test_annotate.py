@@ -194,3 +194,27 @@ def test_philly_pollux_trace_model_mix():
     # Pollux's buckets: most Philly jobs are < 1 GPU-hour, so cifar10/ncf dominate
     share = out["model"].value_counts(normalize=True)
     assert share["cifar10"] + share["ncf"] > 0.6
+
+
+def test_lyra_scheme_in_experiments_is_validated_and_applied(tmp_path):
+    """``annotate: {scheme: lyra, scenario: ...}`` (Lyra §7.1 scenarios) is checked when the config is
+    read, naming the bad field, and gives lyra_scenario's columns with the replay's seed."""
+    from schedlab.sched.annotate import LyraScheme, annotation_scheme, lyra_scenario
+    from schedlab.tasks.config import ConfigError, load_config
+
+    assert annotation_scheme("lyra") == LyraScheme()
+    assert annotation_scheme({"scheme": "lyra", "scenario": "ideal"}).scenario == "ideal"
+    with pytest.raises(ValueError, match="annotation scheme lyra: scenario"):
+        annotation_scheme({"scheme": "lyra", "scenario": "fancy"})
+    with pytest.raises(ValueError, match="annotation scheme lyra: checkpoint"):
+        annotation_scheme({"scheme": "lyra", "checkpoint": 2})
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\ntraces: [{name: t, format: synthetic, annotate: {scheme: lyra, scenario: big}}]\n"
+                    "clusters: [4x8]\n")
+    with pytest.raises(ConfigError, match="annotate"):
+        load_config(path)
+    table = pd.DataFrame({"job_id": [f"j{i}" for i in range(400)], "submit_time": np.arange(400.0),
+                          "num_gpus": np.tile([1, 2, 4, 8], 100), "duration": np.tile([600.0, 7200.0], 200)})
+    out = annotate(table, seed=4, scheme={"scheme": "lyra", "scenario": "advanced"})
+    pd.testing.assert_frame_equal(out, lyra_scenario(table, "advanced", seed=4))
+    assert "model" not in out.columns and out["heterogeneous"].any()

@@ -4,11 +4,11 @@ import math
 
 import pandas as pd
 import pytest
-
 from schedlab.sched.reproduce import (
     HOUR,
     KINDS,
     RATIO_METRICS,
+    SCHEME_COLUMNS,
     compare,
     metric_value,
     our_row,
@@ -21,6 +21,14 @@ def test_published_tables_are_well_formed():
     for name, spec in paper_tables().items():
         kind = spec.get("kind", "classes")
         assert kind in KINDS, name
+        if kind == "schemes":
+            assert spec["experiments"] and spec["baseline"] in spec["rows"], name
+            assert tuple(spec["columns"]) == SCHEME_COLUMNS, name
+            for row, r in spec["rows"].items():
+                assert len(r["paper"]) == len(spec["columns"]), (name, row)
+                assert all(v is None or (math.isfinite(v) and v >= 0) for v in r["paper"]), (name, row)
+                assert r.get("reference") is None or r["reference"] in spec["rows"], (name, row)
+            continue
         if kind != "classes":
             for row, r in spec["rows"].items():
                 assert math.isfinite(r["paper"]) and r["paper"] > 0, (name, row)
@@ -81,3 +89,77 @@ def test_gimbal_ratios_follow_the_papers_direction():
     b, p = spec["makespan_vs_gavel"]["paper_values"]
     assert b / p == pytest.approx(spec["makespan_vs_gavel"]["paper"], abs=0.015)  # 4.5/4.05 = 1.11, printed 1.12
     assert set(tables_for_experiment("gimbal-ablation")) == {"gimbal-ablation"}
+
+
+def test_lyra_table5_reductions_follow_the_paper():
+    """Lyra Table 5: `vs fifo` = FIFO / row (Basic: the paper's 1.53x queueing, 1.48x JCT), `vs ref` =
+    row / the group's Lyra row ("Reduction = scheme / Lyra": SCF's 1.26x queueing, AFS's 1.25x JCT);
+    ours from the job tables and summaries, averaged over seeds."""
+    def jobs(queue: list[float], run: float, preemptions: int = 0) -> pd.DataFrame:
+        q = pd.Series(queue)
+        return pd.DataFrame({"num_gpus": 1, "queue_s": q, "jct_s": q + run, "wait_s": q,
+                             "preemptions": [preemptions] + [0] * (len(q) - 1)})
+
+    fifo = [jobs([0.0, 100.0, 200.0, 300.0], 100.0)]
+    lyra = [jobs([0.0, 50.0, 50.0, 100.0], 100.0, 1), jobs([0.0, 0.0, 50.0, 50.0], 100.0, 3)]
+    summaries = {"fifo": [{"gpu_util": 0.5, "training_usage": 0.7, "overall_usage_raw": 0.5}],
+                 "lyra-loan": [{"training_usage": 0.8, "overall_usage_raw": 0.6}, {"training_usage": 0.9}]}
+    table = compare("lyra-table5", {"fifo": fifo, "lyra-loan": lyra, "lyra-loan-scf": fifo}, summaries)
+    assert table.loc["fifo", "queue_mean_s ours"] == pytest.approx(150.0)
+    assert table.loc["fifo", "queue_p50_s ours"] == pytest.approx(150.0)
+    assert table.loc["lyra-loan", "queue_mean_s ours"] == pytest.approx(37.5)  # seed mean of 50 and 25
+    assert table.loc["lyra-loan", "jct_mean_s ours"] == pytest.approx(137.5)
+    assert table.loc["lyra-loan", "preemption_ratio ours"] == pytest.approx((1 / 4 + 3 / 4) / 2)
+    assert table.loc["fifo", "usage_training ours"] == 0.7  # training_usage before gpu_util
+    assert table.loc["lyra-loan", "usage_training ours"] == pytest.approx(0.85)
+    assert math.isnan(table.loc["lyra-loan", "usage_overall ours"])  # a seed without it: NaN, not 0.6
+    assert table.loc["lyra-loan", "queue_mean_s vs fifo ours"] == pytest.approx(4.0)
+    assert table.loc["lyra-loan-scf", "queue_mean_s vs ref ours"] == pytest.approx(4.0)  # SCF / Lyra
+    assert table.loc["lyra-loan-scf", "jct_mean_s vs ref ours"] == pytest.approx(250 / 137.5)
+    assert math.isnan(table.loc["lyra-basic", "queue_mean_s ours"])  # not replayed: paper only
+    paper = paper_tables()["lyra-table5"]["rows"]
+    assert table.loc["lyra-basic", "queue_mean_s vs fifo paper"] == pytest.approx(1.53, abs=0.005)
+    assert table.loc["lyra-basic", "jct_mean_s vs fifo paper"] == pytest.approx(1.48, abs=0.005)
+    assert table.loc["lyra-loan-scf", "queue_mean_s vs ref paper"] == pytest.approx(1.26, abs=0.005)
+    assert table.loc["lyra-loan-random", "jct_mean_s vs ref paper"] == pytest.approx(1.13, abs=0.005)
+    assert table.loc["afs", "jct_mean_s vs ref paper"] == pytest.approx(1.25, abs=0.005)  # spec A12
+    assert "reference" not in paper["lyra-scaling"] and paper["afs"]["reference"] == "lyra-scaling"
+    assert math.isnan(table.loc["pollux", "usage_overall paper"])  # NA in the paper
+
+
+def test_window_usage_integrates_the_steps_inside_the_window():
+    """Busy 8 of 16 GPUs on [0, 10), 16 on [10, 20), 4 after: over [5, 15) that is (8x5 + 16x5) / (16x10).
+    With pools, the on-loan busy GPU-seconds (on-loan usage x lent GPU-seconds) leave the training
+    figure, and overall adds the inference GPU-seconds over all GPUs."""
+    from schedlab.sched.reproduce import window_usage
+
+    steps = pd.DataFrame({"time": [0.0, 10.0, 20.0], "busy_gpus": [8, 16, 4]})
+    training, overall = window_usage(steps, 5.0, 15.0, 16)
+    assert training == pytest.approx(0.75) and math.isnan(overall)
+    pooled = steps.assign(servers_on_loan=[0, 2, 0])  # 2 x 8 GPUs lent on [10, 20), half of them busy
+    training, overall = window_usage(pooled, 5.0, 15.0, 16, 8, inference_gpus=16, inference_busy=40.0,
+                                     onloan_usage=0.5)
+    assert training == pytest.approx((40 + 80 - 0.5 * 16 * 5) / (16 * 10))
+    assert overall == pytest.approx((120 + 40) / (32 * 10))
+    assert window_usage(steps, 25.0, 30.0, 16)[0] == pytest.approx(0.25)
+
+
+def test_lyra_configs_replay_every_table5_row():
+    """The lyra-*.yaml configs load (scenario annotation and inference key validated) and together give
+    every row of lyra-table5 a label; loaning rows have the inference load, scaling rows none."""
+    from schedlab.tasks.config import load_config
+
+    spec = paper_tables()["lyra-table5"]
+    labels: dict[str, object] = {}
+    for name in spec["experiments"]:
+        config = load_config(name)
+        assert config.clusters == ["lyra-sim"], name
+        for entry in config.policy_entries():
+            labels[entry.label] = config
+    assert set(spec["rows"]) <= set(labels)
+    for label in ("lyra-basic", "lyra-loan", "lyra-loan-scf", "lyra-loan-random", "opportunistic", "lyra-ideal"):
+        assert labels[label].inference is not None, label
+    for label in ("afs", "pollux", "gandiva-elastic", "lyra-scaling", "lyra-tuned"):
+        assert labels[label].inference is None, label
+    scenarios = {labels[label].traces[0].annotate["scenario"] for label in spec["rows"]}
+    assert scenarios == {"basic", "advanced", "heterogeneous", "ideal"}

@@ -60,6 +60,8 @@ from schedlab.sched.policies.gavel_lp import build_problem, solve
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from schedlab.sched.engine import Engine
     from schedlab.sched.job import Job
 
@@ -111,6 +113,9 @@ class Gavel(Policy):
         self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.round_times: list[float] = []  # when each round started
+        # a middleware under Gavel (Gimbal §3, §6) may supply the throughputs it measured for a job pair
+        # after calibrating it: ``(a, b) -> (rate_a, rate_b)`` normalised to solo, or None (see _lp_rates)
+        self.measured_rates: Callable[[Job, Job], tuple[float, float] | None] | None = None
 
     # ---- events ------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
@@ -217,11 +222,22 @@ class Gavel(Policy):
                 for q in islice(partners, self.params.max_partners_per_job):
                     key = (p, q) if p < q else (q, p)
                     if key not in chosen:
-                        chosen[key] = self._pair_rates(engine, jobs[key[0]], jobs[key[1]])
+                        chosen[key] = self._lp_rates(engine, jobs[key[0]], jobs[key[1]])
         for key in sorted(chosen):
             combos.append(key)
             rates.append(chosen[key])
         return combos, rates
+
+    def _lp_rates(self, engine: Engine, a: Job, b: Job) -> tuple[float, float] | None:
+        """The LP column of pair (a, b): the rates ``measured_rates`` supplies (Gavel's physical
+        scheduler feeds its LP the throughputs measured while a pair runs, §6), else the estimate of
+        :meth:`_pair_rates`. Measured rates are used as they are, even if the pair lost: Gavel's code
+        keeps every pair with non-zero throughput. Plain Gavel has no ``measured_rates``."""
+        if self.measured_rates is not None:
+            measured = self.measured_rates(a, b)
+            if measured is not None:
+                return measured
+        return self._pair_rates(engine, a, b)
 
     def _pair_rates(self, engine: Engine, a: Job, b: Job) -> tuple[float, float] | None:
         """Normalised throughputs (1/ξ_a, 1/ξ_b) of a useful pair, or None (cached per workload pair).

@@ -14,7 +14,10 @@ Each policy wraps its paper's base (§7.1): ``gimbal-jct`` = Lucid (JCT, eqs. 1-
 The base runs unchanged behind an engine proxy that observes its starts and preemptions (to keep the
 sets current), namespaces its timers, runs its packs under MPS and refuses packs that break §5.1.
 The relaxations (§7.2) the wrapper asks of its base: Lucid packs jobs larger than one server and, with
-LGRR on, pairs with a summed sharing score up to 3 (A12); Gavel solves its makespan LP with MPS rates;
+LGRR on, pairs with a summed sharing score up to 3 (A12); Gavel solves its makespan LP with MPS rates
+and, with ``feed_rates`` (default), with the throughputs of every pair Gimbal has calibrated, measured
+when its calibration ended (1 / pace per job), in place of Gavel's free-competition estimate (OURS: the
+paper's Gavel runs on the testbed, where its throughputs are the calibrated jobs' own);
 ``unequal`` / ``max_jobset`` (and Gandiva's ``order=edf``) are passed to a base whose parameters have
 them. Ablation flags (Fig. 12): ``unequal`` (packs of different GPU counts), ``liss``, ``lgrr``.
 """
@@ -63,6 +66,8 @@ class GimbalParams(BaseModel):
     straggler_eps: float = Field(default=0.05, ge=0, description="iteration-time spread that makes stragglers (A6)")
     max_jobset: int = Field(default=5, ge=2, description="most jobs per packing set (§7.4: M <= 5)")
     research_s: float | None = Field(default=None, gt=0, description="search a set again after this (A9)")
+    feed_rates: bool = Field(default=True, description="give a base that takes them (Gavel's LP) the pair"
+                             " throughputs measured after calibration (§3: Gimbal under the scheduler)")
 
 
 class GimbalJctParams(GimbalParams):
@@ -155,6 +160,8 @@ class Gimbal(Policy):
         self.default_allocation_stall_s = self.base.default_allocation_stall_s
         self.sets = JobSets(p.max_jobset)
         self.coordinator = Coordinator(p, self.sets)
+        if p.feed_rates and hasattr(self.base, "measured_rates"):  # Gavel: its LP sees calibrated pairs
+            self.base.measured_rates = self.coordinator.measured_rates
         self._proxy: _EngineProxy | None = None
         self._base_due = True  # an event the base policy sees happened since its last pass
 
@@ -198,6 +205,7 @@ class Gimbal(Policy):
     def on_finish(self, engine: Engine, job: Job) -> None:
         self._base_due = True
         self._left(engine, job)
+        self.coordinator.forget(job)
         self.base.on_finish(self._view(engine), job)
 
     def on_epoch(self, engine: Engine, job: Job) -> None:

@@ -76,6 +76,7 @@ class Coordinator:
         self.blocked = 0  # configuration changes refused by the memory check
         self.final_shares: list[float] = []
         self.swelled: list[tuple[str, ...]] = []  # subset2 (the swelled, high-priority jobs) of every search
+        self.measured: dict[int, dict[int, tuple[float, float]]] = {}  # job i -> partner k -> (rate_i, rate_k)
 
     # ---- triggers ------------------------------------------------------------------------------
     def request(self, engine: Engine, jobset: JobSet | None) -> None:
@@ -136,6 +137,7 @@ class Coordinator:
         if not self.p.lgrr:  # the "+LISS" ablation: LISS alone balances the stragglers of the set
             if self.p.liss:
                 self._liss_pass(engine, jobset)
+                self._measure(jobset)
             return
         jmax = jobset.jmax  # line 1
         subset1, subset2 = [jmax], [j for j in jobset.members if j is not jmax]  # line 2
@@ -242,6 +244,7 @@ class Coordinator:
                 self._apply(engine, job, shares, batches)
         if self.p.liss:
             self._liss_pass(engine, search.jobset)
+        self._measure(search.jobset)
         self.search_seconds.append(engine.now - search.started)
         self.lgrr_iterations.append(search.lgrr_iterations)
         self.final_shares.extend(p for j in search.jobset.members for p in j.shares.values())
@@ -265,6 +268,23 @@ class Coordinator:
                     self.liss_steps += 1
 
     # ---- helpers -------------------------------------------------------------------------------
+    def _measure(self, jobset: JobSet) -> None:
+        """The monitor's throughputs of a calibrated pair (solo = 1), for a base that asks (Gavel's LP)."""
+        if len(jobset.members) == 2:
+            a, b = jobset.members
+            rates = (1.0 / a.pace, 1.0 / b.pace)
+            self.measured.setdefault(a.index, {})[b.index] = rates
+            self.measured.setdefault(b.index, {})[a.index] = rates[::-1]
+
+    def measured_rates(self, a: Job, b: Job) -> tuple[float, float] | None:
+        """The rates of pair (a, b), in that order, after its last calibration, or None if never calibrated."""
+        return self.measured.get(a.index, {}).get(b.index)
+
+    def forget(self, job: Job) -> None:
+        """``job`` finished: drop its measured pairs."""
+        for other in self.measured.pop(job.index, ()):
+            self.measured[other].pop(job.index, None)
+
     def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None) -> bool:
         """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed."""
         switch = any(job.shares.get(g) != p for g, p in shares.items())
