@@ -51,6 +51,9 @@ class LyraParams(BaseModel):
     elastic_gpus_per_worker: int = Field(default=1, ge=1, le=8, description="GPUs per elastic worker")
     inelastic_worker_gpus: int = Field(default=8, ge=1, description="an inelastic job's workers: min(d, this) GPUs")
     tuned_jobs: bool = Field(default=False, description="goodput jobs re-tune their batch at every allocation change")
+    preempted_pools: Literal["training", "any"] = Field(
+        default="training", description="where a job preempted at a reclaim may restart: training servers only"
+        " (without a checkpoint it would restart at every reclaim; the paper is silent) or any it may use")
 
 
 class Lyra(Policy):
@@ -70,6 +73,10 @@ class Lyra(Policy):
         self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
         self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
+        # heterogeneous jobs (§6): pending ones by base demand, scheduled after all others; elastic
+        # ones whose base runs on training servers and whose flexible workers go to on-loan servers
+        self.hetero_pending: dict[int, SortedList] = {}
+        self.split_base: set[Job] = set()
         self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
         self._gain_steps: dict[tuple, list[float]] = {}  # (elastic_min, scaling_loss, items) -> MCKP gain factors
         self._engine: Engine | None = None
@@ -82,6 +89,8 @@ class Lyra(Policy):
         self.trimmed_workers = 0
         self.scale_ins = 0
         self.scale_outs = 0
+        self.mixed_starts = 0  # heterogeneous jobs started on training and on-loan GPUs at once
+        self._hetero_seen = False
 
     # ---- bookkeeping -----------------------------------------------------------------------
     def is_elastic(self, job: Job) -> bool:
@@ -96,6 +105,11 @@ class Lyra(Policy):
 
     def _enqueue(self, job: Job) -> None:
         key = job.remaining  # base-seconds: the run time at the base (elastic) or at d GPUs
+        if self._is_hetero(job):
+            self._hetero_seen = True
+            self.hetero_pending.setdefault(self.base(job), SortedList()).add((key, job.index, job))
+            self._rescale_due = True
+            return
         pools = self._pools_for(job)
         self._pool_choices.add(pools)
         self.pending.setdefault((pools, self.base(job)), SortedList()).add((key, job.index, job))
@@ -106,6 +120,7 @@ class Lyra(Policy):
             del self.elastic_running[job]
             self.base_servers.pop(job, None)
             del self.base_raw[job]
+            self.split_base.discard(job)
         self.pool_of_job.pop(job, None)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
@@ -121,7 +136,8 @@ class Lyra(Policy):
         return {"scale_in_ops": self.scale_ins, "scale_out_ops": self.scale_outs,
                 "mckp_solves": len(self.solve_times), "mckp_max_solve_s": max(times),
                 "mckp_mean_solve_s": sum(times) / len(times), "mckp_max_items": self.mckp_items_max,
-                "mckp_trimmed_workers": self.trimmed_workers}
+                "mckp_trimmed_workers": self.trimmed_workers,
+                **({"mixed_starts": self.mixed_starts} if self._hetero_seen else {})}
 
     # ---- pools (specs/lyra.md §1.5, §2.5): training servers, and on-loan servers in T4 GPUs -----
     def _r(self, engine: Engine) -> float:
@@ -139,10 +155,22 @@ class Lyra(Policy):
 
     def _pools_for(self, job: Job) -> tuple[int, ...]:
         """Elastic jobs prefer on-loan servers (more room to scale in at reclaim), inelastic fungible
-        ones training servers; non-fungible jobs run on training servers only (§5.3)."""
-        if not job.fungible or job.preemptions:  # a job once preempted at a reclaim waits for training
-            return (TRAINING,)  # servers: without a checkpoint it would restart at every reclaim
+        ones training servers; non-fungible jobs run on training servers only (§5.3). A job once
+        preempted at a reclaim waits for training servers (``preempted_pools``; the paper is silent):
+        without a checkpoint it would restart from zero at every reclaim."""
+        if not job.fungible or (job.preemptions and self.params.preempted_pools == "training"):
+            return (TRAINING,)
         return (LOAN, TRAINING) if self.is_elastic(job) else (TRAINING, LOAN)
+
+    def _is_hetero(self, job: Job) -> bool:
+        """Whether ``job`` is scheduled as a heterogeneous job (§6): it may run on training and on-loan
+        GPUs at once, when this policy borrows from an inference pool (and, with ``preempted_pools:
+        training``, until a reclaim preempts it)."""
+        if not job.heterogeneous or not self.params.loaning:
+            return False
+        if job.preemptions and self.params.preempted_pools == "training":
+            return False
+        return self._engine is not None and getattr(self._engine.cluster, "on_loan", None) is not None
 
     def _flex(self, engine: Engine, job: Job) -> int:
         """GPUs the job holds beyond its base (in its pool's GPUs): what scaling in may take."""
@@ -234,39 +262,137 @@ class Lyra(Policy):
                     failed.add(memo)
         for cls, entry in skipped:
             self.pending.setdefault(cls, SortedList()).add(entry)
+        if self.hetero_pending:
+            started = self._phase1_hetero(engine) or started
         return started
 
     def _start(self, engine: Engine, job: Job, flex: list[int] | None = None) -> bool:
+        flex = flex if flex is not None else self._flex_by_pool()
+        return any(self._start_in(engine, job, pool, flex) for pool in self._pools_for(job))
+
+    def _start_in(self, engine: Engine, job: Job, pool: int, flex: list[int]) -> bool:
+        """Start ``job``'s base on servers of ``pool`` (BFD), scaling flexible workers there in if needed."""
         demand = self.base(job)
         cluster = engine.cluster
         per = cluster.gpus_per_server
         elastic = self.is_elastic(job)
-        flex = flex if flex is not None else self._flex_by_pool()
-        for pool in self._pools_for(job):
-            need = self._raw(engine, pool, demand)
-            free_here = self._free_in(cluster, pool)
-            if need > free_here + flex[pool]:
-                continue
-            if need > free_here:
-                self._scale_in_for(engine, pool, need - free_here)
-            servers = self._servers(engine, pool)
-            free_by_server = cluster.free_by_server
-            free = {s: len(free_by_server[s]) for s in servers}
-            size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
-            workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
-            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
-                              available=self._free_in(cluster, pool))
-            if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
-                continue
-            self.pool_of_job[job] = pool
-            if elastic:
-                self.elastic_running[job] = None
-                self.base_raw[job] = self._raw(engine, pool, job.elastic_min)
-                self.base_servers[job] = set(where)
-            if self.params.tuned_jobs and job.goodput is not None:
-                self._tune(engine, job)
+        need = self._raw(engine, pool, demand)
+        free_here = self._free_in(cluster, pool)
+        if need > free_here + flex[pool]:
+            return False
+        if need > free_here:
+            self._scale_in_for(engine, pool, need - free_here)
+        servers = self._servers(engine, pool)
+        free_by_server = cluster.free_by_server
+        free = {s: len(free_by_server[s]) for s in servers}
+        workers = bfd.workers_of(need, min(self._raw(engine, pool, self._worker_size(job)), per))
+        where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
+                          available=self._free_in(cluster, pool))
+        if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
+            return False
+        self.pool_of_job[job] = pool
+        if elastic:
+            self.elastic_running[job] = None
+            self.base_raw[job] = self._raw(engine, pool, job.elastic_min)
+            self.base_servers[job] = set(where)
+        if self.params.tuned_jobs and job.goodput is not None:
+            self._tune(engine, job)
+        return True
+
+    def _worker_size(self, job: Job) -> int:
+        return self.params.elastic_gpus_per_worker if self.is_elastic(job) else self.params.inelastic_worker_gpus
+
+    # ---- heterogeneous jobs (§6; specs/lyra.md §2.6) -------------------------------------------
+    def _phase1_hetero(self, engine: Engine) -> bool:
+        """Heterogeneous jobs, SJF among themselves, "with the lowest priority on the remaining servers
+        after all other jobs are scheduled" (§6). A start of base ``b`` that fails with nothing changed
+        fails for every larger base too (placement may split workers): those are skipped."""
+        cluster = engine.cluster
+        r = self._r(engine)
+        queues = self.hetero_pending
+        started = False
+        limit = math.inf
+        while queues:
+            flex = self._flex_by_pool()
+            room = (self._free_in(cluster, TRAINING) + flex[TRAINING]
+                    + (self._free_in(cluster, LOAN) + flex[LOAN]) / r + 1e-9)
+            best = None
+            for base, queue in queues.items():
+                if base <= room and base < limit and (best is None or queue[0] < best[1]):
+                    best = (base, queue[0])
+            if best is None:
+                break
+            base, (_, _, job) = best
+            scale_ins = self.scale_ins
+            if self._start_hetero(engine, job, flex):
+                queue = queues[base]
+                del queue[0]
+                if not queue:
+                    del queues[base]
+                started = True
+            elif self.scale_ins == scale_ins:
+                limit = base
+        return started
+
+    def _start_hetero(self, engine: Engine, job: Job, flex: list[int]) -> bool:
+        """One GPU type if the free GPUs allow (training first: an elastic job's base goes to training
+        servers, §6), else both at once; only then by scaling flexible workers in, likewise."""
+        cluster = engine.cluster
+        for pool in (TRAINING, LOAN):
+            if self._raw(engine, pool, self.base(job)) <= self._free_in(cluster, pool):
+                if self._start_in(engine, job, pool, [0, 0]):
+                    self._split(engine, job)
+                    return True
+        if self._start_mixed(engine, job, [0, 0]):
             return True
-        return False
+        for pool in (TRAINING, LOAN):
+            if self._start_in(engine, job, pool, flex):
+                self._split(engine, job)
+                return True
+        return self._start_mixed(engine, job, flex)
+
+    def _split(self, engine: Engine, job: Job) -> None:
+        """An elastic heterogeneous job with its base on training servers takes its flexible workers
+        on on-loan servers (§6: "flexible demands on inference servers"): its flexible pool is LOAN."""
+        if job in self.elastic_running and self.pool_of_job[job] == TRAINING:
+            self.pool_of_job[job] = LOAN
+            self.split_base.add(job)
+
+    def _start_mixed(self, engine: Engine, job: Job, flex: list[int]) -> bool:
+        """Start ``job``'s base on both types: every training GPU it can get (up to its demand), the
+        rest as ``ceil(r x rest)`` T4 GPUs on on-loan servers. It runs at ``heterogeneous_perf`` x its
+        normalised GPUs / demand (sched/pools.py). Elastic jobs started so stay at their base."""
+        cluster = engine.cluster
+        per = cluster.gpus_per_server
+        demand = self.base(job)
+        free_t, free_l = self._free_in(cluster, TRAINING), self._free_in(cluster, LOAN)
+        v100 = min(demand, free_t + flex[TRAINING])
+        t4 = self._raw(engine, LOAN, demand - v100)
+        if v100 <= 0 or t4 <= 0 or t4 > free_l + flex[LOAN]:
+            return False
+        if v100 > free_t:
+            self._scale_in_for(engine, TRAINING, v100 - free_t)
+        if t4 > free_l:
+            self._scale_in_for(engine, LOAN, t4 - free_l)
+        size = self._worker_size(job)
+        free_by_server = cluster.free_by_server
+        where: dict[int, int] = {}
+        for pool, need in ((TRAINING, v100), (LOAN, t4)):
+            servers = self._servers(engine, pool)
+            free = {s: len(free_by_server[s]) for s in servers}
+            workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
+            part = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
+                             available=self._free_in(cluster, pool))
+            if part is None:
+                return False
+            where.update(part)
+        if not engine.start(job, sorted(where.items()), num_gpus=v100 + t4):
+            return False
+        self.pool_of_job[job] = TRAINING
+        self.mixed_starts += 1
+        if self.params.tuned_jobs and job.goodput is not None:
+            self._tune(engine, job)
+        return True
 
     def _base_hosts(self) -> set[int]:
         return set().union(*self.base_servers.values()) if self.base_servers else set()
@@ -375,7 +501,8 @@ class Lyra(Policy):
         self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
         if capacity >= sum(sizes) * g:
             choice = sizes  # room for every flexible worker
-        elif any(job.goodput is not None for job in jobs):
+        elif any(job.goodput is not None for job in jobs) or (self.split_base and self._perf(engine) < 1
+                                                              and not self.split_base.isdisjoint(jobs)):
             groups = [self._items(engine, job, k) for job, k in zip(jobs, sizes)]
             t0 = time.perf_counter()
             choice = list(solve(groups, capacity).choice)
@@ -384,7 +511,7 @@ class Lyra(Policy):
             t0 = time.perf_counter()
             choice = self._concave_choice(engine, jobs, sizes, capacity // g)
             self.solve_times.append(time.perf_counter() - t0)
-        targets = [(job, self._raw(engine, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
+        targets = [(job, self._target(engine, job, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
         grow = []
         for job, raw in targets:  # scale in first: it frees GPUs for the others
             if raw < job.num_gpus:
@@ -401,7 +528,7 @@ class Lyra(Policy):
         for job, k in zip(jobs, choice):
             target = job.elastic_min + k * g
             while True:
-                extra = self._raw(engine, pool, target) - job.num_gpus
+                extra = self._target(engine, job, pool, target) - job.num_gpus
                 if extra <= 0:
                     break
                 where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job, servers, apart), per,
@@ -411,6 +538,16 @@ class Lyra(Policy):
                     break
                 target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
                 self.trimmed_workers += 1
+
+    def _target(self, engine: Engine, job: Job, pool: int, gpus: int) -> int:
+        """GPUs held at ``gpus`` training GPUs' worth: in ``pool``'s GPUs, or for a split job its base
+        (training GPUs) plus its flexible workers in ``pool``'s GPUs."""
+        if job in self.split_base:
+            return self.base_raw[job] + self._raw(engine, pool, gpus - job.elastic_min)
+        return self._raw(engine, pool, gpus)
+
+    def _perf(self, engine: Engine) -> float:
+        return getattr(engine.cluster, "heterogeneous_perf", 1.0)
 
     def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
         """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
@@ -443,7 +580,8 @@ class Lyra(Policy):
         rem = engine.remaining(job)
         lo = job.elastic_min
         if job.goodput is None:  # T(w) = rem / speed(w); speed(lo) = 1
-            return weights, rem - rem * lo / (lo + (1.0 - job.scaling_loss) * weights)
+            perf = self._perf(engine) if job in self.split_base else 1.0  # flexible workers make it mixed
+            return weights, rem - rem * lo / (perf * (lo + (1.0 - job.scaling_loss) * weights))
         t_base = self._time(job, rem, lo)
         return weights, np.array([t_base - self._time(job, rem, lo + w) for w in weights.tolist()])
 
@@ -498,6 +636,9 @@ class Opportunistic(Lyra):
         params = params if params is not None else OpportunisticParams()
         super().__init__(LyraParams(elastic=False, loaning=True, reclaim=params.reclaim))
         self.params_opportunistic = params
+
+    def _is_hetero(self, job: Job) -> bool:
+        return False  # Table 5 row 6 is the Basic scenario: no job runs on both types
 
     def _pools_for(self, job: Job) -> tuple[int, ...]:
         """Fungible jobs wait for inference servers, unless they need more than inference can ever
