@@ -81,7 +81,7 @@ def test_heterogeneous_perf_is_validated():
 def test_a_job_on_both_types_runs_at_perf_times_normalised_rate(perf):
     # a holds 12 of 16 V100s; h (8 GPUs) gets the 4 free V100s + 12 T4s (16 T4 lent: 24 would fit
     # on loan alone, 16 does not): normalised 8 of 8 -> rate perf
-    result, engine, policy = run([("a", 0, 12, 5000), ("h", 10, 8, 700)], hetero=[False, True],
+    result, _, policy = run([("a", 0, 12, 5000), ("h", 10, 8, 700)], hetero=[False, True],
                                  heterogeneous_perf=perf)
     h = result.jobs[1]
     assert h.start_time == 10 and h.end_time == pytest.approx(10 + 700 / perf)
@@ -90,11 +90,11 @@ def test_a_job_on_both_types_runs_at_perf_times_normalised_rate(perf):
 
 def test_a_job_on_one_type_runs_at_full_speed():
     # training has room for h: V100 only, rate 1
-    result, engine, _ = run([("a", 0, 8, 5000), ("h", 10, 8, 700)], hetero=[False, True])
+    result, _, _ = run([("a", 0, 8, 5000), ("h", 10, 8, 700)], hetero=[False, True])
     h = result.jobs[1]
     assert h.end_time == pytest.approx(710) and not h.ran_on_loan
     # training full: h (4 GPUs) on 12 T4s alone, rate 1 (r = 3, σ = 1/3)
-    result, engine, policy = run([("a", 0, 16, 5000), ("h", 10, 4, 700)], hetero=[False, True])
+    result, _, policy = run([("a", 0, 16, 5000), ("h", 10, 4, 700)], hetero=[False, True])
     h = result.jobs[1]
     assert h.end_time == pytest.approx(710) and h.ran_on_loan and policy.metrics()["mixed_starts"] == 0
 
@@ -105,7 +105,7 @@ def test_heterogeneous_jobs_are_scheduled_after_all_others():
     rows = [("a", 0, 16, 1000), ("b", 10, 16, 5000), ("h", 20, 16, 100)]
     full = steps((0, 1.0))
     result, _, _ = run(rows, hetero=[False, False, True], load=full)
-    a, b, h = result.jobs
+    _, b, h = result.jobs
     assert b.start_time == pytest.approx(1000) and h.start_time == pytest.approx(6000)
     result, _, _ = run(rows, hetero=[False, False, False], load=full)  # same jobs, none heterogeneous
     assert result.jobs[2].start_time == pytest.approx(1000) and result.jobs[1].start_time == pytest.approx(1100)
@@ -114,7 +114,7 @@ def test_heterogeneous_jobs_are_scheduled_after_all_others():
 def test_elastic_heterogeneous_job_base_on_training_flexible_on_loan():
     # e (base 4, max 8) alone: base on V100s, its 4 flexible GPUs' worth as 12 T4s -> mixed, normalised
     # 8 of base 4 -> 0.7 x 2 = 1.4 (better than 1.0 at base, so the knapsack takes them)
-    result, engine, policy = run([("e", 0, 4, 1400)], hetero=[True], fungible=[True], elastic=[(4, 8)])
+    result, _, policy = run([("e", 0, 4, 1400)], hetero=[True], fungible=[True], elastic=[(4, 8)])
     e = result.jobs[0]
     assert e.end_time == pytest.approx(1000)
     assert policy.scale_outs == 1 and e.ran_on_loan
@@ -125,7 +125,7 @@ def test_reclaim_preempts_a_mixed_job_and_shrinks_flexible_workers():
     # from zero on training servers only (after a); e (elastic, base 4 V100, flexible 12 T4) only
     # loses its flexible workers
     load = steps((0, 0.0), (600, 1.0))
-    result, engine, _ = run([("a", 0, 12, 3000), ("h", 10, 8, 1000)], hetero=[False, True], load=load)
+    result, _, _ = run([("a", 0, 12, 3000), ("h", 10, 8, 1000)], hetero=[False, True], load=load)
     h = result.jobs[1]
     record = result.pools.reclaims[0]
     assert h.preemptions == 1 and record.preempted == 1 and record.shrunk == 0

@@ -339,10 +339,10 @@ class Lyra(Policy):
         servers, §6), else both at once; only then by scaling flexible workers in, likewise."""
         cluster = engine.cluster
         for pool in (TRAINING, LOAN):
-            if self._raw(engine, pool, self.base(job)) <= self._free_in(cluster, pool):
-                if self._start_in(engine, job, pool, [0, 0]):
-                    self._split(engine, job)
-                    return True
+            fits = self._raw(engine, pool, self.base(job)) <= self._free_in(cluster, pool)
+            if fits and self._start_in(engine, job, pool, [0, 0]):
+                self._split(engine, job)
+                return True
         if self._start_mixed(engine, job, [0, 0]):
             return True
         for pool in (TRAINING, LOAN):
