@@ -18,6 +18,19 @@ Elastic jobs scale linearly in their range (``sched/scaling.py``), or with the j
 re-tunes at every allocation change. ``elastic: false`` runs elastic jobs at their base (Table 5's
 loaning-only rows); ``loaning`` and ``reclaim`` choose capacity loaning when the cluster has an
 inference pool (specs/lyra.md §1).
+
+Heterogeneous jobs (the table's ``heterogeneous`` column; §2.1, §6, §7.1; specs/lyra.md §2.6), when
+loaning: phase 1 considers them "with the lowest priority on the remaining servers after all other
+jobs are scheduled" (SJF among themselves, after every other pending job). A job takes one GPU type
+when the free GPUs allow (training servers first, else ``ceil(r d)`` T4s on loan: full speed), else
+both at once: every free V100 up to its demand plus ``ceil(r x rest)`` T4s, at ``heterogeneous_perf``
+(0.7; Ideal 1.0) x normalised GPUs / demand (``sched/pools.py``); only then does it scale flexible
+workers in, likewise. An elastic one with its base on training servers takes its flexible workers
+on on-loan servers (§6), in the on-loan knapsack with values at the mixed speed (a few T4 workers
+can be worth less than none); one started on both types stays at its base. A reclaim treats their
+workers as any others' (inelastic: preempted; flexible: scaled in). ``preempted_pools: training``
+(the default; the paper is silent) sends a job preempted at a reclaim to training servers only, as a
+homogeneous job: without a checkpoint it would otherwise restart from zero at every reclaim.
 """
 
 from __future__ import annotations
@@ -61,7 +74,9 @@ class Lyra(Policy):
     summary = "SJF over inelastic and base demands, then flexible workers by a multiple-choice knapsack (DP); BFD"
     paper = "Lyra (EuroSys'23) §5.2-5.3 (specs/lyra.md §2)"
     simplified = ("running times known exactly (oracle); scaling costs no time (the paper's simulator); phase 2 at"
-                  " most every 60 s; a worker no server holds is spread (the baselines' placement does too)")
+                  " most every 60 s; a worker no server holds is spread (the baselines' placement does too); a job"
+                  " preempted at a reclaim restarts on training servers only; a heterogeneous job started on"
+                  " both types gets no flexible workers")
     Params = LyraParams
     default_preemption_overhead_s = 63.0  # Lyra §7.5
 
