@@ -299,7 +299,7 @@ class Lyra(HeterogeneousJobs, Policy):
             self._scale_in_for(engine, pool, need - free_here)
         servers = self._servers(engine, pool)
         free_by_server = cluster.free_by_server
-        free = {s: len(free_by_server[s]) for s in servers}
+        free = dict(zip(servers, map(len, [free_by_server[s] for s in servers])))
         workers = bfd.workers_of(need, min(self._raw(engine, pool, self._worker_size(job)), per))
         where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
                           available=self._free_in(cluster, pool))
@@ -444,7 +444,7 @@ class Lyra(HeterogeneousJobs, Policy):
         if not grow:
             return
         per = engine.cluster.gpus_per_server
-        free = [len(stack) for stack in engine.cluster.free_by_server]
+        free = list(map(len, engine.cluster.free_by_server))
         servers = self._servers(engine, pool)
         hosts = self._base_hosts() if pool == LOAN else ()
         apart = [s for s in servers if s not in hosts]
