@@ -120,10 +120,18 @@ def test_elastic_heterogeneous_job_base_on_training_flexible_on_loan():
     assert policy.scale_outs == 1 and e.ran_on_loan
 
 
+def test_flexible_workers_fall_back_to_training_servers_when_nothing_is_lent():
+    # u = 1: nothing on loan, so e's flexible workers go to training servers: 8 V100s, rate 2
+    result, _, policy = run([("e", 0, 4, 1400)], hetero=[True], fungible=[True], elastic=[(4, 8)],
+                            load=steps((0, 1.0)))
+    e = result.jobs[0]
+    assert e.end_time == pytest.approx(700) and not e.ran_on_loan and policy.scale_outs == 1
+
+
 def test_reclaim_preempts_a_mixed_job_and_shrinks_flexible_workers():
     # at 600 inference takes every server back. h (inelastic, 4 V100 + 12 T4) is preempted and restarts
     # from zero on training servers only (after a); e (elastic, base 4 V100, flexible 12 T4) only
-    # loses its flexible workers
+    # loses its flexible workers, then grows on training servers
     load = steps((0, 0.0), (600, 1.0))
     result, _, _ = run([("a", 0, 12, 3000), ("h", 10, 8, 1000)], hetero=[False, True], load=load)
     h = result.jobs[1]
@@ -134,7 +142,8 @@ def test_reclaim_preempts_a_mixed_job_and_shrinks_flexible_workers():
     e = result.jobs[0]
     record = result.pools.reclaims[0]
     assert e.preemptions == 0 and record.shrunk == 1 and record.flex_servers == 2
-    assert e.end_time == pytest.approx(600 + (4000 - 600 * 1.4))  # rate 1.4 while mixed, 1 after
+    # rate 1.4 while mixed; after, nothing is lent: flexible workers on training servers, rate 2
+    assert e.end_time == pytest.approx(600 + (4000 - 600 * 1.4) / 2)
     first = engine.cluster.first_inference_gpu
     assert not any(engine.cluster.holders[g] for g in range(first, len(engine.cluster.holders)))
 

@@ -89,7 +89,7 @@ class Lyra(HeterogeneousJobs, Policy):
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
         self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
         # heterogeneous jobs (§6): pending ones by base demand, scheduled after all others; elastic
-        # ones whose base runs on training servers and whose flexible workers go to on-loan servers
+        # ones whose base runs on training servers (flexible workers on on-loan servers when possible)
         self.hetero_pending: dict[int, SortedList] = {}
         self.split_base: set[Job] = set()
         self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
@@ -409,6 +409,8 @@ class Lyra(HeterogeneousJobs, Policy):
 
     # ---- phase 2 ----------------------------------------------------------------------------
     def phase2(self, engine: Engine) -> None:
+        if self.split_base:
+            self._flex_pools(engine)
         for pool in (TRAINING, LOAN):
             jobs = [j for j in self.elastic_running if self.pool_of_job[j] == pool]
             if jobs:
@@ -424,7 +426,7 @@ class Lyra(HeterogeneousJobs, Policy):
         self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
         if capacity >= sum(sizes) * g:
             choice = sizes  # room for every flexible worker
-        elif any(job.goodput is not None for job in jobs) or (self.split_base and self._perf(engine) < 1
+        elif any(job.goodput is not None for job in jobs) or (pool == LOAN and self.split_base and self._perf(engine) < 1
                                                               and not self.split_base.isdisjoint(jobs)):
             groups = [self._items(engine, job, k) for job, k in zip(jobs, sizes)]
             t0 = time.perf_counter()
@@ -503,7 +505,8 @@ class Lyra(HeterogeneousJobs, Policy):
         rem = engine.remaining(job)
         lo = job.elastic_min
         if job.goodput is None:  # T(w) = rem / speed(w); speed(lo) = 1
-            perf = self._perf(engine) if job in self.split_base else 1.0  # flexible workers make it mixed
+            mixed = job in self.split_base and self.pool_of_job[job] == LOAN  # flexible workers make it mixed
+            perf = self._perf(engine) if mixed else 1.0
             return weights, rem - rem * lo / (perf * (lo + (1.0 - job.scaling_loss) * weights))
         t_base = self._time(job, rem, lo)
         return weights, np.array([t_base - self._time(job, rem, lo + w) for w in weights.tolist()])

@@ -73,10 +73,22 @@ class HeterogeneousJobs:
 
     def _split(self, engine: Engine, job: Job) -> None:
         """An elastic heterogeneous job with its base on training servers takes its flexible workers
-        on on-loan servers (§6: "flexible demands on inference servers"): its flexible pool is LOAN."""
+        on on-loan servers (§6: "flexible demands on inference servers whenever possible"): its
+        flexible pool is LOAN, re-chosen by :meth:`_flex_pools` whenever it has no flexible workers."""
         if job in self.elastic_running and self.pool_of_job[job] == TRAINING:
             self.pool_of_job[job] = LOAN
             self.split_base.add(job)
+
+    def _flex_pools(self, engine: Engine) -> None:
+        """Where the next flexible workers of a split job without any go (§6: "on inference servers
+        whenever possible"): on-loan servers when they have a free worker's worth, else training
+        servers when those have free GPUs (else on loan, where the knapsack may scale others in)."""
+        cluster = engine.cluster
+        loan_room = self._free_in(cluster, LOAN) >= self._raw(engine, LOAN, self.params.elastic_gpus_per_worker)
+        pool = LOAN if loan_room or not self._free_in(cluster, TRAINING) else TRAINING
+        for job in self.split_base:
+            if job.num_gpus == self.base_raw[job]:
+                self.pool_of_job[job] = pool
 
     def _start_mixed(self, engine: Engine, job: Job, flex: list[int]) -> bool:
         """Start ``job``'s base on both types: every training GPU it can get (up to its demand), the
