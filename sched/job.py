@@ -68,6 +68,7 @@ class Job:
 
     # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
     fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)
+    heterogeneous: bool = False  # may run on training and inference GPUs at once (Lyra §2.1, §6)
     checkpoint: bool | None = None  # None: unknown (a preemption keeps progress); False: restarts from zero
     # Lyra's elastic jobs (specs/lyra.md §2.1): a GPU range within which the job scales; its work is
     # in seconds at ``elastic_min`` GPUs and it runs ``sched/scaling.py``'s speed-up on more
@@ -146,9 +147,10 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
 
 
 def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
-    """The canonical optional columns Lyra's jobs use (``fungible, checkpoint, elastic_min/max``,
-    and ``scaling_loss``); a row with no range (NaN, or ``elastic_max`` 0) is an inelastic job."""
-    for column in ("fungible", "checkpoint"):
+    """The canonical optional columns Lyra's jobs use (``fungible, heterogeneous, checkpoint,
+    elastic_min/max``, and ``scaling_loss``); a row with no range (NaN, or ``elastic_max`` 0) is an
+    inelastic job."""
+    for column in ("fungible", "heterogeneous", "checkpoint"):
         if column in ordered.columns:
             for job, value in zip(jobs, ordered[column]):
                 if pd.notna(value):

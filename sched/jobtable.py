@@ -5,8 +5,9 @@ Columns
 required: ``job_id`` (str), ``submit_time`` (float, seconds from trace start), ``num_gpus`` (int >= 1),
 and either ``duration`` (float, solo seconds) or all of ``model, batch_size, iterations``.
 optional: ``deadline`` (absolute seconds), ``elastic_min, elastic_max`` (GPUs), ``fungible`` (bool),
-``checkpoint`` (bool), ``user``, ``vc`` (str), ``global_batch`` (int: a goodput job's global batch,
-specs/pollux.md; its ``model`` names the application).
+``heterogeneous`` (bool: may run on training and inference GPUs at once, Lyra §6), ``checkpoint``
+(bool), ``user``, ``vc`` (str), ``global_batch`` (int: a goodput job's global batch, specs/pollux.md;
+its ``model`` names the application).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "elastic_min",
     "elastic_max",
     "fungible",
+    "heterogeneous",
     "checkpoint",
     "user",
     "vc",

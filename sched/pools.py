@@ -39,7 +39,9 @@ Speed on other GPU types (§5.2, specs §1.5 [R]): ``Engine.job_speed`` is set t
 :meth:`PooledCluster.speed` unless given: on training GPUs 1; all on T4 ``min(1, σ·n_T4/d)`` for an
 inelastic job of demand ``d`` (defaults ``r = 3``, ``σ = 1/3``: ``ceil(3d)`` T4 GPUs run at 1, so
 "loaning itself does not affect job running time", §7.3), ``r·σ`` (capped at 1) for an elastic one;
-mixed ``heterogeneous_perf`` (0.7, §7.1). ``PooledCluster.scaling`` (a ``job -> factor`` callable,
+on both types at once (a heterogeneous job, §6) ``heterogeneous_perf`` (0.7, §7.1; 1.0 in Ideal) x its
+normalised GPUs (V100s + T4s / r) over its demand, capped at 1 (for an elastic job the scaling below
+takes the normalised GPUs; specs/lyra.md §6 A17). ``PooledCluster.scaling`` (a ``job -> factor`` callable,
 e.g. linear elastic scaling) multiplies in when set; without pools, ``Engine(job_speed=...)`` takes
 such a callable directly. The factor is applied at ``start`` and ``resize`` (``job.speed_factor``).
 """
@@ -83,7 +85,8 @@ class LoanOptions(BaseModel):
     reclaim: str = Field(default="lyra", description=f"reclaim strategy: {', '.join(STRATEGIES)}")
     gpu_equivalence: float = Field(default=3.0, gt=0, description="r: T4 GPUs standing for one V100 (§7.5)")
     inference_speed: float = Field(default=1 / 3, gt=0, description="σ: per-GPU speed of a T4 relative to a V100")
-    heterogeneous_perf: float = Field(default=0.7, gt=0, le=1, description="speed of a job on both types (§7.1)")
+    heterogeneous_perf: float = Field(default=0.7, gt=0, le=1, description="speed of a job on both types at once,"
+                                      " per normalised GPU of its demand (§7.1: at most 70 %; 1.0 = Ideal)")
     lose_progress: bool = Field(default=True, description="preempted jobs without a checkpoint column restart from zero")
 
     @field_validator("reclaim")
@@ -192,8 +195,10 @@ class PooledCluster(ClusterState):
         t4 = self._t4(job.gpus)
         if t4 == 0:
             factor = 1.0
-        elif t4 < len(job.gpus):
+        elif t4 < len(job.gpus):  # both types at once (a heterogeneous job): perf x normalised / demand
             factor = self.heterogeneous_perf
+            if self.scaling is None or not job.elastic_max:  # elastic: the scaling below counts them
+                factor *= min(1.0, (len(job.gpus) - t4 + t4 / self.r) / job.requested_gpus)
         elif job.elastic_min:
             factor = min(1.0, self.r * self.sigma)
         else:

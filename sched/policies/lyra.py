@@ -18,6 +18,19 @@ Elastic jobs scale linearly in their range (``sched/scaling.py``), or with the j
 re-tunes at every allocation change. ``elastic: false`` runs elastic jobs at their base (Table 5's
 loaning-only rows); ``loaning`` and ``reclaim`` choose capacity loaning when the cluster has an
 inference pool (specs/lyra.md §1).
+
+Heterogeneous jobs (the table's ``heterogeneous`` column; §2.1, §6, §7.1; specs/lyra.md §2.6), when
+loaning: phase 1 considers them "with the lowest priority on the remaining servers after all other
+jobs are scheduled" (SJF among themselves, after every other pending job). A job takes one GPU type
+when the free GPUs allow (training servers first, else ``ceil(r d)`` T4s on loan: full speed), else
+both at once: every free V100 up to its demand plus ``ceil(r x rest)`` T4s, at ``heterogeneous_perf``
+(0.7; Ideal 1.0) x normalised GPUs / demand (``sched/pools.py``); only then does it scale flexible
+workers in, likewise. An elastic one with its base on training servers takes its flexible workers
+on on-loan servers (§6), in the on-loan knapsack with values at the mixed speed (a few T4 workers
+can be worth less than none); one started on both types stays at its base. A reclaim treats their
+workers as any others' (inelastic: preempted; flexible: scaled in). ``preempted_pools: training``
+(the default; the paper is silent) sends a job preempted at a reclaim to training servers only, as a
+homogeneous job: without a checkpoint it would otherwise restart from zero at every reclaim.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched import bfd
 from schedlab.sched.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies.base import Policy
+from schedlab.sched.policies.lyra_hetero import LOAN, TRAINING, HeterogeneousJobs
 from schedlab.sched.reclaim import get_strategy as get_reclaim
 from schedlab.sched.scaling import run_time
 from sortedcontainers import SortedList
@@ -39,7 +53,6 @@ if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
     from schedlab.sched.job import Job
 
-TRAINING, LOAN = 0, 1
 
 
 class LyraParams(BaseModel):
@@ -51,14 +64,19 @@ class LyraParams(BaseModel):
     elastic_gpus_per_worker: int = Field(default=1, ge=1, le=8, description="GPUs per elastic worker")
     inelastic_worker_gpus: int = Field(default=8, ge=1, description="an inelastic job's workers: min(d, this) GPUs")
     tuned_jobs: bool = Field(default=False, description="goodput jobs re-tune their batch at every allocation change")
+    preempted_pools: Literal["training", "any"] = Field(
+        default="training", description="where a job preempted at a reclaim may restart: training servers only"
+        " (without a checkpoint it would restart at every reclaim; the paper is silent) or any it may use")
 
 
-class Lyra(Policy):
+class Lyra(HeterogeneousJobs, Policy):
     name = "lyra"
     summary = "SJF over inelastic and base demands, then flexible workers by a multiple-choice knapsack (DP); BFD"
     paper = "Lyra (EuroSys'23) §5.2-5.3 (specs/lyra.md §2)"
     simplified = ("running times known exactly (oracle); scaling costs no time (the paper's simulator); phase 2 at"
-                  " most every 60 s; a worker no server holds is spread (the baselines' placement does too)")
+                  " most every 60 s; a worker no server holds is spread (the baselines' placement does too); a job"
+                  " preempted at a reclaim restarts on training servers only; a heterogeneous job started on"
+                  " both types gets no flexible workers")
     Params = LyraParams
     default_preemption_overhead_s = 63.0  # Lyra §7.5
 
@@ -70,6 +88,10 @@ class Lyra(Policy):
         self.pool_of_job: dict[Job, int] = {}  # running jobs started by this policy -> pool
         self.base_servers: dict[Job, set[int]] = {}  # elastic job -> servers of its base workers
         self.base_raw: dict[Job, int] = {}  # running elastic job -> its base in its pool's GPUs
+        # heterogeneous jobs (§6): pending ones by base demand, scheduled after all others; elastic
+        # ones whose base runs on training servers (flexible workers on on-loan servers when possible)
+        self.hetero_pending: dict[int, SortedList] = {}
+        self.split_base: set[Job] = set()
         self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
         self._gain_steps: dict[tuple, list[float]] = {}  # (elastic_min, scaling_loss, items) -> MCKP gain factors
         self._engine: Engine | None = None
@@ -82,6 +104,8 @@ class Lyra(Policy):
         self.trimmed_workers = 0
         self.scale_ins = 0
         self.scale_outs = 0
+        self.mixed_starts = 0  # heterogeneous jobs started on training and on-loan GPUs at once
+        self._hetero_seen = False
 
     # ---- bookkeeping -----------------------------------------------------------------------
     def is_elastic(self, job: Job) -> bool:
@@ -96,6 +120,11 @@ class Lyra(Policy):
 
     def _enqueue(self, job: Job) -> None:
         key = job.remaining  # base-seconds: the run time at the base (elastic) or at d GPUs
+        if self._is_hetero(job):
+            self._hetero_seen = True
+            self.hetero_pending.setdefault(self.base(job), SortedList()).add((key, job.index, job))
+            self._rescale_due = True
+            return
         pools = self._pools_for(job)
         self._pool_choices.add(pools)
         self.pending.setdefault((pools, self.base(job)), SortedList()).add((key, job.index, job))
@@ -106,6 +135,7 @@ class Lyra(Policy):
             del self.elastic_running[job]
             self.base_servers.pop(job, None)
             del self.base_raw[job]
+            self.split_base.discard(job)
         self.pool_of_job.pop(job, None)
 
     def on_finish(self, engine: Engine, job: Job) -> None:
@@ -121,7 +151,8 @@ class Lyra(Policy):
         return {"scale_in_ops": self.scale_ins, "scale_out_ops": self.scale_outs,
                 "mckp_solves": len(self.solve_times), "mckp_max_solve_s": max(times),
                 "mckp_mean_solve_s": sum(times) / len(times), "mckp_max_items": self.mckp_items_max,
-                "mckp_trimmed_workers": self.trimmed_workers}
+                "mckp_trimmed_workers": self.trimmed_workers,
+                **({"mixed_starts": self.mixed_starts} if self._hetero_seen else {})}
 
     # ---- pools (specs/lyra.md §1.5, §2.5): training servers, and on-loan servers in T4 GPUs -----
     def _r(self, engine: Engine) -> float:
@@ -139,10 +170,22 @@ class Lyra(Policy):
 
     def _pools_for(self, job: Job) -> tuple[int, ...]:
         """Elastic jobs prefer on-loan servers (more room to scale in at reclaim), inelastic fungible
-        ones training servers; non-fungible jobs run on training servers only (§5.3)."""
-        if not job.fungible or job.preemptions:  # a job once preempted at a reclaim waits for training
-            return (TRAINING,)  # servers: without a checkpoint it would restart at every reclaim
+        ones training servers; non-fungible jobs run on training servers only (§5.3). A job once
+        preempted at a reclaim waits for training servers (``preempted_pools``; the paper is silent):
+        without a checkpoint it would restart from zero at every reclaim."""
+        if not job.fungible or (job.preemptions and self.params.preempted_pools == "training"):
+            return (TRAINING,)
         return (LOAN, TRAINING) if self.is_elastic(job) else (TRAINING, LOAN)
+
+    def _is_hetero(self, job: Job) -> bool:
+        """Whether ``job`` is scheduled as a heterogeneous job (§6): it may run on training and on-loan
+        GPUs at once, when this policy borrows from an inference pool (and, with ``preempted_pools:
+        training``, until a reclaim preempts it)."""
+        if not job.heterogeneous or not self.params.loaning:
+            return False
+        if job.preemptions and self.params.preempted_pools == "training":
+            return False
+        return self._engine is not None and getattr(self._engine.cluster, "on_loan", None) is not None
 
     def _flex(self, engine: Engine, job: Job) -> int:
         """GPUs the job holds beyond its base (in its pool's GPUs): what scaling in may take."""
@@ -234,39 +277,45 @@ class Lyra(Policy):
                     failed.add(memo)
         for cls, entry in skipped:
             self.pending.setdefault(cls, SortedList()).add(entry)
+        if self.hetero_pending:
+            started = self._phase1_hetero(engine) or started
         return started
 
     def _start(self, engine: Engine, job: Job, flex: list[int] | None = None) -> bool:
+        flex = flex if flex is not None else self._flex_by_pool()
+        return any(self._start_in(engine, job, pool, flex) for pool in self._pools_for(job))
+
+    def _start_in(self, engine: Engine, job: Job, pool: int, flex: list[int]) -> bool:
+        """Start ``job``'s base on servers of ``pool`` (BFD), scaling flexible workers there in if needed."""
         demand = self.base(job)
         cluster = engine.cluster
         per = cluster.gpus_per_server
         elastic = self.is_elastic(job)
-        flex = flex if flex is not None else self._flex_by_pool()
-        for pool in self._pools_for(job):
-            need = self._raw(engine, pool, demand)
-            free_here = self._free_in(cluster, pool)
-            if need > free_here + flex[pool]:
-                continue
-            if need > free_here:
-                self._scale_in_for(engine, pool, need - free_here)
-            servers = self._servers(engine, pool)
-            free_by_server = cluster.free_by_server
-            free = dict(zip(servers, map(len, [free_by_server[s] for s in servers])))
-            size = self.params.elastic_gpus_per_worker if elastic else self.params.inelastic_worker_gpus
-            workers = bfd.workers_of(need, min(self._raw(engine, pool, size), per))
-            where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
-                              available=self._free_in(cluster, pool))
-            if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
-                continue
-            self.pool_of_job[job] = pool
-            if elastic:
-                self.elastic_running[job] = None
-                self.base_raw[job] = self._raw(engine, pool, job.elastic_min)
-                self.base_servers[job] = set(where)
-            if self.params.tuned_jobs and job.goodput is not None:
-                self._tune(engine, job)
-            return True
-        return False
+        need = self._raw(engine, pool, demand)
+        free_here = self._free_in(cluster, pool)
+        if need > free_here + flex[pool]:
+            return False
+        if need > free_here:
+            self._scale_in_for(engine, pool, need - free_here)
+        servers = self._servers(engine, pool)
+        free_by_server = cluster.free_by_server
+        free = dict(zip(servers, map(len, [free_by_server[s] for s in servers])))
+        workers = bfd.workers_of(need, min(self._raw(engine, pool, self._worker_size(job)), per))
+        where = bfd.place(free, workers, self._base_tiers(engine, pool, servers), per,
+                          available=self._free_in(cluster, pool))
+        if where is None or not engine.start(job, sorted(where.items()), num_gpus=need):
+            return False
+        self.pool_of_job[job] = pool
+        if elastic:
+            self.elastic_running[job] = None
+            self.base_raw[job] = self._raw(engine, pool, job.elastic_min)
+            self.base_servers[job] = set(where)
+        if self.params.tuned_jobs and job.goodput is not None:
+            self._tune(engine, job)
+        return True
+
+    def _worker_size(self, job: Job) -> int:
+        return self.params.elastic_gpus_per_worker if self.is_elastic(job) else self.params.inelastic_worker_gpus
 
     def _base_hosts(self) -> set[int]:
         return set().union(*self.base_servers.values()) if self.base_servers else set()
@@ -360,6 +409,8 @@ class Lyra(Policy):
 
     # ---- phase 2 ----------------------------------------------------------------------------
     def phase2(self, engine: Engine) -> None:
+        if self.split_base:
+            self._flex_pools(engine)
         for pool in (TRAINING, LOAN):
             jobs = [j for j in self.elastic_running if self.pool_of_job[j] == pool]
             if jobs:
@@ -375,7 +426,8 @@ class Lyra(Policy):
         self.mckp_items_max = max(self.mckp_items_max, sum(sizes))
         if capacity >= sum(sizes) * g:
             choice = sizes  # room for every flexible worker
-        elif any(job.goodput is not None for job in jobs):
+        elif any(job.goodput is not None for job in jobs) or (pool == LOAN and self.split_base and self._perf(engine) < 1
+                                                              and not self.split_base.isdisjoint(jobs)):
             groups = [self._items(engine, job, k) for job, k in zip(jobs, sizes)]
             t0 = time.perf_counter()
             choice = list(solve(groups, capacity).choice)
@@ -384,7 +436,7 @@ class Lyra(Policy):
             t0 = time.perf_counter()
             choice = self._concave_choice(engine, jobs, sizes, capacity // g)
             self.solve_times.append(time.perf_counter() - t0)
-        targets = [(job, self._raw(engine, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
+        targets = [(job, self._target(engine, job, pool, job.elastic_min + k * g)) for job, k in zip(jobs, choice)]
         grow = []
         for job, raw in targets:  # scale in first: it frees GPUs for the others
             if raw < job.num_gpus:
@@ -401,7 +453,7 @@ class Lyra(Policy):
         for job, k in zip(jobs, choice):
             target = job.elastic_min + k * g
             while True:
-                extra = self._raw(engine, pool, target) - job.num_gpus
+                extra = self._target(engine, job, pool, target) - job.num_gpus
                 if extra <= 0:
                     break
                 where = bfd.place(free, [1] * extra, self._flex_tiers(engine, job, servers, apart), per,
@@ -411,6 +463,16 @@ class Lyra(Policy):
                     break
                 target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
                 self.trimmed_workers += 1
+
+    def _target(self, engine: Engine, job: Job, pool: int, gpus: int) -> int:
+        """GPUs held at ``gpus`` training GPUs' worth: in ``pool``'s GPUs, or for a split job its base
+        (training GPUs) plus its flexible workers in ``pool``'s GPUs."""
+        if job in self.split_base:
+            return self.base_raw[job] + self._raw(engine, pool, gpus - job.elastic_min)
+        return self._raw(engine, pool, gpus)
+
+    def _perf(self, engine: Engine) -> float:
+        return getattr(engine.cluster, "heterogeneous_perf", 1.0)
 
     def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
         """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
@@ -443,7 +505,9 @@ class Lyra(Policy):
         rem = engine.remaining(job)
         lo = job.elastic_min
         if job.goodput is None:  # T(w) = rem / speed(w); speed(lo) = 1
-            return weights, rem - rem * lo / (lo + (1.0 - job.scaling_loss) * weights)
+            mixed = job in self.split_base and self.pool_of_job[job] == LOAN  # flexible workers make it mixed
+            perf = self._perf(engine) if mixed else 1.0
+            return weights, rem - rem * lo / (perf * (lo + (1.0 - job.scaling_loss) * weights))
         t_base = self._time(job, rem, lo)
         return weights, np.array([t_base - self._time(job, rem, lo + w) for w in weights.tolist()])
 
@@ -498,6 +562,9 @@ class Opportunistic(Lyra):
         params = params if params is not None else OpportunisticParams()
         super().__init__(LyraParams(elastic=False, loaning=True, reclaim=params.reclaim))
         self.params_opportunistic = params
+
+    def _is_hetero(self, job: Job) -> bool:
+        return False  # Table 5 row 6 is the Basic scenario: no job runs on both types
 
     def _pools_for(self, job: Job) -> tuple[int, ...]:
         """Fungible jobs wait for inference servers, unless they need more than inference can ever
