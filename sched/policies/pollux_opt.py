@@ -41,6 +41,7 @@ class JobSpec:
     current: tuple[int, ...]  # GPUs per node now (length = nodes)
     speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
     restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
+    by_count: bool = False  # the speed-up depends on the GPU count only (not on the placement's shape)
 
 
 @dataclass
@@ -145,7 +146,9 @@ def solve(problem: Problem) -> Alloc:
         row = [(1.0 / EPS, ())]
         for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
             best = (np.inf, ())
-            for shape in candidate_shapes(r, G, problem.max_nodes_per_job):
+            shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
+            # every shape prices the same when only the count matters, and the first one wins ties
+            for shape in shapes[:1] if job.by_count else shapes:
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
@@ -197,19 +200,39 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
 
 def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
     """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs): the counts
-    and the minimum."""
+    and the minimum.
+
+    ``dp[c]`` (the best cost with at most ``c`` GPUs) never increases with ``c``, so a count ``r``
+    whose cost is no lower than that of a smaller count never wins (nor ties first): only the counts
+    where a row's cost reaches a new low are tried, smallest first, a later one replacing an earlier
+    one only when strictly lower: the same sums, minimum and tie-break as trying every count."""
     C = capacity
-    idx = np.arange(C + 1)[:, None] - np.arange(C + 1)[None, :]
-    valid = idx >= 0
-    idx = np.clip(idx, 0, None)
     dp = np.zeros(C + 1)
     choices = []
     for row in costs:
         width = min(len(row), C + 1)
-        c = np.asarray(row[:width])
-        m = np.where(valid[:, :width], dp[idx[:, :width]] + c, np.inf)
-        choice = m.argmin(axis=1)
-        dp = m[np.arange(C + 1), choice]
+        best = np.inf
+        new = choice = None
+        for r in range(width):
+            c = row[r]
+            if not c < best:
+                continue
+            best = c
+            if new is None:
+                new = dp + c  # r = 0 (a row's first count is always a new low)
+                choice = np.zeros(C + 1, dtype=np.intp)
+                if r:  # a row whose first finite cost is not at r = 0: counts below r cannot be used
+                    new[:] = np.inf
+                    new[r:] = dp[: C + 1 - r] + c
+                    choice[r:] = r
+                continue
+            cand = dp[: C + 1 - r] + c
+            better = cand < new[r:]
+            new[r:][better] = cand[better]
+            choice[r:][better] = r
+        if new is None:  # no finite cost: nothing fits
+            new, choice = np.full(C + 1, np.inf), np.zeros(C + 1, dtype=np.intp)
+        dp = new
         choices.append(choice)
     out = []
     c = C
@@ -229,10 +252,10 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
     for j, r in enumerate(counts):
         if r and options[j][r][1] is None:
             alloc[j] = jobs[j].current
-            spread = sum(1 for c in jobs[j].current if c) > 1
-            for n, c in enumerate(jobs[j].current):
+            held = _nonzero(jobs[j].current)
+            for n, c in held:
                 free[n] -= c
-                multi[n] |= spread and c > 0
+                multi[n] |= len(held) > 1
         elif r:
             movers.append(j)
     movers.sort(key=lambda j: (-counts[j], j))
@@ -244,12 +267,18 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
                 placed = _place(free, multi, r, G, problem.max_nodes_per_job)
             if placed is not None:
                 alloc[j] = placed
-                spread = sum(1 for c in placed if c) > 1
-                for n, c in enumerate(placed):
+                held = _nonzero(placed)
+                for n, c in held:
                     free[n] -= c
-                    multi[n] |= spread and c > 0
+                    multi[n] |= len(held) > 1
                 break
     return alloc
+
+
+@lru_cache(maxsize=1 << 16)
+def _nonzero(counts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(node, GPUs) for the nodes ``counts`` uses."""
+    return tuple((n, c) for n, c in enumerate(counts) if c)
 
 
 def _place_shape(free: list[int], multi: list[bool], shape: tuple[int, ...]) -> tuple[int, ...] | None:
