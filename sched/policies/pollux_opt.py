@@ -321,6 +321,8 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     jobs, G, N = problem.jobs, problem.gpus_per_node, problem.nodes
     alloc = list(alloc)
     cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
+    cost_now = np.array(cost)
+    gain_cost = np.full((len(alloc), N), np.nan)  # cost(j, alloc[j] + one GPU on node n), filled when needed
     used = [sum(a[n] for a in alloc) for n in range(N)]
 
     def spread(a: tuple[int, ...]) -> int:
@@ -358,20 +360,29 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 delta = problem.cost(j, new) - cost[j]
                 if delta < best[0] and allowed(j, new):
                     best = (delta, [(j, new)])
-        for n in range(N):
+        for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
             holders = [k for k in range(len(alloc)) if alloc[k][n]]
+            if not holders:
+                continue
+            col = gain_cost[:, n]
+            for j in np.flatnonzero(np.isnan(col)):
+                if holders != [j]:
+                    aj = alloc[j]
+                    col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
             for k in holders:
                 ak = alloc[k]
                 lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                 d_lose = problem.cost(k, lose) - cost[k]
-                for j in range(len(alloc)):
-                    if j == k:
-                        continue
+                delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
+                delta[k] = np.inf
+                cand = np.flatnonzero(delta < best[0])
+                # the scan's answer: the lowest allowed delta, the first j on ties
+                for j in cand[np.lexsort((cand, delta[cand]))].tolist():
                     aj = alloc[j]
                     gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
-                    delta = d_lose + problem.cost(j, gain) - cost[j]
-                    if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
-                        best = (delta, [(k, lose), (j, gain)])
+                    if _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                        best = (float(delta[j]), [(k, lose), (j, gain)])
+                        break
         if best[1] is None:  # wider moves only where single-GPU moves are exhausted
             for j in range(len(alloc)):
                 a = alloc[j]
@@ -402,7 +413,8 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
             for n in range(N):
                 used[n] += new[n] - alloc[j][n]
             alloc[j] = new
-            cost[j] = problem.cost(j, new)
+            cost[j] = cost_now[j] = problem.cost(j, new)
+            gain_cost[j] = np.nan
 
 
 def _takeover_allowed(problem: Problem, alloc: Alloc, moves: list[tuple[int, tuple[int, ...]]]) -> bool:
