@@ -1,12 +1,14 @@
-"""``pollux_opt._dp_counts`` (sparse: only a row's new lows are tried) gives exactly what trying every
-GPU count gives: the same minimum to the last bit and the same counts (ties: fewer GPUs)."""
+"""``pollux_opt``'s speed paths give exactly what the plain definitions give: ``_dp_counts`` (sparse:
+only a row's new lows are tried) the same minimum to the last bit and the same counts (ties: fewer
+GPUs) as trying every count; the local search's numpy pricing the same moves as its plain scan."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from schedlab.sched.policies.pollux_opt import EPS, _dp_counts
+from schedlab.sched.policies import pollux_opt
+from schedlab.sched.policies.pollux_opt import EPS, JobSpec, Problem, _dp_counts
 
 
 def dense_dp(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
@@ -65,3 +67,34 @@ def test_ties_go_to_fewer_gpus():
     # two jobs, 4 GPUs: giving the second job 2 or 3 GPUs costs the same; the fewer wins
     counts, value = _dp_counts([[1000.0, 1.0], [1000.0, 5.0, 2.0, 2.0]], 4)
     assert counts == [1, 2] and value == 3.0
+
+
+def random_problem(seed: int) -> Problem:
+    rng = np.random.default_rng(seed)
+    nodes, per = int(rng.integers(2, 7)), 4
+    free = [per] * nodes
+    specs = []
+    for _ in range(int(rng.integers(2, 14))):
+        current = [0] * nodes
+        for n in rng.permutation(nodes)[: int(rng.integers(0, 3))]:  # where it runs now, if it fits
+            take = min(free[n], int(rng.integers(1, per + 1)))
+            current[n], free[n] = take, free[n] - take
+        table = {}  # a speed-up per placement shape, drawn once; some shapes tie
+
+        def speedup(shape, table=table, gen=np.random.default_rng(int(rng.integers(1 << 30)))):
+            if shape not in table:
+                table[shape] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
+            return table[shape]
+
+        specs.append(JobSpec(int(rng.integers(1, nodes * per + 1)), tuple(current), speedup,
+                             float(rng.uniform(0.2, 1.0))))
+    return Problem(specs, nodes, per, int(rng.integers(1, 4)))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_local_search_numpy_pricing_finds_the_same_moves(seed, monkeypatch):
+    # the local search prices moves with numpy from VECTOR_MIN jobs x nodes; both ways give one answer
+    monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 10**9)
+    scan = pollux_opt.solve(random_problem(seed))
+    monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 0)
+    assert pollux_opt.solve(random_problem(seed)) == scan

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 EPS = 1e-3  # the study's additive term inside the power mean
+VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
 Alloc = list[tuple[int, ...]]
 
 
@@ -322,7 +323,10 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     alloc = list(alloc)
     cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
     cost_now = np.array(cost)
+    vector = len(alloc) * N >= VECTOR_MIN  # price moves with numpy, caching a job's prices while it stays
     gain_cost = np.full((len(alloc), N), np.nan)  # cost(j, alloc[j] + one GPU on node n), filled when needed
+    add_cost = gain_cost  # the same prices: job j one GPU more on node n
+    other_cost: dict[int, dict[int, np.ndarray]] = {}  # j -> n -> [cost of -1 on n, then +1 on m, per m]
     used = [sum(a[n] for a in alloc) for n in range(N)]
 
     def spread(a: tuple[int, ...]) -> int:
@@ -344,25 +348,42 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
     while True:
         best = (-1e-12, None)
-        for j in range(len(alloc)):
+        open_nodes = np.array([u < G for u in used])
+        for j in range(len(alloc)):  # one job: back to its allocation, +1 GPU, -1 GPU, or one GPU moved
             a = alloc[j]
-            cands = []
             if a != jobs[j].current:
-                cands.append(jobs[j].current)
-            for n in range(N):
-                if used[n] < G:
-                    cands.append(a[:n] + (a[n] + 1,) + a[n + 1:])
-                if a[n]:
-                    less = a[:n] + (a[n] - 1,) + a[n + 1:]
-                    cands.append(less)
-                    cands.extend(less[:m] + (less[m] + 1,) + less[m + 1:] for m in range(N) if m != n and used[m] < G)
-            for new in cands:
-                delta = problem.cost(j, new) - cost[j]
-                if delta < best[0] and allowed(j, new):
-                    best = (delta, [(j, new)])
+                delta = problem.cost(j, jobs[j].current) - cost[j]
+                if delta < best[0] and allowed(j, jobs[j].current):
+                    best = (delta, [(j, jobs[j].current)])
+            if not vector:  # small problems: the plain scan (numpy's overhead would dominate)
+                for new in _scan_moves(a, used, G):
+                    delta = problem.cost(j, new) - cost[j]
+                    if delta < best[0] and allowed(j, new):
+                        best = (delta, [(j, new)])
+                continue
+            deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, add_cost[j], other_cost.setdefault(j, {}))
+            cand = np.flatnonzero(deltas < best[0])
+            for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
+                new = moves(i)
+                if allowed(j, new):
+                    best = (float(deltas[i]), [(j, new)])
+                    break
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
             holders = [k for k in range(len(alloc)) if alloc[k][n]]
             if not holders:
+                continue
+            if not vector:
+                for k in holders:
+                    ak = alloc[k]
+                    lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
+                    d_lose = problem.cost(k, lose) - cost[k]
+                    for j in range(len(alloc)):
+                        if j != k:
+                            aj = alloc[j]
+                            gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
+                            delta = d_lose + problem.cost(j, gain) - cost[j]
+                            if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                                best = (delta, [(k, lose), (j, gain)])
                 continue
             col = gain_cost[:, n]
             for j in np.flatnonzero(np.isnan(col)):
@@ -414,7 +435,63 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 used[n] += new[n] - alloc[j][n]
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
-            gain_cost[j] = np.nan
+            gain_cost[j] = add_cost[j] = np.nan
+            other_cost.pop(j, None)
+
+
+def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, ...]]:
+    """A job's one-GPU moves in scan order: per node n, +1 on n (if it has room), -1 on n, -1 on n
+    and +1 on each other node with room."""
+    N, cands = len(a), []
+    for n in range(N):
+        if used[n] < G:
+            cands.append(a[:n] + (a[n] + 1,) + a[n + 1:])
+        if a[n]:
+            less = a[:n] + (a[n] - 1,) + a[n + 1:]
+            cands.append(less)
+            cands.extend(less[:m] + (less[m] + 1,) + less[m + 1:] for m in range(N) if m != n and used[m] < G)
+    return cands
+
+
+def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_nodes: np.ndarray,
+                  add: np.ndarray, other: dict[int, np.ndarray]):
+    """Job ``j``'s one-GPU moves in the local search's scan order — for each node n: +1 on n (if n
+    has room), -1 on n, -1 on n and +1 on each other node m with room — as (deltas, i -> allocation);
+    a move not allowed by room has delta inf. Prices are filled into ``add`` / ``other`` (cached
+    while the job stays) only where needed."""
+    N = len(a)
+    for n in np.flatnonzero(open_nodes & np.isnan(add)).tolist():
+        add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
+    held = [n for n, c in _nonzero(a)]
+    block = N + 2  # per node: +1, -1, then -1/+1 to each m
+    deltas = np.full(N * block, np.inf)
+    deltas[0::block] = np.where(open_nodes, add - cost_j, np.inf)
+    for n in held:
+        row = other.get(n)
+        if row is None:
+            row = other[n] = np.full(N + 1, np.nan)
+        less = a[:n] + (a[n] - 1,) + a[n + 1:]
+        if np.isnan(row[0]):
+            row[0] = problem.cost(j, less)
+        need = open_nodes & np.isnan(row[1:])
+        need[n] = False
+        for m in np.flatnonzero(need).tolist():
+            row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
+        base = n * block
+        deltas[base + 1] = row[0] - cost_j
+        ok = open_nodes.copy()
+        ok[n] = False
+        deltas[base + 2: base + 2 + N] = np.where(ok, row[1:] - cost_j, np.inf)
+
+    def move(i: int) -> tuple[int, ...]:
+        n, k = divmod(i, block)
+        if k == 0:
+            return a[:n] + (a[n] + 1,) + a[n + 1:]
+        less = a[:n] + (a[n] - 1,) + a[n + 1:]
+        m = k - 2
+        return less if k == 1 else less[:m] + (less[m] + 1,) + less[m + 1:]
+
+    return deltas, move
 
 
 def _takeover_allowed(problem: Problem, alloc: Alloc, moves: list[tuple[int, tuple[int, ...]]]) -> bool:
