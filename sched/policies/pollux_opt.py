@@ -53,6 +53,8 @@ class Problem:
     max_nodes_per_job: int = 16
     scale: float = 1.0
     _memo: dict = field(default_factory=dict, repr=False)
+    _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
+    _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
         key = (j, shape, None)
@@ -324,9 +326,15 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
     cost_now = np.array(cost)
     vector = len(alloc) * N >= VECTOR_MIN  # price moves with numpy, caching a job's prices while it stays
-    gain_cost = np.full((len(alloc), N), np.nan)  # cost(j, alloc[j] + one GPU on node n), filled when needed
-    add_cost = gain_cost  # the same prices: job j one GPU more on node n
-    other_cost: dict[int, dict[int, np.ndarray]] = {}  # j -> n -> [cost of -1 on n, then +1 on m, per m]
+    # cost(j, alloc[j] + one GPU on node n), filled when needed; rows kept on the problem per (job,
+    # allocation) across the local searches of one solve (a row's prices depend on nothing else)
+    rows = problem._gain_rows
+    gain_cost = np.full((len(alloc), N), np.nan)
+    if vector:
+        for j, a in enumerate(alloc):
+            row = rows.get((j, a))
+            if row is not None:
+                gain_cost[j] = row
     used = [sum(a[n] for a in alloc) for n in range(N)]
 
     def spread(a: tuple[int, ...]) -> int:
@@ -361,7 +369,9 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     if delta < best[0] and allowed(j, new):
                         best = (delta, [(j, new)])
                 continue
-            deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, add_cost[j], other_cost.setdefault(j, {}))
+            deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
+                                          problem._move_rows.setdefault((j, a), {}))
+            rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
             cand = np.flatnonzero(deltas < best[0])
             for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
                 new = moves(i)
@@ -386,10 +396,11 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                                 best = (delta, [(k, lose), (j, gain)])
                 continue
             col = gain_cost[:, n]
-            for j in np.flatnonzero(np.isnan(col)):
+            for j in np.flatnonzero(np.isnan(col)).tolist():
                 if holders != [j]:
                     aj = alloc[j]
                     col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
+                    rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
             for k in holders:
                 ak = alloc[k]
                 lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
@@ -435,8 +446,8 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 used[n] += new[n] - alloc[j][n]
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
-            gain_cost[j] = add_cost[j] = np.nan
-            other_cost.pop(j, None)
+            row = rows.get((j, new)) if vector else None
+            gain_cost[j] = np.nan if row is None else row
 
 
 def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, ...]]:
