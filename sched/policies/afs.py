@@ -26,6 +26,7 @@ from schedlab.sched.policies.elastic import (
     apply_allocations,
     grow_by_gain,
     packed_shape,
+    server_capacity,
     server_counts,
 )
 from schedlab.sched.scaling import speed
@@ -88,7 +89,7 @@ class Afs(RoundPolicy):
 
     def _place(self, engine: Engine, count: dict[Job, int]) -> dict[Job, dict[int, int]]:
         per = engine.cluster.gpus_per_server
-        free = [per] * engine.cluster.num_servers
+        free = server_capacity(engine)  # lent-out or absent servers offer nothing (pools.py)
         targets: dict[Job, dict[int, int]] = {}
         for job, want in count.items():  # running jobs keep what they keep
             if job.running:

@@ -192,3 +192,15 @@ def grow_by_gain(count: dict[Job, int], left: int, heap: list[tuple[float, int, 
 
 def free_per_server(engine: Engine) -> list[int]:
     return [len(stack) for stack in engine.cluster.free_by_server]
+
+
+def server_capacity(engine: Engine) -> list[int]:
+    """GPUs each server offers the policy now: its free GPUs plus those its running jobs hold. On a
+    pooled cluster (``sched/pools.py``) an inference server that is not lent offers none (its free
+    stack is empty), so a policy never targets it."""
+    per = engine.cluster.gpus_per_server
+    capacity = free_per_server(engine)
+    for job in engine.running:
+        for g in job.gpus:
+            capacity[g // per] += 1
+    return capacity

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, apply_allocations, packed_shape, server_counts
+from schedlab.sched.policies.elastic import (
+    RoundParams,
+    RoundPolicy,
+    apply_allocations,
+    packed_shape,
+    server_capacity,
+    server_counts,
+)
 from schedlab.sched.policies.pollux_opt import JobSpec, Problem, solve
 from schedlab.sched.scaling import speed
 
@@ -61,6 +68,7 @@ class Pollux(RoundPolicy):
         self.recorded: list[Problem] | None = None  # benchmarks: keep every round's problem
         self._ga = None
         self._goodput: dict = {}  # (model, epoch, shape) -> goodput at the best batch
+        self._servers: list[int] = []  # problem node -> server id (set by ``problem``)
 
     def metrics(self) -> dict[str, float]:
         values = self.objective_values or [0.0]
@@ -80,15 +88,20 @@ class Pollux(RoundPolicy):
     # ---- a round -------------------------------------------------------------------------------
     def problem(self, engine: Engine) -> tuple[Problem, list[Job]]:
         cluster = engine.cluster
-        per, nodes, total = cluster.gpus_per_server, cluster.num_servers, cluster.total_gpus
+        per, total = cluster.gpus_per_server, cluster.total_gpus
+        # the problem's nodes: servers that offer GPUs (an inference server not lent offers none)
+        self._servers = [s for s, c in enumerate(server_capacity(engine)) if c]
+        index = {s: i for i, s in enumerate(self._servers)}
+        nodes = len(self._servers)
         jobs = list(self.active.values())
         fair = packed_shape(-(-total // max(1, len(jobs))), per)
         specs = []
         for job in jobs:
             current = [0] * nodes
             for s, n in server_counts(job, per).items():
-                current[s] = n
-            specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job)))
+                current[index[s]] = n
+            specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job),
+                                 by_count=job.goodput is None))
         spread = min([self.params.max_nodes_per_job] + [j.goodput.max_servers(per) for j in jobs if j.goodput])
         problem = Problem(specs, nodes, per, spread, scale=nodes / total)
         return problem, jobs
@@ -101,7 +114,8 @@ class Pollux(RoundPolicy):
             self.recorded.append(problem)
         alloc = self._solve(problem, jobs)
         self.objective_values.append(problem.value(alloc))
-        targets = {job: {s: n for s, n in enumerate(counts) if n} for job, counts in zip(jobs, alloc)}
+        servers = self._servers
+        targets = {job: {servers[i]: n for i, n in enumerate(counts) if n} for job, counts in zip(jobs, alloc)}
         for job in apply_allocations(engine, targets, self._batch_for if any(j.goodput for j in jobs) else None):
             if job.running:
                 self.allocations[job] = self.allocations.get(job, 0) + 1

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 EPS = 1e-3  # the study's additive term inside the power mean
+VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
 Alloc = list[tuple[int, ...]]
 
 
@@ -41,6 +42,7 @@ class JobSpec:
     current: tuple[int, ...]  # GPUs per node now (length = nodes)
     speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
     restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
+    by_count: bool = False  # the speed-up depends on the GPU count only (not on the placement's shape)
 
 
 @dataclass
@@ -51,6 +53,8 @@ class Problem:
     max_nodes_per_job: int = 16
     scale: float = 1.0
     _memo: dict = field(default_factory=dict, repr=False)
+    _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
+    _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
         key = (j, shape, None)
@@ -145,7 +149,9 @@ def solve(problem: Problem) -> Alloc:
         row = [(1.0 / EPS, ())]
         for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
             best = (np.inf, ())
-            for shape in candidate_shapes(r, G, problem.max_nodes_per_job):
+            shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
+            # every shape prices the same when only the count matters, and the first one wins ties
+            for shape in shapes[:1] if job.by_count else shapes:
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
@@ -197,19 +203,39 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
 
 def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
     """min sum_j costs[j][r_j] subject to sum r_j <= capacity (exact; ties: fewer GPUs): the counts
-    and the minimum."""
+    and the minimum.
+
+    ``dp[c]`` (the best cost with at most ``c`` GPUs) never increases with ``c``, so a count ``r``
+    whose cost is no lower than that of a smaller count never wins (nor ties first): only the counts
+    where a row's cost reaches a new low are tried, smallest first, a later one replacing an earlier
+    one only when strictly lower: the same sums, minimum and tie-break as trying every count."""
     C = capacity
-    idx = np.arange(C + 1)[:, None] - np.arange(C + 1)[None, :]
-    valid = idx >= 0
-    idx = np.clip(idx, 0, None)
     dp = np.zeros(C + 1)
     choices = []
     for row in costs:
         width = min(len(row), C + 1)
-        c = np.asarray(row[:width])
-        m = np.where(valid[:, :width], dp[idx[:, :width]] + c, np.inf)
-        choice = m.argmin(axis=1)
-        dp = m[np.arange(C + 1), choice]
+        best = np.inf
+        new = choice = None
+        for r in range(width):
+            c = row[r]
+            if not c < best:
+                continue
+            best = c
+            if new is None:
+                new = dp + c  # r = 0 (a row's first count is always a new low)
+                choice = np.zeros(C + 1, dtype=np.intp)
+                if r:  # a row whose first finite cost is not at r = 0: counts below r cannot be used
+                    new[:] = np.inf
+                    new[r:] = dp[: C + 1 - r] + c
+                    choice[r:] = r
+                continue
+            cand = dp[: C + 1 - r] + c
+            better = cand < new[r:]
+            new[r:][better] = cand[better]
+            choice[r:][better] = r
+        if new is None:  # no finite cost: nothing fits
+            new, choice = np.full(C + 1, np.inf), np.zeros(C + 1, dtype=np.intp)
+        dp = new
         choices.append(choice)
     out = []
     c = C
@@ -229,10 +255,10 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
     for j, r in enumerate(counts):
         if r and options[j][r][1] is None:
             alloc[j] = jobs[j].current
-            spread = sum(1 for c in jobs[j].current if c) > 1
-            for n, c in enumerate(jobs[j].current):
+            held = _nonzero(jobs[j].current)
+            for n, c in held:
                 free[n] -= c
-                multi[n] |= spread and c > 0
+                multi[n] |= len(held) > 1
         elif r:
             movers.append(j)
     movers.sort(key=lambda j: (-counts[j], j))
@@ -244,12 +270,18 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
                 placed = _place(free, multi, r, G, problem.max_nodes_per_job)
             if placed is not None:
                 alloc[j] = placed
-                spread = sum(1 for c in placed if c) > 1
-                for n, c in enumerate(placed):
+                held = _nonzero(placed)
+                for n, c in held:
                     free[n] -= c
-                    multi[n] |= spread and c > 0
+                    multi[n] |= len(held) > 1
                 break
     return alloc
+
+
+@lru_cache(maxsize=1 << 16)
+def _nonzero(counts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(node, GPUs) for the nodes ``counts`` uses."""
+    return tuple((n, c) for n, c in enumerate(counts) if c)
 
 
 def _place_shape(free: list[int], multi: list[bool], shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -292,6 +324,17 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     jobs, G, N = problem.jobs, problem.gpus_per_node, problem.nodes
     alloc = list(alloc)
     cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
+    cost_now = np.array(cost)
+    vector = len(alloc) * N >= VECTOR_MIN  # price moves with numpy, caching a job's prices while it stays
+    # cost(j, alloc[j] + one GPU on node n), filled when needed; rows kept on the problem per (job,
+    # allocation) across the local searches of one solve (a row's prices depend on nothing else)
+    rows = problem._gain_rows
+    gain_cost = np.full((len(alloc), N), np.nan)
+    if vector:
+        for j, a in enumerate(alloc):
+            row = rows.get((j, a))
+            if row is not None:
+                gain_cost[j] = row
     used = [sum(a[n] for a in alloc) for n in range(N)]
 
     def spread(a: tuple[int, ...]) -> int:
@@ -313,36 +356,65 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
     while True:
         best = (-1e-12, None)
-        for j in range(len(alloc)):
+        open_nodes = np.array([u < G for u in used])
+        for j in range(len(alloc)):  # one job: back to its allocation, +1 GPU, -1 GPU, or one GPU moved
             a = alloc[j]
-            cands = []
             if a != jobs[j].current:
-                cands.append(jobs[j].current)
-            for n in range(N):
-                if used[n] < G:
-                    cands.append(a[:n] + (a[n] + 1,) + a[n + 1:])
-                if a[n]:
-                    less = a[:n] + (a[n] - 1,) + a[n + 1:]
-                    cands.append(less)
-                    cands.extend(less[:m] + (less[m] + 1,) + less[m + 1:] for m in range(N) if m != n and used[m] < G)
-            for new in cands:
-                delta = problem.cost(j, new) - cost[j]
-                if delta < best[0] and allowed(j, new):
-                    best = (delta, [(j, new)])
-        for n in range(N):
+                delta = problem.cost(j, jobs[j].current) - cost[j]
+                if delta < best[0] and allowed(j, jobs[j].current):
+                    best = (delta, [(j, jobs[j].current)])
+            if not vector:  # small problems: the plain scan (numpy's overhead would dominate)
+                for new in _scan_moves(a, used, G):
+                    delta = problem.cost(j, new) - cost[j]
+                    if delta < best[0] and allowed(j, new):
+                        best = (delta, [(j, new)])
+                continue
+            deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
+                                          problem._move_rows.setdefault((j, a), {}))
+            rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
+            cand = np.flatnonzero(deltas < best[0])
+            for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
+                new = moves(i)
+                if allowed(j, new):
+                    best = (float(deltas[i]), [(j, new)])
+                    break
+        for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
             holders = [k for k in range(len(alloc)) if alloc[k][n]]
+            if not holders:
+                continue
+            if not vector:
+                for k in holders:
+                    ak = alloc[k]
+                    lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
+                    d_lose = problem.cost(k, lose) - cost[k]
+                    for j in range(len(alloc)):
+                        if j != k:
+                            aj = alloc[j]
+                            gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
+                            delta = d_lose + problem.cost(j, gain) - cost[j]
+                            if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                                best = (delta, [(k, lose), (j, gain)])
+                continue
+            col = gain_cost[:, n]
+            for j in np.flatnonzero(np.isnan(col)).tolist():
+                if holders != [j]:
+                    aj = alloc[j]
+                    col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
+                    rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
             for k in holders:
                 ak = alloc[k]
                 lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                 d_lose = problem.cost(k, lose) - cost[k]
-                for j in range(len(alloc)):
-                    if j == k:
-                        continue
+                delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
+                delta[k] = np.inf
+                cand = np.flatnonzero(delta < best[0])
+                # the scan's answer: the lowest allowed delta, the first j on ties
+                for j in cand[np.lexsort((cand, delta[cand]))].tolist():
                     aj = alloc[j]
                     gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
-                    delta = d_lose + problem.cost(j, gain) - cost[j]
-                    if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
-                        best = (delta, [(k, lose), (j, gain)])
+                    if _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                        best = (float(delta[j]), [(k, lose), (j, gain)])
+                        break
         if best[1] is None:  # wider moves only where single-GPU moves are exhausted
             for j in range(len(alloc)):
                 a = alloc[j]
@@ -373,7 +445,64 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
             for n in range(N):
                 used[n] += new[n] - alloc[j][n]
             alloc[j] = new
-            cost[j] = problem.cost(j, new)
+            cost[j] = cost_now[j] = problem.cost(j, new)
+            row = rows.get((j, new)) if vector else None
+            gain_cost[j] = np.nan if row is None else row
+
+
+def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, ...]]:
+    """A job's one-GPU moves in scan order: per node n, +1 on n (if it has room), -1 on n, -1 on n
+    and +1 on each other node with room."""
+    N, cands = len(a), []
+    for n in range(N):
+        if used[n] < G:
+            cands.append(a[:n] + (a[n] + 1,) + a[n + 1:])
+        if a[n]:
+            less = a[:n] + (a[n] - 1,) + a[n + 1:]
+            cands.append(less)
+            cands.extend(less[:m] + (less[m] + 1,) + less[m + 1:] for m in range(N) if m != n and used[m] < G)
+    return cands
+
+
+def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_nodes: np.ndarray,
+                  add: np.ndarray, other: dict[int, np.ndarray]):
+    """Job ``j``'s one-GPU moves in the local search's scan order — for each node n: +1 on n (if n
+    has room), -1 on n, -1 on n and +1 on each other node m with room — as (deltas, i -> allocation);
+    a move not allowed by room has delta inf. Prices are filled into ``add`` / ``other`` (cached
+    while the job stays) only where needed."""
+    N = len(a)
+    for n in np.flatnonzero(open_nodes & np.isnan(add)).tolist():
+        add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
+    held = [n for n, c in _nonzero(a)]
+    block = N + 2  # per node: +1, -1, then -1/+1 to each m
+    deltas = np.full(N * block, np.inf)
+    deltas[0::block] = np.where(open_nodes, add - cost_j, np.inf)
+    for n in held:
+        row = other.get(n)
+        if row is None:
+            row = other[n] = np.full(N + 1, np.nan)
+        less = a[:n] + (a[n] - 1,) + a[n + 1:]
+        if np.isnan(row[0]):
+            row[0] = problem.cost(j, less)
+        need = open_nodes & np.isnan(row[1:])
+        need[n] = False
+        for m in np.flatnonzero(need).tolist():
+            row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
+        base = n * block
+        deltas[base + 1] = row[0] - cost_j
+        ok = open_nodes.copy()
+        ok[n] = False
+        deltas[base + 2: base + 2 + N] = np.where(ok, row[1:] - cost_j, np.inf)
+
+    def move(i: int) -> tuple[int, ...]:
+        n, k = divmod(i, block)
+        if k == 0:
+            return a[:n] + (a[n] + 1,) + a[n + 1:]
+        less = a[:n] + (a[n] - 1,) + a[n + 1:]
+        m = k - 2
+        return less if k == 1 else less[:m] + (less[m] + 1,) + less[m + 1:]
+
+    return deltas, move
 
 
 def _takeover_allowed(problem: Problem, alloc: Alloc, moves: list[tuple[int, tuple[int, ...]]]) -> bool:

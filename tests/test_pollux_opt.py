@@ -1,0 +1,100 @@
+"""``pollux_opt``'s speed paths give exactly what the plain definitions give: ``_dp_counts`` (sparse:
+only a row's new lows are tried) the same minimum to the last bit and the same counts (ties: fewer
+GPUs) as trying every count; the local search's numpy pricing the same moves as its plain scan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schedlab.sched.policies import pollux_opt
+from schedlab.sched.policies.pollux_opt import EPS, JobSpec, Problem, _dp_counts
+
+
+def dense_dp(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
+    """Every count of every row (the definition)."""
+    C = capacity
+    idx = np.arange(C + 1)[:, None] - np.arange(C + 1)[None, :]
+    valid = idx >= 0
+    idx = np.clip(idx, 0, None)
+    dp, choices = np.zeros(C + 1), []
+    for row in costs:
+        width = min(len(row), C + 1)
+        m = np.where(valid[:, :width], dp[idx[:, :width]] + np.asarray(row[:width]), np.inf)
+        choice = m.argmin(axis=1)
+        dp = m[np.arange(C + 1), choice]
+        choices.append(choice)
+    out, c = [], C
+    for choice in reversed(choices):
+        out.append(int(choice[c]))
+        c -= out[-1]
+    return out[::-1], float(dp[C])
+
+
+def random_row(rng: np.random.Generator, capacity: int) -> list[float]:
+    """A row like pollux's: 1/EPS without GPUs; a fixed job (one useful count), an elastic range
+    (falling costs), a goodput curve (falling, then rising) or ties (a grid of few values)."""
+    width = int(rng.integers(1, capacity + 6))
+    row = [1.0 / EPS] * width
+    kind = rng.integers(4)
+    if kind == 0 and width > 1:
+        row[int(rng.integers(1, width))] = float(1.0 / (rng.uniform(0.1, 2) + EPS))
+    elif kind == 1:
+        lo = int(rng.integers(1, width)) if width > 1 else 0
+        for r in range(max(lo, 1), width):
+            row[r] = 1.0 / (r / max(lo, 1) * 0.9 + EPS)
+    elif kind == 2:
+        peak = rng.uniform(1, width)
+        for r in range(1, width):
+            row[r] = 1.0 / (min(r, 2 * peak - r, 0.0 + peak) / peak + 0.05 + EPS)
+    else:
+        for r in range(1, width):
+            row[r] = float(rng.choice([1.0 / EPS, 2.0, 1.5, 1.5, 3.0]))
+    return row
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sparse_dp_equals_the_dense_definition(seed):
+    rng = np.random.default_rng(seed)
+    capacity = int(rng.integers(1, 40))
+    costs = [random_row(rng, capacity) for _ in range(int(rng.integers(1, 12)))]
+    counts, value = _dp_counts(costs, capacity)
+    assert (counts, value) == dense_dp(costs, capacity)
+    assert sum(counts) <= capacity
+
+
+def test_ties_go_to_fewer_gpus():
+    # two jobs, 4 GPUs: giving the second job 2 or 3 GPUs costs the same; the fewer wins
+    counts, value = _dp_counts([[1000.0, 1.0], [1000.0, 5.0, 2.0, 2.0]], 4)
+    assert counts == [1, 2] and value == 3.0
+
+
+def random_problem(seed: int) -> Problem:
+    rng = np.random.default_rng(seed)
+    nodes, per = int(rng.integers(2, 7)), 4
+    free = [per] * nodes
+    specs = []
+    for _ in range(int(rng.integers(2, 14))):
+        current = [0] * nodes
+        for n in rng.permutation(nodes)[: int(rng.integers(0, 3))]:  # where it runs now, if it fits
+            take = min(free[n], int(rng.integers(1, per + 1)))
+            current[n], free[n] = take, free[n] - take
+        table = {}  # a speed-up per placement shape, drawn once; some shapes tie
+
+        def speedup(shape, table=table, gen=np.random.default_rng(int(rng.integers(1 << 30)))):
+            if shape not in table:
+                table[shape] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
+            return table[shape]
+
+        specs.append(JobSpec(int(rng.integers(1, nodes * per + 1)), tuple(current), speedup,
+                             float(rng.uniform(0.2, 1.0))))
+    return Problem(specs, nodes, per, int(rng.integers(1, 4)))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_local_search_numpy_pricing_finds_the_same_moves(seed, monkeypatch):
+    # the local search prices moves with numpy from VECTOR_MIN jobs x nodes; both ways give one answer
+    monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 10**9)
+    scan = pollux_opt.solve(random_problem(seed))
+    monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 0)
+    assert pollux_opt.solve(random_problem(seed)) == scan
