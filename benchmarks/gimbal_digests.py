@@ -13,14 +13,13 @@ the summary without wall-clock fields); ``--check DIR`` replays again and exits 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 from common import DEFAULT_TRACE, require_trace
 from gimbal_speed import GAVEL_TABLE, POLICIES, ROUND_BASED
-from result_digests import table_digest
+from result_digests import summary_digest, table_digest, write_digests
 
 TIMING_FIELDS = ("lp_solve_mean_s", "lp_solve_p99_s", "load_wall_s", "gimbal_step_mean_us", "gimbal_step_p99_us")
 SETUP_150 = {"start": 4320000, "max_jobs": 150}
@@ -28,9 +27,8 @@ ANNOTATE_150 = {"scheme": "gimbal", "max_duration_s": 3600, "duration_scale": 0.
 
 
 def digests(result) -> dict[str, str]:
-    summary = {k: v for k, v in result.summary.items() if k not in TIMING_FIELDS and not k.endswith("wall_s")}
-    text = json.dumps(summary, sort_keys=True, default=repr)
-    return {"table": table_digest(result.jobs), "summary": hashlib.sha256(text.encode()).hexdigest()}
+    summary = summary_digest(result.summary, lambda k: k in TIMING_FIELDS or k.endswith("wall_s"))
+    return {"table": table_digest(result.jobs), "summary": summary}
 
 
 def run_all(trace: str, policies: list[str], jobs: int, gavel_jobs: int) -> dict[str, dict[str, str]]:
@@ -75,8 +73,7 @@ def main() -> None:
     found = run_all(args.trace, args.policy, args.jobs, args.gavel_jobs)
     path = Path(args.record or args.check) / "digests.json"
     if args.record:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(found, indent=1) + "\n")
+        write_digests(path, found)
         return
     recorded = json.loads(path.read_text())
     differ = [k for k, v in found.items() if recorded.get(k) != v]

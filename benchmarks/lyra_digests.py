@@ -15,7 +15,6 @@ table, floats via ``repr``, of the summary without wall-clock fields, and of the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from common import DEFAULT_TRACE, require_trace
 from lyra_speed import DEFAULT_INFERENCE, load_table, run_case
-from result_digests import table_digest
+from result_digests import summary_digest, table_digest, write_digests
 
 CASES = {  # name -> (lyra_speed case, params, loan option overrides)
     "lyra-loaning": ("lyra-loaning", None, {}),
@@ -42,9 +41,7 @@ def timing(key: str) -> bool:
 
 
 def digests(result) -> dict[str, str]:
-    summary = {k: v for k, v in result.summary.items() if not timing(k)}
-    text = json.dumps(summary, sort_keys=True, default=repr)
-    return {"table": table_digest(result.jobs), "summary": hashlib.sha256(text.encode()).hexdigest(),
+    return {"table": table_digest(result.jobs), "summary": summary_digest(result.summary, timing),
             "utilization": table_digest(result.utilization)}
 
 
@@ -74,9 +71,8 @@ def main() -> None:
     found = run_all(args.trace, args.inference, args.case)
     path = Path(args.record or args.check) / "digests.json"
     if args.record:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(found, indent=1) + "\n")
-        print(f"recorded {len(found)} cases in {time.perf_counter() - started:.0f} s -> {path}")
+        write_digests(path, found)
+        print(f"({time.perf_counter() - started:.0f} s)")
         return
     recorded = json.loads(path.read_text())
     failed = [name for name in found if name in recorded

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from common import DEFAULT_TRACE, require_trace
 from pollux_study import CLUSTER, DEFAULT_DATA
-from result_digests import table_digest
+from result_digests import table_digest, write_digests
 
 LYRA_WINDOW_START_S = 3_456_000.0  # lyra-scaling.yaml's window (the busiest 15 days of Philly)
 
@@ -83,9 +83,7 @@ def main() -> None:
         sys.exit(f"nothing recorded at {path}")
     found = run_all(Path(args.data), args.trace, args.hours)
     if args.record:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(found, indent=1) + "\n")
-        print(f"recorded {len(found)} digests in {path}")
+        write_digests(path, found)
         return
     recorded = json.loads(path.read_text())
     differ = [k for k, v in found.items() if k in recorded and recorded[k]["table"] != v["table"]]

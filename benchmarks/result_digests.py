@@ -17,6 +17,7 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from common import DEFAULT_TRACE, require_trace, run_isolated
@@ -28,6 +29,19 @@ TIMING_FIELDS = ("lp_solve_mean_s", "lp_solve_p99_s")
 def table_digest(jobs) -> str:
     text = jobs.to_csv(index=False, float_format=lambda x: repr(float(x)))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def summary_digest(summary: dict, is_timing: Callable[[str], bool]) -> str:
+    """SHA-256 of a replay summary's result fields; ``is_timing(key)`` names those that measure the run."""
+    text = json.dumps({k: v for k, v in summary.items() if not is_timing(k)}, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_digests(path: Path, found: dict) -> None:
+    """``--record``: ``found`` as JSON at ``path`` (its folder created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(found, indent=1) + "\n")
+    print(f"recorded {len(found)} digests in {path}")
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, out: str) -> dict:
@@ -43,14 +57,12 @@ def one(trace: str, policy: str, max_jobs: int, cluster: str, out: str) -> dict:
     result = replay(table, cluster, policy)
     seconds = time.perf_counter() - started
     result.jobs.to_parquet(Path(out) / f"{policy}.parquet", index=False)
-    summary = {k: v for k, v in result.summary.items() if k not in TIMING_FIELDS}
-    summary_text = json.dumps(summary, sort_keys=True, default=repr)
     return {
         "policy": policy,
         "jobs": len(table),
         "seconds": seconds,
         "table": table_digest(result.jobs),
-        "summary": hashlib.sha256(summary_text.encode()).hexdigest(),
+        "summary": summary_digest(result.summary, TIMING_FIELDS.__contains__),
         "utilization": table_digest(result.utilization),
     }
 
