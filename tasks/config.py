@@ -399,7 +399,9 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
         try:
             load_inference(config.resolve_inference()["load"])
         except (InferenceLoadError, OSError) as err:
-            raise ConfigError(f"{path}: inference.load: {err}") from None
+            where = "" if Path(config.inference.load).is_absolute() or config.inference.load.startswith("constant:") \
+                else f" (a relative path: looked in {config._base_dir} and {Path.cwd()})"
+            raise ConfigError(f"{path}: inference.load: {err}{where}") from None
     for i, trace in enumerate(config.traces):
         if trace.source in (None, "synthetic"):
             if trace.format not in (None, "synthetic"):

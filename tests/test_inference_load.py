@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -116,3 +117,7 @@ def test_experiment_config_inference_key(tmp_path):
         bad.write_text(base + body)
         with pytest.raises(ConfigError, match=where):
             load_config(bad)
+    bad.write_text(base + "clusters: [lyra-testbed]\ninference: {load: missing.csv}\n")
+    with pytest.raises(ConfigError, match="relative path: looked in") as err:
+        load_config(bad)
+    assert str(tmp_path) in str(err.value) and str(Path.cwd()) in str(err.value)
