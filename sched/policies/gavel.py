@@ -48,20 +48,20 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field
-from sortedcontainers import SortedList
 
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gavel_lp import RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from schedlab.sched.engine import Engine
     from schedlab.sched.job import Job
@@ -104,7 +104,7 @@ class Gavel(Policy):
         self.alloc: dict[tuple[int, ...], float] = {}  # combination (job indexes) -> X
         self.received: dict[tuple[int, ...], float] = {}  # seconds run since the last re-solve
         self.deficit: dict[tuple[int, ...], float] = {}  # owed time carried across re-solves
-        self.current: list[tuple[int, ...]] = []  # combinations running this round
+        self.current: dict[tuple[int, ...], None] = {}  # combinations running this round, in start order
         self.round_start = 0.0
         self.last_solve = -math.inf
         self.stale = False
@@ -116,8 +116,8 @@ class Gavel(Policy):
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
         # fill order of the active jobs without a solo allocation: (-(deficit - received), index) of
-        # their solo combination, kept sorted as those change (see _plan); ``fill_of``: index -> entry
-        self.fill = SortedList()
+        # their solo combination, a list kept sorted as those change (see _plan); ``fill_of``: index -> entry
+        self.fill: list[tuple[float, int]] = []
         self.fill_of: dict[int, tuple[float, int]] = {}
         self.round_times: list[float] = []  # when each round started
         # a middleware under Gavel (Gimbal §3, §6) may supply the throughputs it measured for a job pair
@@ -132,7 +132,7 @@ class Gavel(Policy):
 
     def on_arrival(self, engine: Engine, job: Job) -> None:
         self.active[job.index] = job
-        self._refill(job.index)
+        self._refill([job.index])
         self.stale = True
         if not engine.running:
             self.round_due = True  # idle cluster: start a round now (a pending timer becomes stale)
@@ -144,12 +144,14 @@ class Gavel(Policy):
         # the combinations with job i: those of the allocation (indexed at the re-solve) and i alone;
         # ``received`` holds no others (it restarts at each re-solve and counts planned combinations).
         # ``deficit`` keeps its entries until the next re-solve: nothing reads a finished job's.
+        # ``current`` holds no others either (a round plans from the allocation and solo jobs)
         for key in (*self.combos_of.pop(i, ()), (i,)):
             self.alloc.pop(key, None)
             self.received.pop(key, None)
-        self.current = [k for k in self.current if i not in k]
+            self.current.pop(key, None)
         if i in self.fill_of:
-            self.fill.remove(self.fill_of.pop(i))
+            fill = self.fill
+            del fill[bisect_left(fill, self.fill_of.pop(i))]
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
         if payload == (_ROUND, self.timer_seq):
@@ -160,11 +162,11 @@ class Gavel(Policy):
             return
         self.round_due = False
         now = engine.now
+        ran, received, fill_of = now - self.round_start, self.received, self.fill_of
         for key in self.current:
-            self.received[key] = self.received.get(key, 0.0) + (now - self.round_start)
-            if len(key) == 1 and key[0] in self.fill_of:
-                self._refill(key[0])
-        self.current = []
+            received[key] = received.get(key, 0.0) + ran
+        self._refill([key[0] for key in self.current if len(key) == 1 and key[0] in fill_of])
+        self.current = {}
         self.timer_seq += 1  # invalidates a pending timer when a round starts early
         if not self.active:
             return
@@ -183,6 +185,9 @@ class Gavel(Policy):
             for key in self.alloc.keys() | self.received.keys():
                 owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
                 self.deficit[key] = self.deficit.get(key, 0.0) + owed
+        # the jobs whose fill rank may change: a solo deficit moves only for combinations allocated or
+        # run since the last solve (``received`` then restarts at 0), and membership only with ``alloc``
+        moved = {k[0] for k in (*self.alloc, *self.received) if len(k) == 1}
         self.received = {}
         active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended;
         # a combination is one job or a pair, so its first and last jobs are all of them)
@@ -204,10 +209,10 @@ class Gavel(Policy):
                 self.combos_of.setdefault(i, []).append(key)
         self.last_solve = now
         self.stale = False
-        dget, rget, alloc = self.deficit.get, self.received.get, self.alloc  # _fill_entry, inline
-        self.fill_of = {i: (-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), i)
-                        for i in self.active for k in ((i,),) if k not in alloc}
-        self.fill = SortedList(self.fill_of.values())
+        # the fill ranks of the other active jobs stay as they were (same deficit, none received)
+        moved.update(i for (i, *rest) in self.alloc if not rest)
+        alloc = self.alloc
+        self._refill([i for i in moved if (i,) not in alloc and i in active], [i for i in moved if (i,) in alloc])
 
     def _combinations(self, engine: Engine, jobs: list[Job]):
         """Every job alone, then for each job its ``max_partners_per_job`` best pairs: partners with
@@ -288,43 +293,49 @@ class Gavel(Policy):
         return self.pairs[key]
 
     # ---- rounds (Gavel §5) -------------------------------------------------------------------
-    def _fill_entry(self, i: int) -> tuple[float, int]:
-        """Job i's fill rank, ``(-(deficit + X·since - received), i)`` of ``(i,)``, for a job with no
-        solo allocation (X = 0): ``X·since`` is then ``0.0`` whatever ``since``, so the rank changes
-        only when its deficit (at a re-solve) or its time received (after a round it ran) does."""
-        key = (i,)
-        return (-(self.deficit.get(key, 0.0) + 0.0 - self.received.get(key, 0.0)), i)
+    def _refill(self, indexes: list[int], dropped: Iterable[int] = ()) -> None:
+        """Re-rank jobs ``indexes`` in ``fill`` (their time received changed, or they arrived) and take
+        jobs ``dropped`` out of it (they got a solo allocation). Job i's rank is ``(-(deficit + X·since
+        - received), i)`` of ``(i,)``, for a job with no solo allocation (X = 0): ``X·since`` is then
+        ``0.0`` whatever ``since``, so the rank changes only when its deficit (at a re-solve) or its
+        time received (after a round it ran) does. Few changes are made one by one, many by one sort:
+        the same sorted list of unique entries either way."""
+        fill, fill_of = self.fill, self.fill_of
+        dget, rget = self.deficit.get, self.received.get
+        entries = [(-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), k[0]) for k in [(i,) for i in indexes]]
+        old = [fill_of.pop(i) for i in (*indexes, *dropped) if i in fill_of]
+        if 8 * (len(old) + len(entries)) < len(fill):
+            for entry in old:
+                del fill[bisect_left(fill, entry)]
+            for entry in entries:
+                insort(fill, entry)
+        elif old or entries:
+            if old:
+                gone = {i for _, i in old}
+                fill[:] = [e for e in fill if e[1] not in gone]
+            fill.extend(entries)
+            fill.sort()
+        fill_of.update((e[1], e) for e in entries)
 
-    def _refill(self, i: int) -> None:
-        """Re-rank job i in ``fill`` (its time received changed, or it arrived)."""
-        old = self.fill_of.get(i)
-        if old is not None:
-            self.fill.remove(old)
-        self.fill_of[i] = entry = self._fill_entry(i)
-        self.fill.add(entry)
-
-    def _plan(self, engine: Engine) -> list[tuple[int, ...]]:
+    def _plan(self, engine: Engine) -> dict[tuple[int, ...], int]:
+        """The combinations to run this round (Gavel §5), in the order chosen, with the GPUs each holds."""
         now, seed = engine.now, self.params.round_s / 2
-        alloc, received, deficit = self.alloc, self.received, self.deficit
-        since = now - self.last_solve if math.isfinite(self.last_solve) else None
+        alloc, dget, rget = self.alloc, self.deficit.get, self.received.get
         # a combination's live deficit: its carried deficit + X * (time since the re-solve) - time received
-
-        def rank(item):  # Gavel §5: priority X / time received, then deficit, then X (all descending)
-            key, x = item
-            got = received.get(key, 0.0)
-            owed = x * since if since is not None else 0.0
-            return (-x / (seed + got), -(deficit.get(key, 0.0) + owed - got), -x, key)
-
-        ranked = sorted(alloc.items(), key=rank)
+        # (no re-solve yet: no allocation either; ``X · 0.0`` is then the ``0.0`` owed)
+        span = now - self.last_solve if math.isfinite(self.last_solve) else 0.0
+        # Gavel §5: priority X / time received, then deficit, then X (all descending), then the key
+        ranked = sorted([(-x / (seed + got), -(dget(key, 0.0) + x * span - got), -x, key)
+                         for key, x in alloc.items() for got in (rget(key, 0.0),)])
         free = engine.cluster.total_gpus
         active = self.active
         taken: set[int] = set()
-        plan: list[tuple[int, ...]] = []
-        for key, _ in ranked:
+        plan: dict[tuple[int, ...], int] = {}
+        for _, _, _, key in ranked:
             gpus = max(active[i].num_gpus for i in key) if len(key) > 1 else active[key[0]].num_gpus
             if gpus > free or not taken.isdisjoint(key):
                 continue
-            plan.append(key)
+            plan[key] = gpus
             taken.update(key)
             free -= gpus
             if free == 0:
@@ -332,17 +343,16 @@ class Gavel(Policy):
         # leftover jobs alone, largest live deficit first (-(deficit + X·since - received), then index):
         # Gavel's zero-priority fill, as its greedy walks every job. Jobs with a solo allocation are
         # ranked here; the others' ranks do not move with the clock and are kept sorted in ``fill``
-        # (_fill_entry): merging the two walks the same order as sorting every job, and stops as soon
+        # (_refill): merging the two walks the same order as sorting every job, and stops as soon
         # as the GPUs run out (a job too large for what is left is skipped, as before)
-        dget, rget, span = deficit.get, received.get, since if since is not None else 0.0
-        solo = sorted((-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
-                      if len(k) == 1 and k[0] not in taken)
+        solo = sorted([(-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
+                       if len(k) == 1 and k[0] not in taken])
         for _, i in heapq.merge(solo, self.fill):
             if i not in taken:
-                job = active[i]
-                if job.num_gpus <= free:
-                    plan.append((i,))
-                    free -= job.num_gpus
+                gpus = active[i].num_gpus
+                if gpus <= free:
+                    plan[(i,)] = gpus
+                    free -= gpus
                     if not free:
                         break
         return plan
@@ -354,40 +364,47 @@ class Gavel(Policy):
             return [p for p in holders[job.gpus[0]] if p is not job]
         return list(dict.fromkeys(p for g in job.gpus for p in holders[g] if p is not job))
 
-    def _apply(self, engine: Engine, plan: list[tuple[int, ...]]) -> None:
+    def _apply(self, engine: Engine, plan: dict[tuple[int, ...], int]) -> None:
         target = {i: key for key in plan for i in key}
         running = list(engine.running)
         for job in running:  # not chosen for the next round
             if job.index not in target:
                 engine.preempt(job)
-        holders, unequal = engine.cluster.holders, self.params.unequal
-        for job in running:  # chosen, but its current partner is not in its next combination
-            # (equal pairs hold identical GPUs: a job alone on its first GPU has no partner)
-            if job.gpus and (unequal or len(holders[job.gpus[0]]) > 1) and any(
-                p.index not in target[job.index] for p in self._partners(engine, job)
-            ):
-                engine.preempt(job)
+        holders, unequal, active = engine.cluster.holders, self.params.unequal, self.active
+        if engine.cluster.double_gpus:  # else no running job has a partner
+            for job in running:  # chosen, but its current partner is not in its next combination
+                # (equal pairs hold identical GPUs: a job alone on its first GPU has no partner)
+                if job.gpus and (unequal or len(holders[job.gpus[0]]) > 1) and any(
+                    p.index not in target[job.index] for p in self._partners(engine, job)
+                ):
+                    engine.preempt(job)
         for key in plan:  # a pair whose jobs both ran alone: move the second beside the first
             if len(key) == 2:
-                a, b = self.active[key[0]], self.active[key[1]]
+                a, b = active[key[0]], active[key[1]]
                 if a.num_gpus < b.num_gpus:
                     a, b = b, a  # unequal: the smaller job must run inside the larger one's GPUs
                 if a.num_gpus > b.num_gpus and b.running and not a.running:
                     engine.preempt(b)
                 if a.running and b.running and b not in self._partners(engine, a):
                     engine.preempt(b)
-        gang = (lambda k: -max(self.active[i].num_gpus for i in k)) if self.params.unequal else (
-            lambda k: -self.active[k[0]].num_gpus)
-        for key in sorted(plan, key=gang):  # big gangs first (Gavel §5)
-            a, b = self.active[key[0]], (self.active[key[1]] if len(key) == 2 else None)
-            if b is not None and (b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running)):
+        current = self.current
+        # big gangs first (Gavel §5; a combination's GPUs: its larger job's), in plan order among equals
+        for key in sorted(plan, key=plan.__getitem__, reverse=True):
+            if len(key) == 1:
+                a = active[key[0]]
+                if not a.gpus and not engine.start(a):
+                    raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
+                current[key] = None
+                continue
+            a, b = active[key[0]], active[key[1]]
+            if b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running):
                 a, b = b, a  # the larger, else the running job anchors the pair
             if not a.running and not engine.start(a):
                 raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
-            if b is not None and not b.running:
+            if not b.running:
                 if b.num_gpus == a.num_gpus:
                     engine.start(b, share_gpus=a.gpus, mode=self.params.mode)
                 else:  # Gimbal C2: the fewest servers of the larger job's GPUs
                     gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
-            self.current.append(key)
+            current[key] = None
