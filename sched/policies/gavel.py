@@ -46,9 +46,8 @@ preemptive baselines; Gavel's simulator charges none (replay with ``preemption_o
 
 from __future__ import annotations
 
-import heapq
 import math
-from bisect import bisect_left, insort
+from heapq import heappop, heappush
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -115,8 +114,10 @@ class Gavel(Policy):
         self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
-        # fill order of the active jobs without a solo allocation: (-(deficit - received), index) of
-        # their solo combination, a list kept sorted as those change (see _plan); ``fill_of``: index -> entry
+        # fill ranks of the active jobs without a solo allocation: ``fill_of``, index -> its entry
+        # (-(deficit - received), index) of its solo combination (see _refill); ``fill``, a heap of those
+        # entries and of replaced ones, left behind when a rank changes: an entry counts while it *is*
+        # ``fill_of[index]``, and a heap pop or a compaction drops the others (see _plan)
         self.fill: list[tuple[float, int]] = []
         self.fill_of: dict[int, tuple[float, int]] = {}
         self.round_times: list[float] = []  # when each round started
@@ -149,9 +150,7 @@ class Gavel(Policy):
             self.alloc.pop(key, None)
             self.received.pop(key, None)
             self.current.pop(key, None)
-        if i in self.fill_of:
-            fill = self.fill
-            del fill[bisect_left(fill, self.fill_of.pop(i))]
+        self.fill_of.pop(i, None)  # its entry in ``fill`` no longer counts
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
         if payload == (_ROUND, self.timer_seq):
@@ -298,24 +297,18 @@ class Gavel(Policy):
         jobs ``dropped`` out of it (they got a solo allocation). Job i's rank is ``(-(deficit + X·since
         - received), i)`` of ``(i,)``, for a job with no solo allocation (X = 0): ``X·since`` is then
         ``0.0`` whatever ``since``, so the rank changes only when its deficit (at a re-solve) or its
-        time received (after a round it ran) does. Few changes are made one by one, many by one sort:
-        the same sorted list of unique entries either way."""
+        time received (after a round it ran) does. A replaced entry stays in the heap until popped;
+        when they outnumber the live ones, the heap is rebuilt from the live entries (sorted: a heap)."""
         fill, fill_of = self.fill, self.fill_of
         dget, rget = self.deficit.get, self.received.get
-        entries = [(-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), k[0]) for k in [(i,) for i in indexes]]
-        old = [fill_of.pop(i) for i in (*indexes, *dropped) if i in fill_of]
-        if 8 * (len(old) + len(entries)) < len(fill):
-            for entry in old:
-                del fill[bisect_left(fill, entry)]
-            for entry in entries:
-                insort(fill, entry)
-        elif old or entries:
-            if old:
-                gone = {i for _, i in old}
-                fill[:] = [e for e in fill if e[1] not in gone]
-            fill.extend(entries)
-            fill.sort()
-        fill_of.update((e[1], e) for e in entries)
+        for i in dropped:
+            fill_of.pop(i, None)
+        for i in indexes:
+            key = (i,)
+            fill_of[i] = entry = (-(dget(key, 0.0) + 0.0 - rget(key, 0.0)), i)
+            heappush(fill, entry)
+        if len(fill) > 2 * len(fill_of) + 64:
+            fill[:] = sorted(fill_of.values())
 
     def _plan(self, engine: Engine) -> dict[tuple[int, ...], int]:
         """The combinations to run this round (Gavel §5), in the order chosen, with the GPUs each holds."""
@@ -342,12 +335,23 @@ class Gavel(Policy):
                 return plan
         # leftover jobs alone, largest live deficit first (-(deficit + X·since - received), then index):
         # Gavel's zero-priority fill, as its greedy walks every job. Jobs with a solo allocation are
-        # ranked here; the others' ranks do not move with the clock and are kept sorted in ``fill``
+        # ranked here; the others' ranks do not move with the clock and are kept in the heap ``fill``
         # (_refill): merging the two walks the same order as sorting every job, and stops as soon
         # as the GPUs run out (a job too large for what is left is skipped, as before)
         solo = sorted([(-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
                        if len(k) == 1 and k[0] not in taken])
-        for _, i in heapq.merge(solo, self.fill):
+        fill, fill_of, popped, s = self.fill, self.fill_of, [], 0
+        while True:
+            while fill and fill_of.get(fill[0][1]) is not fill[0]:
+                heappop(fill)  # a replaced entry, or one of a job gone from the fill
+            if s < len(solo) and (not fill or solo[s] < fill[0]):
+                i = solo[s][1]
+                s += 1
+            elif fill:
+                popped.append(heappop(fill))
+                i = popped[-1][1]
+            else:
+                break
             if i not in taken:
                 gpus = active[i].num_gpus
                 if gpus <= free:
@@ -355,6 +359,11 @@ class Gavel(Policy):
                     free -= gpus
                     if not free:
                         break
+        if fill:  # the walked entries go back (they are the smallest: all of them, sorted, are a heap)
+            for entry in popped:
+                heappush(fill, entry)
+        else:
+            fill[:] = popped
         return plan
 
     def _partners(self, engine: Engine, job: Job) -> list[Job]:
