@@ -47,7 +47,7 @@ preemptive baselines; Gavel's simulator charges none (replay with ``preemption_o
 from __future__ import annotations
 
 import math
-from heapq import heappop, heappush
+from bisect import insort
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,13 +60,14 @@ from schedlab.sched.policies.gavel_lp import RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from schedlab.sched.engine import Engine
     from schedlab.sched.job import Job
 
 ALLOCATION_FLOOR = 1e-6  # LP values below this are solver dust, not an allocation
 _ROUND = "gavel-round"
+_LAST = (math.inf, math.inf)  # after every fill rank
 
 
 class GavelParams(BaseModel):
@@ -115,9 +116,9 @@ class Gavel(Policy):
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
         # fill ranks of the active jobs without a solo allocation: ``fill_of``, index -> its entry
-        # (-(deficit - received), index) of its solo combination (see _refill); ``fill``, a heap of those
-        # entries and of replaced ones, left behind when a rank changes: an entry counts while it *is*
-        # ``fill_of[index]``, and a heap pop or a compaction drops the others (see _plan)
+        # (-(deficit - received), index) of its solo combination (see _refill); ``fill``, a sorted list of
+        # those entries and of replaced ones, left behind when a rank changes: an entry counts while it
+        # *is* ``fill_of[index]`` (see _fill_order), and a compaction drops the others
         self.fill: list[tuple[float, int]] = []
         self.fill_of: dict[int, tuple[float, int]] = {}
         self.round_times: list[float] = []  # when each round started
@@ -297,8 +298,8 @@ class Gavel(Policy):
         jobs ``dropped`` out of it (they got a solo allocation). Job i's rank is ``(-(deficit + X·since
         - received), i)`` of ``(i,)``, for a job with no solo allocation (X = 0): ``X·since`` is then
         ``0.0`` whatever ``since``, so the rank changes only when its deficit (at a re-solve) or its
-        time received (after a round it ran) does. A replaced entry stays in the heap until popped;
-        when they outnumber the live ones, the heap is rebuilt from the live entries (sorted: a heap)."""
+        time received (after a round it ran) does. A replaced entry stays in the list (skipped) until
+        they are more than a quarter of the live ones; then the list is compacted."""
         fill, fill_of = self.fill, self.fill_of
         dget, rget = self.deficit.get, self.received.get
         for i in dropped:
@@ -306,9 +307,9 @@ class Gavel(Policy):
         for i in indexes:
             key = (i,)
             fill_of[i] = entry = (-(dget(key, 0.0) + 0.0 - rget(key, 0.0)), i)
-            heappush(fill, entry)
-        if len(fill) > 2 * len(fill_of) + 64:
-            fill[:] = sorted(fill_of.values())
+            insort(fill, entry)
+        if len(fill) > len(fill_of) + (len(fill_of) >> 2) + 64:  # replaced entries: more than a quarter
+            fill[:] = [e for e in fill if fill_of.get(e[1]) is e]
 
     def _plan(self, engine: Engine) -> dict[tuple[int, ...], int]:
         """The combinations to run this round (Gavel §5), in the order chosen, with the GPUs each holds."""
@@ -335,23 +336,12 @@ class Gavel(Policy):
                 return plan
         # leftover jobs alone, largest live deficit first (-(deficit + X·since - received), then index):
         # Gavel's zero-priority fill, as its greedy walks every job. Jobs with a solo allocation are
-        # ranked here; the others' ranks do not move with the clock and are kept in the heap ``fill``
+        # ranked here; the others' ranks do not move with the clock and are kept sorted in ``fill``
         # (_refill): merging the two walks the same order as sorting every job, and stops as soon
         # as the GPUs run out (a job too large for what is left is skipped, as before)
         solo = sorted([(-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
                        if len(k) == 1 and k[0] not in taken])
-        fill, fill_of, popped, s = self.fill, self.fill_of, [], 0
-        while True:
-            while fill and fill_of.get(fill[0][1]) is not fill[0]:
-                heappop(fill)  # a replaced entry, or one of a job gone from the fill
-            if s < len(solo) and (not fill or solo[s] < fill[0]):
-                i = solo[s][1]
-                s += 1
-            elif fill:
-                popped.append(heappop(fill))
-                i = popped[-1][1]
-            else:
-                break
+        for i in self._fill_order(solo):
             if i not in taken:
                 gpus = active[i].num_gpus
                 if gpus <= free:
@@ -359,12 +349,21 @@ class Gavel(Policy):
                     free -= gpus
                     if not free:
                         break
-        if fill:  # the walked entries go back (they are the smallest: all of them, sorted, are a heap)
-            for entry in popped:
-                heappush(fill, entry)
-        else:
-            fill[:] = popped
         return plan
+
+    def _fill_order(self, solo: list[tuple[float, int]]) -> Iterator[int]:
+        """Job indexes in fill order: ``solo``'s (sorted ranks of jobs with a solo allocation) merged
+        with the live entries of ``fill``."""
+        fill_of, s = self.fill_of, 0
+        solo.append(_LAST)
+        for entry in self.fill:
+            if fill_of.get(entry[1]) is entry:
+                while solo[s] < entry:
+                    yield solo[s][1]
+                    s += 1
+                yield entry[1]
+        for _, i in solo[s:-1]:
+            yield i
 
     def _partners(self, engine: Engine, job: Job) -> list[Job]:
         """The jobs sharing ``job``'s GPUs (equal pairs hold identical GPU sets: its first GPU says it)."""
