@@ -104,6 +104,8 @@ class Gavel(Policy):
         self.alloc: dict[tuple[int, ...], float] = {}  # combination (job indexes) -> X
         self.received: dict[tuple[int, ...], float] = {}  # seconds run since the last re-solve
         self.deficit: dict[tuple[int, ...], float] = {}  # owed time carried across re-solves
+        self.finished: list[int] = []  # jobs finished since the last re-solve (their deficits go then)
+        self.pair_deficits: dict[int, list[tuple[int, ...]]] = {}  # job index -> pairs with it in ``deficit``
         self.current: dict[tuple[int, ...], None] = {}  # combinations running this round, in start order
         self.round_start = 0.0
         self.last_solve = -math.inf
@@ -146,6 +148,7 @@ class Gavel(Policy):
         # the combinations with job i: those of the allocation (indexed at the re-solve) and i alone;
         # ``received`` holds no others (it restarts at each re-solve and counts planned combinations).
         # ``deficit`` keeps its entries until the next re-solve: nothing reads a finished job's.
+        self.finished.append(i)
         # ``current`` holds no others either (a round plans from the allocation and solo jobs)
         for key in (*self.combos_of.pop(i, ()), (i,)):
             self.alloc.pop(key, None)
@@ -162,10 +165,12 @@ class Gavel(Policy):
             return
         self.round_due = False
         now = engine.now
-        ran, received, fill_of = now - self.round_start, self.received, self.fill_of
+        ran, received, fill_of, ranked = now - self.round_start, self.received, self.fill_of, []
         for key in self.current:
             received[key] = received.get(key, 0.0) + ran
-        self._refill([key[0] for key in self.current if len(key) == 1 and key[0] in fill_of])
+            if key[0] in fill_of and len(key) == 1:
+                ranked.append(key[0])
+        self._refill(ranked)
         self.current = {}
         self.timer_seq += 1  # invalidates a pending timer when a round starts early
         if not self.active:
@@ -181,17 +186,27 @@ class Gavel(Policy):
     def _reallocate(self, engine: Engine) -> None:
         now = engine.now
         span = now - self.last_solve
+        deficit, pair_deficits = self.deficit, self.pair_deficits
         if math.isfinite(span):  # Gavel: deficit += time it should have had - time it had
+            aget, rget, dget = self.alloc.get, self.received.get, deficit.get
             for key in self.alloc.keys() | self.received.keys():
-                owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
-                self.deficit[key] = self.deficit.get(key, 0.0) + owed
+                old = dget(key)
+                if old is None:
+                    old = 0.0
+                    if len(key) > 1:
+                        for i in key:
+                            pair_deficits.setdefault(i, []).append(key)
+                deficit[key] = old + (aget(key, 0.0) * span - rget(key, 0.0))
         # the jobs whose fill rank may change: a solo deficit moves only for combinations allocated or
         # run since the last solve (``received`` then restarts at 0), and membership only with ``alloc``
         moved = {k[0] for k in (*self.alloc, *self.received) if len(k) == 1}
         self.received = {}
-        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended;
-        # a combination is one job or a pair, so its first and last jobs are all of them)
-        self.deficit = {k: d for k, d in self.deficit.items() if k[0] in active and k[-1] in active}
+        active = self.active
+        for i in self.finished:  # drop the deficits of finished jobs' combinations (kept since they ended)
+            deficit.pop((i,), None)
+            for key in pair_deficits.pop(i, ()):
+                deficit.pop(key, None)
+        self.finished = []
         jobs = list(islice(self.active.values(), self.params.max_jobs_in_lp))
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
@@ -199,19 +214,23 @@ class Gavel(Policy):
         solution = self.lp.solve(problem, self.params.objective, remaining)
         self.lp_solve_times.append(solution.seconds)
         x = solution.x  # the combinations above the floor, in column order (the same dict as a loop over all)
-        self.alloc = {
-            tuple(sorted(jobs[p].index for p in combos[c])): float(x[c])
-            for c in np.flatnonzero(x > ALLOCATION_FLOOR).tolist()
-        }
-        self.combos_of = {}
-        for key in self.alloc:
-            for i in key:
-                self.combos_of.setdefault(i, []).append(key)
+        xs, alloc, combos_of = x.tolist(), {}, {}
+        for c in np.flatnonzero(x > ALLOCATION_FLOOR).tolist():
+            combo = combos[c]
+            if len(combo) == 1:
+                i = jobs[combo[0]].index
+                alloc[i,] = xs[c]
+                combos_of.setdefault(i, []).append((i,))
+            else:
+                key = tuple(sorted(jobs[p].index for p in combo))
+                alloc[key] = xs[c]
+                for i in key:
+                    combos_of.setdefault(i, []).append(key)
+        self.alloc, self.combos_of = alloc, combos_of
         self.last_solve = now
         self.stale = False
         # the fill ranks of the other active jobs stay as they were (same deficit, none received)
-        moved.update(i for (i, *rest) in self.alloc if not rest)
-        alloc = self.alloc
+        moved.update(i for (i, *rest) in alloc if not rest)
         self._refill([i for i in moved if (i,) not in alloc and i in active], [i for i in moved if (i,) in alloc])
 
     def _combinations(self, engine: Engine, jobs: list[Job]):
@@ -304,10 +323,16 @@ class Gavel(Policy):
         dget, rget = self.deficit.get, self.received.get
         for i in dropped:
             fill_of.pop(i, None)
-        for i in indexes:
-            key = (i,)
-            fill_of[i] = entry = (-(dget(key, 0.0) + 0.0 - rget(key, 0.0)), i)
-            insort(fill, entry)
+        if len(indexes) < 32:
+            for i in indexes:
+                key = (i,)
+                fill_of[i] = entry = (-(dget(key, 0.0) + 0.0 - rget(key, 0.0)), i)
+                insort(fill, entry)
+        else:  # one sort (of a sorted list and the new entries) beats many insertions
+            entries = [(-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), k[0]) for k in [(i,) for i in indexes]]
+            fill_of.update((e[1], e) for e in entries)
+            fill += entries
+            fill.sort()
         if len(fill) > len(fill_of) + (len(fill_of) >> 2) + 64:  # replaced entries: more than a quarter
             fill[:] = [e for e in fill if fill_of.get(e[1]) is e]
 
