@@ -323,12 +323,12 @@ class Gavel(Policy):
         dget, rget = self.deficit.get, self.received.get
         for i in dropped:
             fill_of.pop(i, None)
-        if len(indexes) < 32:
+        if 8 * len(indexes) < len(fill):
             for i in indexes:
                 key = (i,)
                 fill_of[i] = entry = (-(dget(key, 0.0) + 0.0 - rget(key, 0.0)), i)
                 insort(fill, entry)
-        else:  # one sort (of a sorted list and the new entries) beats many insertions
+        else:  # many: one sort (of a sorted list and the new entries) beats insertions
             entries = [(-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), k[0]) for k in [(i,) for i in indexes]]
             fill_of.update((e[1], e) for e in entries)
             fill += entries
