@@ -115,6 +115,7 @@ class Gavel(Policy):
         self.pairs: dict[tuple, tuple[float, float] | None] = {}  # (model, batch) x 2 -> rates or None
         self.gains: dict[tuple, float | None] = {}  # (kind, kind) -> a pair's ranking gain or None
         self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
+        self.table = _AllocTable({}, {}, {})  # the allocation as arrays, for ranking it each round
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
         # fill ranks of the active jobs without a solo allocation: ``fill_of``, index -> its entry
@@ -166,9 +167,13 @@ class Gavel(Policy):
         self.round_due = False
         now = engine.now
         ran, received, fill_of, ranked = now - self.round_start, self.received, self.fill_of, []
+        at, table_received = self.table.position.get, self.table.received
         for key in self.current:
-            received[key] = received.get(key, 0.0) + ran
-            if key[0] in fill_of and len(key) == 1:
+            received[key] = got = received.get(key, 0.0) + ran
+            p = at(key)
+            if p is not None:
+                table_received[p] = got
+            elif key[0] in fill_of and len(key) == 1:
                 ranked.append(key[0])
         self._refill(ranked)
         self.current = {}
@@ -227,6 +232,7 @@ class Gavel(Policy):
                 for i in key:
                     combos_of.setdefault(i, []).append(key)
         self.alloc, self.combos_of = alloc, combos_of
+        self.table = _AllocTable(alloc, deficit, {j.index: j.num_gpus for j in jobs})
         self.last_solve = now
         self.stale = False
         # the fill ranks of the other active jobs stay as they were (same deficit, none received)
@@ -339,20 +345,21 @@ class Gavel(Policy):
     def _plan(self, engine: Engine) -> dict[tuple[int, ...], int]:
         """The combinations to run this round (Gavel §5), in the order chosen, with the GPUs each holds."""
         now, seed = engine.now, self.params.round_s / 2
-        alloc, dget, rget = self.alloc, self.deficit.get, self.received.get
+        alloc, table = self.alloc, self.table
         # a combination's live deficit: its carried deficit + X * (time since the re-solve) - time received
         # (no re-solve yet: no allocation either; ``X · 0.0`` is then the ``0.0`` owed)
         span = now - self.last_solve if math.isfinite(self.last_solve) else 0.0
+        x, got = table.x, table.received
+        live_deficit = table.deficit + x * span - got
         # Gavel §5: priority X / time received, then deficit, then X (all descending), then the key
-        ranked = sorted([(-x / (seed + got), -(dget(key, 0.0) + x * span - got), -x, key)
-                         for key, x in alloc.items() for got in (rget(key, 0.0),)])
+        ranked = np.lexsort((table.key_order, -x, -live_deficit, -x / (seed + got))).tolist()
         free = engine.cluster.total_gpus
-        active = self.active
+        active, keys, combo_gpus = self.active, table.keys, table.gpus
         taken: set[int] = set()
         plan: dict[tuple[int, ...], int] = {}
-        for _, _, _, key in ranked:
-            gpus = max(active[i].num_gpus for i in key) if len(key) > 1 else active[key[0]].num_gpus
-            if gpus > free or not taken.isdisjoint(key):
+        for p in ranked:
+            key, gpus = keys[p], combo_gpus[p]
+            if gpus > free or key not in alloc or not taken.isdisjoint(key):  # not in alloc: a job ended
                 continue
             plan[key] = gpus
             taken.update(key)
@@ -364,8 +371,8 @@ class Gavel(Policy):
         # ranked here; the others' ranks do not move with the clock and are kept sorted in ``fill``
         # (_refill): merging the two walks the same order as sorting every job, and stops as soon
         # as the GPUs run out (a job too large for what is left is skipped, as before)
-        solo = sorted([(-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
-                       if len(k) == 1 and k[0] not in taken])
+        solo_rank = (-live_deficit).tolist()
+        solo = sorted([(solo_rank[p], keys[p][0]) for p in table.solos if keys[p][0] not in taken and keys[p] in alloc])
         for i in self._fill_order(solo):
             if i not in taken:
                 gpus = active[i].num_gpus
@@ -441,3 +448,23 @@ class Gavel(Policy):
                     gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
             current[key] = None
+
+
+class _AllocTable:
+    """The combinations of an allocation as arrays, to rank them every round with numpy (Gavel §5):
+    ``x`` and the carried ``deficit`` are fixed from one re-solve to the next, ``received`` (seconds
+    run since the re-solve) changes after each round the combination ran. Entries stay when a job
+    ends (the policy skips combinations no longer in its ``alloc``). ``key_order`` ranks the keys
+    as tuples compare (the last tie-breaker); ``gpus``: what each combination holds, its larger job's."""
+
+    def __init__(self, alloc: dict[tuple[int, ...], float], deficit: dict[tuple[int, ...], float],
+                 gpus: dict[int, int]) -> None:
+        self.keys = list(alloc)
+        self.position = {key: p for p, key in enumerate(self.keys)}
+        self.x = np.array(list(alloc.values()), dtype=float)
+        self.deficit = np.array([deficit.get(key, 0.0) for key in self.keys], dtype=float)
+        self.received = np.zeros(len(self.keys))
+        self.key_order = np.empty(len(self.keys), dtype=np.int64)
+        self.key_order[sorted(range(len(self.keys)), key=self.keys.__getitem__)] = np.arange(len(self.keys))
+        self.gpus = [max(gpus[i] for i in key) for key in self.keys]
+        self.solos = [p for p, key in enumerate(self.keys) if len(key) == 1]
