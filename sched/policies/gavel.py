@@ -202,9 +202,10 @@ class Gavel(Policy):
                         for i in key:
                             pair_deficits.setdefault(i, []).append(key)
                 deficit[key] = old + (aget(key, 0.0) * span - rget(key, 0.0))
-        # the jobs whose fill rank may change: a solo deficit moves only for combinations allocated or
-        # run since the last solve (``received`` then restarts at 0), and membership only with ``alloc``
-        moved = {k[0] for k in (*self.alloc, *self.received) if len(k) == 1}
+        # the jobs whose fill rank may change: those with a solo allocation before or after. A fill job
+        # (X = 0) keeps its rank: -(deficit - received) before, -(deficit + (0.0 - received)) after, as
+        # its received time moves into its deficit (equal, up to the sign of a zero, which ranks alike)
+        moved = {k[0] for k in self.alloc if len(k) == 1}
         self.received = {}
         active = self.active
         for i in self.finished:  # drop the deficits of finished jobs' combinations (kept since they ended)
@@ -235,7 +236,6 @@ class Gavel(Policy):
         self.table = _AllocTable(alloc, deficit, {j.index: j.num_gpus for j in jobs})
         self.last_solve = now
         self.stale = False
-        # the fill ranks of the other active jobs stay as they were (same deficit, none received)
         moved.update(i for (i, *rest) in alloc if not rest)
         self._refill([i for i in moved if (i,) not in alloc and i in active], [i for i in moved if (i,) in alloc])
 
