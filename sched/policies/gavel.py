@@ -427,14 +427,15 @@ class Gavel(Policy):
                     engine.preempt(b)
                 if a.running and b.running and b not in self._partners(engine, a):
                     engine.preempt(b)
-        current = self.current
-        # big gangs first (Gavel §5; a combination's GPUs: its larger job's), in plan order among equals
-        for key in sorted(plan, key=plan.__getitem__, reverse=True):
+        self.current = dict.fromkeys(plan)  # (its order counts for nothing)
+        idle = {target[i] for i in target.keys() - {job.index for job in engine.running}}
+        # the combinations with a job to start, big gangs first (Gavel §5; a combination's GPUs: its
+        # larger job's), in plan order among equals
+        for key in sorted([key for key in plan if key in idle], key=plan.__getitem__, reverse=True):
             if len(key) == 1:
                 a = active[key[0]]
-                if not a.gpus and not engine.start(a):
+                if not engine.start(a):
                     raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
-                current[key] = None
                 continue
             a, b = active[key[0]], active[key[1]]
             if b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running):
@@ -447,7 +448,6 @@ class Gavel(Policy):
                 else:  # Gimbal C2: the fewest servers of the larger job's GPUs
                     gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
-            current[key] = None
 
 
 class _AllocTable:
