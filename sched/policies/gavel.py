@@ -106,7 +106,7 @@ class Gavel(Policy):
         self.deficit: dict[tuple[int, ...], float] = {}  # owed time carried across re-solves
         self.finished: list[int] = []  # jobs finished since the last re-solve (their deficits go then)
         self.pair_deficits: dict[int, list[tuple[int, ...]]] = {}  # job index -> pairs with it in ``deficit``
-        self.current: dict[tuple[int, ...], None] = {}  # combinations running this round, in start order
+        self.current: dict[tuple[int, ...], None] = {}  # combinations running this round (as a set)
         self.round_start = 0.0
         self.last_solve = -math.inf
         self.stale = False
@@ -148,9 +148,9 @@ class Gavel(Policy):
         i = job.index
         # the combinations with job i: those of the allocation (indexed at the re-solve) and i alone;
         # ``received`` holds no others (it restarts at each re-solve and counts planned combinations).
+        # ``current`` holds no others either (a round plans from the allocation and solo jobs).
         # ``deficit`` keeps its entries until the next re-solve: nothing reads a finished job's.
         self.finished.append(i)
-        # ``current`` holds no others either (a round plans from the allocation and solo jobs)
         for key in (*self.combos_of.pop(i, ()), (i,)):
             self.alloc.pop(key, None)
             self.received.pop(key, None)
@@ -427,7 +427,7 @@ class Gavel(Policy):
                     engine.preempt(b)
                 if a.running and b.running and b not in self._partners(engine, a):
                     engine.preempt(b)
-        self.current = dict.fromkeys(plan)  # (its order counts for nothing)
+        self.current = dict.fromkeys(plan)  # (read as a set: the order of ``received`` counts for nothing)
         idle = {target[i] for i in target.keys() - {job.index for job in engine.running}}
         # the combinations with a job to start, big gangs first (Gavel §5; a combination's GPUs: its
         # larger job's), in plan order among equals
