@@ -258,8 +258,29 @@ def _combos_of(problem):
     return combos, rates
 
 
+def reference_plan(policy, engine) -> list[tuple[int, ...]]:
+    """Gavel §5's round plan computed afresh: every combination ranked, then every job left over alone."""
+    since = engine.now - policy.last_solve if np.isfinite(policy.last_solve) else None
+    seed, alloc, received, deficit = policy.params.round_s / 2, policy.alloc, policy.received, policy.deficit
+
+    def live_deficit(key):
+        owed = alloc.get(key, 0.0) * since if since is not None else 0.0
+        return deficit.get(key, 0.0) + owed - received.get(key, 0.0)
+
+    ranked = sorted(alloc, key=lambda k: (-alloc[k] / (seed + received.get(k, 0.0)), -live_deficit(k), -alloc[k], k))
+    free, taken, plan = engine.cluster.total_gpus, set(), []
+    for key in ranked + sorted(((i,) for i in policy.active), key=lambda k: (-live_deficit(k), k[0])):
+        gpus = max(policy.active[i].num_gpus for i in key)
+        if gpus <= free and taken.isdisjoint(key) and free:
+            plan.append(key)
+            taken.update(key)
+            free -= gpus
+    return plan
+
+
 def test_kept_fill_order_matches_ranking_every_job():
-    """``fill`` (kept sorted between rounds) holds exactly the fill ranks computed afresh."""
+    """``fill`` (sorted, with replaced entries left in it) holds exactly the fill ranks computed afresh,
+    and the plan walked from it is the plan of a from-scratch ranking of every job."""
     frame = synthetic(200, max_gpus=8, load=6.0, seed=5)
     engine, policy = engine_for(frame, "1x8", {"max_jobs_in_lp": 6, "reallocation_interval_s": 720})
     plan, checks = policy._plan, []
@@ -272,10 +293,15 @@ def test_kept_fill_order_matches_ranking_every_job():
             if key not in policy.alloc:
                 owed = policy.alloc.get(key, 0.0) * since if since is not None else 0.0
                 fresh.append((-(policy.deficit.get(key, 0.0) + owed - policy.received.get(key, 0.0)), i))
-        assert list(policy.fill) == sorted(fresh)
-        checks.append(len(fresh))
-        return plan(eng)
+        live = [e for e in policy.fill if policy.fill_of.get(e[1]) is e]
+        assert policy.fill == sorted(policy.fill) and live == sorted(policy.fill_of.values()) == sorted(fresh)
+        expected = reference_plan(policy, eng)
+        chosen = plan(eng)
+        assert list(chosen) == expected
+        checks.append((len(fresh), len(policy.fill) > len(live)))
+        return chosen
 
     policy._plan = checked_plan
     engine.run()
-    assert len(checks) > 50 and max(checks) > 20  # many rounds, with a real backlog
+    assert len(checks) > 50 and max(n for n, _ in checks) > 20  # many rounds, with a real backlog
+    assert any(stale for _, stale in checks)  # replaced entries were in the list (and were skipped)

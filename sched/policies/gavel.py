@@ -46,28 +46,28 @@ preemptive baselines; Gavel's simulator charges none (replay with ``preemption_o
 
 from __future__ import annotations
 
-import heapq
 import math
+from bisect import insort
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field
-from sortedcontainers import SortedList
 
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gavel_lp import RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
 
     from schedlab.sched.engine import Engine
     from schedlab.sched.job import Job
 
 ALLOCATION_FLOOR = 1e-6  # LP values below this are solver dust, not an allocation
 _ROUND = "gavel-round"
+_LAST = (math.inf, math.inf)  # after every fill rank
 
 
 class GavelParams(BaseModel):
@@ -104,7 +104,9 @@ class Gavel(Policy):
         self.alloc: dict[tuple[int, ...], float] = {}  # combination (job indexes) -> X
         self.received: dict[tuple[int, ...], float] = {}  # seconds run since the last re-solve
         self.deficit: dict[tuple[int, ...], float] = {}  # owed time carried across re-solves
-        self.current: list[tuple[int, ...]] = []  # combinations running this round
+        self.finished: list[int] = []  # jobs finished since the last re-solve (their deficits go then)
+        self.pair_deficits: dict[int, list[tuple[int, ...]]] = {}  # job index -> pairs with it in ``deficit``
+        self.current: dict[tuple[int, ...], None] = {}  # combinations running this round (as a set)
         self.round_start = 0.0
         self.last_solve = -math.inf
         self.stale = False
@@ -113,11 +115,14 @@ class Gavel(Policy):
         self.pairs: dict[tuple, tuple[float, float] | None] = {}  # (model, batch) x 2 -> rates or None
         self.gains: dict[tuple, float | None] = {}  # (kind, kind) -> a pair's ranking gain or None
         self.combos_of: dict[int, list[tuple[int, ...]]] = {}  # job index -> its combinations in alloc
+        self.table = _AllocTable({}, {}, {})  # the allocation as arrays, for ranking it each round
         self.lp_solve_times: list[float] = []  # seconds per re-solve (both LP stages)
         self.lp = RepeatSolver()  # an identical re-solve returns the previous solution (same answer)
-        # fill order of the active jobs without a solo allocation: (-(deficit - received), index) of
-        # their solo combination, kept sorted as those change (see _plan); ``fill_of``: index -> entry
-        self.fill = SortedList()
+        # fill ranks of the active jobs without a solo allocation: ``fill_of``, index -> its entry
+        # (-(deficit - received), index) of its solo combination (see _refill); ``fill``, a sorted list of
+        # those entries and of replaced ones, left behind when a rank changes: an entry counts while it
+        # *is* ``fill_of[index]`` (see _fill_order), and a compaction drops the others
+        self.fill: list[tuple[float, int]] = []
         self.fill_of: dict[int, tuple[float, int]] = {}
         self.round_times: list[float] = []  # when each round started
         # a middleware under Gavel (Gimbal §3, §6) may supply the throughputs it measured for a job pair
@@ -132,7 +137,7 @@ class Gavel(Policy):
 
     def on_arrival(self, engine: Engine, job: Job) -> None:
         self.active[job.index] = job
-        self._refill(job.index)
+        self._refill([job.index])
         self.stale = True
         if not engine.running:
             self.round_due = True  # idle cluster: start a round now (a pending timer becomes stale)
@@ -143,13 +148,14 @@ class Gavel(Policy):
         i = job.index
         # the combinations with job i: those of the allocation (indexed at the re-solve) and i alone;
         # ``received`` holds no others (it restarts at each re-solve and counts planned combinations).
+        # ``current`` holds no others either (a round plans from the allocation and solo jobs).
         # ``deficit`` keeps its entries until the next re-solve: nothing reads a finished job's.
+        self.finished.append(i)
         for key in (*self.combos_of.pop(i, ()), (i,)):
             self.alloc.pop(key, None)
             self.received.pop(key, None)
-        self.current = [k for k in self.current if i not in k]
-        if i in self.fill_of:
-            self.fill.remove(self.fill_of.pop(i))
+            self.current.pop(key, None)
+        self.fill_of.pop(i, None)  # its entry in ``fill`` no longer counts
 
     def on_timer(self, engine: Engine, payload: Any) -> None:
         if payload == (_ROUND, self.timer_seq):
@@ -160,11 +166,17 @@ class Gavel(Policy):
             return
         self.round_due = False
         now = engine.now
+        ran, received, fill_of, ranked = now - self.round_start, self.received, self.fill_of, []
+        at, table_received = self.table.position.get, self.table.received
         for key in self.current:
-            self.received[key] = self.received.get(key, 0.0) + (now - self.round_start)
-            if len(key) == 1 and key[0] in self.fill_of:
-                self._refill(key[0])
-        self.current = []
+            received[key] = got = received.get(key, 0.0) + ran
+            p = at(key)
+            if p is not None:
+                table_received[p] = got
+            elif key[0] in fill_of and len(key) == 1:
+                ranked.append(key[0])
+        self._refill(ranked)
+        self.current = {}
         self.timer_seq += 1  # invalidates a pending timer when a round starts early
         if not self.active:
             return
@@ -179,14 +191,28 @@ class Gavel(Policy):
     def _reallocate(self, engine: Engine) -> None:
         now = engine.now
         span = now - self.last_solve
+        deficit, pair_deficits = self.deficit, self.pair_deficits
         if math.isfinite(span):  # Gavel: deficit += time it should have had - time it had
+            aget, rget, dget = self.alloc.get, self.received.get, deficit.get
             for key in self.alloc.keys() | self.received.keys():
-                owed = self.alloc.get(key, 0.0) * span - self.received.get(key, 0.0)
-                self.deficit[key] = self.deficit.get(key, 0.0) + owed
+                old = dget(key)
+                if old is None:
+                    old = 0.0
+                    if len(key) > 1:
+                        for i in key:
+                            pair_deficits.setdefault(i, []).append(key)
+                deficit[key] = old + (aget(key, 0.0) * span - rget(key, 0.0))
+        # the jobs whose fill rank may change: those with a solo allocation before or after. A fill job
+        # (X = 0) keeps its rank: -(deficit - received) before, -(deficit + (0.0 - received)) after, as
+        # its received time moves into its deficit (equal, up to the sign of a zero, which ranks alike)
+        moved = {k[0] for k in self.alloc if len(k) == 1}
         self.received = {}
-        active = self.active  # drop the deficits of finished jobs' combinations (kept since they ended;
-        # a combination is one job or a pair, so its first and last jobs are all of them)
-        self.deficit = {k: d for k, d in self.deficit.items() if k[0] in active and k[-1] in active}
+        active = self.active
+        for i in self.finished:  # drop the deficits of finished jobs' combinations (kept since they ended)
+            deficit.pop((i,), None)
+            for key in pair_deficits.pop(i, ()):
+                deficit.pop(key, None)
+        self.finished = []
         jobs = list(islice(self.active.values(), self.params.max_jobs_in_lp))
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
@@ -194,20 +220,24 @@ class Gavel(Policy):
         solution = self.lp.solve(problem, self.params.objective, remaining)
         self.lp_solve_times.append(solution.seconds)
         x = solution.x  # the combinations above the floor, in column order (the same dict as a loop over all)
-        self.alloc = {
-            tuple(sorted(jobs[p].index for p in combos[c])): float(x[c])
-            for c in np.flatnonzero(x > ALLOCATION_FLOOR).tolist()
-        }
-        self.combos_of = {}
-        for key in self.alloc:
-            for i in key:
-                self.combos_of.setdefault(i, []).append(key)
+        xs, alloc, combos_of = x.tolist(), {}, {}
+        for c in np.flatnonzero(x > ALLOCATION_FLOOR).tolist():
+            combo = combos[c]
+            if len(combo) == 1:
+                i = jobs[combo[0]].index
+                alloc[i,] = xs[c]
+                combos_of.setdefault(i, []).append((i,))
+            else:
+                key = tuple(sorted(jobs[p].index for p in combo))
+                alloc[key] = xs[c]
+                for i in key:
+                    combos_of.setdefault(i, []).append(key)
+        self.alloc, self.combos_of = alloc, combos_of
+        self.table = _AllocTable(alloc, deficit, {j.index: j.num_gpus for j in jobs})
         self.last_solve = now
         self.stale = False
-        dget, rget, alloc = self.deficit.get, self.received.get, self.alloc  # _fill_entry, inline
-        self.fill_of = {i: (-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), i)
-                        for i in self.active for k in ((i,),) if k not in alloc}
-        self.fill = SortedList(self.fill_of.values())
+        moved.update(i for (i, *rest) in alloc if not rest)
+        self._refill([i for i in moved if (i,) not in alloc and i in active], [i for i in moved if (i,) in alloc])
 
     def _combinations(self, engine: Engine, jobs: list[Job]):
         """Every job alone, then for each job its ``max_partners_per_job`` best pairs: partners with
@@ -288,43 +318,50 @@ class Gavel(Policy):
         return self.pairs[key]
 
     # ---- rounds (Gavel §5) -------------------------------------------------------------------
-    def _fill_entry(self, i: int) -> tuple[float, int]:
-        """Job i's fill rank, ``(-(deficit + X·since - received), i)`` of ``(i,)``, for a job with no
-        solo allocation (X = 0): ``X·since`` is then ``0.0`` whatever ``since``, so the rank changes
-        only when its deficit (at a re-solve) or its time received (after a round it ran) does."""
-        key = (i,)
-        return (-(self.deficit.get(key, 0.0) + 0.0 - self.received.get(key, 0.0)), i)
+    def _refill(self, indexes: list[int], dropped: Iterable[int] = ()) -> None:
+        """Re-rank jobs ``indexes`` in ``fill`` (their time received changed, or they arrived) and take
+        jobs ``dropped`` out of it (they got a solo allocation). Job i's rank is ``(-(deficit + X·since
+        - received), i)`` of ``(i,)``, for a job with no solo allocation (X = 0): ``X·since`` is then
+        ``0.0`` whatever ``since``, so the rank changes only when its deficit (at a re-solve) or its
+        time received (after a round it ran) does. A replaced entry stays in the list (skipped) until
+        they are more than a quarter of the live ones; then the list is compacted."""
+        fill, fill_of = self.fill, self.fill_of
+        dget, rget = self.deficit.get, self.received.get
+        for i in dropped:
+            fill_of.pop(i, None)
+        if 8 * len(indexes) < len(fill):
+            for i in indexes:
+                key = (i,)
+                fill_of[i] = entry = (-(dget(key, 0.0) + 0.0 - rget(key, 0.0)), i)
+                insort(fill, entry)
+        else:  # many: one sort (of a sorted list and the new entries) beats insertions
+            entries = [(-(dget(k, 0.0) + 0.0 - rget(k, 0.0)), k[0]) for k in [(i,) for i in indexes]]
+            fill_of.update((e[1], e) for e in entries)
+            fill += entries
+            fill.sort()
+        if len(fill) > len(fill_of) + (len(fill_of) >> 2) + 64:  # replaced entries: more than a quarter
+            fill[:] = [e for e in fill if fill_of.get(e[1]) is e]
 
-    def _refill(self, i: int) -> None:
-        """Re-rank job i in ``fill`` (its time received changed, or it arrived)."""
-        old = self.fill_of.get(i)
-        if old is not None:
-            self.fill.remove(old)
-        self.fill_of[i] = entry = self._fill_entry(i)
-        self.fill.add(entry)
-
-    def _plan(self, engine: Engine) -> list[tuple[int, ...]]:
+    def _plan(self, engine: Engine) -> dict[tuple[int, ...], int]:
+        """The combinations to run this round (Gavel §5), in the order chosen, with the GPUs each holds."""
         now, seed = engine.now, self.params.round_s / 2
-        alloc, received, deficit = self.alloc, self.received, self.deficit
-        since = now - self.last_solve if math.isfinite(self.last_solve) else None
+        alloc, table = self.alloc, self.table
         # a combination's live deficit: its carried deficit + X * (time since the re-solve) - time received
-
-        def rank(item):  # Gavel §5: priority X / time received, then deficit, then X (all descending)
-            key, x = item
-            got = received.get(key, 0.0)
-            owed = x * since if since is not None else 0.0
-            return (-x / (seed + got), -(deficit.get(key, 0.0) + owed - got), -x, key)
-
-        ranked = sorted(alloc.items(), key=rank)
+        # (no re-solve yet: no allocation either; ``X · 0.0`` is then the ``0.0`` owed)
+        span = now - self.last_solve if math.isfinite(self.last_solve) else 0.0
+        x, got = table.x, table.received
+        live_deficit = table.deficit + x * span - got
+        # Gavel §5: priority X / time received, then deficit, then X (all descending), then the key
+        ranked = np.lexsort((table.key_order, -x, -live_deficit, -x / (seed + got))).tolist()
         free = engine.cluster.total_gpus
-        active = self.active
+        active, keys, combo_gpus = self.active, table.keys, table.gpus
         taken: set[int] = set()
-        plan: list[tuple[int, ...]] = []
-        for key, _ in ranked:
-            gpus = max(active[i].num_gpus for i in key) if len(key) > 1 else active[key[0]].num_gpus
-            if gpus > free or not taken.isdisjoint(key):
+        plan: dict[tuple[int, ...], int] = {}
+        for p in ranked:
+            key, gpus = keys[p], combo_gpus[p]
+            if gpus > free or key not in alloc or not taken.isdisjoint(key):  # not in alloc: a job ended
                 continue
-            plan.append(key)
+            plan[key] = gpus
             taken.update(key)
             free -= gpus
             if free == 0:
@@ -332,20 +369,33 @@ class Gavel(Policy):
         # leftover jobs alone, largest live deficit first (-(deficit + X·since - received), then index):
         # Gavel's zero-priority fill, as its greedy walks every job. Jobs with a solo allocation are
         # ranked here; the others' ranks do not move with the clock and are kept sorted in ``fill``
-        # (_fill_entry): merging the two walks the same order as sorting every job, and stops as soon
+        # (_refill): merging the two walks the same order as sorting every job, and stops as soon
         # as the GPUs run out (a job too large for what is left is skipped, as before)
-        dget, rget, span = deficit.get, received.get, since if since is not None else 0.0
-        solo = sorted((-(dget(k, 0.0) + x * span - rget(k, 0.0)), k[0]) for k, x in alloc.items()
-                      if len(k) == 1 and k[0] not in taken)
-        for _, i in heapq.merge(solo, self.fill):
+        solo_rank = (-live_deficit).tolist()
+        solo = sorted([(solo_rank[p], keys[p][0]) for p in table.solos if keys[p][0] not in taken and keys[p] in alloc])
+        for i in self._fill_order(solo):
             if i not in taken:
-                job = active[i]
-                if job.num_gpus <= free:
-                    plan.append((i,))
-                    free -= job.num_gpus
+                gpus = active[i].num_gpus
+                if gpus <= free:
+                    plan[(i,)] = gpus
+                    free -= gpus
                     if not free:
                         break
         return plan
+
+    def _fill_order(self, solo: list[tuple[float, int]]) -> Iterator[int]:
+        """Job indexes in fill order: ``solo``'s (sorted ranks of jobs with a solo allocation) merged
+        with the live entries of ``fill``."""
+        fill_of, s = self.fill_of, 0
+        solo.append(_LAST)
+        for entry in self.fill:
+            if fill_of.get(entry[1]) is entry:
+                while solo[s] < entry:
+                    yield solo[s][1]
+                    s += 1
+                yield entry[1]
+        for _, i in solo[s:-1]:
+            yield i
 
     def _partners(self, engine: Engine, job: Job) -> list[Job]:
         """The jobs sharing ``job``'s GPUs (equal pairs hold identical GPU sets: its first GPU says it)."""
@@ -354,40 +404,67 @@ class Gavel(Policy):
             return [p for p in holders[job.gpus[0]] if p is not job]
         return list(dict.fromkeys(p for g in job.gpus for p in holders[g] if p is not job))
 
-    def _apply(self, engine: Engine, plan: list[tuple[int, ...]]) -> None:
+    def _apply(self, engine: Engine, plan: dict[tuple[int, ...], int]) -> None:
         target = {i: key for key in plan for i in key}
         running = list(engine.running)
         for job in running:  # not chosen for the next round
             if job.index not in target:
                 engine.preempt(job)
-        holders, unequal = engine.cluster.holders, self.params.unequal
-        for job in running:  # chosen, but its current partner is not in its next combination
-            # (equal pairs hold identical GPUs: a job alone on its first GPU has no partner)
-            if job.gpus and (unequal or len(holders[job.gpus[0]]) > 1) and any(
-                p.index not in target[job.index] for p in self._partners(engine, job)
-            ):
-                engine.preempt(job)
+        holders, unequal, active = engine.cluster.holders, self.params.unequal, self.active
+        if engine.cluster.double_gpus:  # else no running job has a partner
+            for job in running:  # chosen, but its current partner is not in its next combination
+                # (equal pairs hold identical GPUs: a job alone on its first GPU has no partner)
+                if job.gpus and (unequal or len(holders[job.gpus[0]]) > 1) and any(
+                    p.index not in target[job.index] for p in self._partners(engine, job)
+                ):
+                    engine.preempt(job)
         for key in plan:  # a pair whose jobs both ran alone: move the second beside the first
             if len(key) == 2:
-                a, b = self.active[key[0]], self.active[key[1]]
+                a, b = active[key[0]], active[key[1]]
                 if a.num_gpus < b.num_gpus:
                     a, b = b, a  # unequal: the smaller job must run inside the larger one's GPUs
                 if a.num_gpus > b.num_gpus and b.running and not a.running:
                     engine.preempt(b)
                 if a.running and b.running and b not in self._partners(engine, a):
                     engine.preempt(b)
-        gang = (lambda k: -max(self.active[i].num_gpus for i in k)) if self.params.unequal else (
-            lambda k: -self.active[k[0]].num_gpus)
-        for key in sorted(plan, key=gang):  # big gangs first (Gavel §5)
-            a, b = self.active[key[0]], (self.active[key[1]] if len(key) == 2 else None)
-            if b is not None and (b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running)):
+        self.current = dict.fromkeys(plan)  # (read as a set: the order of ``received`` counts for nothing)
+        idle = {target[i] for i in target.keys() - {job.index for job in engine.running}}
+        # the combinations with a job to start, big gangs first (Gavel §5; a combination's GPUs: its
+        # larger job's), in plan order among equals
+        for key in sorted([key for key in plan if key in idle], key=plan.__getitem__, reverse=True):
+            if len(key) == 1:
+                a = active[key[0]]
+                if not engine.start(a):
+                    raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
+                continue
+            a, b = active[key[0]], active[key[1]]
+            if b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running):
                 a, b = b, a  # the larger, else the running job anchors the pair
             if not a.running and not engine.start(a):
                 raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
-            if b is not None and not b.running:
+            if not b.running:
                 if b.num_gpus == a.num_gpus:
                     engine.start(b, share_gpus=a.gpus, mode=self.params.mode)
                 else:  # Gimbal C2: the fewest servers of the larger job's GPUs
                     gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
-            self.current.append(key)
+
+
+class _AllocTable:
+    """The combinations of an allocation as arrays, to rank them every round with numpy (Gavel §5):
+    ``x`` and the carried ``deficit`` are fixed from one re-solve to the next, ``received`` (seconds
+    run since the re-solve) changes after each round the combination ran. Entries stay when a job
+    ends (the policy skips combinations no longer in its ``alloc``). ``key_order`` ranks the keys
+    as tuples compare (the last tie-breaker); ``gpus``: what each combination holds, its larger job's."""
+
+    def __init__(self, alloc: dict[tuple[int, ...], float], deficit: dict[tuple[int, ...], float],
+                 gpus: dict[int, int]) -> None:
+        self.keys = list(alloc)
+        self.position = {key: p for p, key in enumerate(self.keys)}
+        self.x = np.array(list(alloc.values()), dtype=float)
+        self.deficit = np.array([deficit.get(key, 0.0) for key in self.keys], dtype=float)
+        self.received = np.zeros(len(self.keys))
+        self.key_order = np.empty(len(self.keys), dtype=np.int64)
+        self.key_order[sorted(range(len(self.keys)), key=self.keys.__getitem__)] = np.arange(len(self.keys))
+        self.gpus = [max(gpus[i] for i in key) for key in self.keys]
+        self.solos = [p for p, key in enumerate(self.keys) if len(key) == 1]
