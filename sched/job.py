@@ -148,8 +148,7 @@ class JobSource:
             "submit_time": table["submit_time"].to_numpy(dtype=float),
             "num_gpus": table["num_gpus"].to_numpy(dtype=np.int64),
             "duration": table["duration"].to_numpy(dtype=float),
-            "deadline": (_floats_array(table["deadline"]) if "deadline" in table.columns
-                         else np.full(len(table), math.nan)),
+            "deadline": _floats_array(table["deadline"]) if "deadline" in table.columns else None,
             "model": model,
         }
 

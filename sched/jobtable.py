@@ -43,7 +43,8 @@ class JobRecords:
     the jobs in flight and these columns, not with one Python object per job of the trace.
 
     ``static``: the columns known before the replay (``job_id``, ``submit_time``, ``num_gpus`` — the
-    trace's GPU count —, ``duration``, ``deadline``, ``model``), in job order. ``pools``: also keep
+    trace's GPU count —, ``duration``, ``deadline`` and ``model``, these two None where no job has
+    one), in job order. ``pools``: also keep
     Lyra's per-job figures (``ran_on_loan``, ``lost_work_s``, ``preemptions_lost``)."""
 
     #: figures the replay decides, read from each finished job: column -> (Job attribute, dtype)

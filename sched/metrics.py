@@ -21,6 +21,7 @@ def job_table(result: EngineResult) -> pd.DataFrame:
     Lyra's per-job columns (``ran_on_loan``, ``lost_work_s``, ``preemptions_lost``) come last."""
     records = result.records
     static, columns = records.static, records.columns
+    deadline = static["deadline"]  # None: no job has one (the column would be dropped below)
     table = pd.DataFrame(
         {
             "job_id": static["job_id"],
@@ -31,13 +32,14 @@ def job_table(result: EngineResult) -> pd.DataFrame:
             "num_gpus": static["num_gpus"],
             "duration": static["duration"],
             "preemptions": columns["preemptions"],
-            "deadline": static["deadline"],
+            **({"deadline": deadline} if deadline is not None else {}),
             "run_s": columns["run_s"],
             "shared_s": columns["shared_s"],
             "pace_s": columns["pace_s"],
             "accumulation_steps": columns["accumulation_steps"],
             "exclusive_jct_estimate": columns["exclusive_jct_estimate"],
-        }
+        },
+        copy=False,  # the records' columns as they are (10M jobs: no second copy)
     )
     if static["model"] is not None:
         table["model"] = static["model"]
@@ -46,7 +48,7 @@ def job_table(result: EngineResult) -> pd.DataFrame:
     table["wait_s"] = table["jct_s"] - table["run_s"]
     table["avg_xi"] = np.where(table["run_s"] > 0, table["pace_s"] / table["run_s"].where(table["run_s"] > 0), 1.0)
     table = table.drop(columns="pace_s")
-    if table["deadline"].isna().all():
+    if deadline is not None and table["deadline"].isna().all():
         table = table.drop(columns="deadline")
     table = table[[*JOB_COLUMNS, *(c for c in table.columns if c not in JOB_COLUMNS)]]
     if records.pools:
@@ -80,11 +82,11 @@ def summarize(table: pd.DataFrame, result: EngineResult, large_job_gpus: int = L
         "p75_jct_s": _pct(jct, 75),
         "scaling_ops": int(result.records.columns["resizes"].sum()),
     }
-    large = table["num_gpus"] > large_job_gpus
-    for name, part in (("large", table[large]), ("small", table[~large])):
-        summary[f"{name}_jobs"] = int(len(part))
-        summary[f"avg_jct_{name}_s"] = _stat(np.mean, part["jct_s"].to_numpy())
-        summary[f"avg_queue_{name}_s"] = _stat(np.mean, part["queue_s"].to_numpy())
+    large = (table["num_gpus"] > large_job_gpus).to_numpy()
+    for name, part in (("large", large), ("small", ~large)):  # the two columns only, not the whole table
+        summary[f"{name}_jobs"] = int(part.sum())
+        summary[f"avg_jct_{name}_s"] = _stat(np.mean, jct[part])
+        summary[f"avg_queue_{name}_s"] = _stat(np.mean, queue[part])
     summary.update(sharing_summary(table, result))
     if "deadline" in table.columns:
         has_deadline = table["deadline"].notna()
