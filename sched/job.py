@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from schedlab.sched.jobtable import in_canonical_order
+
 
 @dataclass(slots=True, eq=False)
 class Job:
@@ -120,7 +122,7 @@ class JobSource:
     def __init__(self, table: pd.DataFrame, goodput_models: dict[str, Any] | None = None) -> None:
         if "duration" not in table.columns:
             raise ValueError("the job table has no 'duration' column: annotate it with a workload catalog first")
-        self.table = table if _is_sorted(table) else table.sort_values(["submit_time", "job_id"], kind="stable")
+        self.table = table if in_canonical_order(table) else table.sort_values(["submit_time", "job_id"], kind="stable")
         self.goodput_models = goodput_models
         columns = self.table.columns
         if "global_batch" in columns and goodput_models is None:
@@ -185,28 +187,6 @@ class JobSource:
                 job.progress_scale = model.total_progress / job.duration
                 job.epoch_end = model.epoch_end(0.0)
         return jobs
-
-
-def _is_sorted(table: pd.DataFrame) -> bool:
-    """Whether ``table`` is already in ``(submit_time, job_id)`` order, so that a stable sort would
-    keep every row in place (the loaders sort; checking is far cheaper than sorting 10M rows)."""
-    try:
-        times = table["submit_time"].to_numpy(dtype=float)
-    except (TypeError, ValueError):
-        return False
-    if np.isnan(times).any():
-        return False
-    step = np.diff(times)
-    if (step < 0).any():
-        return False
-    ties = np.flatnonzero(step == 0)
-    if not len(ties):
-        return True
-    ids = table["job_id"]
-    try:
-        return all(a <= b for a, b in zip(ids.iloc[ties].tolist(), ids.iloc[ties + 1].tolist()))
-    except TypeError:  # ids of mixed types: let the sort decide
-        return False
 
 
 def _elastic_rows(table: pd.DataFrame) -> np.ndarray:

@@ -17,6 +17,7 @@ import operator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "num_gpus")
 DURATION_COLUMNS: tuple[str, ...] = ("duration",)
@@ -35,6 +36,28 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
 CANONICAL_COLUMNS: tuple[str, ...] = (
     REQUIRED_COLUMNS + DURATION_COLUMNS + WORKLOAD_COLUMNS + OPTIONAL_COLUMNS
 )
+
+
+def in_canonical_order(table: pd.DataFrame) -> bool:
+    """Whether ``table`` is already sorted by ``(submit_time, job_id)``, so that a stable sort would
+    keep every row in place (checking is far cheaper than sorting 10M rows)."""
+    try:
+        times = table["submit_time"].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        return False
+    if np.isnan(times).any():
+        return False
+    step = np.diff(times)
+    if (step < 0).any():
+        return False
+    ties = np.flatnonzero(step == 0)
+    if not len(ties):
+        return True
+    ids = table["job_id"]
+    try:
+        return all(a <= b for a, b in zip(ids.iloc[ties].tolist(), ids.iloc[ties + 1].tolist()))
+    except TypeError:  # ids of mixed types: let the sort decide
+        return False
 
 
 class JobRecords:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..jobtable import CANONICAL_COLUMNS
+from ..jobtable import CANONICAL_COLUMNS, in_canonical_order
 
 ROW_CONVENTION = "rows are 1-based data rows, header excluded"
 _NO_VALUE = object()
@@ -540,7 +540,8 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
             repaired["duplicate_id_renamed"] += int(dup.sum())
 
     # 7. order, busiest window, random sample, first N
-    df = df.sort_values(["submit_time", "job_id"], kind="stable")
+    if not in_canonical_order(df):  # (a sorted table, as most are, is left as it is)
+        df = df.sort_values(["submit_time", "job_id"], kind="stable")
     if options.busiest_hours is not None and len(df):
         keep = _busiest_window(df, options.busiest_hours * 3600.0, options.sample or 1)
         dropped["outside_busiest_window"] += int((~keep).sum())
