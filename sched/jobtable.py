@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -71,7 +71,7 @@ class JobRecords:
     Lyra's per-job figures (``ran_on_loan``, ``lost_work_s``, ``preemptions_lost``)."""
 
     #: figures the replay decides, read from each finished job: column -> (Job attribute, dtype)
-    RESULTS: dict[str, tuple[str, type]] = {
+    RESULTS: ClassVar[dict[str, tuple[str, type]]] = {
         "start_time": ("start_time", float),
         "end_time": ("end_time", float),
         "preemptions": ("preemptions", np.int64),
@@ -82,7 +82,7 @@ class JobRecords:
         "exclusive_jct_estimate": ("exclusive_jct_estimate", float),
         "resizes": ("resizes", np.int64),
     }
-    POOL_RESULTS: dict[str, tuple[str, type]] = {
+    POOL_RESULTS: ClassVar[dict[str, tuple[str, type]]] = {
         "ran_on_loan": ("ran_on_loan", bool),
         "lost_work_s": ("lost_work_s", float),
         "preemptions_lost": ("preemptions_lost", np.int64),

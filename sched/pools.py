@@ -69,7 +69,6 @@ from schedlab.sched.reclaim import (
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
 
 TRAINING, INFERENCE, ON_LOAN = 0, 1, 2
 
