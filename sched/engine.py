@@ -35,12 +35,14 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 from sortedcontainers import SortedList
 from tqdm import tqdm
 
 from schedlab.sched import calibration
 from schedlab.sched.cluster import ClusterState
-from schedlab.sched.job import Job
+from schedlab.sched.job import Job, JobSource
+from schedlab.sched.jobtable import JobRecords
 from schedlab.sched.placement import get_strategy
 
 if TYPE_CHECKING:
@@ -56,6 +58,9 @@ _CAPACITY = 2  # the loaning orchestrator's period (sched/pools.py)
 # order as from one heap, but the heap stays small (far-off timers, e.g. Tiresias' promotions, and
 # stale completions wait in the lists).
 _BUCKET_S = 3600.0
+# A streamed replay (jobs from a JobSource) makes job records this many at a time, as they arrive,
+# and stores finished jobs' figures this many at a time (issue #13 §6)
+_BATCH = 4096
 
 
 class EngineError(RuntimeError):
@@ -64,7 +69,7 @@ class EngineError(RuntimeError):
 
 @dataclass
 class EngineResult:
-    jobs: list[Job]
+    jobs: list[Job] | None  # None when the engine streamed its jobs from a JobSource (see records)
     busy_gpu_seconds: float
     total_gpus: int
     first_submit: float
@@ -74,12 +79,13 @@ class EngineResult:
     shared_gpu_seconds: float = 0.0  # GPU-seconds with two jobs on the GPU
     occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = None  # see Engine(record_occupancy)
     pools: Any = None  # the Orchestrator of a replay with loaning (its figures: sched/pools.py)
+    records: JobRecords | None = None  # every job's figures, in job order (sched/metrics.py's job table)
 
 
 class Engine:
     def __init__(
         self,
-        jobs: list[Job],
+        jobs: list[Job] | JobSource,
         cluster: ClusterState,
         policy: Policy,
         placement: str = "consolidated",
@@ -94,14 +100,27 @@ class Engine:
     ) -> None:
         """``record_occupancy`` keeps every stint of a job on a fixed set of GPUs as ``(job, from, to,
         GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
-        activity distribution, Castor Fig. 9c/12c); off by default, so other replays pay nothing."""
-        oversize = [j for j in jobs if j.num_gpus > cluster.total_gpus]
-        if oversize:
+        activity distribution, Castor Fig. 9c/12c); off by default, so other replays pay nothing.
+
+        ``jobs``: a list of job records, or a :class:`~schedlab.sched.job.JobSource` (what ``replay``
+        gives): then the engine makes each record shortly before the job arrives and, once it ends,
+        keeps only its figures (``EngineResult.records``), so memory grows with the jobs in flight,
+        not with the trace (issue #13 §6); ``jobs`` stays the source, ``EngineResult.jobs`` is None."""
+        if isinstance(jobs, JobSource):
+            gpus = jobs.table["num_gpus"].to_numpy()
+            oversize = np.flatnonzero(gpus > cluster.total_gpus)
+            first = jobs.make(int(oversize[0]), int(oversize[0]) + 1)[0] if len(oversize) else None
+        else:
+            over = [j for j in jobs if j.num_gpus > cluster.total_gpus]
+            oversize, first = over, over[0] if over else None
+        if first is not None:
             raise EngineError(
-                f"job {oversize[0].job_id} needs {oversize[0].num_gpus} GPUs but the cluster has"
+                f"job {first.job_id} needs {first.num_gpus} GPUs but the cluster has"
                 f" {cluster.total_gpus} ({len(oversize)} such jobs); load the trace with on_oversize=drop or clip"
             )
         self.jobs = jobs
+        self._finished: list[Job] | None = None  # finished jobs whose figures are not stored yet (streamed)
+        self._records: JobRecords | None = None
         self.cluster = cluster
         self.policy = policy
         self.place = get_strategy(placement)
@@ -355,8 +374,15 @@ class Engine:
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> EngineResult:
-        arrivals = self.jobs
-        n = len(arrivals)
+        source = self.jobs if isinstance(self.jobs, JobSource) else None
+        if source is None:
+            arrivals, n = self.jobs, len(self.jobs)
+        else:  # streamed: arrivals is the next batch of records, ``offset`` the index of its first
+            n = len(source)
+            arrivals = source.make(0, min(_BATCH, n))
+            self._records = JobRecords(source.static(), pools=self.orchestrator is not None)
+            self._finished = []
+        offset, m = 0, len(arrivals)
         heap = self._heap
         policy = self.policy
         i = 0
@@ -364,7 +390,7 @@ class Engine:
         done = 0
         bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
         if n:
-            self.now = self._last_time = arrivals[0].submit_time
+            self.now = self._last_time = first_submit = arrivals[0].submit_time
         orchestrator = self.orchestrator
         if orchestrator is not None and n:
             self._push_tick(self.now)  # the first tick sets the capacity at the start
@@ -375,9 +401,9 @@ class Engine:
                 if self._later_buckets:
                     self._next_bucket()
                     heap = self._heap
-                elif i >= n:
+                elif i >= m:
                     break
-            next_arrival = arrivals[i].submit_time if i < n else math.inf
+            next_arrival = arrivals[i].submit_time if i < m else math.inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
             self._advance_clock(now)
             changed = False
@@ -397,12 +423,16 @@ class Engine:
                 elif done < n:  # _CAPACITY: lend or reclaim inference servers, then schedule
                     if orchestrator.tick(self):  # capacity changed
                         changed = True
-                    if orchestrator.keep_ticking(self, i < n):
+                    if orchestrator.keep_ticking(self, i < m):
                         self._push_tick(orchestrator.next_tick(now))
-            while i < n and arrivals[i].submit_time <= now:
+            while i < m and arrivals[i].submit_time <= now:
                 on_arrival(self, arrivals[i])
                 i += 1
                 changed = True
+                if i == m and offset + m < n:  # the next batch of a streamed replay
+                    offset += m
+                    arrivals = source.make(offset, min(offset + _BATCH, n))
+                    i, m = 0, len(arrivals)
             if changed:
                 schedule(self)
                 passes += 1
@@ -410,25 +440,47 @@ class Engine:
             if self.progress and done - bar.n >= 1000:
                 bar.update(done - bar.n)
         bar.close()
-        unfinished = [j for j in arrivals if not j.finished]
-        if unfinished:
-            j = unfinished[0]
+        if source is None:
+            unfinished = [j for j in arrivals if not j.finished]
+            count, j = len(unfinished), unfinished[0] if unfinished else None
+        else:
+            self._store_finished()
+            left = np.flatnonzero(np.isnan(self._records.columns["end_time"]))
+            count, j = len(left), source.make(int(left[0]), int(left[0]) + 1)[0] if len(left) else None
+        if count:
             raise EngineError(
-                f"policy {policy.name} left {len(unfinished)} job(s) unfinished with no event pending"
+                f"policy {policy.name} left {count} job(s) unfinished with no event pending"
                 f" (e.g. job {j.job_id}, {j.num_gpus} GPUs, on a {self.cluster.total_gpus}-GPU cluster)"
             )
+        if source is None:
+            self._records = JobRecords.for_jobs(arrivals, pools=self.orchestrator is not None)
         return EngineResult(
-            jobs=arrivals,
+            jobs=arrivals if source is None else None,
             busy_gpu_seconds=self._busy_gpu_seconds,
             total_gpus=self.cluster.total_gpus,
-            first_submit=arrivals[0].submit_time if n else 0.0,
-            last_end=max((j.end_time for j in arrivals), default=0.0),
+            first_submit=first_submit if n else 0.0,
+            last_end=self.last_end() if n else 0.0,
             utilization_timeline=self._timeline,
             scheduling_passes=passes,
             shared_gpu_seconds=self._shared_gpu_seconds,
             occupancy=self._occupancy,
             pools=orchestrator.finish(self) if orchestrator is not None else None,
+            records=self._records,
         )
+
+    def last_end(self) -> float:
+        """The latest end of a finished job (now, before any job has ended)."""
+        if self._finished is None:
+            return max((j.end_time for j in self.jobs if j.finished), default=self.now)
+        self._store_finished()
+        end = self._records.last_end()
+        return self.now if end is None else end
+
+    def _store_finished(self) -> None:
+        """Store the figures of the jobs finished since the last call (a streamed replay)."""
+        if self._finished:
+            self._records.store(self._finished)
+            self._finished.clear()
 
     # ---- internals ---------------------------------------------------------------------------
     def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
@@ -671,3 +723,9 @@ class Engine:
         job.end_time = self.now
         self._stop(job)
         self.policy.on_finish(self, job)
+        finished = self._finished
+        if finished is not None:  # streamed: the job's figures go to the records, its record may go
+            finished.append(job)
+            if len(finished) >= _BATCH:
+                self._records.store(finished)
+                finished.clear()

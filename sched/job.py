@@ -6,7 +6,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from schedlab.sched.jobtable import in_canonical_order
 
 
 @dataclass(slots=True, eq=False)
@@ -106,44 +109,117 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
     A table with ``global_batch`` holds goodput jobs (specs/pollux.md): each gets its application's
     model from ``goodput_models`` (keyed by the ``model`` column) and its ``duration`` is read as the
     nominal run time, the unit its progress is counted in."""
-    if "duration" not in table.columns:
-        raise ValueError("the job table has no 'duration' column: annotate it with a workload catalog first")
-    ordered = table.sort_values(["submit_time", "job_id"], kind="stable")
-    n = len(ordered)
-    columns = ordered.columns
-    # whole columns to Python lists (no per-row pandas calls): the job records take the same values
-    # as float()/int()/str() of each cell, NaN/None where a cell is missing
-    deadlines = _floats(ordered["deadline"]) if "deadline" in columns else [math.nan] * n
-    batches = _floats(ordered["batch_size"]) if "batch_size" in columns else [math.nan] * n
-    if "model" in columns:
-        missing = ordered["model"].isna().tolist()
-        models = [None if gone else str(m) for m, gone in zip(ordered["model"].tolist(), missing)]
-    else:
-        models = [None] * n
-    jobs = list(map(
-        Job,
-        map(str, ordered["job_id"].tolist()),
-        map(float, ordered["submit_time"].tolist()),
-        map(int, ordered["num_gpus"].tolist()),
-        map(float, ordered["duration"].tolist()),
-        range(n),
-        deadlines,
-        models,
-        batches,
-    ))
-    _pool_columns(jobs, ordered)
-    if "global_batch" in ordered.columns:
-        if goodput_models is None:
+    source = JobSource(table, goodput_models)
+    return source.make(0, len(source))
+
+
+class JobSource:
+    """A canonical job table, sorted by ``(submit_time, job_id)``, that makes its :class:`Job` records
+    on demand (issue #13 §6): the engine asks for the next few as they arrive, so a replay holds
+    records for the jobs in flight only, not the whole trace. ``make(a, b)`` gives jobs ``a..b-1``
+    exactly as :func:`jobs_from_table` gives them; every row is checked up front."""
+
+    def __init__(self, table: pd.DataFrame, goodput_models: dict[str, Any] | None = None) -> None:
+        if "duration" not in table.columns:
+            raise ValueError("the job table has no 'duration' column: annotate it with a workload catalog first")
+        self.table = table if in_canonical_order(table) else table.sort_values(["submit_time", "job_id"], kind="stable")
+        self.goodput_models = goodput_models
+        columns = self.table.columns
+        if "global_batch" in columns and goodput_models is None:
             raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
-        for job, global_batch in zip(jobs, ordered["global_batch"]):
-            model = goodput_models.get(job.model)
-            if model is None:
-                raise ValueError(f"job {job.job_id}: no goodput model for application {job.model!r}"
-                                 f" (known: {sorted(goodput_models)})")
-            job.goodput, job.global_batch = model, int(global_batch)
-            job.progress_scale = model.total_progress / job.duration
-            job.epoch_end = model.epoch_end(0.0)
-    return jobs
+        self.elastic = _elastic_rows(self.table)
+        #: whether any job has a GPU range and no goodput model (Lyra's elastic jobs, sched/scaling.py)
+        self.has_elastic = "global_batch" not in columns and bool(self.elastic.any())
+        if "global_batch" in columns:
+            _check_goodput_models(self.table, goodput_models)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def static(self) -> dict[str, Any]:
+        """The job-table columns known before the replay, in job order, with the values the job
+        records would hold (:class:`~schedlab.sched.jobtable.JobRecords`' ``static``)."""
+        table = self.table
+        ids = table["job_id"]
+        model = None
+        if "model" in table.columns and table["model"].notna().any():
+            model = [None if gone else str(m) for m, gone in zip(table["model"].tolist(), table["model"].isna().tolist())]
+        return {
+            # str ids as they are (no Python object per job); others as str() of each, as Job.job_id
+            "job_id": ids.array if ids.dtype == "str" else [str(x) for x in ids.tolist()],
+            "submit_time": table["submit_time"].to_numpy(dtype=float),
+            "num_gpus": table["num_gpus"].to_numpy(dtype=np.int64),
+            "duration": table["duration"].to_numpy(dtype=float),
+            "deadline": _floats_array(table["deadline"]) if "deadline" in table.columns else None,
+            "model": model,
+        }
+
+    def make(self, start: int, stop: int) -> list[Job]:
+        """The job records of rows ``start..stop-1`` (in trace order; ``index`` is the row)."""
+        part = self.table.iloc[start:stop]
+        n = len(part)
+        columns = part.columns
+        # whole columns to Python lists (no per-row pandas calls): the job records take the same values
+        # as float()/int()/str() of each cell, NaN/None where a cell is missing
+        deadlines = _floats(part["deadline"]) if "deadline" in columns else [math.nan] * n
+        batches = _floats(part["batch_size"]) if "batch_size" in columns else [math.nan] * n
+        if "model" in columns:
+            missing = part["model"].isna().tolist()
+            models = [None if gone else str(m) for m, gone in zip(part["model"].tolist(), missing)]
+        else:
+            models = [None] * n
+        jobs = list(map(
+            Job,
+            map(str, part["job_id"].tolist()),
+            map(float, part["submit_time"].tolist()),
+            map(int, part["num_gpus"].tolist()),
+            map(float, part["duration"].tolist()),
+            range(start, start + n),
+            deadlines,
+            models,
+            batches,
+        ))
+        _pool_columns(jobs, part)
+        if "global_batch" in columns:
+            for job, global_batch in zip(jobs, part["global_batch"]):
+                model = self.goodput_models[job.model]
+                job.goodput, job.global_batch = model, int(global_batch)
+                job.progress_scale = model.total_progress / job.duration
+                job.epoch_end = model.epoch_end(0.0)
+        return jobs
+
+
+def _elastic_rows(table: pd.DataFrame) -> np.ndarray:
+    """Rows with a GPU range (``elastic_min`` and ``elastic_max`` given, ``elastic_max`` not 0); a bad
+    range or ``scaling_loss`` is an error naming the first such job, as :func:`_pool_columns` names it."""
+    if not ("elastic_min" in table.columns and "elastic_max" in table.columns):
+        return np.zeros(len(table), bool)
+    low = table["elastic_min"].to_numpy(dtype=float, na_value=math.nan)
+    high = table["elastic_max"].to_numpy(dtype=float, na_value=math.nan)
+    ranged = ~np.isnan(low) & ~np.isnan(high) & (high != 0)
+    with np.errstate(invalid="ignore"):
+        bad_range = ranged & ~((1 <= np.trunc(low)) & (np.trunc(low) <= np.trunc(high)))
+        if "scaling_loss" in table.columns:
+            loss = np.nan_to_num(table["scaling_loss"].to_numpy(dtype=float, na_value=math.nan), nan=0.0)
+            bad_loss = ranged & ~((0 <= loss) & (loss < 1))
+        else:
+            bad_loss = np.zeros(len(table), bool)
+    bad = np.flatnonzero(bad_range | bad_loss)
+    if len(bad):  # the first bad job, checked by the same code that reads it
+        row = int(bad[0])
+        _pool_columns(list(map(Job, map(str, table["job_id"].iloc[row:row + 1].tolist()), [0.0], [1], [1.0])),
+                      table.iloc[row:row + 1])
+    return ranged
+
+
+def _check_goodput_models(table: pd.DataFrame, goodput_models: dict[str, Any]) -> None:
+    """Every goodput job's application has a model (an error names the first job without one)."""
+    model = table["model"] if "model" in table.columns else pd.Series([None] * len(table), dtype=object)
+    names = [None if gone else str(m) for m, gone in zip(model.tolist(), model.isna().tolist())]
+    for job_id, name in zip(table["job_id"].tolist(), names):
+        if goodput_models.get(name) is None:
+            raise ValueError(f"job {job_id}: no goodput model for application {name!r}"
+                             f" (known: {sorted(goodput_models)})")
 
 
 def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
@@ -170,4 +246,8 @@ def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
 
 def _floats(column: pd.Series) -> list[float]:
     """A column as Python floats, NaN where a cell is missing."""
-    return column.to_numpy(dtype=float, na_value=math.nan).tolist()
+    return _floats_array(column).tolist()
+
+
+def _floats_array(column: pd.Series) -> np.ndarray:
+    return column.to_numpy(dtype=float, na_value=math.nan)

@@ -17,35 +17,43 @@ LARGE_JOB_GPUS = 8  # Castor §9.4 Tables 5-6: "large" = more than 8 GPUs (SJF-B
 
 
 def job_table(result: EngineResult) -> pd.DataFrame:
-    jobs = result.jobs
+    """The per-job table, from the records the engine kept (``EngineResult.records``); with pools,
+    Lyra's per-job columns (``ran_on_loan``, ``lost_work_s``, ``preemptions_lost``) come last."""
+    records = result.records
+    static, columns = records.static, records.columns
+    deadline = static["deadline"]  # None: no job has one (the column would be dropped below)
     table = pd.DataFrame(
         {
-            "job_id": [j.job_id for j in jobs],
-            "submit_time": np.fromiter((j.submit_time for j in jobs), float, len(jobs)),
-            "start_time": np.fromiter((j.start_time for j in jobs), float, len(jobs)),
-            "end_time": np.fromiter((j.end_time for j in jobs), float, len(jobs)),
+            "job_id": static["job_id"],
+            "submit_time": static["submit_time"],
+            "start_time": columns["start_time"],
+            "end_time": columns["end_time"],
             # the trace's GPU count (an elastic policy's allocations vary; the papers class jobs by it)
-            "num_gpus": np.fromiter((j.requested_gpus for j in jobs), np.int64, len(jobs)),
-            "duration": np.fromiter((j.duration for j in jobs), float, len(jobs)),
-            "preemptions": np.fromiter((j.preemptions for j in jobs), np.int64, len(jobs)),
-            "deadline": np.fromiter((j.deadline for j in jobs), float, len(jobs)),
-            "run_s": np.fromiter((j.run_time for j in jobs), float, len(jobs)),
-            "shared_s": np.fromiter((j.shared_seconds for j in jobs), float, len(jobs)),
-            "pace_s": np.fromiter((j.pace_seconds for j in jobs), float, len(jobs)),
-            "accumulation_steps": np.fromiter((j.accumulation_steps for j in jobs), np.int64, len(jobs)),
-            "exclusive_jct_estimate": np.fromiter((j.exclusive_jct_estimate for j in jobs), float, len(jobs)),
-        }
+            "num_gpus": static["num_gpus"],
+            "duration": static["duration"],
+            "preemptions": columns["preemptions"],
+            **({"deadline": deadline} if deadline is not None else {}),
+            "run_s": columns["run_s"],
+            "shared_s": columns["shared_s"],
+            "pace_s": columns["pace_s"],
+            "accumulation_steps": columns["accumulation_steps"],
+            "exclusive_jct_estimate": columns["exclusive_jct_estimate"],
+        },
+        copy=False,  # the records' columns as they are (10M jobs: no second copy)
     )
-    if any(j.model is not None for j in jobs):
-        table["model"] = [j.model for j in jobs]
+    if static["model"] is not None:
+        table["model"] = static["model"]
     table["queue_s"] = table["start_time"] - table["submit_time"]
     table["jct_s"] = table["end_time"] - table["submit_time"]
     table["wait_s"] = table["jct_s"] - table["run_s"]
     table["avg_xi"] = np.where(table["run_s"] > 0, table["pace_s"] / table["run_s"].where(table["run_s"] > 0), 1.0)
     table = table.drop(columns="pace_s")
-    if table["deadline"].isna().all():
+    if deadline is not None and table["deadline"].isna().all():
         table = table.drop(columns="deadline")
-    return table[[*JOB_COLUMNS, *(c for c in table.columns if c not in JOB_COLUMNS)]]
+    table = table[[*JOB_COLUMNS, *(c for c in table.columns if c not in JOB_COLUMNS)]]
+    if records.pools:
+        table = table.assign(**{name: columns[name] for name in records.POOL_RESULTS})
+    return table
 
 
 def summarize(table: pd.DataFrame, result: EngineResult, large_job_gpus: int = LARGE_JOB_GPUS) -> dict:
@@ -72,13 +80,13 @@ def summarize(table: pd.DataFrame, result: EngineResult, large_job_gpus: int = L
         "p75_queue_s": _pct(queue, 75),
         "p99_queue_s": _pct(queue, 99),
         "p75_jct_s": _pct(jct, 75),
-        "scaling_ops": int(sum(j.resizes for j in result.jobs)),
+        "scaling_ops": int(result.records.columns["resizes"].sum()),
     }
-    large = table["num_gpus"] > large_job_gpus
-    for name, part in (("large", table[large]), ("small", table[~large])):
-        summary[f"{name}_jobs"] = int(len(part))
-        summary[f"avg_jct_{name}_s"] = _stat(np.mean, part["jct_s"].to_numpy())
-        summary[f"avg_queue_{name}_s"] = _stat(np.mean, part["queue_s"].to_numpy())
+    large = (table["num_gpus"] > large_job_gpus).to_numpy()
+    for name, part in (("large", large), ("small", ~large)):  # the two columns only, not the whole table
+        summary[f"{name}_jobs"] = int(part.sum())
+        summary[f"avg_jct_{name}_s"] = _stat(np.mean, jct[part])
+        summary[f"avg_queue_{name}_s"] = _stat(np.mean, queue[part])
     summary.update(sharing_summary(table, result))
     if "deadline" in table.columns:
         has_deadline = table["deadline"].notna()

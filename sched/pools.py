@@ -69,7 +69,6 @@ from schedlab.sched.reclaim import (
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
 
 TRAINING, INFERENCE, ON_LOAN = 0, 1, 2
 
@@ -430,7 +429,7 @@ class Orchestrator:
 
     def finish(self, engine: Engine) -> Orchestrator:
         """Close the integrals at the last completion (the replay's makespan window)."""
-        end = max((j.end_time for j in engine.jobs if j.finished), default=engine.now)
+        end = engine.last_end()
         clock = self.cluster.clock
         self.cluster.clock = lambda: end
         self.cluster._integrate()
@@ -438,8 +437,9 @@ class Orchestrator:
         return self
 
 
-def pool_summary(result: Any, jobs: list[Job]) -> dict[str, float]:
-    """Lyra's figures for a replay with pools (specs/lyra.md §4.1, §6 A7/A14/A16, §7 item 9)."""
+def pool_summary(result: Any, table) -> dict[str, float]:
+    """Lyra's figures for a replay with pools (specs/lyra.md §4.1, §6 A7/A14/A16, §7 item 9), from its
+    job table (:func:`~schedlab.sched.metrics.job_table`, which has the pool columns)."""
     orch: Orchestrator = result.pools
     cluster = orch.cluster
     start, end = result.first_submit, result.last_end
@@ -451,8 +451,8 @@ def pool_summary(result: Any, jobs: list[Job]) -> dict[str, float]:
     inference_busy = orch.load.integral(start, end) * inference_gpus if makespan > 0 else 0.0
     records = orch.reclaims
     running = [r for r in records if r.running_on_loan]
-    n_jobs = max(len(jobs), 1)
-    preemptions = sum(j.preemptions for j in jobs)
+    n_jobs = max(len(table), 1)
+    preemptions = sum(table["preemptions"].tolist())
 
     def ratio(a: float, b: float) -> float:
         return a / b if b > 0 else math.nan
@@ -460,15 +460,15 @@ def pool_summary(result: Any, jobs: list[Job]) -> dict[str, float]:
     return {
         "gpu_util": ratio(busy, cluster.capacity_gpu_s),
         "preemption_ratio": preemptions / n_jobs,
-        "preemptions_lost_progress": sum(j.preemptions_lost for j in jobs),
-        "lost_work_s": sum(j.lost_work_s for j in jobs),
+        "preemptions_lost_progress": sum(table["preemptions_lost"].tolist()),
+        "lost_work_s": sum(table["lost_work_s"].tolist()),  # in job order, as summed before
         "training_usage": ratio(busy - cluster.loan_busy_gpu_s, training_gpus * makespan),
         "onloan_usage": ratio(cluster.loan_busy_gpu_s, cluster.loaned_gpu_s),
         "overall_usage_raw": ratio(busy + float(inference_busy), (training_gpus + inference_gpus) * makespan),
         "overall_usage_norm": ratio(busy - cluster.loan_busy_gpu_s + (cluster.loan_busy_gpu_s + float(inference_busy)) / cluster.r,
                                     (training_gpus + inference_gpus / cluster.r) * makespan),
         "avg_servers_on_loan": ratio(cluster.loaned_gpu_s / per, makespan),
-        "jobs_ran_on_loan": sum(1 for j in jobs if j.ran_on_loan),
+        "jobs_ran_on_loan": sum(table["ran_on_loan"].tolist()),
         "loan_ops": orch.loan_ops,
         "servers_lent": orch.servers_lent,
         "reclaim_ops": len(records),
@@ -486,15 +486,6 @@ def pool_summary(result: Any, jobs: list[Job]) -> dict[str, float]:
         "reclaim_mean_solve_s": ratio(sum(r.solve_s for r in records), len(records)),
         "inference_shortfall_server_s": orch.shortfall_server_s,
     }
-
-
-def pool_job_columns(table, jobs: list[Job]):
-    """The job table's pool columns: ``ran_on_loan``, ``lost_work_s``, ``preemptions_lost``."""
-    return table.assign(
-        ran_on_loan=[j.ran_on_loan for j in jobs],
-        lost_work_s=[j.lost_work_s for j in jobs],
-        preemptions_lost=[j.preemptions_lost for j in jobs],
-    )
 
 
 def utilization_with_capacity(utilization, orch: Orchestrator):

@@ -17,7 +17,7 @@ import pandas as pd
 from schedlab.sched.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.job import JobSource
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.policies import make_policy
 from schedlab.sched.scaling import use_elastic_scaling
@@ -182,7 +182,7 @@ def replay(
         state = PooledCluster(spec, inference)
         orchestrator = Orchestrator(load_inference(inference.load), inference, seed)
     engine = Engine(
-        jobs_from_table(table, goodput_models),
+        JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
         state,
         decider,
         placement=placement,
@@ -199,10 +199,9 @@ def replay(
     jobs = job_table(result)
     summary = summarize(jobs, result)
     if orchestrator is not None:
-        from schedlab.sched.pools import pool_job_columns, pool_summary
+        from schedlab.sched.pools import pool_summary
 
-        summary.update(pool_summary(result, result.jobs))
-        jobs = pool_job_columns(jobs, result.jobs)
+        summary.update(pool_summary(result, jobs))
     summary.update(decider.metrics())
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from schedlab.sched.job import Job
+from schedlab.sched.job import Job, JobSource
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -41,7 +41,10 @@ def elastic_speed(job: Job) -> float:
 
 def use_elastic_scaling(engine: Engine) -> bool:
     """Make ``engine`` run its elastic jobs at their speed-up; False (nothing done) if it has none."""
-    if not any(job.elastic_max and job.goodput is None for job in engine.jobs):
+    jobs = engine.jobs
+    elastic = jobs.has_elastic if isinstance(jobs, JobSource) else any(
+        job.elastic_max and job.goodput is None for job in jobs)
+    if not elastic:
         return False
     cluster = engine.cluster
     normalised = getattr(cluster, "normalised_gpus", None)

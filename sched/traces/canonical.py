@@ -23,7 +23,11 @@ _TEXT = ("job_id", "model", "user", "vc")  # read verbatim: "NA" is a name, not 
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
-def _read_any(path: Path, rows: np.ndarray | None) -> pd.DataFrame:
+#: columns a whole-file CSV read first parses as numbers (see :func:`read`)
+_NUMBERS = ("submit_time", "num_gpus", "duration", "deadline", "batch_size", "iterations", "elastic_min", "elastic_max")
+
+
+def _read_any(path: Path, rows: np.ndarray | None, numbers: tuple[str, ...] = ()) -> pd.DataFrame:
     if path.suffix.lower() in (".parquet", ".pq"):
         check_file(path)
         try:
@@ -37,7 +41,7 @@ def _read_any(path: Path, rows: np.ndarray | None) -> pd.DataFrame:
             raise TraceError(path, f"not a readable Parquet file: {exc}") from None
         check_columns(str(path), list(df.columns), REQUIRED_COLUMNS)
         return df if rows is not None else df.assign(_row=np.arange(1, len(df) + 1))
-    return read_csv(path, REQUIRED_COLUMNS, text=_TEXT, rows=rows)
+    return read_csv(path, REQUIRED_COLUMNS, text=_TEXT, rows=rows, numbers=numbers)
 
 
 def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
@@ -55,8 +59,20 @@ def _bool(df: pd.DataFrame, col: str, file: str) -> pd.Series:
 def read(path: Path | None, options: LoadOptions, rows: np.ndarray | None = None) -> Raw:
     """Required job_id, submit_time, num_gpus and duration or model/batch_size/iterations."""
     assert path is not None
+    if rows is None and path.suffix.lower() not in (".parquet", ".pq"):
+        # A whole CSV: its numeric columns parsed by the CSV parser, not kept as text and parsed
+        # again (10M jobs: minutes and GBs less). Any problem (a datetime, a bad value) and the text
+        # read below runs instead: the same table, and exactly its errors.
+        try:
+            return _read(path, _NUMBERS)
+        except ValueError:  # TraceError included
+            pass
+    return _read(path, (), rows)
+
+
+def _read(path: Path, numbers: tuple[str, ...], rows: np.ndarray | None = None) -> Raw:
     file = str(path)
-    df = _read_any(path, rows)
+    df = _read_any(path, rows, numbers)
     cols = [c for c in df.columns if c != "_row"]
     for c in cols:
         if c not in CANONICAL_COLUMNS:
