@@ -129,7 +129,29 @@ class ClusterState:
         self.single_by_server: list[int] = [0] * self.num_servers
 
     def take_from_servers(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
-        """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
+        """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids.
+
+        One GPU from one server (most starts in a trace replay) takes a fast path with the same effect
+        as :meth:`_take_general` (tests/test_cluster_fast_paths.py compares them)."""
+        if len(counts) == 1 and counts[0][1] == 1:
+            server = counts[0][0]
+            stack = self.free_by_server[server]
+            free = len(stack)
+            if not free:
+                raise ValueError(f"server {server} has 0 free GPUs, 1 asked")
+            g = stack.pop()
+            bit = 1 << server
+            masks = self.servers_with_free
+            masks[free] ^= bit
+            masks[free - 1] |= bit
+            self.holders[g] = [job]
+            self.single_by_server[server] += 1
+            self.free_gpus -= 1
+            self.single_gpus += 1
+            return (g,)
+        return self._take_general(counts, job)
+
+    def _take_general(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
         taken: list[int] = []
         holders, masks = self.holders, self.servers_with_free
         for server, n in counts:
@@ -173,7 +195,30 @@ class ClusterState:
         self.release(job, job.gpus)
 
     def release(self, job, gpus) -> None:
-        """Take ``job`` off ``gpus`` (some or all of its GPUs)."""
+        """Take ``job`` off ``gpus`` (some or all of its GPUs).
+
+        One GPU that only ``job`` holds takes a fast path with the same effect as
+        :meth:`_release_general` (tests/test_cluster_fast_paths.py compares them)."""
+        if len(gpus) == 1:
+            g = gpus[0]
+            holders = self.holders[g]
+            if len(holders) == 1 and holders[0] is job:
+                holders.pop()
+                server = g // self.gpus_per_server
+                self.single_by_server[server] -= 1
+                stack = self.free_by_server[server]
+                free = len(stack)
+                bit = 1 << server
+                masks = self.servers_with_free
+                masks[free] ^= bit
+                masks[free + 1] |= bit
+                stack.append(g)
+                self.single_gpus -= 1
+                self.free_gpus += 1
+                return
+        self._release_general(job, gpus)
+
+    def _release_general(self, job, gpus) -> None:
         per, single_by_server, free_by_server = self.gpus_per_server, self.single_by_server, self.free_by_server
         masks = self.servers_with_free
         freed = 0

@@ -351,7 +351,8 @@ class Engine:
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
         now = self.now
-        self._push(now if now > at else at, _TIMER, payload, 0)  # noqa: FURB136 (max(at, now) without the call)
+        self._seq += 1
+        self._enqueue((now if now > at else at, self._seq, _TIMER, payload, 0))  # noqa: FURB136 (max(at, now))
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -370,6 +371,7 @@ class Engine:
             self._push_tick(self.now)  # the first tick sets the capacity at the start
         heappop = heapq.heappop
         on_timer, on_arrival, schedule = policy.on_timer, policy.on_arrival, policy.schedule
+        cluster, timeline = self.cluster, self._timeline
         while True:
             if not heap:
                 if self._later_buckets:
@@ -379,7 +381,11 @@ class Engine:
                     break
             next_arrival = arrivals[i].submit_time if i < n else math.inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
-            self._advance_clock(now)
+            # _advance_clock(now), inline (once per event time)
+            elapsed = now - self._last_time
+            self._busy_gpu_seconds += elapsed * (cluster.total_gpus - cluster.free_gpus)
+            self._shared_gpu_seconds += elapsed * cluster.double_gpus
+            self._last_time = self.now = now
             changed = False
             while heap and heap[0][0] <= now:
                 _, _, kind, obj, version = heappop(heap)
@@ -406,7 +412,9 @@ class Engine:
             if changed:
                 schedule(self)
                 passes += 1
-                self._record_utilization()
+                busy = cluster.total_gpus - cluster.free_gpus  # _record_utilization(), inline
+                if not timeline or timeline[-1][1] != busy:
+                    timeline.append((now, busy))
             if self.progress and done - bar.n >= 1000:
                 bar.update(done - bar.n)
         bar.close()
@@ -431,10 +439,6 @@ class Engine:
         )
 
     # ---- internals ---------------------------------------------------------------------------
-    def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
-        self._seq += 1
-        self._enqueue((at, self._seq, kind, obj, version))
-
     def _enqueue(self, event: tuple[float, float, int, Any, int]) -> None:
         """Into the heap if before the horizon, else into its time's bucket."""
         at = event[0]
@@ -458,17 +462,6 @@ class Engine:
     def _push_tick(self, at: float) -> None:
         """An orchestrator tick, after every other event of its instant (a job ending then ends first)."""
         self._enqueue((at, math.inf, _CAPACITY, None, 0))
-
-    def _advance_clock(self, now: float) -> None:
-        elapsed = now - self._last_time
-        self._busy_gpu_seconds += elapsed * (self.cluster.total_gpus - self.cluster.free_gpus)
-        self._shared_gpu_seconds += elapsed * self.cluster.double_gpus
-        self._last_time = self.now = now
-
-    def _record_utilization(self) -> None:
-        busy = self.cluster.total_gpus - self.cluster.free_gpus
-        if not self._timeline or self._timeline[-1][1] != busy:
-            self._timeline.append((self.now, busy))
 
     def _settle(self, job: Job) -> None:
         """Integrate ``job``'s progress (and its shared time) up to now."""
@@ -532,7 +525,7 @@ class Engine:
         job.pace = pace
         job.rate = rate
         job.version += 1
-        end = self._completion_time(job)
+        end = job.last_update + job.overhead_left + job.remaining / rate  # _completion_time(job)
         key = (end, job.index, job)
         by_end = self._by_end
         if by_end is not None:
@@ -540,7 +533,8 @@ class Engine:
                 by_end.remove(job.end_key)
             by_end.add(key)
         job.end_key = key
-        self._push(end if job.goodput is None else self._next_event_time(job), _COMPLETION, job, job.version)
+        self._seq += 1
+        self._enqueue((end if job.goodput is None else self._next_event_time(job), self._seq, _COMPLETION, job, job.version))
 
     def _check_sharing(
         self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int

@@ -107,11 +107,11 @@ class Tiresias(Policy):
         if self.tuned:
             return self.tuned.on_timer(engine, payload)
         action, job, version = payload
-        if job.version != version or job.finished:
+        if job.version != version or job.end_time == job.end_time:  # stale, or finished (end_time not NaN)
             return
-        if action == "demote" and job.running:
+        if action == "demote" and job.gpus:  # running
             self._move(job, self.queues.level[job.index] + 1)
-        elif action == "promote" and not job.running:
+        elif action == "promote" and not job.gpus:
             self.service_base[job.index] = engine.attained_service(job)
             self._move(job, 0)
 
@@ -152,6 +152,7 @@ class Tiresias(Policy):
         engine.set_timer(engine.now + wait, ("demote", job, job.version))
 
     def _move(self, job: Job, level: int) -> None:
-        self.queues.remove(job.index, job.running)
-        self.queues.add(job.index, job.num_gpus, level, job.running)
+        running = bool(job.gpus)
+        self.queues.remove(job.index, running)
+        self.queues.add(job.index, job.num_gpus, level, running)
         self.dirty = True
