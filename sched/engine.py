@@ -125,7 +125,6 @@ class Engine:
         self._seq = 0
         self._busy_gpu_seconds = 0.0
         self._shared_gpu_seconds = 0.0
-        self._last_time = 0.0
         self._timeline: list[tuple[float, int]] = []
         self._occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = [] if record_occupancy else None
         self._held_since: dict[Job, float] = {}
@@ -365,13 +364,14 @@ class Engine:
         done = 0
         bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
         if n:
-            self.now = self._last_time = arrivals[0].submit_time
+            self.now = arrivals[0].submit_time
         orchestrator = self.orchestrator
         if orchestrator is not None and n:
             self._push_tick(self.now)  # the first tick sets the capacity at the start
         heappop = heapq.heappop
         on_timer, on_arrival, schedule = policy.on_timer, policy.on_arrival, policy.schedule
-        cluster, timeline = self.cluster, self._timeline
+        cluster, timeline, inf = self.cluster, self._timeline, math.inf
+        busy_s, shared_s, last = self._busy_gpu_seconds, self._shared_gpu_seconds, self.now  # kept here
         while True:
             if not heap:
                 if self._later_buckets:
@@ -379,13 +379,12 @@ class Engine:
                     heap = self._heap
                 elif i >= n:
                     break
-            next_arrival = arrivals[i].submit_time if i < n else math.inf
+            next_arrival = arrivals[i].submit_time if i < n else inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
-            # _advance_clock(now), inline (once per event time)
-            elapsed = now - self._last_time
-            self._busy_gpu_seconds += elapsed * (cluster.total_gpus - cluster.free_gpus)
-            self._shared_gpu_seconds += elapsed * cluster.double_gpus
-            self._last_time = self.now = now
+            elapsed = now - last  # advance the clock: GPU-seconds busy and shared since the last event
+            busy_s += elapsed * (cluster.total_gpus - cluster.free_gpus)
+            shared_s += elapsed * cluster.double_gpus
+            last = self.now = now
             changed = False
             while heap and heap[0][0] <= now:
                 _, _, kind, obj, version = heappop(heap)
@@ -418,6 +417,7 @@ class Engine:
             if self.progress and done - bar.n >= 1000:
                 bar.update(done - bar.n)
         bar.close()
+        self._busy_gpu_seconds, self._shared_gpu_seconds = busy_s, shared_s
         unfinished = [j for j in arrivals if not j.finished]
         if unfinished:
             j = unfinished[0]

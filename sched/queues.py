@@ -204,6 +204,14 @@ class LevelQueues:
                     running.clear()
                 continue
             sums, walk = lv.demand, self.walk_below
+            total = sums.tree[sums.size]  # the level's demand (the tree's root)
+            if total <= capacity:  # all of it fits (the same as one reach to the end): its waiting jobs start
+                capacity -= total
+                start += waiting
+                for index in waiting:
+                    insort(running, index)
+                waiting.clear()
+                continue
             first_start, first_stop = len(start), len(stop)
             chosen_waiting: list[tuple[int, int]] = []  # slices of ``waiting`` that start
             left_running: list[tuple[int, int]] = []  # slices of ``running`` that stop
