@@ -101,18 +101,16 @@ class _Sums:
         return pos, budget
 
     def _grow(self, slot: int) -> None:
-        size = self.size
+        """Double the slots until ``slot`` is one. The new half's slots are empty, so of its tree nodes
+        only the last (the new root, covering every slot) is not 0: it holds the total."""
+        size, tree = self.size, self.tree
+        total = tree[size]
         while size <= slot:
+            tree += [0] * (size - 1)
+            tree.append(total)
             size *= 2
         self.values.extend([0] * (size - self.size))
         self.size = size
-        tree = [0] * (size + 1)
-        for i, value in enumerate(self.values, 1):  # O(size) linear build
-            tree[i] += value
-            parent = i + (i & -i)
-            if parent <= size:
-                tree[parent] += tree[i]
-        self.tree = tree
 
 
 class _Level:

@@ -4,9 +4,11 @@ without its job-by-job walk for few GPUs left (sched/queues.py)."""
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
+from itertools import accumulate
 
 import pytest
-from schedlab.sched.queues import LevelQueues
+from schedlab.sched.queues import LevelQueues, _Sums
 
 
 def _greedy(jobs: dict[int, list], levels: int, capacity: int) -> tuple[list[int], list[int]]:
@@ -75,3 +77,22 @@ def test_switch_is_the_greedy_choice_with_and_without_the_walk(seed):
 def test_a_job_needs_a_gpu():
     with pytest.raises(ValueError, match="job 3 needs 0 GPUs"):
         LevelQueues(2).add(3, 0, 0, False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_sums_grow_and_answer_like_plain_sums(seed):
+    rng = random.Random(seed)
+    sums, plain = _Sums(), [0] * 20_000
+    for _ in range(200):
+        slot = rng.choice([rng.randrange(1024), rng.randrange(20_000)])  # growth by one doubling or several
+        delta = rng.randrange(1, 9)
+        sums.add(slot, delta)
+        plain[slot] += delta
+        before = [0, *accumulate(plain)]  # before[k]: the sum of slots 0..k-1
+        k = rng.randrange(20_000)
+        assert sums.prefix(k) == before[k]
+        budget = rng.randrange(before[-1] + 2)
+        pos = bisect_right(before, budget) - 1  # the largest with before[pos] <= budget
+        if pos == len(plain):  # all fit: the tree's slots past the plain ones are empty too
+            pos = sums.size
+        assert sums.reach(budget) == (pos, budget - before[min(pos, len(plain))])
