@@ -295,7 +295,7 @@ class Engine:
 
     def attained_service(self, job: Job) -> float:
         """GPU-seconds the job has held GPUs so far (Tiresias' attained service)."""
-        current = self.now - job.last_start if job.running else 0.0
+        current = self.now - job.last_start if job.gpus else 0.0  # running
         return job.num_gpus * (job.run_time + current) + job.service_correction
 
     def expected_end(self, job: Job) -> float:
