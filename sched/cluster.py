@@ -131,25 +131,32 @@ class ClusterState:
     def take_from_servers(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
         """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids.
 
-        One GPU from one server (most starts in a trace replay) takes a fast path with the same effect
-        as :meth:`_take_general` (tests/test_cluster_fast_paths.py compares them)."""
-        if len(counts) == 1 and counts[0][1] == 1:
-            server = counts[0][0]
-            stack = self.free_by_server[server]
-            free = len(stack)
-            if not free:
-                raise ValueError(f"server {server} has 0 free GPUs, 1 asked")
+        GPUs from one server (most starts in a trace replay) take a fast path with the same effect as
+        :meth:`_take_general` (tests/test_cluster_fast_paths.py compares them)."""
+        if len(counts) != 1 or counts[0][1] < 1:
+            return self._take_general(counts, job)
+        server, n = counts[0]
+        stack = self.free_by_server[server]
+        free = len(stack)
+        if n > free:
+            raise ValueError(f"server {server} has {free} free GPUs, {n} asked")
+        bit = 1 << server
+        masks = self.servers_with_free
+        masks[free] ^= bit
+        masks[free - n] |= bit
+        self.single_by_server[server] += n
+        self.free_gpus -= n
+        self.single_gpus += n
+        holders = self.holders
+        if n == 1:
             g = stack.pop()
-            bit = 1 << server
-            masks = self.servers_with_free
-            masks[free] ^= bit
-            masks[free - 1] |= bit
-            self.holders[g] = [job]
-            self.single_by_server[server] += 1
-            self.free_gpus -= 1
-            self.single_gpus += 1
+            holders[g] = [job]
             return (g,)
-        return self._take_general(counts, job)
+        got = stack[-n:]
+        del stack[-n:]
+        for g in got:
+            holders[g] = [job]
+        return tuple(got)
 
     def _take_general(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
         taken: list[int] = []
@@ -197,26 +204,29 @@ class ClusterState:
     def release(self, job, gpus) -> None:
         """Take ``job`` off ``gpus`` (some or all of its GPUs).
 
-        One GPU that only ``job`` holds takes a fast path with the same effect as
-        :meth:`_release_general` (tests/test_cluster_fast_paths.py compares them)."""
-        if len(gpus) == 1:
-            g = gpus[0]
-            holders = self.holders[g]
-            if len(holders) == 1 and holders[0] is job:
-                holders.pop()
-                server = g // self.gpus_per_server
-                self.single_by_server[server] -= 1
-                stack = self.free_by_server[server]
-                free = len(stack)
-                bit = 1 << server
-                masks = self.servers_with_free
-                masks[free] ^= bit
-                masks[free + 1] |= bit
-                stack.append(g)
-                self.single_gpus -= 1
-                self.free_gpus += 1
-                return
-        self._release_general(job, gpus)
+        GPUs on one server that only ``job`` holds (most stops in a trace replay) take a fast path with
+        the same effect as :meth:`_release_general` (tests/test_cluster_fast_paths.py compares them)."""
+        if not gpus:
+            return
+        holders, per = self.holders, self.gpus_per_server
+        server = gpus[0] // per
+        for g in gpus:
+            held = holders[g]
+            if len(held) != 1 or held[0] is not job or g // per != server:
+                return self._release_general(job, gpus)
+        for g in gpus:
+            holders[g].pop()
+        n = len(gpus)
+        stack = self.free_by_server[server]
+        free = len(stack)
+        bit = 1 << server
+        masks = self.servers_with_free
+        masks[free] ^= bit  # as n steps of one GPU each would leave them
+        masks[free + n] |= bit
+        stack.extend(gpus)
+        self.single_by_server[server] -= n
+        self.single_gpus -= n
+        self.free_gpus += n
 
     def _release_general(self, job, gpus) -> None:
         per, single_by_server, free_by_server = self.gpus_per_server, self.single_by_server, self.free_by_server
