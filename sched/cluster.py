@@ -129,7 +129,36 @@ class ClusterState:
         self.single_by_server: list[int] = [0] * self.num_servers
 
     def take_from_servers(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
-        """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids."""
+        """Give ``job`` ``n`` free GPUs from each ``(server, n)``; returns the GPU ids.
+
+        GPUs from one server (most starts in a trace replay) take a fast path with the same effect as
+        :meth:`_take_general` (tests/test_cluster_fast_paths.py compares them)."""
+        if len(counts) != 1 or counts[0][1] < 1:
+            return self._take_general(counts, job)
+        server, n = counts[0]
+        stack = self.free_by_server[server]
+        free = len(stack)
+        if n > free:
+            raise ValueError(f"server {server} has {free} free GPUs, {n} asked")
+        bit = 1 << server
+        masks = self.servers_with_free
+        masks[free] ^= bit
+        masks[free - n] |= bit
+        self.single_by_server[server] += n
+        self.free_gpus -= n
+        self.single_gpus += n
+        holders = self.holders
+        if n == 1:
+            g = stack.pop()
+            holders[g] = [job]
+            return (g,)
+        got = stack[-n:]
+        del stack[-n:]
+        for g in got:
+            holders[g] = [job]
+        return tuple(got)
+
+    def _take_general(self, counts: list[tuple[int, int]], job) -> tuple[int, ...]:
         taken: list[int] = []
         holders, masks = self.holders, self.servers_with_free
         for server, n in counts:
@@ -173,7 +202,33 @@ class ClusterState:
         self.release(job, job.gpus)
 
     def release(self, job, gpus) -> None:
-        """Take ``job`` off ``gpus`` (some or all of its GPUs)."""
+        """Take ``job`` off ``gpus`` (some or all of its GPUs).
+
+        GPUs on one server that only ``job`` holds (most stops in a trace replay) take a fast path with
+        the same effect as :meth:`_release_general` (tests/test_cluster_fast_paths.py compares them)."""
+        if not gpus:
+            return
+        holders, per = self.holders, self.gpus_per_server
+        server = gpus[0] // per
+        for g in gpus:
+            held = holders[g]
+            if len(held) != 1 or held[0] is not job or g // per != server:
+                return self._release_general(job, gpus)
+        for g in gpus:
+            holders[g].pop()
+        n = len(gpus)
+        stack = self.free_by_server[server]
+        free = len(stack)
+        bit = 1 << server
+        masks = self.servers_with_free
+        masks[free] ^= bit  # as n steps of one GPU each would leave them
+        masks[free + n] |= bit
+        stack.extend(gpus)
+        self.single_by_server[server] -= n
+        self.single_gpus -= n
+        self.free_gpus += n
+
+    def _release_general(self, job, gpus) -> None:
         per, single_by_server, free_by_server = self.gpus_per_server, self.single_by_server, self.free_by_server
         masks = self.servers_with_free
         freed = 0

@@ -144,7 +144,6 @@ class Engine:
         self._seq = 0
         self._busy_gpu_seconds = 0.0
         self._shared_gpu_seconds = 0.0
-        self._last_time = 0.0
         self._timeline: list[tuple[float, int]] = []
         self._occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = [] if record_occupancy else None
         self._held_since: dict[Job, float] = {}
@@ -315,7 +314,7 @@ class Engine:
 
     def attained_service(self, job: Job) -> float:
         """GPU-seconds the job has held GPUs so far (Tiresias' attained service)."""
-        current = self.now - job.last_start if job.running else 0.0
+        current = self.now - job.last_start if job.gpus else 0.0  # running
         return job.num_gpus * (job.run_time + current) + job.service_correction
 
     def expected_end(self, job: Job) -> float:
@@ -370,7 +369,8 @@ class Engine:
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
         now = self.now
-        self._push(now if now > at else at, _TIMER, payload, 0)  # noqa: FURB136 (max(at, now) without the call)
+        self._seq += 1
+        self._enqueue((now if now > at else at, self._seq, _TIMER, payload, 0))  # noqa: FURB136 (max(at, now))
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -390,12 +390,14 @@ class Engine:
         done = 0
         bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
         if n:
-            self.now = self._last_time = first_submit = arrivals[0].submit_time
+            self.now = first_submit = arrivals[0].submit_time
         orchestrator = self.orchestrator
         if orchestrator is not None and n:
             self._push_tick(self.now)  # the first tick sets the capacity at the start
         heappop = heapq.heappop
         on_timer, on_arrival, schedule = policy.on_timer, policy.on_arrival, policy.schedule
+        cluster, timeline, inf = self.cluster, self._timeline, math.inf
+        busy_s, shared_s, last = self._busy_gpu_seconds, self._shared_gpu_seconds, self.now  # kept here
         while True:
             if not heap:
                 if self._later_buckets:
@@ -403,9 +405,12 @@ class Engine:
                     heap = self._heap
                 elif i >= m:
                     break
-            next_arrival = arrivals[i].submit_time if i < m else math.inf
+            next_arrival = arrivals[i].submit_time if i < m else inf
             now = heap[0][0] if heap and heap[0][0] < next_arrival else next_arrival
-            self._advance_clock(now)
+            elapsed = now - last  # advance the clock: GPU-seconds busy and shared since the last event
+            busy_s += elapsed * (cluster.total_gpus - cluster.free_gpus)
+            shared_s += elapsed * cluster.double_gpus
+            last = self.now = now
             changed = False
             while heap and heap[0][0] <= now:
                 _, _, kind, obj, version = heappop(heap)
@@ -436,10 +441,13 @@ class Engine:
             if changed:
                 schedule(self)
                 passes += 1
-                self._record_utilization()
+                busy = cluster.total_gpus - cluster.free_gpus  # _record_utilization(), inline
+                if not timeline or timeline[-1][1] != busy:
+                    timeline.append((now, busy))
             if self.progress and done - bar.n >= 1000:
                 bar.update(done - bar.n)
         bar.close()
+        self._busy_gpu_seconds, self._shared_gpu_seconds = busy_s, shared_s
         if source is None:
             unfinished = [j for j in arrivals if not j.finished]
             count, j = len(unfinished), unfinished[0] if unfinished else None
@@ -483,10 +491,6 @@ class Engine:
             self._finished.clear()
 
     # ---- internals ---------------------------------------------------------------------------
-    def _push(self, at: float, kind: int, obj: Any, version: int) -> None:
-        self._seq += 1
-        self._enqueue((at, self._seq, kind, obj, version))
-
     def _enqueue(self, event: tuple[float, float, int, Any, int]) -> None:
         """Into the heap if before the horizon, else into its time's bucket."""
         at = event[0]
@@ -510,17 +514,6 @@ class Engine:
     def _push_tick(self, at: float) -> None:
         """An orchestrator tick, after every other event of its instant (a job ending then ends first)."""
         self._enqueue((at, math.inf, _CAPACITY, None, 0))
-
-    def _advance_clock(self, now: float) -> None:
-        elapsed = now - self._last_time
-        self._busy_gpu_seconds += elapsed * (self.cluster.total_gpus - self.cluster.free_gpus)
-        self._shared_gpu_seconds += elapsed * self.cluster.double_gpus
-        self._last_time = self.now = now
-
-    def _record_utilization(self) -> None:
-        busy = self.cluster.total_gpus - self.cluster.free_gpus
-        if not self._timeline or self._timeline[-1][1] != busy:
-            self._timeline.append((self.now, busy))
 
     def _settle(self, job: Job) -> None:
         """Integrate ``job``'s progress (and its shared time) up to now."""
@@ -584,7 +577,7 @@ class Engine:
         job.pace = pace
         job.rate = rate
         job.version += 1
-        end = self._completion_time(job)
+        end = job.last_update + job.overhead_left + job.remaining / rate  # _completion_time(job)
         key = (end, job.index, job)
         by_end = self._by_end
         if by_end is not None:
@@ -592,7 +585,8 @@ class Engine:
                 by_end.remove(job.end_key)
             by_end.add(key)
         job.end_key = key
-        self._push(end if job.goodput is None else self._next_event_time(job), _COMPLETION, job, job.version)
+        self._seq += 1
+        self._enqueue((end if job.goodput is None else self._next_event_time(job), self._seq, _COMPLETION, job, job.version))
 
     def _check_sharing(
         self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int

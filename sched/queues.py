@@ -101,18 +101,16 @@ class _Sums:
         return pos, budget
 
     def _grow(self, slot: int) -> None:
-        size = self.size
+        """Double the slots until ``slot`` is one. The new half's slots are empty, so of its tree nodes
+        only the last (the new root, covering every slot) is not 0: it holds the total."""
+        size, tree = self.size, self.tree
+        total = tree[size]
         while size <= slot:
+            tree += [0] * (size - 1)
+            tree.append(total)
             size *= 2
         self.values.extend([0] * (size - self.size))
         self.size = size
-        tree = [0] * (size + 1)
-        for i, value in enumerate(self.values, 1):  # O(size) linear build
-            tree[i] += value
-            parent = i + (i & -i)
-            if parent <= size:
-                tree[parent] += tree[i]
-        self.tree = tree
 
 
 class _Level:
@@ -144,7 +142,13 @@ class LevelQueues:
     The greedy choice is computed without walking the chosen jobs: a prefix-sum tree per level finds
     how far a budget of GPUs reaches, and per-GPU-count index lists find the next job that fits after
     one that does not. A pass therefore costs O((skips + changes) x log n), where the plain walk cost
-    O(chosen jobs). A job's GPU count must not change while it is queued here."""
+    O(chosen jobs). A job's GPU count must not change while it is queued here.
+
+    Once fewer than ``walk_below`` GPUs are left, the pass goes job by job (``next_fitting`` alone):
+    the same choice, without the two tree walks per skipped job that matter when few jobs can fit
+    (tests/test_queues.py compares the two ways)."""
+
+    walk_below = 8
 
     def __init__(self, levels: int) -> None:
         self.levels = [_Level() for _ in range(levels)]
@@ -155,6 +159,8 @@ class LevelQueues:
         return index in self.level
 
     def add(self, index: int, gpus: int, level: int, running: bool) -> None:
+        if gpus < 1:
+            raise ValueError(f"LevelQueues: job {index} needs {gpus} GPUs; at least 1 is required")
         lv = self.levels[level]
         self.gpus[index] = gpus
         self.level[index] = level
@@ -195,30 +201,55 @@ class LevelQueues:
                     waiting.sort()  # two sorted runs: one merge
                     running.clear()
                 continue
-            sums = lv.demand
+            sums, walk = lv.demand, self.walk_below
+            total = sums.tree[sums.size]  # the level's demand (the tree's root)
+            if total <= capacity:  # all of it fits (the same as one reach to the end): its waiting jobs start
+                capacity -= total
+                start += waiting
+                for index in waiting:
+                    insort(running, index)
+                waiting.clear()
+                continue
             first_start, first_stop = len(start), len(stop)
             chosen_waiting: list[tuple[int, int]] = []  # slices of ``waiting`` that start
             left_running: list[tuple[int, int]] = []  # slices of ``running`` that stop
-            lo = base = at = 0  # ``at``: position in ``running`` after the last chosen span
-            while True:
-                hi, capacity = sums.reach(base + capacity)
-                if hi > lo:  # jobs lo..hi-1 are chosen
-                    a = bisect_left(waiting, lo)
-                    b = bisect_left(waiting, hi, a)
-                    if b > a:
-                        chosen_waiting.append((a, b))
-                        start += waiting[a:b]
+            at = base = 0  # ``at``: position in ``running`` after the last chosen job
+            lo = 0 if capacity >= walk else lv.next_fitting(0, capacity)  # the next job (index) chosen
+            while lo is not None:
+                if capacity >= walk:  # jobs lo..hi-1 are chosen: how far the GPUs reach, in one descent
+                    hi, capacity = sums.reach(base + capacity)
+                    if hi > lo:
+                        a = bisect_left(waiting, lo)
+                        b = bisect_left(waiting, hi, a)
+                        if b > a:
+                            chosen_waiting.append((a, b))
+                            start += waiting[a:b]
+                        a = bisect_left(running, lo, at)
+                        if a > at:
+                            left_running.append((at, a))
+                            stop += running[at:a]
+                        at = bisect_left(running, hi, a)
+                    if hi >= sums.size or capacity == 0:
+                        break
+                    lo = lv.next_fitting(hi + 1, capacity)  # job hi does not fit
+                    if lo is not None and capacity >= walk:
+                        base = sums.prefix(lo)
+                else:  # few GPUs left: job lo alone, the next fitting one after it found directly
                     a = bisect_left(running, lo, at)
                     if a > at:
                         left_running.append((at, a))
                         stop += running[at:a]
-                    at = bisect_left(running, hi, a)
-                if hi >= sums.size or capacity == 0:
-                    break
-                lo = lv.next_fitting(hi + 1, capacity)
-                if lo is None:
-                    break
-                base = sums.prefix(lo)
+                    if a < len(running) and running[a] == lo:  # it runs on
+                        at = a + 1
+                    else:  # it starts
+                        at = a
+                        a = bisect_left(waiting, lo)
+                        chosen_waiting.append((a, a + 1))
+                        start.append(lo)
+                    capacity -= sums.values[lo]
+                    if capacity == 0:
+                        break
+                    lo = lv.next_fitting(lo + 1, capacity)
             if at < len(running):
                 left_running.append((at, len(running)))
                 stop += running[at:]

@@ -93,7 +93,7 @@ class Tiresias(Policy):
             return self.tuned.on_arrival(engine, job)
         self.jobs[job.index] = job
         self.service_base[job.index] = 0.0
-        self.queues.add(job.index, job.num_gpus, 0, running=False)
+        self.queues.add(job.index, job.num_gpus, 0, False)  # not running
         self.dirty = True
 
     def on_finish(self, engine: Engine, job: Job) -> None:
@@ -107,11 +107,11 @@ class Tiresias(Policy):
         if self.tuned:
             return self.tuned.on_timer(engine, payload)
         action, job, version = payload
-        if job.version != version or job.finished:
+        if job.version != version or job.end_time == job.end_time:  # stale, or finished (end_time not NaN)
             return
-        if action == "demote" and job.running:
+        if action == "demote" and job.gpus:  # running
             self._move(job, self.queues.level[job.index] + 1)
-        elif action == "promote" and not job.running:
+        elif action == "promote" and not job.gpus:
             self.service_base[job.index] = engine.attained_service(job)
             self._move(job, 0)
 
@@ -127,23 +127,24 @@ class Tiresias(Policy):
         start, stop = self.queues.switch(engine.cluster.total_gpus)  # marks them in the queues too
         if stop:
             stop.sort(key=start_order.__getitem__)
-            knob = self.params.promote_knob
+            knob, preempt, set_timer, now = self.params.promote_knob, engine.preempt, engine.set_timer, engine.now
             for index in stop:
                 job = jobs[index]
-                engine.preempt(job)
+                preempt(job)
                 if knob > 0:
-                    engine.set_timer(engine.now + knob * job.run_time, ("promote", job, job.version))
+                    set_timer(now + knob * job.run_time, ("promote", job, job.version))
         if start:
-            level, limits = self.queues.level, self.limits
+            level, limits, starts, inf = self.queues.level, self.limits, self.starts, math.inf
             for index in start:
                 job = jobs[index]
                 if not engine.start(job):
                     raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
-                self.starts += 1
-                start_order[index] = self.starts
+                starts += 1
+                start_order[index] = starts
                 limit = limits[level[index]]
-                if limit != math.inf:  # the last queue has no demotion
+                if limit != inf:  # the last queue has no demotion
                     self._arm_demotion(engine, job, limit)
+            self.starts = starts
 
     def _arm_demotion(self, engine: Engine, job: Job, limit: float) -> None:
         """A timer for when the job's service in its queue reaches ``limit`` (it was just started)."""
@@ -152,6 +153,7 @@ class Tiresias(Policy):
         engine.set_timer(engine.now + wait, ("demote", job, job.version))
 
     def _move(self, job: Job, level: int) -> None:
-        self.queues.remove(job.index, job.running)
-        self.queues.add(job.index, job.num_gpus, level, job.running)
+        running = bool(job.gpus)
+        self.queues.remove(job.index, running)
+        self.queues.add(job.index, job.num_gpus, level, running)
         self.dirty = True
