@@ -69,7 +69,8 @@ def test_ties_go_to_fewer_gpus():
     assert counts == [1, 2] and value == 3.0
 
 
-def random_problem(seed: int) -> Problem:
+def random_problem(seed: int, by_count: bool = False) -> Problem:
+    """A random state; ``by_count``: every speed-up depends on the GPU count only (Philly's jobs)."""
     rng = np.random.default_rng(seed)
     nodes, per = int(rng.integers(2, 7)), 4
     free = [per] * nodes
@@ -82,19 +83,37 @@ def random_problem(seed: int) -> Problem:
         table = {}  # a speed-up per placement shape, drawn once; some shapes tie
 
         def speedup(shape, table=table, gen=np.random.default_rng(int(rng.integers(1 << 30)))):
-            if shape not in table:
-                table[shape] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
-            return table[shape]
+            key = sum(shape) if by_count else shape
+            if key not in table:
+                table[key] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
+            return table[key]
 
         specs.append(JobSpec(int(rng.integers(1, nodes * per + 1)), tuple(current), speedup,
-                             float(rng.uniform(0.2, 1.0))))
+                             float(rng.uniform(0.2, 1.0)), by_count=by_count))
     return Problem(specs, nodes, per, int(rng.integers(1, 4)))
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_local_search_numpy_pricing_finds_the_same_moves(seed, monkeypatch):
-    # the local search prices moves with numpy from VECTOR_MIN jobs x nodes; both ways give one answer
+@pytest.mark.parametrize("by_count", [False, True])
+@pytest.mark.parametrize("seed", range(60))
+def test_local_search_numpy_pricing_finds_the_same_moves(seed, by_count, monkeypatch):
+    # the local search prices moves with numpy from VECTOR_MIN jobs x nodes, keeping each job's best
+    # one-GPU move while its allocation, the open nodes and the multi-node holders stay, and pricing a
+    # by-count job's +1 row at once: both ways give one answer (a stale kept move would differ)
     monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 10**9)
-    scan = pollux_opt.solve(random_problem(seed))
+    scan = pollux_opt.solve(random_problem(seed, by_count))
     monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 0)
-    assert pollux_opt.solve(random_problem(seed)) == scan
+    assert pollux_opt.solve(random_problem(seed, by_count)) == scan
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_count_row_prices_as_cost_does(seed):
+    # a by-count job's +1 row: one price, but the node that makes it its current allocation (kept: no
+    # restart factor); here every allocation one GPU short of the current one, and others
+    problem = random_problem(seed, by_count=True)
+    rng = np.random.default_rng(seed)
+    for j, job in enumerate(problem.jobs):
+        shorts = [job.current[:n] + (job.current[n] - 1,) + job.current[n + 1:]
+                  for n in range(problem.nodes) if job.current[n]]
+        for a in shorts + [tuple(int(x) for x in rng.integers(0, 3, problem.nodes))]:
+            expected = [problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:]) for n in range(problem.nodes)]
+            assert pollux_opt._count_row(problem, j, a).tolist() == expected

@@ -24,6 +24,7 @@ multi-node job per node.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -333,15 +334,51 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     if vector:
         for j, a in enumerate(alloc):
             row = rows.get((j, a))
-            if row is not None:
-                gain_cost[j] = row
+            gain_cost[j] = _count_row(problem, j, a) if row is None else row
     used = [sum(a[n] for a in alloc) for n in range(N)]
 
     def spread(a: tuple[int, ...]) -> int:
         return sum(1 for c in a if c)
 
+    # vector path: each node's holders (ascending) and multi-node holders, kept as moves apply; a job's
+    # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
+    # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
+    holders = [[k for k in range(len(alloc)) if alloc[k][n]] for n in range(N)] if vector else []
+    is_multi = [spread(a) > 1 for a in alloc]
+    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)] if vector else []
+    single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
+    stamp = 0
+
     def multi_owner(n: int, skip: int) -> bool:
+        if vector:
+            return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
         return any(alloc[k][n] and spread(alloc[k]) > 1 for k in range(len(alloc)) if k != skip)
+
+    def pair_allowed(k: int, lose: tuple[int, ...], j: int, gain: tuple[int, ...]) -> bool:
+        """``_pair_allowed`` from the kept multi-node holders (vector path)."""
+        k_spread = spread(gain)
+        if sum(gain) > jobs[j].max_gpus or k_spread > problem.max_nodes_per_job:
+            return False
+        if k_spread == 1:
+            return True
+        lose_multi = spread(lose) > 1
+        for m, _ in _nonzero(gain):
+            c = mcount[m] - (is_multi[j] and alloc[j][m] > 0) - (is_multi[k] and alloc[k][m] > 0)
+            if c + (lose_multi and lose[m] > 0) > 0:
+                return False
+        return True
+
+    def best_single(j: int, a: tuple[int, ...], open_nodes: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
+        """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
+        deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
+                                      problem._move_rows.setdefault((j, a), {}))
+        rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
+        cand = np.flatnonzero(deltas < -1e-12)
+        for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
+            new = moves(i)
+            if allowed(j, new):
+                return float(deltas[i]), new
+        return np.inf, None
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
         k = spread(new)
@@ -369,21 +406,17 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     if delta < best[0] and allowed(j, new):
                         best = (delta, [(j, new)])
                 continue
-            deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
-                                          problem._move_rows.setdefault((j, a), {}))
-            rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
-            cand = np.flatnonzero(deltas < best[0])
-            for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
-                new = moves(i)
-                if allowed(j, new):
-                    best = (float(deltas[i]), [(j, new)])
-                    break
+            kept = single[j]
+            if kept is None or kept[0] != stamp:
+                kept = single[j] = (stamp, *best_single(j, a, open_nodes))
+            if kept[1] < best[0]:  # the first allowed move below best, as the scan finds it
+                best = (kept[1], [(j, kept[2])])
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
-            holders = [k for k in range(len(alloc)) if alloc[k][n]]
-            if not holders:
+            on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+            if not on_n:
                 continue
             if not vector:
-                for k in holders:
+                for k in on_n:
                     ak = alloc[k]
                     lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                     d_lose = problem.cost(k, lose) - cost[k]
@@ -397,11 +430,11 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 continue
             col = gain_cost[:, n]
             for j in np.flatnonzero(np.isnan(col)).tolist():
-                if holders != [j]:
+                if on_n != [j]:
                     aj = alloc[j]
                     col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
                     rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
-            for k in holders:
+            for k in on_n:
                 ak = alloc[k]
                 lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                 d_lose = problem.cost(k, lose) - cost[k]
@@ -412,7 +445,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 for j in cand[np.lexsort((cand, delta[cand]))].tolist():
                     aj = alloc[j]
                     gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
-                    if _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                    if pair_allowed(k, lose, j, gain):
                         best = (float(delta[j]), [(k, lose), (j, gain)])
                         break
         if best[1] is None:  # wider moves only where single-GPU moves are exhausted
@@ -434,20 +467,55 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     if take <= 0 or take == 1 and used[n] < G:
                         continue  # nothing to take, or a single-GPU add (above)
                     new = a[:n] + (a[n] + take,) + a[n + 1:]
-                    evict = [] if take <= G - used[n] else [k for k in range(len(alloc)) if k != j and alloc[k][n]]
+                    on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+                    evict = [] if take <= G - used[n] else [k for k in on_n if k != j]
                     moves = [(j, new)] + [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in evict]
                     delta = sum(problem.cost(k, b) - cost[k] for k, b in moves)
                     if delta < best[0] and _takeover_allowed(problem, alloc, moves):
                         best = (delta, moves)
         if best[1] is None:
             return alloc
+        before = list(mcount) if vector else None
         for j, new in best[1]:
+            old = alloc[j]
             for n in range(N):
-                used[n] += new[n] - alloc[j][n]
+                used[n] += new[n] - old[n]
+            if vector:
+                for n in range(N):
+                    if (old[n] > 0) != (new[n] > 0):
+                        if new[n]:
+                            bisect.insort(holders[n], j)
+                        else:
+                            holders[n].remove(j)
+                    mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
+                single[j] = None
+            is_multi[j] = spread(new) > 1
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
-            row = rows.get((j, new)) if vector else None
-            gain_cost[j] = np.nan if row is None else row
+            if vector:
+                row = rows.get((j, new))
+                gain_cost[j] = _count_row(problem, j, new) if row is None else row
+        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes.tolist()))):
+            stamp += 1  # the open nodes or multi-node holders changed: every kept best move is stale
+
+
+def _count_row(problem: Problem, j: int, a: tuple[int, ...]) -> np.ndarray:
+    """cost(j, a + one GPU on node n) for every n, for a job priced by its GPU count (``by_count``):
+    one price for every node, but for the node (if any) that makes it its current allocation (no
+    restart factor there); unknown (nan, priced when needed) for other jobs."""
+    N = len(a)
+    row = np.full(N, np.nan)
+    if not problem.jobs[j].by_count:
+        return row
+    current = problem.jobs[j].current
+    diff = [n for n in range(N) if a[n] != current[n]]
+    back = diff if len(diff) == 1 and current[diff[0]] == a[diff[0]] + 1 else []
+    other = next((n for n in range(N) if not back or n != back[0]), None)
+    if other is not None:
+        row[:] = problem.cost(j, a[:other] + (a[other] + 1,) + a[other + 1:])
+    for n in back:
+        row[n] = problem.cost(j, current)
+    return row
 
 
 def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, ...]]:
