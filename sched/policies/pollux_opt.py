@@ -94,12 +94,12 @@ class Problem:
         used = [0] * self.nodes
         multi = [0] * self.nodes
         for j, counts in enumerate(alloc):
-            spread = sum(1 for c in counts if c)
-            if sum(counts) > self.jobs[j].max_gpus or spread > self.max_nodes_per_job:
+            held = _nonzero(counts)
+            if sum(counts) > self.jobs[j].max_gpus or len(held) > self.max_nodes_per_job:
                 return False
-            for n, c in enumerate(counts):
+            for n, c in held:
                 used[n] += c
-                multi[n] += c > 0 and spread > 1
+                multi[n] += len(held) > 1
         return all(u <= self.gpus_per_node for u in used) and all(m <= 1 for m in multi)
 
 
@@ -194,11 +194,16 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
     for k, a in enumerate(out):  # at most one multi-node job per node
         if k != j and target_multi and sum(1 for c in a if c) > 1 and any(a[n] and target[n] for n in range(N)):
             out[k] = tuple(0 if target[n] else c for n, c in enumerate(a))
+    used = [0] * N
+    for a in out:
+        for n, c in _nonzero(a):
+            used[n] += c
     for n in range(N):
-        while sum(a[n] for a in out) > G:
+        while used[n] > G:
             holders = [k for k in range(len(out)) if k != j and out[k][n]]
             k = min(holders, key=lambda k: problem.cost(k, out[k][:n] + (out[k][n] - 1,) + out[k][n + 1:]) - problem.cost(k, out[k]))
             out[k] = out[k][:n] + (out[k][n] - 1,) + out[k][n + 1:]
+            used[n] -= 1
     return out
 
 
@@ -335,15 +340,19 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         for j, a in enumerate(alloc):
             row = rows.get((j, a))
             gain_cost[j] = _count_row(problem, j, a) if row is None else row
-    used = [sum(a[n] for a in alloc) for n in range(N)]
+    used = [0] * N
+    holders: list[list[int]] = [[] for _ in range(N)]  # vector path: each node's holders (ascending)
+    for j, a in enumerate(alloc):
+        for n, c in _nonzero(a):
+            used[n] += c
+            holders[n].append(j)
 
     def spread(a: tuple[int, ...]) -> int:
-        return sum(1 for c in a if c)
+        return len(_nonzero(a))
 
-    # vector path: each node's holders (ascending) and multi-node holders, kept as moves apply; a job's
+    # vector path: each node's holders and multi-node holders, kept as moves apply; a job's
     # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
     # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
-    holders = [[k for k in range(len(alloc)) if alloc[k][n]] for n in range(N)] if vector else []
     is_multi = [spread(a) > 1 for a in alloc]
     mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)] if vector else []
     single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
@@ -370,6 +379,8 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
     def best_single(j: int, a: tuple[int, ...], open_nodes: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
         """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
+        if jobs[j].by_count and _count_floor(problem, j, a) - cost[j] >= -1e-12:
+            return np.inf, None  # no move can gain (most fixed-duration jobs)
         deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
                                       problem._move_rows.setdefault((j, a), {}))
         rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
@@ -516,6 +527,19 @@ def _count_row(problem: Problem, j: int, a: tuple[int, ...]) -> np.ndarray:
     for n in back:
         row[n] = problem.cost(j, current)
     return row
+
+
+def _count_floor(problem: Problem, j: int, a: tuple[int, ...]) -> float:
+    """No one-GPU move of a by-count job ``j`` from ``a`` (+1 within its cap, -1, or one GPU moved)
+    costs less than this: the moved cost at each count reached, and its current allocation's cost."""
+    job, r, G = problem.jobs[j], sum(a), problem.gpus_per_node
+    values = [problem.cost(j, job.current)] if abs(sum(job.current) - r) <= 1 else []
+    if r + 1 <= job.max_gpus:
+        values.append(problem.moved_cost(j, min_node_shapes(r + 1, G)[0]))
+    if r >= 1:
+        values.append(problem.moved_cost(j, min_node_shapes(r, G)[0]))
+        values.append(problem.moved_cost(j, min_node_shapes(r - 1, G)[0]) if r > 1 else 1.0 / EPS)
+    return min(values, default=np.inf)
 
 
 def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, ...]]:
