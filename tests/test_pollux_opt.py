@@ -117,3 +117,30 @@ def test_count_row_prices_as_cost_does(seed):
         for a in shorts + [tuple(int(x) for x in rng.integers(0, 3, problem.nodes))]:
             expected = [problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:]) for n in range(problem.nodes)]
             assert pollux_opt._count_row(problem, j, a).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_takeover_bound_keeps_every_node_that_can_win(seed):
+    # _takeover_nodes prunes a by-count job's node takeovers by a bound; every node whose exact delta
+    # (the local search's sum) is below the threshold must stay
+    problem = random_problem(seed, by_count=True)
+    G, N = problem.gpus_per_node, problem.nodes
+    alloc = [job.current for job in problem.jobs]
+    cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
+    used = [sum(a[n] for a in alloc) for n in range(N)]
+    holders = [[k for k, a in enumerate(alloc) if a[n]] for n in range(N)]
+    evicted = pollux_opt._evict_costs(problem, alloc, cost, holders)
+    for j, a in enumerate(alloc):
+        room = problem.jobs[j].max_gpus - sum(a)
+        exact = {}
+        for n in range(N):
+            take = min(G - a[n], room)
+            if take <= 0 or take == 1 and used[n] < G:
+                continue
+            moves = [(j, a[:n] + (a[n] + take,) + a[n + 1:])]
+            if take > G - used[n]:
+                moves += [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in holders[n] if k != j]
+            exact[n] = sum(problem.cost(k, b) - cost[k] for k, b in moves)
+        for below in sorted(set(exact.values())) + [-1e-12]:
+            kept = pollux_opt._takeover_nodes(problem, j, a, room, cost[j], used, evicted, below + 1e-9)
+            assert {n for n, d in exact.items() if d < below + 1e-9} <= set(kept)

@@ -34,6 +34,7 @@ import numpy as np
 
 EPS = 1e-3  # the study's additive term inside the power mean
 VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
+BOUND_MARGIN = 1e-6  # a move is priced exactly unless a bound (rounded otherwise) misses best by this
 Alloc = list[tuple[int, ...]]
 
 
@@ -445,10 +446,18 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     aj = alloc[j]
                     col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
                     rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
+            gains = col - cost_now  # the two lowest bound every holder's best pair move (up to rounding)
+            gains[np.isnan(gains)] = np.inf
+            first = int(np.argmin(gains))
+            low = gains[first]
+            gains[first] = np.inf
+            second = gains.min()
             for k in on_n:
                 ak = alloc[k]
                 lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                 d_lose = problem.cost(k, lose) - cost[k]
+                if d_lose + (second if k == first else low) >= best[0] + BOUND_MARGIN:
+                    continue
                 delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
                 delta[k] = np.inf
                 cand = np.flatnonzero(delta < best[0])
@@ -460,11 +469,15 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                         best = (float(delta[j]), [(k, lose), (j, gain)])
                         break
         if best[1] is None:  # wider moves only where single-GPU moves are exhausted
+            evicted = None
             for j in range(len(alloc)):
                 a = alloc[j]
                 if sum(a):  # the same number of GPUs in another shape, on free GPUs or its own
                     free = multi = None
-                    for shape in candidate_shapes(sum(a), G, problem.max_nodes_per_job):
+                    shapes = candidate_shapes(sum(a), G, problem.max_nodes_per_job)
+                    if jobs[j].by_count and shapes and problem.moved_cost(j, shapes[0]) - cost[j] >= best[0]:
+                        shapes = ()  # a by-count job: one price for every shape, and it does not gain
+                    for shape in shapes:
                         if problem.moved_cost(j, shape) - cost[j] < best[0]:
                             if free is None:
                                 free = [G - used[n] + a[n] for n in range(N)]
@@ -473,7 +486,12 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                             if new is not None and new != a and problem.cost(j, new) - cost[j] < best[0]:
                                 best = (problem.cost(j, new) - cost[j], [(j, new)])
                 room = jobs[j].max_gpus - sum(a)
-                for n in range(N):  # take a whole node: its free GPUs, evicting its other holders
+                nodes = range(N) if room > 0 else ()
+                if vector and room > 0 and jobs[j].by_count:
+                    if evicted is None:
+                        evicted = _evict_costs(problem, alloc, cost, holders)
+                    nodes = _takeover_nodes(problem, j, a, room, cost[j], used, evicted, best[0])
+                for n in nodes:  # take a whole node: its free GPUs, evicting its other holders
                     take = min(G - a[n], room)
                     if take <= 0 or take == 1 and used[n] < G:
                         continue  # nothing to take, or a single-GPU add (above)
@@ -527,6 +545,41 @@ def _count_row(problem: Problem, j: int, a: tuple[int, ...]) -> np.ndarray:
     for n in back:
         row[n] = problem.cost(j, current)
     return row
+
+
+def _evict_costs(problem: Problem, alloc: Alloc, cost: list[float], holders: list[list[int]]):
+    """Per node: each holder's cost change when it leaves the node, and their sum."""
+    per_node = [{k: problem.cost(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) - cost[k] for k in on_n}
+                for n, on_n in enumerate(holders)]
+    return per_node, np.array([sum(d.values()) for d in per_node])
+
+
+def _takeover_nodes(problem: Problem, j: int, a: tuple[int, ...], room: int, cost_j: float, used: list[int],
+                    evicted, below: float) -> list[int]:
+    """The nodes where by-count job ``j`` taking the node (``take`` GPUs, evicting the other holders
+    if it needs their GPUs) may cost less than ``below``: a bound up to rounding (BOUND_MARGIN), so
+    the local search prices exactly the same moves that can win."""
+    G, N = problem.gpus_per_node, len(a)
+    per_node, total = evicted
+    have, free = np.array(a), G - np.array(used)
+    take = np.minimum(G - have, room)
+    ok = (take > 0) & ~((take == 1) & (free > 0))
+    if not ok.any():
+        return []
+    current = problem.jobs[j].current
+    diff = [n for n in range(N) if a[n] != current[n]]
+    back = diff[0] if len(diff) == 1 and current[diff[0]] - a[diff[0]] == take[diff[0]] else -1
+    gain = np.full(N, np.inf)
+    for t in np.unique(take[ok]).tolist():
+        at = np.flatnonzero(ok & (take == t)).tolist()
+        n = next((n for n in at if n != back), None)
+        if n is not None:
+            gain[at] = problem.cost(j, a[:n] + (a[n] + t,) + a[n + 1:]) - cost_j
+    if back >= 0 and ok[back]:
+        gain[back] = problem.cost(j, current) - cost_j
+    own = np.array([per_node[n].get(j, 0.0) if a[n] else 0.0 for n in range(N)])
+    bound = gain + np.where(take > free, total - own, 0.0)
+    return np.flatnonzero(ok & (bound < below + BOUND_MARGIN)).tolist()
 
 
 def _count_floor(problem: Problem, j: int, a: tuple[int, ...]) -> float:
