@@ -57,6 +57,7 @@ class Problem:
     _memo: dict = field(default_factory=dict, repr=False)
     _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
     _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
+    _no_gain: set = field(default_factory=set, repr=False)  # (j, counts) of by-count jobs no one-GPU move helps
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
         key = (j, shape, None)
@@ -340,7 +341,9 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     if vector:
         for j, a in enumerate(alloc):
             row = rows.get((j, a))
-            gain_cost[j] = _count_row(problem, j, a) if row is None else row
+            if row is None:
+                row = rows[(j, a)] = _count_row(problem, j, a)
+            gain_cost[j] = row
     used = [0] * N
     holders: list[list[int]] = [[] for _ in range(N)]  # vector path: each node's holders (ascending)
     for j, a in enumerate(alloc):
@@ -380,8 +383,11 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
     def best_single(j: int, a: tuple[int, ...], open_nodes: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
         """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
+        if (j, a) in problem._no_gain:
+            return np.inf, None
         if jobs[j].by_count and _count_floor(problem, j, a) - cost[j] >= -1e-12:
-            return np.inf, None  # no move can gain (most fixed-duration jobs)
+            problem._no_gain.add((j, a))  # no move can gain, whatever the other jobs hold
+            return np.inf, None  # (most fixed-duration jobs)
         deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
                                       problem._move_rows.setdefault((j, a), {}))
         rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
