@@ -69,7 +69,8 @@ def test_ties_go_to_fewer_gpus():
     assert counts == [1, 2] and value == 3.0
 
 
-def random_problem(seed: int) -> Problem:
+def random_problem(seed: int, by_count: bool = False) -> Problem:
+    """A random state; ``by_count``: every speed-up depends on the GPU count only (Philly's jobs)."""
     rng = np.random.default_rng(seed)
     nodes, per = int(rng.integers(2, 7)), 4
     free = [per] * nodes
@@ -82,19 +83,64 @@ def random_problem(seed: int) -> Problem:
         table = {}  # a speed-up per placement shape, drawn once; some shapes tie
 
         def speedup(shape, table=table, gen=np.random.default_rng(int(rng.integers(1 << 30)))):
-            if shape not in table:
-                table[shape] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
-            return table[shape]
+            key = sum(shape) if by_count else shape
+            if key not in table:
+                table[key] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
+            return table[key]
 
         specs.append(JobSpec(int(rng.integers(1, nodes * per + 1)), tuple(current), speedup,
-                             float(rng.uniform(0.2, 1.0))))
+                             float(rng.uniform(0.2, 1.0)), by_count=by_count))
     return Problem(specs, nodes, per, int(rng.integers(1, 4)))
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_local_search_numpy_pricing_finds_the_same_moves(seed, monkeypatch):
-    # the local search prices moves with numpy from VECTOR_MIN jobs x nodes; both ways give one answer
+@pytest.mark.parametrize("by_count", [False, True])
+@pytest.mark.parametrize("seed", range(60))
+def test_local_search_numpy_pricing_finds_the_same_moves(seed, by_count, monkeypatch):
+    # the local search prices moves with numpy from VECTOR_MIN jobs x nodes, keeping each job's best
+    # one-GPU move while its allocation, the open nodes and the multi-node holders stay, and pricing a
+    # by-count job's +1 row at once: both ways give one answer (a stale kept move would differ)
     monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 10**9)
-    scan = pollux_opt.solve(random_problem(seed))
+    scan = pollux_opt.solve(random_problem(seed, by_count))
     monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 0)
-    assert pollux_opt.solve(random_problem(seed)) == scan
+    assert pollux_opt.solve(random_problem(seed, by_count)) == scan
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_count_row_prices_as_cost_does(seed):
+    # a by-count job's +1 row: one price, but the node that makes it its current allocation (kept: no
+    # restart factor); here every allocation one GPU short of the current one, and others
+    problem = random_problem(seed, by_count=True)
+    rng = np.random.default_rng(seed)
+    for j, job in enumerate(problem.jobs):
+        shorts = [job.current[:n] + (job.current[n] - 1,) + job.current[n + 1:]
+                  for n in range(problem.nodes) if job.current[n]]
+        for a in shorts + [tuple(int(x) for x in rng.integers(0, 3, problem.nodes))]:
+            expected = [problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:]) for n in range(problem.nodes)]
+            assert pollux_opt._count_row(problem, j, a).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_takeover_bound_keeps_every_node_that_can_win(seed):
+    # _takeover_nodes prunes a by-count job's node takeovers by a bound; every node whose exact delta
+    # (the local search's sum) is below the threshold must stay
+    problem = random_problem(seed, by_count=True)
+    G, N = problem.gpus_per_node, problem.nodes
+    alloc = [job.current for job in problem.jobs]
+    cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
+    used = [sum(a[n] for a in alloc) for n in range(N)]
+    holders = [[k for k, a in enumerate(alloc) if a[n]] for n in range(N)]
+    evicted = pollux_opt._evict_costs(problem, alloc, cost, holders)
+    for j, a in enumerate(alloc):
+        room = problem.jobs[j].max_gpus - sum(a)
+        exact = {}
+        for n in range(N):
+            take = min(G - a[n], room)
+            if take <= 0 or take == 1 and used[n] < G:
+                continue
+            moves = [(j, a[:n] + (a[n] + take,) + a[n + 1:])]
+            if take > G - used[n]:
+                moves += [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in holders[n] if k != j]
+            exact[n] = sum(problem.cost(k, b) - cost[k] for k, b in moves)
+        for below in sorted(set(exact.values())) + [-1e-12]:
+            kept = pollux_opt._takeover_nodes(problem, j, a, room, cost[j], used, evicted, below + 1e-9)
+            assert {n for n, d in exact.items() if d < below + 1e-9} <= set(kept)

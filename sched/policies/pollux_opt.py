@@ -24,6 +24,7 @@ multi-node job per node.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -33,6 +34,7 @@ import numpy as np
 
 EPS = 1e-3  # the study's additive term inside the power mean
 VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
+BOUND_MARGIN = 1e-6  # a move is priced exactly unless a bound (rounded otherwise) misses best by this
 Alloc = list[tuple[int, ...]]
 
 
@@ -55,6 +57,7 @@ class Problem:
     _memo: dict = field(default_factory=dict, repr=False)
     _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
     _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
+    _no_gain: set = field(default_factory=set, repr=False)  # (j, counts) of by-count jobs no one-GPU move helps
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
         key = (j, shape, None)
@@ -93,12 +96,12 @@ class Problem:
         used = [0] * self.nodes
         multi = [0] * self.nodes
         for j, counts in enumerate(alloc):
-            spread = sum(1 for c in counts if c)
-            if sum(counts) > self.jobs[j].max_gpus or spread > self.max_nodes_per_job:
+            held = _nonzero(counts)
+            if sum(counts) > self.jobs[j].max_gpus or len(held) > self.max_nodes_per_job:
                 return False
-            for n, c in enumerate(counts):
+            for n, c in held:
                 used[n] += c
-                multi[n] += c > 0 and spread > 1
+                multi[n] += len(held) > 1
         return all(u <= self.gpus_per_node for u in used) and all(m <= 1 for m in multi)
 
 
@@ -193,11 +196,16 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
     for k, a in enumerate(out):  # at most one multi-node job per node
         if k != j and target_multi and sum(1 for c in a if c) > 1 and any(a[n] and target[n] for n in range(N)):
             out[k] = tuple(0 if target[n] else c for n, c in enumerate(a))
+    used = [0] * N
+    for a in out:
+        for n, c in _nonzero(a):
+            used[n] += c
     for n in range(N):
-        while sum(a[n] for a in out) > G:
+        while used[n] > G:
             holders = [k for k in range(len(out)) if k != j and out[k][n]]
             k = min(holders, key=lambda k: problem.cost(k, out[k][:n] + (out[k][n] - 1,) + out[k][n + 1:]) - problem.cost(k, out[k]))
             out[k] = out[k][:n] + (out[k][n] - 1,) + out[k][n + 1:]
+            used[n] -= 1
     return out
 
 
@@ -333,15 +341,62 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     if vector:
         for j, a in enumerate(alloc):
             row = rows.get((j, a))
-            if row is not None:
-                gain_cost[j] = row
-    used = [sum(a[n] for a in alloc) for n in range(N)]
+            if row is None:
+                row = rows[(j, a)] = _count_row(problem, j, a)
+            gain_cost[j] = row
+    used = [0] * N
+    holders: list[list[int]] = [[] for _ in range(N)]  # vector path: each node's holders (ascending)
+    for j, a in enumerate(alloc):
+        for n, c in _nonzero(a):
+            used[n] += c
+            holders[n].append(j)
 
     def spread(a: tuple[int, ...]) -> int:
-        return sum(1 for c in a if c)
+        return len(_nonzero(a))
+
+    # vector path: each node's holders and multi-node holders, kept as moves apply; a job's
+    # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
+    # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
+    is_multi = [spread(a) > 1 for a in alloc]
+    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)] if vector else []
+    single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
+    stamp = 0
 
     def multi_owner(n: int, skip: int) -> bool:
+        if vector:
+            return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
         return any(alloc[k][n] and spread(alloc[k]) > 1 for k in range(len(alloc)) if k != skip)
+
+    def pair_allowed(k: int, lose: tuple[int, ...], j: int, gain: tuple[int, ...]) -> bool:
+        """``_pair_allowed`` from the kept multi-node holders (vector path)."""
+        k_spread = spread(gain)
+        if sum(gain) > jobs[j].max_gpus or k_spread > problem.max_nodes_per_job:
+            return False
+        if k_spread == 1:
+            return True
+        lose_multi = spread(lose) > 1
+        for m, _ in _nonzero(gain):
+            c = mcount[m] - (is_multi[j] and alloc[j][m] > 0) - (is_multi[k] and alloc[k][m] > 0)
+            if c + (lose_multi and lose[m] > 0) > 0:
+                return False
+        return True
+
+    def best_single(j: int, a: tuple[int, ...], open_nodes: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
+        """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
+        if (j, a) in problem._no_gain:
+            return np.inf, None
+        if jobs[j].by_count and _count_floor(problem, j, a) - cost[j] >= -1e-12:
+            problem._no_gain.add((j, a))  # no move can gain, whatever the other jobs hold
+            return np.inf, None  # (most fixed-duration jobs)
+        deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
+                                      problem._move_rows.setdefault((j, a), {}))
+        rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
+        cand = np.flatnonzero(deltas < -1e-12)
+        for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
+            new = moves(i)
+            if allowed(j, new):
+                return float(deltas[i]), new
+        return np.inf, None
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
         k = spread(new)
@@ -369,21 +424,17 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     if delta < best[0] and allowed(j, new):
                         best = (delta, [(j, new)])
                 continue
-            deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
-                                          problem._move_rows.setdefault((j, a), {}))
-            rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
-            cand = np.flatnonzero(deltas < best[0])
-            for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
-                new = moves(i)
-                if allowed(j, new):
-                    best = (float(deltas[i]), [(j, new)])
-                    break
+            kept = single[j]
+            if kept is None or kept[0] != stamp:
+                kept = single[j] = (stamp, *best_single(j, a, open_nodes))
+            if kept[1] < best[0]:  # the first allowed move below best, as the scan finds it
+                best = (kept[1], [(j, kept[2])])
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
-            holders = [k for k in range(len(alloc)) if alloc[k][n]]
-            if not holders:
+            on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+            if not on_n:
                 continue
             if not vector:
-                for k in holders:
+                for k in on_n:
                     ak = alloc[k]
                     lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                     d_lose = problem.cost(k, lose) - cost[k]
@@ -397,14 +448,22 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 continue
             col = gain_cost[:, n]
             for j in np.flatnonzero(np.isnan(col)).tolist():
-                if holders != [j]:
+                if on_n != [j]:
                     aj = alloc[j]
                     col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
                     rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
-            for k in holders:
+            gains = col - cost_now  # the two lowest bound every holder's best pair move (up to rounding)
+            gains[np.isnan(gains)] = np.inf
+            first = int(np.argmin(gains))
+            low = gains[first]
+            gains[first] = np.inf
+            second = gains.min()
+            for k in on_n:
                 ak = alloc[k]
                 lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                 d_lose = problem.cost(k, lose) - cost[k]
+                if d_lose + (second if k == first else low) >= best[0] + BOUND_MARGIN:
+                    continue
                 delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
                 delta[k] = np.inf
                 cand = np.flatnonzero(delta < best[0])
@@ -412,15 +471,19 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 for j in cand[np.lexsort((cand, delta[cand]))].tolist():
                     aj = alloc[j]
                     gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
-                    if _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                    if pair_allowed(k, lose, j, gain):
                         best = (float(delta[j]), [(k, lose), (j, gain)])
                         break
         if best[1] is None:  # wider moves only where single-GPU moves are exhausted
+            evicted = None
             for j in range(len(alloc)):
                 a = alloc[j]
                 if sum(a):  # the same number of GPUs in another shape, on free GPUs or its own
                     free = multi = None
-                    for shape in candidate_shapes(sum(a), G, problem.max_nodes_per_job):
+                    shapes = candidate_shapes(sum(a), G, problem.max_nodes_per_job)
+                    if jobs[j].by_count and shapes and problem.moved_cost(j, shapes[0]) - cost[j] >= best[0]:
+                        shapes = ()  # a by-count job: one price for every shape, and it does not gain
+                    for shape in shapes:
                         if problem.moved_cost(j, shape) - cost[j] < best[0]:
                             if free is None:
                                 free = [G - used[n] + a[n] for n in range(N)]
@@ -429,25 +492,113 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                             if new is not None and new != a and problem.cost(j, new) - cost[j] < best[0]:
                                 best = (problem.cost(j, new) - cost[j], [(j, new)])
                 room = jobs[j].max_gpus - sum(a)
-                for n in range(N):  # take a whole node: its free GPUs, evicting its other holders
+                nodes = range(N) if room > 0 else ()
+                if vector and room > 0 and jobs[j].by_count:
+                    if evicted is None:
+                        evicted = _evict_costs(problem, alloc, cost, holders)
+                    nodes = _takeover_nodes(problem, j, a, room, cost[j], used, evicted, best[0])
+                for n in nodes:  # take a whole node: its free GPUs, evicting its other holders
                     take = min(G - a[n], room)
                     if take <= 0 or take == 1 and used[n] < G:
                         continue  # nothing to take, or a single-GPU add (above)
                     new = a[:n] + (a[n] + take,) + a[n + 1:]
-                    evict = [] if take <= G - used[n] else [k for k in range(len(alloc)) if k != j and alloc[k][n]]
+                    on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+                    evict = [] if take <= G - used[n] else [k for k in on_n if k != j]
                     moves = [(j, new)] + [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in evict]
                     delta = sum(problem.cost(k, b) - cost[k] for k, b in moves)
                     if delta < best[0] and _takeover_allowed(problem, alloc, moves):
                         best = (delta, moves)
         if best[1] is None:
             return alloc
+        before = list(mcount) if vector else None
         for j, new in best[1]:
+            old = alloc[j]
             for n in range(N):
-                used[n] += new[n] - alloc[j][n]
+                used[n] += new[n] - old[n]
+            if vector:
+                for n in range(N):
+                    if (old[n] > 0) != (new[n] > 0):
+                        if new[n]:
+                            bisect.insort(holders[n], j)
+                        else:
+                            holders[n].remove(j)
+                    mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
+                single[j] = None
+            is_multi[j] = spread(new) > 1
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
-            row = rows.get((j, new)) if vector else None
-            gain_cost[j] = np.nan if row is None else row
+            if vector:
+                row = rows.get((j, new))
+                gain_cost[j] = _count_row(problem, j, new) if row is None else row
+        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes.tolist()))):
+            stamp += 1  # the open nodes or multi-node holders changed: every kept best move is stale
+
+
+def _count_row(problem: Problem, j: int, a: tuple[int, ...]) -> np.ndarray:
+    """cost(j, a + one GPU on node n) for every n, for a job priced by its GPU count (``by_count``):
+    one price for every node, but for the node (if any) that makes it its current allocation (no
+    restart factor there); unknown (nan, priced when needed) for other jobs."""
+    N = len(a)
+    row = np.full(N, np.nan)
+    if not problem.jobs[j].by_count:
+        return row
+    current = problem.jobs[j].current
+    diff = [n for n in range(N) if a[n] != current[n]]
+    back = diff if len(diff) == 1 and current[diff[0]] == a[diff[0]] + 1 else []
+    other = next((n for n in range(N) if not back or n != back[0]), None)
+    if other is not None:
+        row[:] = problem.cost(j, a[:other] + (a[other] + 1,) + a[other + 1:])
+    for n in back:
+        row[n] = problem.cost(j, current)
+    return row
+
+
+def _evict_costs(problem: Problem, alloc: Alloc, cost: list[float], holders: list[list[int]]):
+    """Per node: each holder's cost change when it leaves the node, and their sum."""
+    per_node = [{k: problem.cost(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) - cost[k] for k in on_n}
+                for n, on_n in enumerate(holders)]
+    return per_node, np.array([sum(d.values()) for d in per_node])
+
+
+def _takeover_nodes(problem: Problem, j: int, a: tuple[int, ...], room: int, cost_j: float, used: list[int],
+                    evicted, below: float) -> list[int]:
+    """The nodes where by-count job ``j`` taking the node (``take`` GPUs, evicting the other holders
+    if it needs their GPUs) may cost less than ``below``: a bound up to rounding (BOUND_MARGIN), so
+    the local search prices exactly the same moves that can win."""
+    G, N = problem.gpus_per_node, len(a)
+    per_node, total = evicted
+    have, free = np.array(a), G - np.array(used)
+    take = np.minimum(G - have, room)
+    ok = (take > 0) & ~((take == 1) & (free > 0))
+    if not ok.any():
+        return []
+    current = problem.jobs[j].current
+    diff = [n for n in range(N) if a[n] != current[n]]
+    back = diff[0] if len(diff) == 1 and current[diff[0]] - a[diff[0]] == take[diff[0]] else -1
+    gain = np.full(N, np.inf)
+    for t in np.unique(take[ok]).tolist():
+        at = np.flatnonzero(ok & (take == t)).tolist()
+        n = next((n for n in at if n != back), None)
+        if n is not None:
+            gain[at] = problem.cost(j, a[:n] + (a[n] + t,) + a[n + 1:]) - cost_j
+    if back >= 0 and ok[back]:
+        gain[back] = problem.cost(j, current) - cost_j
+    own = np.array([per_node[n].get(j, 0.0) if a[n] else 0.0 for n in range(N)])
+    bound = gain + np.where(take > free, total - own, 0.0)
+    return np.flatnonzero(ok & (bound < below + BOUND_MARGIN)).tolist()
+
+
+def _count_floor(problem: Problem, j: int, a: tuple[int, ...]) -> float:
+    """No one-GPU move of a by-count job ``j`` from ``a`` (+1 within its cap, -1, or one GPU moved)
+    costs less than this: the moved cost at each count reached, and its current allocation's cost."""
+    job, r, G = problem.jobs[j], sum(a), problem.gpus_per_node
+    values = [problem.cost(j, job.current)] if abs(sum(job.current) - r) <= 1 else []
+    if r + 1 <= job.max_gpus:
+        values.append(problem.moved_cost(j, min_node_shapes(r + 1, G)[0]))
+    if r >= 1:
+        values.append(problem.moved_cost(j, min_node_shapes(r, G)[0]))
+        values.append(problem.moved_cost(j, min_node_shapes(r - 1, G)[0]) if r > 1 else 1.0 / EPS)
+    return min(values, default=np.inf)
 
 
 def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, ...]]:
