@@ -14,6 +14,14 @@ import pytest  # noqa: E402
 
 os.environ.setdefault("SCHEDLAB_HOME", tempfile.mkdtemp(prefix="schedlab-test-home-"))
 
+# A runner started in the background by a non-interactive shell ignores SIGINT; its children would
+# inherit that and never see the Ctrl-C the process tests send them (tests/test_flows_ui.py,
+# test_flows_serve.py). Take the default back, as a run from a terminal has.
+import signal
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @pytest.fixture(scope="session")
 def prefect_harness():
