@@ -197,12 +197,9 @@ class ClusterState:
         self.single_gpus -= len(gpus)
         self.double_gpus += len(gpus)
 
-    def vacate(self, job) -> None:
-        """Take ``job`` off its GPUs; a GPU left empty goes back to its server's free stack."""
-        self.release(job, job.gpus)
-
     def release(self, job, gpus) -> None:
-        """Take ``job`` off ``gpus`` (some or all of its GPUs).
+        """Take ``job`` off ``gpus`` (some or all of its GPUs); a GPU left empty goes back to its server's
+        free stack.
 
         GPUs on one server that only ``job`` holds (most stops in a trace replay) take a fast path with
         the same effect as :meth:`_release_general` (tests/test_cluster_fast_paths.py compares them)."""

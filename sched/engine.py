@@ -696,7 +696,7 @@ class Engine:
         if self._by_end is not None:
             self._by_end.remove(job.end_key)
         job.end_key = None
-        self.cluster.vacate(job)
+        self.cluster.release(job, job.gpus)
         job.gpus = ()
         job.run_time += self.now - job.last_start
         del self.running[job]
