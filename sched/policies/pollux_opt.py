@@ -345,7 +345,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 row = rows[(j, a)] = _count_row(problem, j, a)
             gain_cost[j] = row
     used = [0] * N
-    holders: list[list[int]] = [[] for _ in range(N)]  # vector path: each node's holders (ascending)
+    holders: list[list[int]] = [[] for _ in range(N)]  # each node's holders (ascending)
     for j, a in enumerate(alloc):
         for n, c in _nonzero(a):
             used[n] += c
@@ -354,21 +354,21 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     def spread(a: tuple[int, ...]) -> int:
         return len(_nonzero(a))
 
-    # vector path: each node's holders and multi-node holders, kept as moves apply; a job's
+    # each node's holders and multi-node holders, kept as moves apply; vector path: a job's
     # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
     # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
     is_multi = [spread(a) > 1 for a in alloc]
-    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)] if vector else []
+    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)]
     single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
     stamp = 0
 
     def multi_owner(n: int, skip: int) -> bool:
-        if vector:
-            return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
-        return any(alloc[k][n] and spread(alloc[k]) > 1 for k in range(len(alloc)) if k != skip)
+        """Does a multi-node job other than ``skip`` hold node ``n``?"""
+        return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
 
     def pair_allowed(k: int, lose: tuple[int, ...], j: int, gain: tuple[int, ...]) -> bool:
-        """``_pair_allowed`` from the kept multi-node holders (vector path)."""
+        """Job ``k`` gives one GPU to job ``j`` on one node (node loads stay): j's cap and node count,
+        and no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
         k_spread = spread(gain)
         if sum(gain) > jobs[j].max_gpus or k_spread > problem.max_nodes_per_job:
             return False
@@ -399,14 +399,35 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         return np.inf, None
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
-        k = spread(new)
-        if sum(new) > jobs[j].max_gpus or k > problem.max_nodes_per_job:
+        """Job ``j`` moved to ``new``: its cap and node count, node loads, and (multi-node) no node of
+        it holding another multi-node job."""
+        held = _nonzero(new)
+        if sum(new) > jobs[j].max_gpus or len(held) > problem.max_nodes_per_job:
             return False
-        if any(used[n] - alloc[j][n] + new[n] > G for n in range(N) if new[n] != alloc[j][n]):
+        a = alloc[j]
+        if any(used[n] + c - a[n] > G for n, c in held if c > a[n]):
+            return False  # (a node the job leaves or shrinks on only gets lighter)
+        return len(held) == 1 or not any(multi_owner(n, j) for n, _ in held)
+
+    def takeover_allowed(moves: list[tuple[int, tuple[int, ...]]]) -> bool:
+        """Job ``moves[0]`` grows on one node whose other holders (the rest of ``moves``) leave it:
+        node loads fit, the grown job's cap and node count, and no node of it holds another
+        multi-node job."""
+        j, new = moves[0]
+        held = _nonzero(new)
+        if len(held) > problem.max_nodes_per_job or sum(new) > jobs[j].max_gpus:
             return False
-        if k > 1:
-            return not any(new[n] and multi_owner(n, j) for n in range(N))
-        # a single-node job: fine unless another multi-node job's node gets... nothing to check
+        for n, _ in held:
+            if used[n] + sum(b[n] - alloc[k][n] for k, b in moves) > G:
+                return False
+        if len(held) == 1:
+            return True
+        for n, _ in held:  # multi-node holders of n other than j, the evicted ones as they would be
+            others = mcount[n] - (is_multi[j] and alloc[j][n] > 0)
+            for k, b in moves[1:]:
+                others += (b[n] > 0 and spread(b) > 1) - (alloc[k][n] > 0 and is_multi[k])
+            if others > 0:
+                return False
         return True
 
     while True:
@@ -430,7 +451,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
             if kept[1] < best[0]:  # the first allowed move below best, as the scan finds it
                 best = (kept[1], [(j, kept[2])])
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
-            on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+            on_n = holders[n]
             if not on_n:
                 continue
             if not vector:
@@ -443,7 +464,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                             aj = alloc[j]
                             gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
                             delta = d_lose + problem.cost(j, gain) - cost[j]
-                            if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                            if delta < best[0] and pair_allowed(k, lose, j, gain):
                                 best = (delta, [(k, lose), (j, gain)])
                 continue
             col = gain_cost[:, n]
@@ -502,28 +523,26 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     if take <= 0 or take == 1 and used[n] < G:
                         continue  # nothing to take, or a single-GPU add (above)
                     new = a[:n] + (a[n] + take,) + a[n + 1:]
-                    on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+                    on_n = holders[n]
                     evict = [] if take <= G - used[n] else [k for k in on_n if k != j]
                     moves = [(j, new)] + [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in evict]
                     delta = sum(problem.cost(k, b) - cost[k] for k, b in moves)
-                    if delta < best[0] and _takeover_allowed(problem, alloc, moves):
+                    if delta < best[0] and takeover_allowed(moves):
                         best = (delta, moves)
         if best[1] is None:
             return alloc
-        before = list(mcount) if vector else None
+        before = list(mcount)
         for j, new in best[1]:
             old = alloc[j]
             for n in range(N):
                 used[n] += new[n] - old[n]
-            if vector:
-                for n in range(N):
-                    if (old[n] > 0) != (new[n] > 0):
-                        if new[n]:
-                            bisect.insort(holders[n], j)
-                        else:
-                            holders[n].remove(j)
-                    mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
-                single[j] = None
+                if (old[n] > 0) != (new[n] > 0):
+                    if new[n]:
+                        bisect.insort(holders[n], j)
+                    else:
+                        holders[n].remove(j)
+                mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
+            single[j] = None
             is_multi[j] = spread(new) > 1
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
@@ -627,12 +646,13 @@ def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, o
     held = [n for n, c in _nonzero(a)]
     block = N + 2  # per node: +1, -1, then -1/+1 to each m
     deltas = np.full(N * block, np.inf)
-    deltas[0::block] = np.where(open_nodes, add - cost_j, np.inf)
+    if sum(a) < problem.jobs[j].max_gpus:  # (at its cap a job has no +1 move)
+        deltas[0::block] = np.where(open_nodes, add - cost_j, np.inf)
     for n in held:
-        row = other.get(n)
-        if row is None:
-            row = other[n] = np.full(N + 1, np.nan)
         less = a[:n] + (a[n] - 1,) + a[n + 1:]
+        row = other.get(n)
+        if row is None:  # a by-count job's -1/+1 moves: priced at once (``_count_row``)
+            row = other[n] = np.concatenate(([np.nan], _count_row(problem, j, less)))
         if np.isnan(row[0]):
             row[0] = problem.cost(j, less)
         need = open_nodes & np.isnan(row[1:])
@@ -654,42 +674,6 @@ def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, o
         return less if k == 1 else less[:m] + (less[m] + 1,) + less[m + 1:]
 
     return deltas, move
-
-
-def _takeover_allowed(problem: Problem, alloc: Alloc, moves: list[tuple[int, tuple[int, ...]]]) -> bool:
-    """Job ``moves[0]`` grows on one node whose other holders (the rest of ``moves``) leave it:
-    node loads fit, the grown job's node count, and no node of it holds another multi-node job."""
-    j, new = moves[0]
-    state = list(alloc)
-    for k, b in moves:
-        state[k] = b
-    spread = sum(1 for c in new if c)
-    if spread > problem.max_nodes_per_job or sum(new) > problem.jobs[j].max_gpus:
-        return False
-    if any(sum(a[n] for a in state) > problem.gpus_per_node for n in range(problem.nodes) if new[n]):
-        return False
-    if spread == 1:
-        return True
-    return not any(o != j and sum(1 for c in a if c) > 1 and any(a[m] and new[m] for m in range(problem.nodes))
-                   for o, a in enumerate(state))
-
-
-def _pair_allowed(problem: Problem, alloc: Alloc, used: list[int], k: int, lose, j: int, gain) -> bool:
-    """Job ``k`` gives one GPU to job ``j`` on one node: node loads stay; check j's cap, node count
-    and that no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
-    spread = sum(1 for c in gain if c)
-    if sum(gain) > problem.jobs[j].max_gpus or spread > problem.max_nodes_per_job:
-        return False
-    if spread == 1:
-        return True
-    for o, state in enumerate(alloc):
-        if o == j:
-            continue
-        if o == k:
-            state = lose
-        if sum(1 for c in state if c) > 1 and any(state[m] and gain[m] for m in range(len(gain))):
-            return False
-    return True
 
 
 def exhaustive(problem: Problem) -> Alloc:
