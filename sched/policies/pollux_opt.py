@@ -1,12 +1,4 @@
-"""Pollux's allocation problem and a fast optimiser for it (Pollux OSDI'21 §4.2; specs/pollux.md).
-
-A state gives every job GPUs per node. A job's speed-up is its goodput on its allocation over its
-goodput on a fair share; it is scaled by the study's dominant-share factor (``scale``) and, if the
-allocation changes, by the restart factor ``max(age - 30 restarts, 0) / (age + 30)``. The objective is
-the power mean with p = -1 (harmonic mean) of ``speed-up + 1e-3`` over all jobs, i.e. the number of
-jobs over ``sum(1 / (speed-up + 1e-3))``; a job without GPUs contributes 1 / 1e-3. Constraints:
-node capacity, a job's GPU cap, at most ``max_nodes_per_job`` nodes per job and at most one
-multi-node job per node.
+"""A fast optimiser for Pollux's allocation problem (``pollux_problem.py``; Pollux OSDI'21 §4.2).
 
 ``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
 1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
@@ -19,125 +11,25 @@ multi-node job per node.
    job to another on a full node; where none of these improves, wider moves: a job's GPUs re-placed
    in another shape (same count) or a job taking a whole node (its free GPUs, evicting the node's
    other holders); apply the best improving move until none is left.
-``exhaustive`` enumerates every state (tests, tiny problems).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
-EPS = 1e-3  # the study's additive term inside the power mean
+from schedlab.sched.policies.pollux_problem import (
+    EPS,
+    Alloc,
+    Problem,
+    candidate_shapes,
+    min_node_shapes,
+    nonzero,
+)
+
 VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
 BOUND_MARGIN = 1e-6  # a move is priced exactly unless a bound (rounded otherwise) misses best by this
-Alloc = list[tuple[int, ...]]
-
-
-@dataclass
-class JobSpec:
-    max_gpus: int
-    current: tuple[int, ...]  # GPUs per node now (length = nodes)
-    speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
-    restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
-    by_count: bool = False  # the speed-up depends on the GPU count only (not on the placement's shape)
-
-
-@dataclass
-class Problem:
-    jobs: list[JobSpec]
-    nodes: int
-    gpus_per_node: int
-    max_nodes_per_job: int = 16
-    scale: float = 1.0
-    _memo: dict = field(default_factory=dict, repr=False)
-    _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
-    _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
-    _no_gain: set = field(default_factory=set, repr=False)  # (j, counts) of by-count jobs no one-GPU move helps
-
-    def speed(self, j: int, shape: tuple[int, ...]) -> float:
-        key = (j, shape, None)
-        value = self._memo.get(key)
-        if value is None:
-            value = self._memo[key] = self.jobs[j].speedup(shape) * self.scale
-        return value
-
-    def cost(self, j: int, counts: tuple[int, ...]) -> float:
-        """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node)."""
-        key = (j, counts)
-        value = self._memo.get(key)
-        if value is None:
-            shape = tuple(sorted((c for c in counts if c), reverse=True))
-            if not shape:
-                value = 1.0 / EPS
-            else:
-                s = self.speed(j, shape)
-                if counts != self.jobs[j].current:
-                    s *= self.jobs[j].restart_factor
-                value = 1.0 / (s + EPS)
-            self._memo[key] = value
-        return value
-
-    def moved_cost(self, j: int, shape: tuple[int, ...]) -> float:
-        """``cost`` of job ``j`` moved to placement ``shape`` (largest first; restart factor applied)."""
-        return 1.0 / (self.speed(j, shape) * self.jobs[j].restart_factor + EPS)
-
-    def value(self, alloc: Alloc) -> float:
-        """The objective: harmonic mean of (speed-up + 1e-3) over jobs (higher is better)."""
-        if not self.jobs:
-            return 0.0
-        return len(self.jobs) / sum(self.cost(j, counts) for j, counts in enumerate(alloc))
-
-    def feasible(self, alloc: Alloc) -> bool:
-        used = [0] * self.nodes
-        multi = [0] * self.nodes
-        for j, counts in enumerate(alloc):
-            held = _nonzero(counts)
-            if sum(counts) > self.jobs[j].max_gpus or len(held) > self.max_nodes_per_job:
-                return False
-            for n, c in held:
-                used[n] += c
-                multi[n] += len(held) > 1
-        return all(u <= self.gpus_per_node for u in used) and all(m <= 1 for m in multi)
-
-
-@lru_cache(maxsize=None)
-def candidate_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[int, ...], ...]:
-    """Placements a moving job of ``r`` GPUs is priced at: every placement on the fewest nodes or
-    one more (every spread for ``r <= per_node``), then the balanced placement on each larger
-    number of nodes up to ``max_nodes`` (the measured data is not always fastest on the fewest
-    nodes: bert runs 8 GPUs faster as 2+2+2+2 than as 4+4)."""
-    k = -(-r // per_node)
-    spreads = range(k, r + 1) if r <= per_node else range(k, min(k + 1, r) + 1)
-    shapes = [shape for n in spreads if n <= max_nodes for shape in min_node_shapes(r, per_node, n)]
-    for n in range(spreads[-1] + 1, min(r, max_nodes) + 1):
-        q, rest = divmod(r, n)
-        shapes.append((q + 1,) * rest + (q,) * (n - rest))
-    return tuple(shapes)
-
-
-@lru_cache(maxsize=None)
-def min_node_shapes(r: int, per_node: int, nodes: int = 0) -> tuple[tuple[int, ...], ...]:
-    """Every placement of ``r`` GPUs on ``nodes`` nodes (default: the fewest), parts <= per_node,
-    largest part first."""
-    k = nodes or -(-r // per_node)
-
-    def parts(total: int, count: int, cap: int):
-        if count == 0:
-            if total == 0:
-                yield ()
-            return
-        for first in range(min(cap, total - (count - 1)), 0, -1):
-            if first * count < total:
-                break
-            for rest in parts(total - first, count - 1, first):
-                yield (first, *rest)
-
-    return tuple(parts(r, k, per_node))
 
 
 def solve(problem: Problem) -> Alloc:
@@ -198,7 +90,7 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
             out[k] = tuple(0 if target[n] else c for n, c in enumerate(a))
     used = [0] * N
     for a in out:
-        for n, c in _nonzero(a):
+        for n, c in nonzero(a):
             used[n] += c
     for n in range(N):
         while used[n] > G:
@@ -263,7 +155,7 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
     for j, r in enumerate(counts):
         if r and options[j][r][1] is None:
             alloc[j] = jobs[j].current
-            held = _nonzero(jobs[j].current)
+            held = nonzero(jobs[j].current)
             for n, c in held:
                 free[n] -= c
                 multi[n] |= len(held) > 1
@@ -278,18 +170,12 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
                 placed = _place(free, multi, r, G, problem.max_nodes_per_job)
             if placed is not None:
                 alloc[j] = placed
-                held = _nonzero(placed)
+                held = nonzero(placed)
                 for n, c in held:
                     free[n] -= c
                     multi[n] |= len(held) > 1
                 break
     return alloc
-
-
-@lru_cache(maxsize=1 << 16)
-def _nonzero(counts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """(node, GPUs) for the nodes ``counts`` uses."""
-    return tuple((n, c) for n, c in enumerate(counts) if c)
 
 
 def _place_shape(free: list[int], multi: list[bool], shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -347,12 +233,12 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     used = [0] * N
     holders: list[list[int]] = [[] for _ in range(N)]  # each node's holders (ascending)
     for j, a in enumerate(alloc):
-        for n, c in _nonzero(a):
+        for n, c in nonzero(a):
             used[n] += c
             holders[n].append(j)
 
     def spread(a: tuple[int, ...]) -> int:
-        return len(_nonzero(a))
+        return len(nonzero(a))
 
     # each node's holders and multi-node holders, kept as moves apply; vector path: a job's
     # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
@@ -375,7 +261,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         if k_spread == 1:
             return True
         lose_multi = spread(lose) > 1
-        for m, _ in _nonzero(gain):
+        for m, _ in nonzero(gain):
             c = mcount[m] - (is_multi[j] and alloc[j][m] > 0) - (is_multi[k] and alloc[k][m] > 0)
             if c + (lose_multi and lose[m] > 0) > 0:
                 return False
@@ -401,7 +287,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     def allowed(j: int, new: tuple[int, ...]) -> bool:
         """Job ``j`` moved to ``new``: its cap and node count, node loads, and (multi-node) no node of
         it holding another multi-node job."""
-        held = _nonzero(new)
+        held = nonzero(new)
         if sum(new) > jobs[j].max_gpus or len(held) > problem.max_nodes_per_job:
             return False
         a = alloc[j]
@@ -414,7 +300,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         node loads fit, the grown job's cap and node count, and no node of it holds another
         multi-node job."""
         j, new = moves[0]
-        held = _nonzero(new)
+        held = nonzero(new)
         if len(held) > problem.max_nodes_per_job or sum(new) > jobs[j].max_gpus:
             return False
         for n, _ in held:
@@ -643,7 +529,7 @@ def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, o
     N = len(a)
     for n in np.flatnonzero(open_nodes & np.isnan(add)).tolist():
         add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
-    held = [n for n, c in _nonzero(a)]
+    held = [n for n, c in nonzero(a)]
     block = N + 2  # per node: +1, -1, then -1/+1 to each m
     deltas = np.full(N * block, np.inf)
     if sum(a) < problem.jobs[j].max_gpus:  # (at its cap a job has no +1 move)
@@ -674,21 +560,3 @@ def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, o
         return less if k == 1 else less[:m] + (less[m] + 1,) + less[m + 1:]
 
     return deltas, move
-
-
-def exhaustive(problem: Problem) -> Alloc:
-    """The best state by enumeration (tiny problems only: tests)."""
-    G, N = problem.gpus_per_node, problem.nodes
-    per_job = []
-    for job in problem.jobs:
-        rows = [c for c in itertools.product(range(G + 1), repeat=N)
-                if sum(c) <= job.max_gpus and sum(1 for x in c if x) <= problem.max_nodes_per_job]
-        per_job.append(rows)
-    best_value, best = -1.0, None
-    for alloc in itertools.product(*per_job):
-        alloc = list(alloc)
-        if problem.feasible(alloc):
-            v = problem.value(alloc)
-            if v > best_value + 1e-15:
-                best_value, best = v, alloc
-    return best
