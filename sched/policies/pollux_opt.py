@@ -267,21 +267,18 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 return False
         return True
 
-    def best_single(j: int, a: tuple[int, ...], open_nodes: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
+    def best_single(j: int, a: tuple[int, ...], open_list: list[int]) -> tuple[float, tuple[int, ...] | None]:
         """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
         if (j, a) in problem._no_gain:
             return np.inf, None
         if jobs[j].by_count and _count_floor(problem, j, a) - cost[j] >= -1e-12:
             problem._no_gain.add((j, a))  # no move can gain, whatever the other jobs hold
             return np.inf, None  # (most fixed-duration jobs)
-        deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
-                                      problem._move_rows.setdefault((j, a), {}))
+        moves = _single_moves(problem, j, a, cost[j], open_list, gain_cost[j], problem._move_rows.setdefault((j, a), {}))
         rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
-        cand = np.flatnonzero(deltas < -1e-12)
-        for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
-            new = moves(i)
+        for delta, _, new in moves:  # the scan's order: lowest, then first
             if allowed(j, new):
-                return float(deltas[i]), new
+                return float(delta), new
         return np.inf, None
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
@@ -318,7 +315,8 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
 
     while True:
         best = (-1e-12, None)
-        open_nodes = np.array([u < G for u in used])
+        open_nodes = [u < G for u in used]
+        open_list = [n for n in range(N) if open_nodes[n]]
         for j in range(len(alloc)):  # one job: back to its allocation, +1 GPU, -1 GPU, or one GPU moved
             a = alloc[j]
             if a != jobs[j].current:
@@ -333,7 +331,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 continue
             kept = single[j]
             if kept is None or kept[0] != stamp:
-                kept = single[j] = (stamp, *best_single(j, a, open_nodes))
+                kept = single[j] = (stamp, *best_single(j, a, open_list))
             if kept[1] < best[0]:  # the first allowed move below best, as the scan finds it
                 best = (kept[1], [(j, kept[2])])
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
@@ -435,7 +433,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
             if vector:
                 row = rows.get((j, new))
                 gain_cost[j] = _count_row(problem, j, new) if row is None else row
-        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes.tolist()))):
+        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes))):
             stamp += 1  # the open nodes or multi-node holders changed: every kept best move is stale
 
 
@@ -520,43 +518,38 @@ def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, 
     return cands
 
 
-def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_nodes: np.ndarray,
-                  add: np.ndarray, other: dict[int, np.ndarray]):
-    """Job ``j``'s one-GPU moves in the local search's scan order — for each node n: +1 on n (if n
-    has room), -1 on n, -1 on n and +1 on each other node m with room — as (deltas, i -> allocation);
-    a move not allowed by room has delta inf. Prices are filled into ``add`` / ``other`` (cached
-    while the job stays) only where needed."""
+def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_list: list[int],
+                  add: np.ndarray, other: dict[int, np.ndarray]) -> list[tuple[float, int, tuple[int, ...]]]:
+    """Job ``j``'s one-GPU moves that lower its cost by more than 1e-12, as (delta, scan index,
+    allocation) sorted: the local search's scan order is, for each node n, +1 on n (if n has room
+    and the job is under its cap), -1 on n, -1 on n and +1 on each other node m with room
+    (``open_list``). Prices are filled into ``add`` / ``other`` (cached while the job stays) only
+    where needed; a by-count job's -1/+1 prices come as a row (``_count_row``)."""
     N = len(a)
-    for n in np.flatnonzero(open_nodes & np.isnan(add)).tolist():
-        add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
-    held = [n for n, c in nonzero(a)]
-    block = N + 2  # per node: +1, -1, then -1/+1 to each m
-    deltas = np.full(N * block, np.inf)
-    if sum(a) < problem.jobs[j].max_gpus:  # (at its cap a job has no +1 move)
-        deltas[0::block] = np.where(open_nodes, add - cost_j, np.inf)
-    for n in held:
+    block = N + 2  # scan index: per node, +1, -1, then -1/+1 to each m
+    out = []
+    if sum(a) < problem.jobs[j].max_gpus:
+        for n in open_list:
+            price = add[n]
+            if price != price:  # nan: not priced yet
+                price = add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
+            if price - cost_j < -1e-12:
+                out.append((price - cost_j, n * block, a[:n] + (a[n] + 1,) + a[n + 1:]))
+    for n, _ in nonzero(a):
         less = a[:n] + (a[n] - 1,) + a[n + 1:]
         row = other.get(n)
-        if row is None:  # a by-count job's -1/+1 moves: priced at once (``_count_row``)
+        if row is None:
             row = other[n] = np.concatenate(([np.nan], _count_row(problem, j, less)))
-        if np.isnan(row[0]):
+        if row[0] != row[0]:
             row[0] = problem.cost(j, less)
-        need = open_nodes & np.isnan(row[1:])
-        need[n] = False
-        for m in np.flatnonzero(need).tolist():
-            row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
-        base = n * block
-        deltas[base + 1] = row[0] - cost_j
-        ok = open_nodes.copy()
-        ok[n] = False
-        deltas[base + 2: base + 2 + N] = np.where(ok, row[1:] - cost_j, np.inf)
-
-    def move(i: int) -> tuple[int, ...]:
-        n, k = divmod(i, block)
-        if k == 0:
-            return a[:n] + (a[n] + 1,) + a[n + 1:]
-        less = a[:n] + (a[n] - 1,) + a[n + 1:]
-        m = k - 2
-        return less if k == 1 else less[:m] + (less[m] + 1,) + less[m + 1:]
-
-    return deltas, move
+        if row[0] - cost_j < -1e-12:
+            out.append((row[0] - cost_j, n * block + 1, less))
+        for m in open_list:
+            if m != n:
+                price = row[1 + m]
+                if price != price:
+                    price = row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
+                if price - cost_j < -1e-12:
+                    out.append((price - cost_j, n * block + 2 + m, less[:m] + (less[m] + 1,) + less[m + 1:]))
+    out.sort(key=lambda move: move[:2])
+    return out
