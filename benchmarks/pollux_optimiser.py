@@ -41,7 +41,8 @@ def main() -> None:
     from schedlab.sched.job import jobs_from_table
     from schedlab.sched.policies import make_policy
     from schedlab.sched.policies.pollux_ga import GeneticSolver
-    from schedlab.sched.policies.pollux_opt import Problem, solve
+    from schedlab.sched.policies.pollux_opt import solve
+    from schedlab.sched.policies.pollux_problem import Problem
     from schedlab.sched.replay import prepare_table
     from schedlab.sched.traces import load_trace
 

@@ -16,7 +16,8 @@ from schedlab.sched.goodput import load_applications
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.policies.pollux_ga import GeneticSolver
-from schedlab.sched.policies.pollux_opt import JobSpec, Problem, exhaustive, min_node_shapes, solve
+from schedlab.sched.policies.pollux_opt import solve
+from schedlab.sched.policies.pollux_problem import JobSpec, Problem, exhaustive, min_node_shapes
 from schedlab.sched.replay import prepare_table, replay
 from schedlab.sched.traces import load_trace
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from schedlab.sched.policies import pollux_opt
-from schedlab.sched.policies.pollux_opt import EPS, JobSpec, Problem, _dp_counts
+from schedlab.sched.policies.pollux_opt import _dp_counts
+from schedlab.sched.policies.pollux_problem import EPS, JobSpec, Problem
 
 
 def dense_dp(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:

@@ -30,7 +30,8 @@ from schedlab.sched.policies.elastic import (
     server_capacity,
     server_counts,
 )
-from schedlab.sched.policies.pollux_opt import JobSpec, Problem, solve
+from schedlab.sched.policies.pollux_opt import solve
+from schedlab.sched.policies.pollux_problem import JobSpec, Problem
 from schedlab.sched.scaling import speed
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Hashable
 
 import numpy as np
 
-from schedlab.sched.policies.pollux_opt import Alloc, Problem
+from schedlab.sched.policies.pollux_problem import Alloc, Problem
 
 
 class GeneticSolver:

@@ -1,12 +1,4 @@
-"""Pollux's allocation problem and a fast optimiser for it (Pollux OSDI'21 §4.2; specs/pollux.md).
-
-A state gives every job GPUs per node. A job's speed-up is its goodput on its allocation over its
-goodput on a fair share; it is scaled by the study's dominant-share factor (``scale``) and, if the
-allocation changes, by the restart factor ``max(age - 30 restarts, 0) / (age + 30)``. The objective is
-the power mean with p = -1 (harmonic mean) of ``speed-up + 1e-3`` over all jobs, i.e. the number of
-jobs over ``sum(1 / (speed-up + 1e-3))``; a job without GPUs contributes 1 / 1e-3. Constraints:
-node capacity, a job's GPU cap, at most ``max_nodes_per_job`` nodes per job and at most one
-multi-node job per node.
+"""A fast optimiser for Pollux's allocation problem (``pollux_problem.py``; Pollux OSDI'21 §4.2).
 
 ``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
 1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
@@ -19,125 +11,25 @@ multi-node job per node.
    job to another on a full node; where none of these improves, wider moves: a job's GPUs re-placed
    in another shape (same count) or a job taking a whole node (its free GPUs, evicting the node's
    other holders); apply the best improving move until none is left.
-``exhaustive`` enumerates every state (tests, tiny problems).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
-EPS = 1e-3  # the study's additive term inside the power mean
+from schedlab.sched.policies.pollux_problem import (
+    EPS,
+    Alloc,
+    Problem,
+    candidate_shapes,
+    min_node_shapes,
+    nonzero,
+)
+
 VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
 BOUND_MARGIN = 1e-6  # a move is priced exactly unless a bound (rounded otherwise) misses best by this
-Alloc = list[tuple[int, ...]]
-
-
-@dataclass
-class JobSpec:
-    max_gpus: int
-    current: tuple[int, ...]  # GPUs per node now (length = nodes)
-    speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
-    restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
-    by_count: bool = False  # the speed-up depends on the GPU count only (not on the placement's shape)
-
-
-@dataclass
-class Problem:
-    jobs: list[JobSpec]
-    nodes: int
-    gpus_per_node: int
-    max_nodes_per_job: int = 16
-    scale: float = 1.0
-    _memo: dict = field(default_factory=dict, repr=False)
-    _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
-    _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
-    _no_gain: set = field(default_factory=set, repr=False)  # (j, counts) of by-count jobs no one-GPU move helps
-
-    def speed(self, j: int, shape: tuple[int, ...]) -> float:
-        key = (j, shape, None)
-        value = self._memo.get(key)
-        if value is None:
-            value = self._memo[key] = self.jobs[j].speedup(shape) * self.scale
-        return value
-
-    def cost(self, j: int, counts: tuple[int, ...]) -> float:
-        """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node)."""
-        key = (j, counts)
-        value = self._memo.get(key)
-        if value is None:
-            shape = tuple(sorted((c for c in counts if c), reverse=True))
-            if not shape:
-                value = 1.0 / EPS
-            else:
-                s = self.speed(j, shape)
-                if counts != self.jobs[j].current:
-                    s *= self.jobs[j].restart_factor
-                value = 1.0 / (s + EPS)
-            self._memo[key] = value
-        return value
-
-    def moved_cost(self, j: int, shape: tuple[int, ...]) -> float:
-        """``cost`` of job ``j`` moved to placement ``shape`` (largest first; restart factor applied)."""
-        return 1.0 / (self.speed(j, shape) * self.jobs[j].restart_factor + EPS)
-
-    def value(self, alloc: Alloc) -> float:
-        """The objective: harmonic mean of (speed-up + 1e-3) over jobs (higher is better)."""
-        if not self.jobs:
-            return 0.0
-        return len(self.jobs) / sum(self.cost(j, counts) for j, counts in enumerate(alloc))
-
-    def feasible(self, alloc: Alloc) -> bool:
-        used = [0] * self.nodes
-        multi = [0] * self.nodes
-        for j, counts in enumerate(alloc):
-            held = _nonzero(counts)
-            if sum(counts) > self.jobs[j].max_gpus or len(held) > self.max_nodes_per_job:
-                return False
-            for n, c in held:
-                used[n] += c
-                multi[n] += len(held) > 1
-        return all(u <= self.gpus_per_node for u in used) and all(m <= 1 for m in multi)
-
-
-@lru_cache(maxsize=None)
-def candidate_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[int, ...], ...]:
-    """Placements a moving job of ``r`` GPUs is priced at: every placement on the fewest nodes or
-    one more (every spread for ``r <= per_node``), then the balanced placement on each larger
-    number of nodes up to ``max_nodes`` (the measured data is not always fastest on the fewest
-    nodes: bert runs 8 GPUs faster as 2+2+2+2 than as 4+4)."""
-    k = -(-r // per_node)
-    spreads = range(k, r + 1) if r <= per_node else range(k, min(k + 1, r) + 1)
-    shapes = [shape for n in spreads if n <= max_nodes for shape in min_node_shapes(r, per_node, n)]
-    for n in range(spreads[-1] + 1, min(r, max_nodes) + 1):
-        q, rest = divmod(r, n)
-        shapes.append((q + 1,) * rest + (q,) * (n - rest))
-    return tuple(shapes)
-
-
-@lru_cache(maxsize=None)
-def min_node_shapes(r: int, per_node: int, nodes: int = 0) -> tuple[tuple[int, ...], ...]:
-    """Every placement of ``r`` GPUs on ``nodes`` nodes (default: the fewest), parts <= per_node,
-    largest part first."""
-    k = nodes or -(-r // per_node)
-
-    def parts(total: int, count: int, cap: int):
-        if count == 0:
-            if total == 0:
-                yield ()
-            return
-        for first in range(min(cap, total - (count - 1)), 0, -1):
-            if first * count < total:
-                break
-            for rest in parts(total - first, count - 1, first):
-                yield (first, *rest)
-
-    return tuple(parts(r, k, per_node))
 
 
 def solve(problem: Problem) -> Alloc:
@@ -198,7 +90,7 @@ def _force(problem: Problem, alloc: Alloc, j: int, target: tuple[int, ...]) -> A
             out[k] = tuple(0 if target[n] else c for n, c in enumerate(a))
     used = [0] * N
     for a in out:
-        for n, c in _nonzero(a):
+        for n, c in nonzero(a):
             used[n] += c
     for n in range(N):
         while used[n] > G:
@@ -263,7 +155,7 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
     for j, r in enumerate(counts):
         if r and options[j][r][1] is None:
             alloc[j] = jobs[j].current
-            held = _nonzero(jobs[j].current)
+            held = nonzero(jobs[j].current)
             for n, c in held:
                 free[n] -= c
                 multi[n] |= len(held) > 1
@@ -278,18 +170,12 @@ def _pack(problem: Problem, counts: list[int], options) -> Alloc:
                 placed = _place(free, multi, r, G, problem.max_nodes_per_job)
             if placed is not None:
                 alloc[j] = placed
-                held = _nonzero(placed)
+                held = nonzero(placed)
                 for n, c in held:
                     free[n] -= c
                     multi[n] |= len(held) > 1
                 break
     return alloc
-
-
-@lru_cache(maxsize=1 << 16)
-def _nonzero(counts: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """(node, GPUs) for the nodes ``counts`` uses."""
-    return tuple((n, c) for n, c in enumerate(counts) if c)
 
 
 def _place_shape(free: list[int], multi: list[bool], shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -345,73 +231,92 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 row = rows[(j, a)] = _count_row(problem, j, a)
             gain_cost[j] = row
     used = [0] * N
-    holders: list[list[int]] = [[] for _ in range(N)]  # vector path: each node's holders (ascending)
+    holders: list[list[int]] = [[] for _ in range(N)]  # each node's holders (ascending)
     for j, a in enumerate(alloc):
-        for n, c in _nonzero(a):
+        for n, c in nonzero(a):
             used[n] += c
             holders[n].append(j)
 
     def spread(a: tuple[int, ...]) -> int:
-        return len(_nonzero(a))
+        return len(nonzero(a))
 
-    # vector path: each node's holders and multi-node holders, kept as moves apply; a job's
+    # each node's holders and multi-node holders, kept as moves apply; vector path: a job's
     # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
     # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
     is_multi = [spread(a) > 1 for a in alloc]
-    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)] if vector else []
+    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)]
     single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
     stamp = 0
 
     def multi_owner(n: int, skip: int) -> bool:
-        if vector:
-            return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
-        return any(alloc[k][n] and spread(alloc[k]) > 1 for k in range(len(alloc)) if k != skip)
+        """Does a multi-node job other than ``skip`` hold node ``n``?"""
+        return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
 
     def pair_allowed(k: int, lose: tuple[int, ...], j: int, gain: tuple[int, ...]) -> bool:
-        """``_pair_allowed`` from the kept multi-node holders (vector path)."""
+        """Job ``k`` gives one GPU to job ``j`` on one node (node loads stay): j's cap and node count,
+        and no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
         k_spread = spread(gain)
         if sum(gain) > jobs[j].max_gpus or k_spread > problem.max_nodes_per_job:
             return False
         if k_spread == 1:
             return True
         lose_multi = spread(lose) > 1
-        for m, _ in _nonzero(gain):
+        for m, _ in nonzero(gain):
             c = mcount[m] - (is_multi[j] and alloc[j][m] > 0) - (is_multi[k] and alloc[k][m] > 0)
             if c + (lose_multi and lose[m] > 0) > 0:
                 return False
         return True
 
-    def best_single(j: int, a: tuple[int, ...], open_nodes: np.ndarray) -> tuple[float, tuple[int, ...] | None]:
+    def best_single(j: int, a: tuple[int, ...], open_list: list[int]) -> tuple[float, tuple[int, ...] | None]:
         """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
         if (j, a) in problem._no_gain:
             return np.inf, None
         if jobs[j].by_count and _count_floor(problem, j, a) - cost[j] >= -1e-12:
             problem._no_gain.add((j, a))  # no move can gain, whatever the other jobs hold
             return np.inf, None  # (most fixed-duration jobs)
-        deltas, moves = _single_moves(problem, j, a, cost[j], open_nodes, gain_cost[j],
-                                      problem._move_rows.setdefault((j, a), {}))
+        moves = _single_moves(problem, j, a, cost[j], open_list, gain_cost[j], problem._move_rows.setdefault((j, a), {}))
         rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
-        cand = np.flatnonzero(deltas < -1e-12)
-        for i in cand[np.lexsort((cand, deltas[cand]))].tolist():  # the scan's order: lowest, then first
-            new = moves(i)
+        for delta, _, new in moves:  # the scan's order: lowest, then first
             if allowed(j, new):
-                return float(deltas[i]), new
+                return float(delta), new
         return np.inf, None
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
-        k = spread(new)
-        if sum(new) > jobs[j].max_gpus or k > problem.max_nodes_per_job:
+        """Job ``j`` moved to ``new``: its cap and node count, node loads, and (multi-node) no node of
+        it holding another multi-node job."""
+        held = nonzero(new)
+        if sum(new) > jobs[j].max_gpus or len(held) > problem.max_nodes_per_job:
             return False
-        if any(used[n] - alloc[j][n] + new[n] > G for n in range(N) if new[n] != alloc[j][n]):
+        a = alloc[j]
+        if any(used[n] + c - a[n] > G for n, c in held if c > a[n]):
+            return False  # (a node the job leaves or shrinks on only gets lighter)
+        return len(held) == 1 or not any(multi_owner(n, j) for n, _ in held)
+
+    def takeover_allowed(moves: list[tuple[int, tuple[int, ...]]]) -> bool:
+        """Job ``moves[0]`` grows on one node whose other holders (the rest of ``moves``) leave it:
+        node loads fit, the grown job's cap and node count, and no node of it holds another
+        multi-node job."""
+        j, new = moves[0]
+        held = nonzero(new)
+        if len(held) > problem.max_nodes_per_job or sum(new) > jobs[j].max_gpus:
             return False
-        if k > 1:
-            return not any(new[n] and multi_owner(n, j) for n in range(N))
-        # a single-node job: fine unless another multi-node job's node gets... nothing to check
+        for n, _ in held:
+            if used[n] + sum(b[n] - alloc[k][n] for k, b in moves) > G:
+                return False
+        if len(held) == 1:
+            return True
+        for n, _ in held:  # multi-node holders of n other than j, the evicted ones as they would be
+            others = mcount[n] - (is_multi[j] and alloc[j][n] > 0)
+            for k, b in moves[1:]:
+                others += (b[n] > 0 and spread(b) > 1) - (alloc[k][n] > 0 and is_multi[k])
+            if others > 0:
+                return False
         return True
 
     while True:
         best = (-1e-12, None)
-        open_nodes = np.array([u < G for u in used])
+        open_nodes = [u < G for u in used]
+        open_list = [n for n in range(N) if open_nodes[n]]
         for j in range(len(alloc)):  # one job: back to its allocation, +1 GPU, -1 GPU, or one GPU moved
             a = alloc[j]
             if a != jobs[j].current:
@@ -426,11 +331,11 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 continue
             kept = single[j]
             if kept is None or kept[0] != stamp:
-                kept = single[j] = (stamp, *best_single(j, a, open_nodes))
+                kept = single[j] = (stamp, *best_single(j, a, open_list))
             if kept[1] < best[0]:  # the first allowed move below best, as the scan finds it
                 best = (kept[1], [(j, kept[2])])
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
-            on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+            on_n = holders[n]
             if not on_n:
                 continue
             if not vector:
@@ -443,7 +348,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                             aj = alloc[j]
                             gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
                             delta = d_lose + problem.cost(j, gain) - cost[j]
-                            if delta < best[0] and _pair_allowed(problem, alloc, used, k, lose, j, gain):
+                            if delta < best[0] and pair_allowed(k, lose, j, gain):
                                 best = (delta, [(k, lose), (j, gain)])
                 continue
             col = gain_cost[:, n]
@@ -502,35 +407,33 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     if take <= 0 or take == 1 and used[n] < G:
                         continue  # nothing to take, or a single-GPU add (above)
                     new = a[:n] + (a[n] + take,) + a[n + 1:]
-                    on_n = holders[n] if vector else [k for k in range(len(alloc)) if alloc[k][n]]
+                    on_n = holders[n]
                     evict = [] if take <= G - used[n] else [k for k in on_n if k != j]
                     moves = [(j, new)] + [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in evict]
                     delta = sum(problem.cost(k, b) - cost[k] for k, b in moves)
-                    if delta < best[0] and _takeover_allowed(problem, alloc, moves):
+                    if delta < best[0] and takeover_allowed(moves):
                         best = (delta, moves)
         if best[1] is None:
             return alloc
-        before = list(mcount) if vector else None
+        before = list(mcount)
         for j, new in best[1]:
             old = alloc[j]
             for n in range(N):
                 used[n] += new[n] - old[n]
-            if vector:
-                for n in range(N):
-                    if (old[n] > 0) != (new[n] > 0):
-                        if new[n]:
-                            bisect.insort(holders[n], j)
-                        else:
-                            holders[n].remove(j)
-                    mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
-                single[j] = None
+                if (old[n] > 0) != (new[n] > 0):
+                    if new[n]:
+                        bisect.insort(holders[n], j)
+                    else:
+                        holders[n].remove(j)
+                mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
+            single[j] = None
             is_multi[j] = spread(new) > 1
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
             if vector:
                 row = rows.get((j, new))
                 gain_cost[j] = _count_row(problem, j, new) if row is None else row
-        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes.tolist()))):
+        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes))):
             stamp += 1  # the open nodes or multi-node holders changed: every kept best move is stale
 
 
@@ -615,96 +518,38 @@ def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, 
     return cands
 
 
-def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_nodes: np.ndarray,
-                  add: np.ndarray, other: dict[int, np.ndarray]):
-    """Job ``j``'s one-GPU moves in the local search's scan order — for each node n: +1 on n (if n
-    has room), -1 on n, -1 on n and +1 on each other node m with room — as (deltas, i -> allocation);
-    a move not allowed by room has delta inf. Prices are filled into ``add`` / ``other`` (cached
-    while the job stays) only where needed."""
+def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_list: list[int],
+                  add: np.ndarray, other: dict[int, np.ndarray]) -> list[tuple[float, int, tuple[int, ...]]]:
+    """Job ``j``'s one-GPU moves that lower its cost by more than 1e-12, as (delta, scan index,
+    allocation) sorted: the local search's scan order is, for each node n, +1 on n (if n has room
+    and the job is under its cap), -1 on n, -1 on n and +1 on each other node m with room
+    (``open_list``). Prices are filled into ``add`` / ``other`` (cached while the job stays) only
+    where needed; a by-count job's -1/+1 prices come as a row (``_count_row``)."""
     N = len(a)
-    for n in np.flatnonzero(open_nodes & np.isnan(add)).tolist():
-        add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
-    held = [n for n, c in _nonzero(a)]
-    block = N + 2  # per node: +1, -1, then -1/+1 to each m
-    deltas = np.full(N * block, np.inf)
-    deltas[0::block] = np.where(open_nodes, add - cost_j, np.inf)
-    for n in held:
+    block = N + 2  # scan index: per node, +1, -1, then -1/+1 to each m
+    out = []
+    if sum(a) < problem.jobs[j].max_gpus:
+        for n in open_list:
+            price = add[n]
+            if price != price:  # nan: not priced yet
+                price = add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
+            if price - cost_j < -1e-12:
+                out.append((price - cost_j, n * block, a[:n] + (a[n] + 1,) + a[n + 1:]))
+    for n, _ in nonzero(a):
+        less = a[:n] + (a[n] - 1,) + a[n + 1:]
         row = other.get(n)
         if row is None:
-            row = other[n] = np.full(N + 1, np.nan)
-        less = a[:n] + (a[n] - 1,) + a[n + 1:]
-        if np.isnan(row[0]):
+            row = other[n] = np.concatenate(([np.nan], _count_row(problem, j, less)))
+        if row[0] != row[0]:
             row[0] = problem.cost(j, less)
-        need = open_nodes & np.isnan(row[1:])
-        need[n] = False
-        for m in np.flatnonzero(need).tolist():
-            row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
-        base = n * block
-        deltas[base + 1] = row[0] - cost_j
-        ok = open_nodes.copy()
-        ok[n] = False
-        deltas[base + 2: base + 2 + N] = np.where(ok, row[1:] - cost_j, np.inf)
-
-    def move(i: int) -> tuple[int, ...]:
-        n, k = divmod(i, block)
-        if k == 0:
-            return a[:n] + (a[n] + 1,) + a[n + 1:]
-        less = a[:n] + (a[n] - 1,) + a[n + 1:]
-        m = k - 2
-        return less if k == 1 else less[:m] + (less[m] + 1,) + less[m + 1:]
-
-    return deltas, move
-
-
-def _takeover_allowed(problem: Problem, alloc: Alloc, moves: list[tuple[int, tuple[int, ...]]]) -> bool:
-    """Job ``moves[0]`` grows on one node whose other holders (the rest of ``moves``) leave it:
-    node loads fit, the grown job's node count, and no node of it holds another multi-node job."""
-    j, new = moves[0]
-    state = list(alloc)
-    for k, b in moves:
-        state[k] = b
-    spread = sum(1 for c in new if c)
-    if spread > problem.max_nodes_per_job or sum(new) > problem.jobs[j].max_gpus:
-        return False
-    if any(sum(a[n] for a in state) > problem.gpus_per_node for n in range(problem.nodes) if new[n]):
-        return False
-    if spread == 1:
-        return True
-    return not any(o != j and sum(1 for c in a if c) > 1 and any(a[m] and new[m] for m in range(problem.nodes))
-                   for o, a in enumerate(state))
-
-
-def _pair_allowed(problem: Problem, alloc: Alloc, used: list[int], k: int, lose, j: int, gain) -> bool:
-    """Job ``k`` gives one GPU to job ``j`` on one node: node loads stay; check j's cap, node count
-    and that no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
-    spread = sum(1 for c in gain if c)
-    if sum(gain) > problem.jobs[j].max_gpus or spread > problem.max_nodes_per_job:
-        return False
-    if spread == 1:
-        return True
-    for o, state in enumerate(alloc):
-        if o == j:
-            continue
-        if o == k:
-            state = lose
-        if sum(1 for c in state if c) > 1 and any(state[m] and gain[m] for m in range(len(gain))):
-            return False
-    return True
-
-
-def exhaustive(problem: Problem) -> Alloc:
-    """The best state by enumeration (tiny problems only: tests)."""
-    G, N = problem.gpus_per_node, problem.nodes
-    per_job = []
-    for job in problem.jobs:
-        rows = [c for c in itertools.product(range(G + 1), repeat=N)
-                if sum(c) <= job.max_gpus and sum(1 for x in c if x) <= problem.max_nodes_per_job]
-        per_job.append(rows)
-    best_value, best = -1.0, None
-    for alloc in itertools.product(*per_job):
-        alloc = list(alloc)
-        if problem.feasible(alloc):
-            v = problem.value(alloc)
-            if v > best_value + 1e-15:
-                best_value, best = v, alloc
-    return best
+        if row[0] - cost_j < -1e-12:
+            out.append((row[0] - cost_j, n * block + 1, less))
+        for m in open_list:
+            if m != n:
+                price = row[1 + m]
+                if price != price:
+                    price = row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
+                if price - cost_j < -1e-12:
+                    out.append((price - cost_j, n * block + 2 + m, less[:m] + (less[m] + 1,) + less[m + 1:]))
+    out.sort(key=lambda move: move[:2])
+    return out
