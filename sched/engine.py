@@ -214,7 +214,7 @@ class Engine:
             calibration.reset_worker(job)
         if pairs:
             self._join_partners(job, share_gpus, pairs)
-        if job.worker_xi is not None:
+        if job.worker_xi is not None and pairs:  # alone, reset_worker's ξ (1 on every GPU) is what refresh gives
             calibration.refresh(self, job)
         self._refresh_rate(job)
         return True

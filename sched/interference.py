@@ -171,12 +171,23 @@ class MpsCap:
                 raise InterferenceError(f"mpscap: {name} must be a finite number > 0, got {value!r}")
         self.base, self.rho, self.eta = base, float(rho), float(eta)
         self.name = f"mpscap:rho={rho:g}:eta={eta:g}:{base.name}"
+        # ratio's answers by both jobs' (model, batch, accumulation steps), mode and caps: kept when the
+        # base is a pure function of those (the table sources cache by them, Analytic is a constant)
+        self._memo: dict[tuple, tuple[float, float]] | None = {} if isinstance(base, (_Cached, Analytic)) else None
 
     @property
     def fallbacks(self) -> int:
         return self.base.fallbacks
 
     def ratio(self, a: Job, b: Job, mode: str, shares: tuple[float, float] | None = None) -> tuple[float, float]:
+        if self._memo is None:
+            return self._ratio(a, b, mode, shares)
+        key = (a.model, a.batch_size, a.accumulation_steps, b.model, b.batch_size, b.accumulation_steps, mode, shares)
+        if (hit := self._memo.get(key)) is None:
+            hit = self._memo[key] = self._ratio(a, b, mode, shares)
+        return hit
+
+    def _ratio(self, a: Job, b: Job, mode: str, shares: tuple[float, float] | None) -> tuple[float, float]:
         _check_mode(mode)
         if mode != "mps":
             return self.base.ratio(a, b, mode, shares)

@@ -160,8 +160,9 @@ class Coordinator:
             search.measured = True
             self._keep(search)
         else:
-            now = self._objective(engine, members, {j: j.pace for j in members})
-            best = self._objective(engine, members, search.best_pace)
+            left = [engine.remaining(j) for j in members]  # solo seconds left, the same for both
+            now = self._objective(engine, members, left, [j.pace for j in members])
+            best = self._objective(engine, members, left, [search.best_pace[j] for j in members])
             if now < best - _GAIN * abs(best):
                 self._keep(search)
                 search.failures = 0
@@ -290,10 +291,10 @@ class Coordinator:
         ``checked``: :meth:`_squeeze` has just checked these caps (the same check ``calibrate`` would
         repeat; caps changed since on other jobs do not enter it, only batches do), so it is skipped."""
         switch = any(job.shares.get(g) != p for g, p in shares.items())
-        target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)
         same_batches = (job.batches is None and batches is None) or job.batches == batches
         if not switch and same_batches:
             return False
+        target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)
         try:
             calibration.calibrate(engine, job, shares, None if same_batches else target,
                                   self.p.lgrr_stall_s if switch else 0.0, checked=checked)
@@ -315,8 +316,9 @@ class Coordinator:
     def _remaining_time(self, engine: Engine, job: Job, pace: float) -> float:
         return engine.remaining(job) * pace / job.solo_speed
 
-    def _objective(self, engine: Engine, jobs: list[Job], paces: dict) -> float:
-        r = [self._remaining_time(engine, j, paces[j]) for j in jobs]
+    def _objective(self, engine: Engine, jobs: list[Job], left: list[float], paces: list[float]) -> float:
+        """F of ``jobs`` with ``left`` solo seconds of work at ``paces`` (R_j as :meth:`_remaining_time`)."""
+        r = [rem * pace / j.solo_speed for j, rem, pace in zip(jobs, left, paces)]
         objective, now = self.p.objective, engine.now
         if objective == "jct":
             return sum(r) / len(r)
