@@ -243,7 +243,10 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     # each node's holders and multi-node holders, kept as moves apply; vector path: a job's
     # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
     # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
-    is_multi = [spread(a) > 1 for a in alloc]
+    width = [spread(a) for a in alloc]  # nodes per job
+    total = [sum(a) for a in alloc]  # GPUs per job
+    capped = np.array([t >= job.max_gpus for t, job in zip(total, jobs)])  # jobs that may not grow
+    is_multi = [w > 1 for w in width]
     mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)]
     single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
     stamp = 0
@@ -252,18 +255,19 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         """Does a multi-node job other than ``skip`` hold node ``n``?"""
         return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
 
-    def pair_allowed(k: int, lose: tuple[int, ...], j: int, gain: tuple[int, ...]) -> bool:
-        """Job ``k`` gives one GPU to job ``j`` on one node (node loads stay): j's cap and node count,
+    def pair_allowed(k: int, j: int, n: int) -> bool:
+        """Job ``k`` gives one GPU on node ``n`` to job ``j`` (node loads stay): j's cap and node count,
         and no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
-        k_spread = spread(gain)
-        if sum(gain) > jobs[j].max_gpus or k_spread > problem.max_nodes_per_job:
+        aj, ak = alloc[j], alloc[k]
+        j_width = width[j] + (aj[n] == 0)
+        if total[j] >= jobs[j].max_gpus or j_width > problem.max_nodes_per_job:
             return False
-        if k_spread == 1:
+        if j_width == 1:
             return True
-        lose_multi = spread(lose) > 1
-        for m, _ in nonzero(gain):
-            c = mcount[m] - (is_multi[j] and alloc[j][m] > 0) - (is_multi[k] and alloc[k][m] > 0)
-            if c + (lose_multi and lose[m] > 0) > 0:
+        k_multi_after = width[k] - (ak[n] == 1) > 1
+        for m in [m for m, _ in nonzero(aj)] + ([n] if aj[n] == 0 else []):
+            c = mcount[m] - (is_multi[j] and aj[m] > 0) - (is_multi[k] and ak[m] > 0)
+            if c + (k_multi_after and ak[m] - (m == n) > 0) > 0:
                 return False
         return True
 
@@ -348,7 +352,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                             aj = alloc[j]
                             gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
                             delta = d_lose + problem.cost(j, gain) - cost[j]
-                            if delta < best[0] and pair_allowed(k, lose, j, gain):
+                            if delta < best[0] and pair_allowed(k, j, n):
                                 best = (delta, [(k, lose), (j, gain)])
                 continue
             col = gain_cost[:, n]
@@ -358,7 +362,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
                     rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
             gains = col - cost_now  # the two lowest bound every holder's best pair move (up to rounding)
-            gains[np.isnan(gains)] = np.inf
+            gains[np.isnan(gains) | capped] = np.inf  # (a job at its cap takes no GPU)
             first = int(np.argmin(gains))
             low = gains[first]
             gains[first] = np.inf
@@ -371,13 +375,13 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                     continue
                 delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
                 delta[k] = np.inf
+                delta[capped] = np.inf
                 cand = np.flatnonzero(delta < best[0])
                 # the scan's answer: the lowest allowed delta, the first j on ties
                 for j in cand[np.lexsort((cand, delta[cand]))].tolist():
-                    aj = alloc[j]
-                    gain = aj[:n] + (aj[n] + 1,) + aj[n + 1:]
-                    if pair_allowed(k, lose, j, gain):
-                        best = (float(delta[j]), [(k, lose), (j, gain)])
+                    if pair_allowed(k, j, n):
+                        aj = alloc[j]
+                        best = (float(delta[j]), [(k, lose), (j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])])
                         break
         if best[1] is None:  # wider moves only where single-GPU moves are exhausted
             evicted = None
@@ -418,6 +422,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         before = list(mcount)
         for j, new in best[1]:
             old = alloc[j]
+            new_multi = spread(new) > 1
             for n in range(N):
                 used[n] += new[n] - old[n]
                 if (old[n] > 0) != (new[n] > 0):
@@ -425,9 +430,11 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                         bisect.insort(holders[n], j)
                     else:
                         holders[n].remove(j)
-                mcount[n] += (spread(new) > 1 and new[n] > 0) - (is_multi[j] and old[n] > 0)
+                mcount[n] += (new_multi and new[n] > 0) - (is_multi[j] and old[n] > 0)
             single[j] = None
-            is_multi[j] = spread(new) > 1
+            width[j], total[j] = spread(new), sum(new)
+            capped[j] = total[j] >= jobs[j].max_gpus
+            is_multi[j] = new_multi
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
             if vector:
