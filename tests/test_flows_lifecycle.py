@@ -6,6 +6,7 @@ every log reaches the flow's Prefect API before it stops."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -74,22 +76,54 @@ def query(db: Path, sql: str) -> list[tuple]:
         return []
 
 
+def lock_held(home: Path) -> bool:
+    """Does a process hold an experiment lock under ``home`` (``flows.lifecycle``: an flock)?"""
+    for path in (home / "locks").glob("experiment-*.lock"):
+        with open(path, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
 def test_two_runs_of_one_experiment_at_once_log_each_replay_exactly_once(tmp_path):
+    """The second run starts while the first holds the experiment (the first is paused with
+    SIGSTOP once it holds the lock, so the overlap does not depend on the machine's speed)."""
     home = tmp_path / "home"
     config = tmp_path / "exp.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(name="twice", jobs=6000)))
-    procs = [experiment(home, config) for _ in range(2)]
+    first = experiment(home, config)
+    procs, lines = [first], []
     try:
-        outputs = [p.communicate(timeout=540)[0] for p in procs]
+        deadline = time.monotonic() + 300
+        while not lock_held(home):
+            assert first.poll() is None and time.monotonic() < deadline, "the first run never held the lock"
+            time.sleep(0.02)
+        os.killpg(first.pid, signal.SIGSTOP)
+        second = experiment(home, config)
+        procs.append(second)
+        reader = threading.Thread(target=lambda: lines.extend(second.stdout), daemon=True)
+        reader.start()
+        while not any("is being run by pid" in line for line in lines):
+            assert second.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
+            time.sleep(0.1)
+        os.killpg(first.pid, signal.SIGCONT)
+        out_first = first.communicate(timeout=540)[0]
+        second.wait(timeout=540)
+        reader.join(timeout=60)
     finally:
         for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGCONT)
             kill_group(p)
-    for p, out in zip(procs, outputs):
-        assert p.returncode == 0, out[-3000:]
-    # they did overlap: one waited for the other, then found every replay logged
-    waited = [out for out in outputs if "is being run by pid" in out]
-    assert len(waited) == 1, outputs
-    assert "(0 run now, 4 logged before, 0 failed)" in waited[0]
+    out_second = "".join(lines)
+    assert first.returncode == 0, out_first[-3000:]
+    assert second.returncode == 0, out_second[-3000:]
+    # the second waited for the first, then found every replay logged
+    assert "is being run by pid" not in out_first
+    assert "(0 run now, 4 logged before, 0 failed)" in out_second, out_second[-3000:]
 
     runs = replay_runs(home, "twice")
     keys = [r.data.tags[KEY_TAG] for r in runs]
