@@ -243,30 +243,28 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     # each node's holders and multi-node holders, kept as moves apply; vector path: a job's
     # best single move (delta < -1e-12, the scan's order) kept while its allocation, the open nodes and
     # the nodes' multi-node holders stay (``stamp`` changes with either of the latter two)
-    width = [spread(a) for a in alloc]  # nodes per job
-    total = [sum(a) for a in alloc]  # GPUs per job
-    capped = np.array([t >= job.max_gpus for t, job in zip(total, jobs)])  # jobs that may not grow
-    is_multi = [w > 1 for w in width]
-    mcount = [sum(1 for k in holders[n] if is_multi[k]) for n in range(N)]
+    width = [spread(a) for a in alloc]  # nodes per job (a multi-node job: > 1)
+    capped = np.array([sum(a) >= job.max_gpus for a, job in zip(alloc, jobs)])  # jobs that may not grow
+    mcount = [sum(1 for k in holders[n] if width[k] > 1) for n in range(N)]
     single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
     stamp = 0
 
     def multi_owner(n: int, skip: int) -> bool:
         """Does a multi-node job other than ``skip`` hold node ``n``?"""
-        return mcount[n] - (is_multi[skip] and alloc[skip][n] > 0) > 0
+        return mcount[n] - (width[skip] > 1 and alloc[skip][n] > 0) > 0
 
     def pair_allowed(k: int, j: int, n: int) -> bool:
         """Job ``k`` gives one GPU on node ``n`` to job ``j`` (node loads stay): j's cap and node count,
         and no node of a multi-node ``j`` holds another multi-node job (k as it would be)."""
         aj, ak = alloc[j], alloc[k]
         j_width = width[j] + (aj[n] == 0)
-        if total[j] >= jobs[j].max_gpus or j_width > problem.max_nodes_per_job:
+        if capped[j] or j_width > problem.max_nodes_per_job:
             return False
         if j_width == 1:
             return True
         k_multi_after = width[k] - (ak[n] == 1) > 1
         for m in [m for m, _ in nonzero(aj)] + ([n] if aj[n] == 0 else []):
-            c = mcount[m] - (is_multi[j] and aj[m] > 0) - (is_multi[k] and ak[m] > 0)
+            c = mcount[m] - (width[j] > 1 and aj[m] > 0) - (width[k] > 1 and ak[m] > 0)
             if c + (k_multi_after and ak[m] - (m == n) > 0) > 0:
                 return False
         return True
@@ -310,17 +308,16 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         if len(held) == 1:
             return True
         for n, _ in held:  # multi-node holders of n other than j, the evicted ones as they would be
-            others = mcount[n] - (is_multi[j] and alloc[j][n] > 0)
+            others = mcount[n] - (width[j] > 1 and alloc[j][n] > 0)
             for k, b in moves[1:]:
-                others += (b[n] > 0 and spread(b) > 1) - (alloc[k][n] > 0 and is_multi[k])
+                others += (b[n] > 0 and spread(b) > 1) - (alloc[k][n] > 0 and width[k] > 1)
             if others > 0:
                 return False
         return True
 
     while True:
         best = (-1e-12, None)
-        open_nodes = [u < G for u in used]
-        open_list = [n for n in range(N) if open_nodes[n]]
+        open_list = [n for n in range(N) if used[n] < G]
         for j in range(len(alloc)):  # one job: back to its allocation, +1 GPU, -1 GPU, or one GPU moved
             a = alloc[j]
             if a != jobs[j].current:
@@ -422,7 +419,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         before = list(mcount)
         for j, new in best[1]:
             old = alloc[j]
-            new_multi = spread(new) > 1
+            new_width = spread(new)
             for n in range(N):
                 used[n] += new[n] - old[n]
                 if (old[n] > 0) != (new[n] > 0):
@@ -430,17 +427,15 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                         bisect.insort(holders[n], j)
                     else:
                         holders[n].remove(j)
-                mcount[n] += (new_multi and new[n] > 0) - (is_multi[j] and old[n] > 0)
+                mcount[n] += (new_width > 1 and new[n] > 0) - (width[j] > 1 and old[n] > 0)
             single[j] = None
-            width[j], total[j] = spread(new), sum(new)
-            capped[j] = total[j] >= jobs[j].max_gpus
-            is_multi[j] = new_multi
+            width[j], capped[j] = new_width, sum(new) >= jobs[j].max_gpus
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
             if vector:
                 row = rows.get((j, new))
                 gain_cost[j] = _count_row(problem, j, new) if row is None else row
-        if vector and (mcount != before or any((u < G) != o for u, o in zip(used, open_nodes))):
+        if vector and (mcount != before or [n for n in range(N) if used[n] < G] != open_list):
             stamp += 1  # the open nodes or multi-node holders changed: every kept best move is stale
 
 
