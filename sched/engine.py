@@ -721,5 +721,4 @@ class Engine:
         if finished is not None:  # streamed: the job's figures go to the records, its record may go
             finished.append(job)
             if len(finished) >= _BATCH:
-                self._records.store(finished)
-                finished.clear()
+                self._store_finished()

@@ -141,9 +141,7 @@ class JobSource:
         records would hold (:class:`~schedlab.sched.jobtable.JobRecords`' ``static``)."""
         table = self.table
         ids = table["job_id"]
-        model = None
-        if "model" in table.columns and table["model"].notna().any():
-            model = [None if gone else str(m) for m, gone in zip(table["model"].tolist(), table["model"].isna().tolist())]
+        model = _names(table["model"]) if "model" in table.columns and table["model"].notna().any() else None
         return {
             # str ids as they are (no Python object per job); others as str() of each, as Job.job_id
             "job_id": ids.array if ids.dtype == "str" else [str(x) for x in ids.tolist()],
@@ -163,11 +161,7 @@ class JobSource:
         # as float()/int()/str() of each cell, NaN/None where a cell is missing
         deadlines = _floats(part["deadline"]) if "deadline" in columns else [math.nan] * n
         batches = _floats(part["batch_size"]) if "batch_size" in columns else [math.nan] * n
-        if "model" in columns:
-            missing = part["model"].isna().tolist()
-            models = [None if gone else str(m) for m, gone in zip(part["model"].tolist(), missing)]
-        else:
-            models = [None] * n
+        models = _names(part["model"]) if "model" in columns else [None] * n
         jobs = list(map(
             Job,
             map(str, part["job_id"].tolist()),
@@ -214,8 +208,7 @@ def _elastic_rows(table: pd.DataFrame) -> np.ndarray:
 
 def _check_goodput_models(table: pd.DataFrame, goodput_models: dict[str, Any]) -> None:
     """Every goodput job's application has a model (an error names the first job without one)."""
-    model = table["model"] if "model" in table.columns else pd.Series([None] * len(table), dtype=object)
-    names = [None if gone else str(m) for m, gone in zip(model.tolist(), model.isna().tolist())]
+    names = _names(table["model"]) if "model" in table.columns else [None] * len(table)
     for job_id, name in zip(table["job_id"].tolist(), names):
         if goodput_models.get(name) is None:
             raise ValueError(f"job {job_id}: no goodput model for application {name!r}"
@@ -242,6 +235,11 @@ def _pool_columns(jobs: list[Job], ordered: pd.DataFrame) -> None:
                 if not 0 <= lost < 1:
                     raise ValueError(f"job {job.job_id}: scaling_loss {lost} must be in [0, 1)")
                 job.elastic_min, job.elastic_max, job.scaling_loss = int(low), int(high), lost
+
+
+def _names(column: pd.Series) -> list[str | None]:
+    """A column as Python strings (``str()`` of each cell), None where a cell is missing."""
+    return [None if gone else str(value) for value, gone in zip(column.tolist(), column.isna().tolist())]
 
 
 def _floats(column: pd.Series) -> list[float]:

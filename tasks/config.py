@@ -356,6 +356,11 @@ def load_config(path: str | Path) -> ExperimentConfig:
     return config
 
 
+def _looked_in(config: ExperimentConfig) -> str:
+    """Where a relative path in ``config`` is looked for (``resolve_source``'s order)."""
+    return f"looked in {config._base_dir} and {Path.cwd()}"
+
+
 def _check_semantics(config: ExperimentConfig, path: Path) -> None:
     """What pydantic cannot see: registered policies and their parameters, clusters, trace files."""
     from schedlab.sched.cluster import load_cluster
@@ -400,7 +405,7 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
             load_inference(config.resolve_inference()["load"])
         except (InferenceLoadError, OSError) as err:
             where = "" if Path(config.inference.load).is_absolute() or config.inference.load.startswith("constant:") \
-                else f" (a relative path: looked in {config._base_dir} and {Path.cwd()})"
+                else f" (a relative path: {_looked_in(config)})"
             raise ConfigError(f"{path}: inference.load: {err}{where}") from None
     for i, trace in enumerate(config.traces):
         if trace.source in (None, "synthetic"):
@@ -409,5 +414,4 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
             continue
         resolved = Path(config.resolve_source(trace.source) or "")
         if not resolved.exists():
-            raise ConfigError(f"{path}: traces[{i}].source: {trace.source!r} not found (looked in"
-                              f" {config._base_dir} and {Path.cwd()})")
+            raise ConfigError(f"{path}: traces[{i}].source: {trace.source!r} not found ({_looked_in(config)})")
