@@ -48,7 +48,6 @@ class Afs(RoundPolicy):
     Params = AfsParams
 
     def decide(self, engine: Engine) -> None:
-        self._engine = engine
         cluster = engine.cluster
         per = cluster.gpus_per_server
         left = cluster.total_gpus
@@ -63,21 +62,21 @@ class Afs(RoundPolicy):
                 left -= count[job]
         heap = []
         for order, job in enumerate(count):
-            gain = self._gain(job, count[job], per)
+            gain = self._gain(engine, job, count[job], per)
             if gain > 0:
                 heap.append((-gain, order, job))
-        grow_by_gain(count, left, heap, lambda job, gpus: self._gain(job, gpus, per))
+        grow_by_gain(count, left, heap, lambda job, gpus: self._gain(engine, job, gpus, per))
         apply_allocations(engine, self._place(engine, count))
 
     def _base(self, job: Job) -> int:
         return 1 if self.params.base == "one" and job.goodput is not None else job.requested_gpus
 
-    def _gain(self, job: Job, w: int, per: int) -> float:
+    def _gain(self, engine: Engine, job: Job, w: int, per: int) -> float:
         if job.goodput is None:  # Lyra's elastic jobs: completion-rate gain per GPU (specs/lyra.md §6 A10)
             if not job.elastic_max:
                 return 0.0
             lo, loss = job.elastic_min, job.scaling_loss
-            return (speed(lo, loss, w + 1) - speed(lo, loss, w)) / max(self._engine.remaining(job), 1e-9)
+            return (speed(lo, loss, w + 1) - speed(lo, loss, w)) / max(engine.remaining(job), 1e-9)
         try:
             return self._rate(job, w + 1, per) - self._rate(job, w, per)
         except ValueError:  # the batch cannot be split over that many GPUs
