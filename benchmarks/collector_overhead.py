@@ -47,16 +47,16 @@ def _serve(body: bytes) -> str:
 def one_run(spec: dict, collectors: list[Collector], wd: Path, i: int) -> float:
     """Median iteration time of one runner process (robust to preemption by other tenants)."""
     res, log = wd / f"r{i}.json", wd / f"l{i}.txt"
-    p = launch(Job(spec), res, log, dict(os.environ), sys.executable)
+    p = launch(Job([spec]), res, log, dict(os.environ), sys.executable)
     for c in collectors:
         c.start()
     try:
-        if not wait_all([p], 600):
+        if wait_all([p], 600, [res]) != "ok":
             raise RuntimeError("benchmark run timed out")
     finally:
         for c in collectors:
             c.stop()
-    out = json.loads(res.read_text())
+    out = json.loads(res.read_text())["results"][0]
     if out["status"] != "ok":
         raise RuntimeError(out)
     return statistics.median(out["iter_times_s"])

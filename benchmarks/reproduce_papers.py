@@ -3,6 +3,7 @@ our results beside the papers' tables and the load sweep (Castor Fig. 16 / SJF-B
 the wall time.
 
     python benchmarks/reproduce_papers.py [--workers 2] [--loads 1.0] [castor-pollux sjf-bsbf-pollux ...]
+    python benchmarks/reproduce_papers.py --interference table:h200-pairs.csv gimbal-jct gimbal-makespan
     python benchmarks/reproduce_papers.py --cache /tmp/lyra --seeds 0 lyra-table5 lyra-scaling lyra-advanced \\
         lyra-heterogeneous lyra-ideal          # Lyra Table 5 (one seed; --labels to run some rows only)
 
@@ -25,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 DEFAULT = ["castor-philly", "sjf-bsbf-philly", "castor-itp", "castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480"]
-JOB_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions")
+JOB_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions", "submit_time", "end_time", "deadline")
 
 
 def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
@@ -87,6 +88,8 @@ def main() -> None:
     parser.add_argument("--labels", nargs="+", help="only these policy labels (default: all)")
     parser.add_argument("--cache", help="folder keeping each replay's results, reused on the next call")
     parser.add_argument("--csv", help="write the kind: schemes tables here (one CSV per table)")
+    parser.add_argument("--interference", help="replace every config's ξ source (e.g. table:h200-pairs.csv, the "
+                                               "measured H200 pairs)")
     args = parser.parse_args()
     pd.set_option("display.width", 250, "display.max_columns", 40, "display.precision", 2)
     started = time.perf_counter()
@@ -96,6 +99,9 @@ def main() -> None:
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         for name in args.configs:
             config = load_config(name)
+            if args.interference:
+                config = config.model_copy(update={"models": config.models.model_copy(
+                    update={"interference": args.interference})})
             specs = [s for s in config.grid("reproduce") if (not args.loads or s.load in args.loads)
                      and (not args.seeds or s.seed in args.seeds) and (not args.labels or s.label in args.labels)]
             if not specs:
@@ -124,10 +130,13 @@ def main() -> None:
                 if spec.get("kind") == "schemes":
                     continue  # gathered over every config below
                 at_load = {label: js for (l, label), js in jobs.items() if l == spec["load"]}
-                if at_load:
+                if at_load and spec.get("kind") == "ratios":
+                    print(f"\n{table_name} at load {spec['load']} (policy vs baseline; rows of other experiments NaN):")
+                elif at_load:
                     print(f"\n{table_name} at load {spec['load']} (hours; large = more than {spec['large_job_gpus']}"
                           f" GPUs; class average: {spec['class_average']}):")
-                    print(compare(table_name, at_load).round(2).to_string())
+                if at_load:
+                    print(compare(table_name, at_load).round(3).to_string())
     for table_name, spec in paper_tables().items():
         if spec.get("kind") != "schemes" or not set(spec["experiments"]) & set(args.configs):
             continue

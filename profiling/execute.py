@@ -15,12 +15,16 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .collectors import DEFAULT_INTERVAL_S, Collector, HostCollector
 from .indicators import ALL_INDICATORS, percentile
 from .runner import EXIT_OOM
 from .store import ProfileRecord
+
+
+#: called with each job's results so far, the collectors and their source name, while a batch runs
+Progress = Callable[[list[list[Optional[dict[str, Any]]]], list[Collector], str], None]
 
 
 @dataclass
@@ -34,23 +38,27 @@ class Context:
     work_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="schedlab-run-")))
     python: str = sys.executable
     mps_root: Optional[Path] = None
+    mps: bool = True  # False: MPS cannot run here (probed), MPS configurations stay unmeasured
+    key_host: Optional[str] = None  # the machine name in configuration keys (default: this host's)
 
 
 @dataclass
 class Job:
-    """One runner invocation: a spec plus how many processes (GPUs)."""
+    """One runner invocation: the configurations it runs one after another (a batch; usually one) plus
+    how many processes (GPUs) each uses."""
 
-    spec: dict[str, Any]
+    specs: list[dict[str, Any]]
     num_gpus: int = 1
-    share: Optional[float] = None
 
 
 def launch(job: Job, result: Path, log: Path, env: dict[str, str], python: str,
-           barrier: Optional[Path] = None, name: str = "a") -> subprocess.Popen[bytes]:
+           barrier: Optional[Path] = None, name: str = "a", stop_at: Optional[float] = None) -> subprocess.Popen[bytes]:
     """Start ``python -m schedlab.profiling.runner`` (through torchrun for > 1 GPU)."""
-    mod = ["-m", "schedlab.profiling.runner", "--spec", json.dumps(job.spec), "--result", str(result)]
+    mod = ["-m", "schedlab.profiling.runner", "--spec", json.dumps(job.specs), "--result", str(result)]
     if barrier is not None:
         mod += ["--barrier", str(barrier), "--name", name, "--parties", "2"]
+    if stop_at is not None:
+        mod += ["--stop-at", repr(stop_at)]
     dist = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={job.num_gpus}"]
     cmd = [python, "-m", "schedlab.profiling.guard", python] + (dist if job.num_gpus > 1 else []) + mod
     out = open(log, "wb")
@@ -69,34 +77,74 @@ def kill_group(p: subprocess.Popen[bytes]) -> None:
     p.wait()
 
 
-def wait_all(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> bool:
-    """Wait for every process; on timeout kill all groups and return False."""
-    deadline = time.monotonic() + timeout_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+def read_progress(result: Path) -> dict[str, Any]:
+    """The runner's result file (``{"results", "current", "started"}``), empty before its first write."""
+    try:
+        return json.loads(result.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {"results": [], "current": None, "started": None}
+
+
+def wait_all(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float,
+             results: Sequence[Path] = (), hard_deadline: Optional[float] = None,
+             barrier: Optional[Path] = None, poll: Optional[Callable[[], None]] = None) -> str:
+    """Wait for every process.  Returns ``"ok"``; ``"timeout"`` when one configuration ran longer than
+    ``timeout_s`` (counted from the start of the configuration each runner reports in its ``results``
+    file, else from now); ``"deadline"`` at ``hard_deadline`` (epoch s).  On a timeout or the deadline
+    every group is killed.  When one member of a pair has exited, the pair's ``barrier`` gets its
+    ``stop`` mark, so the other starts nothing it could not measure beside a partner.  ``poll`` is
+    called about ten times a second (the sweep stores finished configurations from it)."""
+    start = time.time()
+    while any(p.poll() is None for p in procs):
+        now = time.time()
+        if barrier is not None and any(p.poll() is not None for p in procs):
+            (barrier / "stop").touch()
+        if poll is not None:
+            poll()
+        began = [read_progress(r).get("started") or start for r in results] or [start]
+        verdict = ("deadline" if hard_deadline is not None and now >= hard_deadline
+                   else "timeout" if now - max(began) > timeout_s else None)
+        if verdict:
             for q in procs:
                 kill_group(q)
-            return False
-    return True
+            return verdict
+        time.sleep(0.1)
+    return "ok"
+
+
+def outcomes(p: subprocess.Popen[bytes], result: Path, log: Path, n: int, ended: str,
+             timeout_s: float) -> list[Optional[dict[str, Any]]]:
+    """The results of a runner's ``n`` configurations; how the process ended (``ok``, ``timeout``,
+    ``deadline``) decides the one it was running (timeout, oom, error; none when the sweep's deadline
+    stopped it); None = not measured.  ``ended="running"``: the results written so far."""
+    progress = read_progress(result)
+    done: list[Optional[dict[str, Any]]] = list(progress.get("results") or [])
+    if ended == "running":
+        return done[:n] + [None] * (n - len(done))
+    tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
+    oom_in_log = "out of memory" in tail.lower() or "OutOfMemoryError" in tail
+    for res in done:
+        if res and res.get("status") == "error" and oom_in_log and "PartnerFailed" not in str(res.get("message")):
+            res["status"] = "oom"  # another rank ran out of memory
+    if len(done) < n and progress.get("current") is not None and ended != "deadline":
+        if ended == "timeout":
+            done.append({"status": "timeout", "message": f"killed after {timeout_s:g}s"})
+        elif p.returncode == EXIT_OOM or oom_in_log:
+            done.append({"status": "oom", "message": tail.strip().splitlines()[-1] if tail.strip() else "out of memory"})
+        else:
+            done.append({"status": "error", "message": f"exit {p.returncode}: {tail.strip()[-800:]}"})
+    elif not done and ended != "deadline" and p.returncode:  # died before its first write
+        done.append({"status": "timeout", "message": f"killed after {timeout_s:g}s"} if ended == "timeout" else
+                    {"status": "oom", "message": "out of memory"} if p.returncode == EXIT_OOM or oom_in_log else
+                    {"status": "error", "message": f"exit {p.returncode}: {tail.strip()[-800:]}"})
+    return done[:n] + [None] * (n - len(done))
 
 
 def outcome(p: subprocess.Popen[bytes], result: Path, log: Path, timed_out: bool,
             timeout_s: float) -> dict[str, Any]:
-    """The runner's result, or a status derived from how the process ended."""
-    tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
-    oom_in_log = "out of memory" in tail.lower() or "OutOfMemoryError" in tail
-    if result.exists():
-        res = json.loads(result.read_text())
-        if res.get("status") == "error" and oom_in_log:  # another rank ran out of memory
-            res["status"] = "oom"
-        return res
-    if timed_out:
-        return {"status": "timeout", "message": f"killed after {timeout_s:g}s"}
-    if p.returncode == EXIT_OOM or oom_in_log:
-        return {"status": "oom", "message": tail.strip().splitlines()[-1] if tail.strip() else "out of memory"}
-    return {"status": "error", "message": f"exit {p.returncode}: {tail.strip()[-800:]}"}
+    """The result of a one-configuration runner (see :func:`outcomes`)."""
+    (res,) = outcomes(p, result, log, 1, "timeout" if timed_out else "ok", timeout_s)
+    return res or {"status": "error", "message": "no result"}
 
 
 def gpu_collector(ctx: Context, gpus: list[str]) -> tuple[Optional[Collector], str]:
@@ -113,6 +161,9 @@ def gpu_collector(ctx: Context, gpus: list[str]) -> tuple[Optional[Collector], s
             return c, c.source
         except NvmlUnavailable as exc:
             print(f"warning: {exc}; GPU indicators will be missing", file=sys.stderr)
+        except Exception as exc:  # an NVML call the driver refuses (in a VM, say): measure without it
+            print(f"warning: NVML collector failed ({type(exc).__name__}: {exc}); GPU indicators will be missing",
+                  file=sys.stderr)
     return None, "none"
 
 
@@ -138,6 +189,8 @@ def fill(rec: ProfileRecord, res: dict[str, Any], collectors: Sequence[Collector
                     rec.ind[f"{k.lower()}_mean"], rec.ind[f"{k.lower()}_p95"] = m, p95
                 elif k == "nvml_gpu_util" and m is not None:
                     rec.gpu_util_mean = m
+                elif k == "nvml_sm_clock_mhz" and m is not None:
+                    rec.sm_clock_mean_mhz = m
             labels = getattr(c, "labels", None)
             if labels and not rec.gpu_uuid:  # a CPU run records the exporter's GPU identity
                 rec.gpu_uuid = ",".join(g.uuid for g in labels)
@@ -149,8 +202,12 @@ def fill(rec: ProfileRecord, res: dict[str, Any], collectors: Sequence[Collector
 
 
 def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
-             env_extra: Optional[list[dict[str, str]]] = None) -> tuple[list[dict[str, Any]], list[Collector], str]:
-    """Run one job (solo) or two at once (a pair) and return their results."""
+             env_extra: Optional[list[dict[str, str]]] = None, stop_at: Optional[float] = None,
+             hard_deadline: Optional[float] = None, on_progress: Optional[Progress] = None,
+             ) -> tuple[list[list[Optional[dict[str, Any]]]], list[Collector], str]:
+    """Run one job (solo) or two at once (a pair; their batches in lockstep) and return, per job, one
+    result per configuration (None: not measured, e.g. the deadline came first).  ``on_progress``
+    sees the results so far while the runners work (finished configurations are stored at once)."""
     tag = hashlib.sha1(f"{time.time()}{os.getpid()}".encode()).hexdigest()[:10]
     wd = ctx.work_dir / tag
     wd.mkdir(parents=True, exist_ok=True)
@@ -159,7 +216,9 @@ def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
         barrier.mkdir()
     gcol, gsrc = gpu_collector(ctx, gpus)
     cols: list[Collector] = [HostCollector(ctx.interval_s)] + ([gcol] if gcol else [])
+    src = "+".join(([gsrc] if gsrc != "none" else []) + ["host"])
     procs, paths = [], []
+    ended = "ok"
     try:
         for i, job in enumerate(jobs):
             env = dict(os.environ, **(env_extra[i] if env_extra else {}))
@@ -167,20 +226,24 @@ def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA indices = NVML/DCGM `gpu` indices
                 if not (env_extra and "CUDA_VISIBLE_DEVICES" in env_extra[i]):
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-            if job.spec.get("threads"):
-                env["OMP_NUM_THREADS"] = str(job.spec["threads"])
+            threads = job.specs[0].get("threads") if job.specs else None
+            if threads:
+                env["OMP_NUM_THREADS"] = str(threads)
             res, log = wd / f"result{i}.json", wd / f"log{i}.txt"
             paths.append((res, log))
-            procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i)))
+            procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i), stop_at=stop_at))
         for c in cols:  # runners spend seconds importing torch and warming up first
             c.start()
-        ok = wait_all(procs, timeout_s)
+        progress = (lambda: on_progress([outcomes(p, r, lg, len(job.specs), "running", timeout_s)
+                                         for p, (r, lg), job in zip(procs, paths, jobs)], cols, src)) if on_progress else None
+        ended = wait_all(procs, timeout_s, [r for r, _ in paths], hard_deadline, barrier, progress)
     finally:
         for p in procs:
             if p.poll() is None:
                 kill_group(p)
         for c in cols:
             c.stop()
-    results = [outcome(p, r, lg, not ok, timeout_s) for p, (r, lg) in zip(procs, paths)]
-    src = "+".join(([gsrc] if gsrc != "none" else []) + ["host"])
+            if c.errors:
+                print(f"warning: collector {c.name}: {len(c.errors)} failed reads, first: {c.errors[0]}", file=sys.stderr)
+    results = [outcomes(p, r, lg, len(job.specs), ended, timeout_s) for p, (r, lg), job in zip(procs, paths, jobs)]
     return results, cols, src

@@ -165,7 +165,9 @@ def errors(test: pd.DataFrame, pred: np.ndarray) -> dict[str, float]:
             "mae": float(np.mean(np.abs(err))), "mape": float(np.mean(np.abs(err) / y)),
             "rmse_band": _rmse(err[band]), "mae_band": float(np.mean(np.abs(err[band]))) if band.any() else math.nan,
             "rows_band": int(band.sum()), "rmse_outside_band": _rmse(err[~band]),
-            "side_errors_1.5": float(np.mean((pred > 1.5) != (y > 1.5))), "test_rows": int(len(y))}
+            "side_errors_1.5": float(np.mean((pred > 1.5) != (y > 1.5))), "test_rows": int(len(y)),
+            # co-located progress rate is 1/ξ: its relative error is |ξ/ξ̂ - 1|
+            "progress_error": float(np.mean(np.abs(y / pred - 1.0))) if len(y) else math.nan}
 
 
 def interpolate(train_rows: pd.DataFrame, test_rows: pd.DataFrame) -> tuple[np.ndarray, float]:
@@ -241,5 +243,17 @@ def fit(rows: pd.DataFrame, solo: list[dict[str, Any]], job_features: list[str],
     pred = np.maximum(model.predict(test[features].to_numpy(float)), 1.0)
     interp, covered = interpolate(rows.iloc[tr], test)
     meta["metrics"] = {**errors(test, pred), "importance": importance(booster),
-                       "interpolation": {**errors(test, interp), "covered": round(covered, 4)}}
+                       "interpolation": {**errors(test, interp), "covered": round(covered, 4)},
+                       "by_setting": {name: errors(test[mask], pred[mask]) for name, mask in settings(test).items()}}
     return model
+
+
+def settings(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Masks of the held-out rows by co-location setting: time-sliced, MPS at equal shares (Castor's
+    50/50), MPS at unequal shares (Gimbal's squeeze); only settings present, only store rows."""
+    if "mps" not in rows.columns or "share0" not in rows.columns:
+        return {}
+    mps = rows["mps"].to_numpy(float) == 1.0
+    equal = np.isclose(rows["share0"].to_numpy(float), rows["share1"].to_numpy(float))
+    out = {"timeslice": ~mps, "mps equal": mps & equal, "mps unequal": mps & ~equal}
+    return {k: v for k, v in out.items() if v.any()}

@@ -214,13 +214,21 @@ def model_size_mb(workload: str, size: str) -> float:
 
 
 def fit_store(df: pd.DataFrame, *, holdout: float = 0.2, seed: int = 0,
-              sizes_mb: dict[str, float] | None = None) -> dict[str, dict[str, dict]]:
+              sizes_mb: dict[str, float] | None = None,
+              skipped: list[str] | None = None) -> dict[str, dict[str, dict]]:
     """Per workload and GPU type: the eq. 1-3 fit on the training configurations with its in-sample
-    and held-out MAPE (all rows' fit when too few rows to hold any out)."""
+    and held-out MAPE (all rows' fit when too few rows to hold any out).  A workload measured at one
+    per-GPU batch only cannot separate eq. 1's alpha from beta: it is not fitted, and why is appended
+    to ``skipped``."""
     rows = solo_rows(df)
     out: dict[str, dict[str, dict]] = {}
     for (workload, size, gpu_type), g in rows.groupby(["workload", "size", "gpu_type"]):
         g = g.reset_index(drop=True)
+        if g["batch"].nunique() < 2:
+            if skipped is not None:
+                skipped.append(f"{workload} {gpu_type}: measured at one per-GPU batch "
+                               f"({g['batch'].iloc[0]:g}) only; eq. 1 needs at least two")
+            continue
         mb = (sizes_mb or {}).get(workload) or model_size_mb(workload, size)
         kw = dict(time="iter_time", batch="batch", accum="accum")
         fit, held = fit_with_holdout(g, mb, holdout=holdout, seed=seed, **kw)

@@ -30,7 +30,7 @@ GPM_METRICS: dict[str, tuple[str, float]] = {
     "NVLTX": ("NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", MIB),
     "NVLRX": ("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", MIB),
 }
-EXTRAS = ("nvml_gpu_util", "nvml_mem_util")
+EXTRAS = ("nvml_gpu_util", "nvml_mem_util", "nvml_sm_clock_mhz")
 
 
 class NvmlUnavailable(RuntimeError):
@@ -123,8 +123,15 @@ class NvmlCollector(Collector):
     def _basic(self, i: int) -> Sample:
         nv, h = self.nv, self.handles[i]
         out: Sample = {}
-        u = nv.nvmlDeviceGetUtilizationRates(h)
-        out["nvml_gpu_util"], out["nvml_mem_util"] = u.gpu / 100.0, u.memory / 100.0
+        try:
+            u = nv.nvmlDeviceGetUtilizationRates(h)
+            out["nvml_gpu_util"], out["nvml_mem_util"] = u.gpu / 100.0, u.memory / 100.0
+        except nv.NVMLError:
+            out["nvml_gpu_util"] = out["nvml_mem_util"] = None
+        try:  # the SM clock: a light job alone may run at a lower clock than beside a heavy one (DVFS)
+            out["nvml_sm_clock_mhz"] = float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+        except nv.NVMLError:
+            out["nvml_sm_clock_mhz"] = None
         for k, ctr in (("PCITX", nv.NVML_PCIE_UTIL_TX_BYTES), ("PCIRX", nv.NVML_PCIE_UTIL_RX_BYTES)):
             try:
                 out[k] = nv.nvmlDeviceGetPcieThroughput(h, ctr) * 1024.0  # KB/s -> B/s
@@ -139,7 +146,7 @@ class NvmlCollector(Collector):
                 if last is not None and now > last[0]:
                     out["NVLTX"] = (tx - last[1]) * 1024.0 / (now - last[0])  # KiB counters -> B/s
                     out["NVLRX"] = (rx - last[2]) * 1024.0 / (now - last[0])
-        except nv.NVMLError:
+        except Exception:  # NVMLError, or a binding older than the field-value tuple form: no NVLink rates
             pass
         return out
 
@@ -148,7 +155,11 @@ class NvmlCollector(Collector):
         for i in range(len(self.handles)):
             s = self._basic(i)
             if self.gpm[i]:
-                s.update({k: v for k, v in self._gpm(i).items()})
+                try:
+                    s.update({k: v for k, v in self._gpm(i).items()})
+                except Exception as exc:  # GPM refused this time: the basic readings still count
+                    if len(self.errors) < 20:
+                        self.errors.append(f"GPM: {type(exc).__name__}: {exc}")
             per_gpu.append(s)
         return {k: mean_of(s.get(k) for s in per_gpu) for k in self.indicators}
 

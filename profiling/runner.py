@@ -1,5 +1,6 @@
 """Training-loop runner, one process per job (Castor §7: short profiling runs per
-configuration).  ``python -m schedlab.profiling.runner --spec JSON --result FILE``.
+configuration).  ``python -m schedlab.profiling.runner --spec JSON --result FILE``; ``--spec`` may be
+a JSON list (a batch of configurations run one after another in one process, see :func:`run_batch`).
 
 Solo: warm-up, then N measured iterations (each = ``accum`` micro-batches + optimizer
 step).  Multi-GPU runs are started by ``torchrun`` (``WORLD_SIZE`` > 1) and use DDP.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -36,29 +38,50 @@ def write_json(path: str, obj: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class PartnerFailed(RuntimeError):
+    """The other member of the pair failed this configuration (or the batch was stopped)."""
+
+
 class Barrier:
-    """File barrier between the members of a co-located pair."""
+    """File barrier between the two members of a co-located pair, one set of phases per configuration
+    ``k`` of a batch: ``ready.k.NAME``, ``done.k.NAME``; ``fail.k.NAME`` marks a member that failed it and
+    ``stop`` a member that will start no further configuration."""
 
     def __init__(self, root: str, name: str, parties: int, timeout_s: float = 600.0) -> None:
         self.root, self.name, self.parties, self.timeout_s = Path(root), name, parties, timeout_s
+        self.k = 0
 
     def arrive(self, phase: str) -> None:
-        (self.root / f"{phase}.{self.name}").touch()
+        (self.root / f"{phase}.{self.k}.{self.name}").touch()
 
     def count(self, phase: str) -> int:
-        return len(list(self.root.glob(f"{phase}.*")))
+        return len(list(self.root.glob(f"{phase}.{self.k}.*")))
 
-    def aborted(self) -> bool:
-        return (self.root / "abort").exists()
+    def fail(self) -> None:
+        """Mark this configuration failed here and release the partner from both phases."""
+        self.arrive("fail")
+        self.arrive("ready")
+        self.arrive("done")
+
+    def partner_failed(self) -> bool:
+        return any(p.name != f"fail.{self.k}.{self.name}" for p in self.root.glob(f"fail.{self.k}.*"))
+
+    def stop(self) -> None:
+        (self.root / "stop").touch()
+
+    def stopped(self) -> bool:
+        return (self.root / "stop").exists()
 
     def wait(self, phase: str) -> None:
         deadline = time.time() + self.timeout_s
         while self.count(phase) < self.parties:
-            if self.aborted():
-                raise RuntimeError("pair aborted: partner failed")
+            if self.stopped():
+                raise PartnerFailed("the pair's batch was stopped")
             if time.time() > deadline:
                 raise TimeoutError(f"barrier {phase!r} timed out")
             time.sleep(0.005)
+        if self.partner_failed():
+            raise PartnerFailed("partner failed this configuration")
 
 
 def _agree(flag: bool, dev: torch.device) -> bool:
@@ -133,9 +156,12 @@ def run(spec: dict[str, Any], barrier: Optional[Barrier] = None) -> dict[str, An
     if barrier:
         if rank == 0:
             barrier.arrive("done")
-        while _agree(rank == 0 and barrier.count("done") < barrier.parties and not barrier.aborted(), dev):
+        while _agree(rank == 0 and barrier.count("done") < barrier.parties and not barrier.partner_failed()
+                     and not barrier.stopped(), dev):
             step()
             tail += 1
+        if rank == 0 and (barrier.partner_failed() or barrier.count("done") < barrier.parties):
+            raise PartnerFailed("partner failed or stopped during the measured window")
     peak, mem_src = D.peak_memory(dev)
     mean = sum(times) / len(times)
     res = {"status": "ok", "iter_times_s": times, "window_start": t_start, "window_end": t_end,
@@ -150,30 +176,86 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def _release(dev_kind: str) -> None:
+    """Free what a finished or failed configuration left on the device before the next one."""
+    gc.collect()
+    if dev_kind == "cuda" and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _healthy(dev_kind: str) -> bool:
+    """False when the CUDA context is unusable after an error (then the batch stops here)."""
+    if dev_kind != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False
+
+
+def run_batch(specs: list[dict[str, Any]], result: str, barrier: Optional[Barrier] = None,
+              stop_at: Optional[float] = None, runner: Callable[..., dict[str, Any]] = run) -> int:
+    """Run ``specs`` one after another in this process (one interpreter start, one CUDA context for the
+    batch).  After each configuration rank 0 rewrites ``result`` atomically as
+    ``{"results": [...], "current": k, "started": t}``, so a killed batch keeps what it finished and
+    the sweep sees how long the current one has run.  No configuration starts after ``stop_at``
+    (epoch s).  An out-of-memory or a Python error is that configuration's record and the batch goes
+    on; a broken CUDA context ends the batch (the rest stay unmeasured)."""
+    rank = int(os.environ.get("RANK", "0"))
+    results: list[dict[str, Any]] = []
+    code = 0
+    for k, spec in enumerate(specs):
+        if stop_at is not None and time.time() >= stop_at:
+            if barrier:
+                barrier.stop()
+            break
+        if rank == 0:
+            write_json(result, {"results": results, "current": k, "started": time.time()})
+        if barrier:
+            barrier.k = k
+        try:
+            res = runner(spec, barrier)
+        except PartnerFailed as exc:
+            if barrier and barrier.stopped():
+                break
+            res = {"status": "error", "message": f"PartnerFailed: {exc}"}
+        except BaseException as exc:  # recorded, then re-signalled through the exit code
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            oom = _is_oom(exc)
+            res = {"status": "oom" if oom else "error", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            traceback.print_exc(file=sys.stderr)
+            if barrier:
+                barrier.fail()
+            code = code or (EXIT_OOM if oom else 1)
+            del exc
+        results.append(res)
+        kind = "cuda" if torch.cuda.is_available() and spec.get("device", "auto") != "cpu" else "cpu"
+        _release(kind)
+        if res["status"] == "error" and not _healthy(kind):
+            if barrier:
+                barrier.stop()
+            break
+    if rank == 0:
+        write_json(result, {"results": results, "current": None, "started": None})
+    return code
+
+
 def main(argv: Optional[list[str]] = None, runner: Callable[..., dict[str, Any]] = run) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--spec", required=True, help="JSON job spec")
-    ap.add_argument("--result", required=True, help="where rank 0 writes the JSON result")
+    ap.add_argument("--spec", required=True, help="JSON job spec, or a JSON list of them (a batch)")
+    ap.add_argument("--result", required=True, help="where rank 0 writes the JSON results")
     ap.add_argument("--barrier", help="pair barrier directory")
     ap.add_argument("--name", default="a")
     ap.add_argument("--parties", type=int, default=2)
+    ap.add_argument("--stop-at", type=float, default=None, help="start no configuration after this epoch time")
     a = ap.parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    spec = json.loads(a.spec)
-    bar = Barrier(a.barrier, a.name, a.parties, float(spec.get("barrier_timeout_s", 600))) if a.barrier else None
-    try:
-        res = runner(spec, bar)
-        code = 0
-    except BaseException as exc:  # recorded, then re-signalled through the exit code
-        oom = _is_oom(exc)
-        res = {"status": "oom" if oom else "error", "message": f"{type(exc).__name__}: {exc}"[:2000]}
-        traceback.print_exc(file=sys.stderr)
-        if bar:
-            (Path(a.barrier) / "abort").touch()
-        code = EXIT_OOM if oom else 1
-    if rank == 0:
-        write_json(a.result, res)
-    return code
+    specs = json.loads(a.spec)
+    specs = specs if isinstance(specs, list) else [specs]
+    timeout = float(specs[0].get("barrier_timeout_s", 600)) if specs else 600.0
+    bar = Barrier(a.barrier, a.name, a.parties, timeout) if a.barrier else None
+    return run_batch(specs, a.result, bar, a.stop_at, runner)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .indicators import ALL_INDICATORS
@@ -84,6 +85,7 @@ class ProfileRecord:
     indicator_source: Optional[str] = None
     indicators_missing: Optional[str] = None
     gpu_util_mean: Optional[float] = None  # NVML utilisation (0-1) over the window: Gimbal eq. 2's u_j
+    sm_clock_mean_mhz: Optional[float] = None  # NVML SM clock over the window (DVFS: ξ < 1 happens)
     ind: dict[str, Optional[float]] = field(default_factory=dict)  # flattened to <name>_mean/_p95
 
     def to_row(self) -> dict[str, Any]:
@@ -166,10 +168,7 @@ class ProfileStore:
 
     def latest(self) -> pd.DataFrame:
         """Newest row per (config_key, job)."""
-        df = self.read()
-        if df.empty:
-            return df
-        return df.sort_values("created_at").groupby(["config_key", "job"], as_index=False).tail(1).reset_index(drop=True)
+        return newest(self.read())
 
     def solo_time(self, config_key: str) -> Optional[float]:
         """Mean iteration time of a stored ok solo run, if any."""
@@ -179,3 +178,70 @@ class ProfileStore:
             if t and t[0]["status"] == "ok":
                 return t[0]["iter_time_mean_s"]
         return None
+
+    def pack(self, dest: str | os.PathLike[str]) -> int:
+        """Write every row into one zstd-compressed Parquet file (what travels back from a GPU node, and
+        what ``data/profiles/<gpu>/`` holds); returns the row count."""
+        files = self._files()
+        table = (pa.concat_tables([pq.read_table(p) for p in files], promote_options="default")
+                 if files else SCHEMA.empty_table())
+        tmp = Path(f"{dest}.tmp{os.getpid()}")
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, dest)
+        return table.num_rows
+
+    def unpack(self, src: str | os.PathLike[str]) -> int:
+        """Add the rows of a packed file (:meth:`pack`) as record files, one per configuration key not yet
+        in this store; returns how many configurations were added (a packed store resumes)."""
+        try:
+            table = pq.read_table(src)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise ValueError(f"{src}: not a packed profile store ({exc})") from None
+        missing = {"config_key", "status", "job"} - set(table.column_names)
+        if missing:
+            raise ValueError(f"{src}: not a packed profile store (no column {', '.join(sorted(missing))})")
+        added = 0
+        for key in sorted(set(table.column("config_key").to_pylist())):
+            if not key or "/" in key or key.startswith("."):
+                raise ValueError(f"{src}: config_key {key!r} is not a record file name")
+            if self.has(key):
+                continue
+            tmp = self.records / f".tmp-{key}-{uuid.uuid4().hex}.parquet"
+            pq.write_table(table.filter(pc.equal(table["config_key"], key)), tmp)
+            os.replace(tmp, self.records / f"{key}.parquet")
+            added += 1
+        return added
+
+
+def newest(df: pd.DataFrame) -> pd.DataFrame:
+    """Newest row per (config_key, job) of a store frame."""
+    if df.empty:
+        return df
+    return df.sort_values("created_at").groupby(["config_key", "job"], as_index=False).tail(1).reset_index(drop=True)
+
+
+def read_profiles(path: str | os.PathLike[str], allow_empty: bool = False) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The newest rows of a profile store folder or of a packed store file (:meth:`ProfileStore.pack`,
+    e.g. ``data/profiles/h200/profiles.parquet``), and its version (path, schema, record count, newest
+    record time, a hash of the record names or of the file)."""
+    import hashlib
+
+    path = Path(path)
+    if path.is_file():
+        try:
+            df = newest(pq.read_table(path).to_pandas())
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise ValueError(f"{path}: not a packed profile store ({exc})") from None
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        records = int(df["config_key"].nunique()) if "config_key" in df else 0
+    elif path.is_dir():
+        store = ProfileStore(path)
+        df = store.latest()
+        names = sorted(p.name for p in store._files())
+        digest, records = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16], len(names)
+    else:
+        raise ValueError(f"profile store not found: {path}")
+    if df.empty and not allow_empty:
+        raise ValueError(f"profile store {path} has no records")
+    return df, {"path": str(path), "schema_version": SCHEMA_VERSION, "records": records,
+                "newest_created_at": float(df["created_at"].max()) if len(df) else None, "files_sha256": digest}

@@ -111,7 +111,7 @@ def _pair_grid(g: dict[str, Any], common: dict[str, Any], solo_workloads: list[s
     if pairs == "all":
         pairs = list(itertools.combinations_with_replacement(solo_workloads, 2))
     for wa, wb in pairs:
-        for b in _per_workload(g.get("batch", 8), f"{wa}+{wb}"):
+        for b in _pair_batches(g.get("batch", 8), wa, wb):
             ba, bb = (b, b) if not isinstance(b, (list, tuple)) else b
             n = int(g.get("gpus", 1))
             a = SoloConfig(wa, int(ba), int(g.get("accum", 1)), n, **common)
@@ -120,6 +120,17 @@ def _pair_grid(g: dict[str, Any], common: dict[str, Any], solo_workloads: list[s
                 splits = _splits(g) if mode == "mps" else [[None, None]]
                 for sa, sb in splits:
                     yield PairConfig(a, bcfg, mode, (sa, sb))
+
+
+def _pair_batches(v: Any, wa: str, wb: str) -> list[Any]:
+    """A pair's batch sizes: a list or scalar for every pair; a map by ``"a+b"`` (then ``default``);
+    or, when the map names neither, each workload's own list (``{cifar10: [128], bert: [16]}``: the pair
+    cifar10+bert runs at (128, 16), so both sides match a solo configuration of the same map)."""
+    if isinstance(v, dict) and f"{wa}+{wb}" not in v and "default" not in v:
+        if wa not in v or wb not in v:
+            raise SweepError(f"pair.batch: no entry for {wa}+{wb}, {wa} and {wb}, or default")
+        return [[x, y] for x in _per_workload(v, wa) for y in _per_workload(v, wb)]
+    return _per_workload(v, f"{wa}+{wb}")
 
 
 def _caps(g: dict[str, Any], where: str) -> list[float]:
@@ -169,9 +180,11 @@ def find(name_or_path: str) -> Path:
     raise FileNotFoundError(f"no sweep {name_or_path!r} (a YAML path, or one of {known})")
 
 
-def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
-    """Build a sweep from its YAML mapping."""
-    common = {k: d[k] for k in ("size", "amp", "warmup", "iters", "threads", "min_seconds") if k in d}
+_COMMON = ("size", "amp", "warmup", "iters", "threads", "min_seconds")
+
+
+def _grids(d: dict[str, Any], common: dict[str, Any], solo_workloads: list[str]) -> list[Config]:
+    """One phase's configurations: its solo grid, its capped solos, then its pair grid."""
     configs: list[Config] = []
     solo = d.get("solo") or {}
     if solo:
@@ -179,7 +192,27 @@ def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
         configs += solos
         configs += list(_capped_grid(solo, solos))
     if d.get("pair"):
-        configs += list(_pair_grid(d["pair"], common, list(solo.get("workloads", []))))
+        configs += list(_pair_grid(d["pair"], common, list(solo.get("workloads", solo_workloads))))
+    return configs
+
+
+def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
+    """Build a sweep from its YAML mapping.  ``phases`` (a list of ``{solo, pair}`` grids, each may
+    override the common settings) orders the measurements: phase 1's configurations run first, so a sweep
+    stopped by a deadline has measured what its author valued most.  A phase's ``pair: {workloads: all}``
+    pairs the workloads of its own solo grid, else those of every phase's solo grid."""
+    common = {k: d[k] for k in _COMMON if k in d}
+    phases = d.get("phases")
+    if phases is not None and (not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases)):
+        raise SweepError(f"phases: a list of mappings with solo/pair grids, got {phases!r}")
+    every_solo = [w for p in (phases or [d]) for w in ((p.get("solo") or {}).get("workloads") or [])]
+    every_solo = list(dict.fromkeys(every_solo))
+    configs: list[Config] = []
+    for i, phase in enumerate(phases or [d]):
+        unknown = set(phase) - {"name", "solo", "pair", *_COMMON} if phases else set()
+        if unknown:
+            raise SweepError(f"phases[{i}]: unknown keys {sorted(unknown)} (allowed: name, solo, pair, {', '.join(_COMMON)})")
+        configs += _grids(phase, {**common, **{k: phase[k] for k in _COMMON if k in phase}}, every_solo)
     seen: set[str] = set()
     unique = [c for c in configs if not (repr(c) in seen or seen.add(repr(c)))]  # type: ignore[func-returns-value]
     interval = float((d.get("collect") or {}).get("interval_s", 1.0))

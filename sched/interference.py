@@ -208,6 +208,10 @@ class MpsCap:
         return math.inf if share <= 0 else share ** -self.rho
 
 
+#: ``table:NAME`` also finds a table shipped in ``conf/interference/`` (e.g. ``table:h200-pairs.csv``)
+SHIPPED_TABLES = Path(__file__).resolve().parent.parent / "conf" / "interference"
+
+
 class PairsTable(_Cached):
     COLUMNS = ("model_a", "batch_a", "model_b", "batch_b", "mode", "share_a", "xi_a", "xi_b")
 
@@ -274,7 +278,7 @@ def _mean_throughput(x: float, y: float) -> float:
 
 
 def make_interference(spec: str | None) -> InterferenceSource:
-    """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH``, ``model:PATH|models:/NAME/VERSION``,
+    """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH|NAME``, ``model:PATH|NAME|models:/NAME/VERSION``,
     ``mpscap[:rho=R][:eta=E]:BASE`` (BASE any of the others)."""
     spec = spec or "analytic"
     kind, _, rest = spec.partition(":")
@@ -300,7 +304,8 @@ def make_interference(spec: str | None) -> InterferenceSource:
         path, _, worker = rest.rpartition(":") if rest.rsplit(":", 1)[-1] in ("k80", "p100", "v100") else (rest, "", "")
         return GavelTable(path, worker or "v100")
     if kind == "table":
-        return PairsTable(rest)
+        shipped = SHIPPED_TABLES / rest
+        return PairsTable(shipped if not Path(rest).exists() and shipped.exists() else rest)
     if kind == "model":
         from schedlab.sched.models import InterferenceModel
 

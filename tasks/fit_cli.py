@@ -39,7 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ir.add_argument("--worker", default="v100", help="Gavel worker type (k80, p100, v100)")
     ir.add_argument("--out", type=Path, default=None, help="artifact directory (default: $SCHEDLAB_HOME/models/…)")
     for p in (it, ir):
-        p.add_argument("--profiles", type=Path, default=None, help="profile store (default: $SCHEDLAB_HOME/profiles)")
+        p.add_argument("--profiles", type=Path, default=None,
+                       help="profile store folder or packed file, e.g. data/profiles/h200/profiles.parquet "
+                            "(default: $SCHEDLAB_HOME/profiles)")
         p.add_argument("--holdout", type=checks.fraction, default=0.2,
                        help="fraction held out for validation (between 0 and 1; default 0.2)")
         p.add_argument("--seed", type=checks.seed, default=0, help="seed of the hold-out split and the fit (default 0)")
@@ -50,19 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _store(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The store's newest rows and its version (schema, records, newest record time, content hash)."""
-    from schedlab.profiling.store import SCHEMA_VERSION, ProfileStore
+    from schedlab.profiling.store import default_dir, read_profiles
 
-    if args.profiles is not None and not Path(args.profiles).is_dir():
-        raise ValueError(f"profile store not found: {args.profiles}")
-    store = ProfileStore(args.profiles)
-    df = store.latest()
-    if df.empty:
-        raise ValueError(f"profile store {store.root} has no records")
-    names = sorted(p.name for p in store._files())
-    version = {"path": str(store.root.resolve()), "schema_version": SCHEMA_VERSION, "records": len(names),
-               "newest_created_at": float(df["created_at"].max()),
-               "files_sha256": hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]}
-    return df, version
+    return read_profiles(args.profiles if args.profiles is not None else default_dir())
 
 
 def _home() -> Path:
@@ -94,7 +86,13 @@ def fit_iteration_time(args: argparse.Namespace) -> int:
         store_version: dict[str, Any] = {"pollux": "profiles/pollux/traces", "workloads": sorted(fits)}
     else:
         df, store_version = _store(args)
-        fits = fitting.fit_store(df, holdout=args.holdout, seed=args.seed)
+        skipped: list[str] = []
+        fits = fitting.fit_store(df, holdout=args.holdout, seed=args.seed, skipped=skipped)
+        for why in skipped:
+            print(f"not fitted: {why}")
+        if not fits:
+            raise ValueError(f"no workload in {args.profiles or 'the profile store'} can be fitted "
+                             f"({len(skipped)} measured at one batch only)")
         rows = fitting.solo_rows(df)
         data_hash = hashlib.sha256(rows.sort_values(list(rows.columns)).to_csv(index=False).encode()).hexdigest()
     model = IterationTimeModel({
@@ -150,7 +148,11 @@ def fit_interference(args: argparse.Namespace) -> int:
     for label, e in (("xgboost", m), ("interpolation", m["interpolation"])):
         print(f"{label:14s} RMSE job0 {_fmt(e['rmse_job0'])}  job1 {_fmt(e['rmse_job1'])}  all {_fmt(e['rmse'])}  "
               f"MAE {_fmt(e['mae'])}  in [1.4,1.6]: RMSE {_fmt(e['rmse_band'])} (n={e['rows_band']})  "
-              f"wrong side of 1.5: {e['side_errors_1.5']:.1%}")
+              f"wrong side of 1.5: {e['side_errors_1.5']:.1%}  progress error {e['progress_error']:.1%}")
+    for setting, e in m.get("by_setting", {}).items():
+        print(f"  {setting:12s} RMSE job0 {_fmt(e['rmse_job0'])}  job1 {_fmt(e['rmse_job1'])}  "
+              f"wrong side of 1.5: {e['side_errors_1.5']:.1%}  progress error {e['progress_error']:.1%}  "
+              f"(n={e['test_rows']})")
     print("top features (share of total gain): " + ", ".join(f"{k} {v:.3f}" for k, v in m["importance"].items()))
     out = model.save(args.out or _home() / name)
     print(f"wrote {out}/model.json, meta.json")

@@ -95,7 +95,7 @@ def test_smoke_sweep_solo_and_pair_with_dcgm(tmp_path: Path, exporter_url: str) 
 
 def test_kill_and_resume_yields_each_config_once(tmp_path: Path) -> None:
     y = tmp_path / "kr.yaml"
-    y.write_text(SWEEP.format(name="kr", min_s=0.0, workloads="[ncf]", batch="[2, 4, 8]", pair=""))
+    y.write_text(SWEEP.format(name="kr", min_s=1.0, workloads="[ncf]", batch="[2, 4, 8]", pair=""))  # 1 s each: killable mid-batch
     out = tmp_path / "store"
     cmd = [sys.executable, "-m", "schedlab.profiling.cli", "profile", "--sweep", str(y), "--out", str(out),
            "--no-progress"]

@@ -67,8 +67,10 @@ class SharingParams(BaseModel):
 
 class CastorParams(SharingParams):
     mode: str = Field(default="mps", pattern="^(timeslice|mps)$")
-    # Castor §6: an XGBoost ξ predictor; shipped: fitted to Gavel's measured pairs (conf/models/README.md)
-    predictor: str | None = "model:interference-gavel-v100"
+    # Castor §6: an XGBoost ξ predictor on the §6.1 indicators; shipped: fitted to this project's H200
+    # profiles (data/profiles/h200, conf/models/README.md). The Gavel-truth paper set-ups name
+    # model:interference-gavel-v100, fitted to the same Gavel pairs as their truth.
+    predictor: str | None = "model:interference-h200"
 
 
 class _SharingSJF(Policy):
