@@ -22,7 +22,7 @@ from schedlab.sched.placement import STRATEGIES
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
-from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace
+from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace, path_problem
 
 DEFAULT_CLUSTER = "castor-sim"
 
@@ -229,8 +229,9 @@ def _replay(args: argparse.Namespace) -> int:
     from schedlab.sched.outdir import claim, fresh_folder
 
     params, cluster, options, tracking_uri = _check_replay(args)
-    if args.trace and not Path(args.trace).exists():
-        raise ValueError(f"--trace {args.trace}: no such file or folder")
+    problem = path_problem(Path(args.trace), folder=True) if args.trace else None
+    if problem is not None:
+        raise ValueError(f"--trace {args.trace}: {problem}")
     out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
     # a file, read-only, busy or non-empty --out fails here, before the replay
     lock = claim(out, overwrite=args.overwrite, created=not args.out)
@@ -249,7 +250,7 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
     if needs_workloads and not args.annotate:
         print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")
     table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed,
-                                 iteration_time=getattr(args, "iteration_catalog", None))
+                                 iteration_time=getattr(args, "iteration_catalog", None), report=report)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
     rows, results = [], []

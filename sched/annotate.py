@@ -31,25 +31,25 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .traces.common import JobError
 from .workloads import DEFAULT_GPUS_PER_SERVER, WorkloadCatalog, default_catalog
 
 LAMBDA_RANGE = (1.5, 2.5)  # Gimbal §7.1
 
 
 class AnnotationError(ValueError):
-    """The job table cannot be annotated; the message names the offending row(s)."""
+    """The job table cannot be annotated (or its durations filled) as asked."""
 
 
-def _rows(jobs: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
-    idx = np.flatnonzero(mask)[:limit]
-    parts = []
-    for i in idx:
-        label = f"row {jobs.index[i]!r}"
-        if "job_id" in jobs.columns:
-            label += f" (job_id {jobs['job_id'].iat[i]!r})"
-        parts.append(label)
-    more = int(mask.sum()) - len(idx)
-    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+class JobAnnotationError(JobError, AnnotationError):
+    """An AnnotationError about the table's jobs or columns: names the first bad job's row (the N-th
+    row of the table, 1-based; the trace file's data row once ``prepare_table`` is given the load
+    report), its job id and the column, and counts the other bad jobs."""
+
+
+def _unknown_model(jobs: pd.DataFrame, mask: np.ndarray, catalog: WorkloadCatalog) -> JobAnnotationError:
+    return JobAnnotationError(f"unknown model; the catalog's models: {', '.join(sorted(catalog.models))}",
+                              jobs, mask, "model")
 
 
 def _has_model(jobs: pd.DataFrame) -> np.ndarray:
@@ -86,32 +86,26 @@ def annotate(
     n_rows = len(jobs)
     has = _has_model(jobs)
 
-    if has.any():
-        known = np.asarray(catalog.models, dtype=object)
-        unknown = has & ~jobs["model"].isin(known).to_numpy()
-        if unknown.any():
-            first = np.flatnonzero(unknown)[0]
-            raise AnnotationError(
-                f"unknown model {jobs['model'].iat[first]!r} in {_rows(jobs, unknown)}; "
-                f"catalog models: {sorted(catalog.models)}"
-            )
+    unknown = has & ~jobs["model"].isin(catalog.models).to_numpy() if has.any() else has
+    if unknown.any():
+        raise _unknown_model(jobs, unknown, catalog)
     todo = ~has
     if not todo.any():
         return jobs
 
     for col in ("num_gpus", "duration"):
         if col not in jobs.columns:
-            raise AnnotationError(f"rows without a model need column {col!r} (missing from the job table)")
+            raise JobAnnotationError(f"rows without a model need column {col!r} (missing from the job table)")
     n_gpus = pd.to_numeric(jobs["num_gpus"], errors="coerce").to_numpy(float)
     duration = pd.to_numeric(jobs["duration"], errors="coerce").to_numpy(float)
     bad = todo & ~(np.isfinite(duration) & (duration > 0))
     if bad.any():
-        raise AnnotationError(f"duration must be a positive number for rows to annotate: {_rows(jobs, bad)}")
+        raise JobAnnotationError("must be a positive number for rows to annotate", jobs, bad, "duration")
     bad = todo & ~(np.isfinite(n_gpus) & (n_gpus >= 1) & (n_gpus == np.round(n_gpus)))
     if bad.any():
-        raise AnnotationError(f"num_gpus must be an integer >= 1 for rows to annotate: {_rows(jobs, bad)}")
+        raise JobAnnotationError("must be an integer >= 1 for rows to annotate", jobs, bad, "num_gpus")
     if deadlines and "submit_time" not in jobs.columns:
-        raise AnnotationError("deadlines need column 'submit_time' (missing from the job table)")
+        raise JobAnnotationError("deadlines need column 'submit_time' (missing from the job table)")
 
     rng = np.random.default_rng(seed)
     u_model = rng.random(n_rows)
@@ -176,8 +170,8 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
     return base
 
 
-__all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "LyraScheme", "annotate", "annotate_gimbal",
-           "annotation_scheme", "lyra_scenario"]
+__all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "JobAnnotationError", "LyraScheme", "annotate",
+           "annotate_gimbal", "annotation_scheme", "lyra_scenario"]
 
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
@@ -192,18 +186,28 @@ def fill_durations(
     gpus_per_server: int = DEFAULT_GPUS_PER_SERVER,
 ) -> pd.DataFrame:
     """Solo ``duration = iterations x t_iter`` (eq. 1-3) for rows that give ``model, batch_size,
-    iterations`` but no duration; rows with a duration are left unchanged."""
+    iterations`` but no duration; rows with a duration are left unchanged. A row without a duration
+    whose workload is incomplete, or whose model the catalog has no iteration time for, is an error."""
     catalog = catalog or default_catalog()
     duration = jobs["duration"] if "duration" in jobs.columns else pd.Series(np.nan, index=jobs.index)
     missing = duration.isna().to_numpy()
     if not missing.any():
         return jobs
-    absent = [c for c in ("model", "batch_size", "iterations") if c not in jobs.columns]
-    if absent or jobs.loc[missing, ["model", "batch_size", "iterations"]].isna().any(axis=None):
-        raise AnnotationError(
-            f"{_rows(jobs, missing)} have no duration and no complete model, batch_size, iterations"
-            f"{f' (missing columns {absent})' if absent else ''}"
-        )
+    workload = ["model", "batch_size", "iterations"]
+    absent = [c for c in workload if c not in jobs.columns]
+    incomplete = missing if absent else missing & jobs[workload].isna().any(axis=1).to_numpy()
+    if incomplete.any():
+        raise JobAnnotationError("no duration and no complete model, batch_size, iterations"
+                                 f"{f' (missing columns {absent})' if absent else ''}", jobs, incomplete)
+    unknown = missing & ~jobs["model"].isin(catalog.models).to_numpy()
+    if unknown.any():
+        raise _unknown_model(jobs, unknown, catalog)
+    for model in pd.unique(jobs.loc[missing, "model"]):
+        try:
+            catalog.params(model, gpu_type)
+        except KeyError as err:  # a profiled-only workload: no published parameters
+            rows = missing & (jobs["model"] == model).to_numpy()
+            raise JobAnnotationError(err.args[0], jobs, rows, "model") from None
     rows = jobs.loc[missing]
     per_iteration = catalog.solo_iteration_times(
         rows["model"].to_numpy(), rows["batch_size"].to_numpy(), rows["num_gpus"].to_numpy(),
@@ -302,14 +306,15 @@ def annotate_gimbal(
                 raise AnnotationError(f"gimbal scheme models[{i}]: {model!r} cannot be annotated; "
                                       f"annotatable catalog models: {catalog.annotated_models}")
     if _has_model(jobs).any():
-        raise AnnotationError(f"the gimbal scheme assigns every row: {_rows(jobs, _has_model(jobs))} already have a model")
+        raise JobAnnotationError("already has a model, but the gimbal scheme assigns every row's", jobs,
+                                 _has_model(jobs), "model")
     for col in ("duration", "submit_time"):
         if col not in jobs.columns:
-            raise AnnotationError(f"the gimbal scheme needs column {col!r} (missing from the job table)")
+            raise JobAnnotationError(f"the gimbal scheme needs column {col!r} (missing from the job table)")
     duration = pd.to_numeric(jobs["duration"], errors="coerce").to_numpy(float)
     bad = ~(np.isfinite(duration) & (duration > 0))
     if bad.any():
-        raise AnnotationError(f"duration must be a positive number for rows to annotate: {_rows(jobs, bad)}")
+        raise JobAnnotationError("must be a positive number for rows to annotate", jobs, bad, "duration")
     n = len(jobs)
     rng = np.random.default_rng(seed)
     u_gpus, u_model, u_batch, u_lambda = rng.random(n), rng.random(n), rng.random(n), rng.random(n)
@@ -404,14 +409,14 @@ def lyra_scenario(
             raise AnnotationError(f"Lyra scenario option {name} must be in [{lo}, {hi}], got {value!r}")
     for col in ("num_gpus", "duration"):
         if col not in jobs.columns:
-            raise AnnotationError(f"Lyra scenarios need column {col!r} (missing from the job table)")
+            raise JobAnnotationError(f"Lyra scenarios need column {col!r} (missing from the job table)")
     fungible_share, elastic_share, hetero_share = LYRA_SCENARIOS[scenario]
     n = len(jobs)
     gpus = pd.to_numeric(jobs["num_gpus"], errors="coerce").to_numpy(float)
     duration = pd.to_numeric(jobs["duration"], errors="coerce").to_numpy(float)
     bad = ~(np.isfinite(gpus) & (gpus >= 1) & np.isfinite(duration) & (duration > 0))
     if bad.any():
-        raise AnnotationError(f"num_gpus >= 1 and duration > 0 needed for Lyra scenarios: {_rows(jobs, bad)}")
+        raise JobAnnotationError("num_gpus >= 1 and duration > 0 needed for Lyra scenarios", jobs, bad)
     rng = np.random.default_rng(seed)
     u_fungible, u_hetero, u_checkpoint, order = rng.random(n), rng.random(n), rng.random(n), rng.permutation(n)
     if elastic_share is None:

@@ -14,6 +14,9 @@ day 1, specs/lyra.md §5). t = 0 is the trace's start. Sources (:func:`load_infe
   not an occupancy (no per-request GPU time, no batching), so only the shape is borrowed;
 - ``constant:U`` (tests, sensitivity).
 
+Errors name the file, and the row and column where known: row N is the N-th data row (1-based,
+header excluded, so on line N+1), as in every trace loader (``sched/traces/common.py``).
+
 Predictors (§6, [R] A2): ``oracle`` = the peak of ``u`` over the coming period (inference is never
 short by construction), ``last`` = ``u`` at the tick (may fall short; the shortfall is logged).
 """
@@ -21,12 +24,15 @@ short by construction), ``last`` = ``u`` at the tick (may fall short; the shortf
 from __future__ import annotations
 
 import math
+import os
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .traces.common import TraceError, not_utf8, path_problem
 
 SERVEGEN_DEFAULT_MODEL = "m-small"
 SERVEGEN_RANGE = (0.42, 0.95)  # Lyra §2: inference utilisation 42-95 %
@@ -105,11 +111,15 @@ def load_inference(spec: str) -> InferenceLoad:
     if not path.exists() and ":" in spec:
         head, model = spec.rsplit(":", 1)
         path = Path(head)
-    if not path.is_file():
-        raise InferenceLoadError(f"{spec!r}: no such file (expected PATH, PATH:MODEL or constant:U)")
+    problem = path_problem(path)  # missing, a symlink loop, a FIFO or device, a directory, unreadable
+    if problem is not None:
+        hint = "" if os.path.lexists(path) else " (expected PATH, PATH:MODEL or constant:U)"
+        raise InferenceLoadError(f"{path}: {problem}{hint}")
     try:
         columns = list(pd.read_csv(path, nrows=0).columns)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
+    except UnicodeDecodeError:
+        raise InferenceLoadError(str(not_utf8(path))) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise InferenceLoadError(f"{path}: not a readable CSV ({err})") from None
     if {"model", "window_start_s", "total_rate_req_per_s"} <= set(columns):
         return from_servegen(path, model or SERVEGEN_DEFAULT_MODEL)
@@ -124,34 +134,47 @@ def load_inference(spec: str) -> InferenceLoad:
 
 def from_csv(path: str | Path, time_col: str = "time", value_col: str = "utilization") -> InferenceLoad:
     """A series of ``time`` (s, increasing, from 0) and utilisation (fraction of GPUs busy, [0, 1])."""
-    frame = pd.read_csv(path)
+    frame = _read(path)
     times = _numeric(frame, time_col, path)
     values = _numeric(frame, value_col, path)
     bad = np.flatnonzero((values < 0) | (values > 1))
     if len(bad):
-        raise InferenceLoadError(f"{path}: row {bad[0] + 2}, field {value_col!r}: {values[bad[0]]!r} is not a"
-                                 " fraction in [0, 1]")
+        raise _error(path, frame, bad[0], value_col, "not a fraction in [0, 1]", values[bad[0]])
     steps = np.diff(times)
     if len(steps) and np.any(steps <= 0):
-        row = int(np.flatnonzero(steps <= 0)[0]) + 3
-        raise InferenceLoadError(f"{path}: row {row}, field {time_col!r}: times must increase")
+        i = int(np.flatnonzero(steps <= 0)[0]) + 1
+        raise _error(path, frame, i, time_col, "times must increase", times[i])
     return _series(times, values, f"{path}")
+
+
+def _read(path: str | Path) -> pd.DataFrame:
+    """The CSV, its index the 0-based data row (blank lines counted, as the trace loaders count
+    them, and left out)."""
+    return pd.read_csv(path, skip_blank_lines=False).dropna(how="all")
+
+
+def _error(path: str | Path, frame: pd.DataFrame, i: int, column: str, message: str,
+           value: object) -> InferenceLoadError:
+    """The error naming the file, the data row of ``frame``'s ``i``-th row, the column and the value,
+    worded as the trace loaders' errors."""
+    return InferenceLoadError(str(TraceError(path, message, int(frame.index[i]) + 1, column, value)))
 
 
 def from_servegen(path: str | Path, model: str = SERVEGEN_DEFAULT_MODEL,
                   lo: float = SERVEGEN_RANGE[0], hi: float = SERVEGEN_RANGE[1]) -> InferenceLoad:
     """ServeGen request rates of ``model`` mapped to occupancy (see the module doc, [R] specs/lyra.md §5)."""
-    frame = pd.read_csv(path)
+    frame = _read(path)
     models = sorted(frame["model"].astype(str).unique())
     part = frame[frame["model"] == model]
     if part.empty:
         raise InferenceLoadError(f"{path}: no model {model!r} (models: {', '.join(models)})")
     times = _numeric(part, "window_start_s", path)
     rates = _numeric(part, "total_rate_req_per_s", path)
+    if np.any(rates < 0):
+        i = int(np.flatnonzero(rates < 0)[0])
+        raise _error(path, part, i, "total_rate_req_per_s", f"negative request rate (model {model!r})", rates[i])
     order = np.argsort(times, kind="stable")
     times, rates = times[order], rates[order]
-    if np.any(rates < 0):
-        raise InferenceLoadError(f"{path}: model {model!r} has a negative total_rate_req_per_s")
     for i in range(len(rates)):  # dropouts (zero windows) take the previous value
         if rates[i] == 0 and i:
             rates[i] = rates[i - 1]
@@ -166,9 +189,7 @@ def _numeric(frame: pd.DataFrame, column: str, path) -> np.ndarray:
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(float)
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
-        row = int(frame.index[bad[0]]) + 2  # the file's line: header, then rows from 0
-        raise InferenceLoadError(f"{path}: row {row}, field {column!r}: {frame[column].iloc[bad[0]]!r} is not a"
-                                 " finite number")
+        raise _error(path, frame, bad[0], column, "not a finite number", frame[column].iloc[bad[0]])
     return values
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from schedlab.sched.annotate import annotate, catalog_gpu_type, fill_durations
@@ -23,6 +24,7 @@ from schedlab.sched.policies import make_policy
 from schedlab.sched.scaling import use_elastic_scaling
 from schedlab.sched.sharing import SharingModel
 from schedlab.sched.smact import SmactProfile, replay_smact
+from schedlab.sched.traces.common import JobError, LoadReport
 from schedlab.sched.workloads import FittedCatalog, WorkloadCatalog, default_catalog
 
 
@@ -50,6 +52,7 @@ class ReplayResult:
 def prepare_table(
     table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool | str | dict = False, seed: int = 0,
     goodput_root: str | Path | None = None, iteration_time: str | WorkloadCatalog | None = None,
+    report: LoadReport | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Optionally annotate workloads, then fill solo durations from the catalog where a trace gives
     ``model, batch_size, iterations`` only. Iteration times are for the cluster's training GPU type,
@@ -63,7 +66,22 @@ def prepare_table(
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
-    (specs/pollux.md); that is what SJF-like policies see as the job's length."""
+    (specs/pollux.md); that is what SJF-like policies see as the job's length.
+
+    ``report``: the load report of ``table`` (as :func:`~schedlab.sched.traces.load_trace` returned
+    both): an error about a job then names the trace file, the job's data row and the file's column."""
+    try:
+        return _prepare_table(table, cluster, annotate_workloads, seed, goodput_root, iteration_time)
+    except JobError as err:
+        if report is None:
+            raise
+        raise report.locate(err) from None
+
+
+def _prepare_table(
+    table: pd.DataFrame, cluster: ClusterSpec, annotate_workloads: bool | str | dict, seed: int,
+    goodput_root: str | Path | None, iteration_time: str | WorkloadCatalog | None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     pool = cluster.training_pool
     if "global_batch" in table.columns:
         return nominal_durations(table, pool.gpus_per_server, goodput_root), {"goodput": True}
@@ -103,16 +121,17 @@ def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Pat
     from schedlab.sched.goodput import load_applications
 
     models = load_applications(root)
-    unknown = sorted(set(table["model"]) - set(models))
-    if unknown:
-        raise ValueError(f"no goodput model for application(s) {unknown} (known: {sorted(models)})")
+    unknown = ~table["model"].isin(list(models)).to_numpy()
+    if unknown.any():
+        raise JobError(f"no goodput model for this application; known: {', '.join(sorted(models))}", table,
+                       unknown, "model")
     out = table.copy()
     durations = []
-    for job_id, app, gpus, batch in zip(out["job_id"], out["model"], out["num_gpus"], out["global_batch"]):
+    for i, (app, gpus, batch) in enumerate(zip(out["model"], out["num_gpus"], out["global_batch"])):
         try:
             durations.append(models[app].run_time(int(gpus), int(batch), gpus_per_server))
         except ValueError as err:
-            raise ValueError(f"job {job_id} ({gpus} GPUs, global batch {batch}): {err}") from None
+            raise JobError(f"{gpus} GPUs, global batch {batch}: {err}", out, np.arange(len(out)) == i) from None
     out["duration"] = durations
     return out
 

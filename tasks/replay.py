@@ -104,7 +104,7 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
 
         smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)
     table, notes = prepare_table(table, cluster, annotate_workloads=spec.annotate, seed=spec.seed,
-                                 iteration_time=timing)
+                                 iteration_time=timing, report=report)
     load_s = time.perf_counter() - started
     result = replay(table, cluster, spec.policy, spec.params, placement=spec.placement, seed=spec.seed,
                     preemption_overhead_s=spec.preemption_overhead_s,

@@ -164,14 +164,19 @@ def test_unknown_model_names_row_and_model():
     )
     with pytest.raises(AnnotationError) as exc:
         annotate(jobs)
-    msg = str(exc.value)
-    assert "gpt9" in msg and "row 1" in msg and "'b'" in msg
+    assert str(exc.value).startswith("job table, row 2 (job 'b'), column 'model': unknown model; the catalog's "
+                                     "models: bert, cifar10,")  # rows 1-based, as everywhere
+    assert exc.value.value == "gpt9" and exc.value.position == 1
 
 
 def test_bad_rows_give_clear_errors():
     jobs = _jobs(5)
     jobs.loc[3, "duration"] = np.nan
     with pytest.raises(AnnotationError, match="job3"):
+        annotate(jobs)
+    jobs.loc[[1, 4], "duration"] = [-1.0, 0.0]  # the first named, the others counted
+    with pytest.raises(AnnotationError, match=r"^job table, row 2 \(job 'job1'\), column 'duration': must be a "
+                       r"positive number for rows to annotate \(2 more such jobs\) \(value -1.0\)$"):
         annotate(jobs)
     with pytest.raises(AnnotationError, match="duration"):
         annotate(_jobs(5).drop(columns="duration"))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -33,22 +36,54 @@ def test_csv_loader_names_file_row_and_field(tmp_path):
     good.write_text("time,utilization\n0,0.5\n300,0.7\n")
     load = load_inference(str(good))
     assert load.at(400) == 0.7 and load.span == 600
-    for body, where in (("time,utilization\n0,0.5\n300,1.5\n", "row 3, field 'utilization'"),
-                        ("time,utilization\n0,0.5\n300,abc\n", "row 3, field 'utilization'"),
-                        ("time,utilization\n0,0.5\n0,0.6\n", "row 3, field 'time'"),
-                        ("time,util\n0,0.5\nnan,0.6\n", "row 3, field 'time'"),
+    # rows as in every trace loader: the N-th data row, 1-based, header excluded, blank lines counted
+    bad = tmp_path / "bad.csv"
+    for body, where in (("time,utilization\n0,0.5\n300,1.5\n", "row 2, column 'utilization': not a fraction in "
+                         r"\[0, 1\] \(value 1.5\)"),
+                        ("time,utilization\n0,0.5\n300,abc\n", "row 2, column 'utilization': not a finite number "
+                         r"\(value 'abc'\)"),
+                        ("time,utilization\n0,0.5\n0,0.6\n",
+                         r"row 2, column 'time': times must increase \(value 0.0\)"),
+                        ("time,util\n0,0.5\nnan,0.6\n", "row 2, column 'time'"),
+                        ("time,util\n0,0.5\n\n\n5,0.5\n5,0.6\n", "row 5, column 'time': times must increase"),
                         ("t,u\n0,0.5\n", "needs columns 'time'")):
-        bad = tmp_path / "bad.csv"
         bad.write_text(body)
-        with pytest.raises(InferenceLoadError, match=where):
+        with pytest.raises(InferenceLoadError, match=f"^{bad}, {where}" if "row" in where else where):
             load_inference(str(bad))
-    with pytest.raises(InferenceLoadError, match="no such file"):
+    with pytest.raises(InferenceLoadError, match="missing.csv: file not found"):
         load_inference(str(tmp_path / "missing.csv"))
     with pytest.raises(InferenceLoadError, match="constant:U"):
         load_inference("constant:x")
     with pytest.raises(InferenceLoadError, match="not ServeGen"):
         load_inference(f"{good}:m-small")
     assert from_csv(good, "time", "utilization").util.tolist() == [0.5, 0.7]
+
+
+def test_servegen_negative_rate_names_file_row_and_column(tmp_path):
+    path = tmp_path / "servegen_total_rate_per_10min.csv"
+    path.write_text("model,window_start_s,total_rate_req_per_s\nm-small,600,2\nm-large,0,-1\nm-small,0,-3\n")
+    with pytest.raises(InferenceLoadError, match=rf"^{path}, row 3, column 'total_rate_req_per_s': negative "
+                       r"request rate \(model 'm-small'\) \(value -3.0\)"):
+        load_inference(str(path))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "loop", "gzip"])
+def test_inference_file_that_is_not_a_csv_says_what_it_is(tmp_path, kind):
+    path = tmp_path / "u.csv"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        path.symlink_to(tmp_path / "v.csv")
+        (tmp_path / "v.csv").symlink_to(path)
+    elif kind == "gzip":
+        path.write_bytes(gzip.compress(b"time,utilization\n0,0.5\n"))
+    else:
+        path = Path("/dev/null")
+    expected = {"fifo": "is a pipe (FIFO), not a regular file",
+                "device": "is a character device, not a regular file", "loop": "a symbolic link loop",
+                "gzip": "a gzip-compressed file, not text: decompress it"}
+    with pytest.raises(InferenceLoadError, match=f"^{re.escape(f'{path}: {expected[kind]}')}"):
+        load_inference(str(path))
 
 
 def test_servegen_mapping_matches_the_spec():

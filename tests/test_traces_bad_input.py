@@ -3,13 +3,17 @@ file's own column) or a correct reading, checked through the loaders and the ``r
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -473,3 +477,161 @@ def test_pollux_na_like_names_are_ids(tmp_path: Path) -> None:
     p = write(tmp_path, "d.csv", header + "a,5,toy,1,8\nb,1,toy,1,8\n")
     with pytest.raises(TraceError, match="row 2, column 'time': submit time is earlier"):  # the file's column
         load_trace(p, "pollux", LoadOptions(on_unsorted="error"))
+
+
+# ---------------------------------------------------------------- issue #30: the held-out probe's defects
+
+CANONICAL_HEADER = "job_id,submit_time,num_gpus,duration\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "row", "match"),
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000, None, "invalid JSON: nested too deeply to parse"),
+        ("deep.jsonl", json.dumps({**RAW_JOB, "attempts": []}) + "\n\n" + "[" * 100_000 + "]" * 100_000 + "\n",
+         2, "invalid JSON: nested too deeply to parse"),
+        ("long.json", "[" + "1" * 5000 + "]", None, "invalid JSON: .*4300"),  # a ValueError, not a JSONDecodeError
+        ("bad.jsonl", json.dumps({**RAW_JOB, "attempts": []}) + "\n{\"jobid\": \n", 2, "invalid JSON: Expecting value"),
+    ],
+)
+def test_philly_raw_parser_errors_name_the_file(tmp_path: Path, name: str, text: str, row: int | None,
+                                                match: str) -> None:
+    p = write(tmp_path, name, text)
+    with pytest.raises(TraceError, match=match) as info:
+        load_trace(p, "philly-raw")
+    assert (info.value.file, info.value.row) == (str(p), row)
+
+
+def test_cli_deeply_nested_json_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000))
+    assert rc == 2 and "deep.json: invalid JSON: nested too deeply" in out and "RecursionError" not in out
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "row", "column"),
+    [
+        ("c.csv", CANONICAL_HEADER + "a,0,1,10\nb,-50,1,10\n", "canonical", 2, "submit_time"),
+        ("i.csv", ITP_HEADER + "a,-1,10,1\n", "itp", 1, "submission_time"),
+        ("p.csv", "timestamp,duration,num_gpus,gpu_time,cluster\n1969-12-31 23:59:00,60,1,60,a\n", "philly", 1,
+         "timestamp"),
+        ("w.csv", "name,time,application,num_replicas,batch_size\na,-5,toy,1,8\n", "pollux", 1, "time"),
+    ],
+)
+def test_negative_submit_time_is_an_error(tmp_path: Path, name: str, text: str, fmt: str, row: int,
+                                          column: str) -> None:
+    # it was rebased to 0 with every other job shifted, and counted nowhere
+    p = write(tmp_path, name, text)
+    with pytest.raises(TraceError, match="negative submit time") as info:
+        load_trace(p, fmt)
+    assert (info.value.file, info.value.row, info.value.column) == (str(p), row, column)
+
+
+def test_negative_submit_time_outside_a_streamed_window_is_an_error(tmp_path: Path) -> None:
+    p = write(tmp_path, "c.csv", CANONICAL_HEADER + "".join(f"j{i},{i},1,10\n" for i in range(10)) + "k,-3,1,10\n")
+    for opts in ({"max_jobs": 2}, {"start": 0, "end": 5}):
+        with pytest.raises(TraceError, match="row 11, column 'submit_time': negative submit time"):
+            load_trace(p, "canonical", LoadOptions(**opts))
+
+
+def test_cli_negative_submit_time_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "c.csv", CANONICAL_HEADER + "a,0,1,10\nb,-50,1,10\n"))
+    assert rc == 2 and "c.csv, row 2, column 'submit_time': negative submit time" in out and "(value -50.0)" in out
+
+
+@pytest.mark.parametrize(("task", "column"), [("j2,worker,1,Terminated,0,50,600,29,-50,V100", "plan_gpu"),
+                                              ("j2,worker,-2,Terminated,0,50,600,29,100,V100", "inst_num")])
+def test_pai_negative_gpu_demand_is_an_error_not_a_drop(tmp_path: Path, task: str, column: str) -> None:
+    write(tmp_path, "pai_job_table.csv", "j1,x,u,Terminated,0,9\nj2,x,u,Terminated,1,9\n")
+    tasks = write(tmp_path, "pai_task_table.csv", f"j1,worker,1,Terminated,0,50,600,29,100,V100\n{task}\n")
+    with pytest.raises(TraceError, match="must be >= 0") as info:
+        load_trace(tmp_path, "alibaba-pai")
+    assert (info.value.file, info.value.row, info.value.column) == (str(tasks), 2, column)
+
+
+WORKLOAD_HEADER = "job_id,submit_time,num_gpus,model,batch_size,iterations\n"
+
+
+def test_unknown_model_in_workload_trace_names_file_row_and_models(tmp_path: Path) -> None:
+    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.replay import prepare_table
+
+    # row 2 is submitted first: the table's first job, named by its row in the file
+    p = write(tmp_path, "w.csv", WORKLOAD_HEADER + "a,9,1,bert,8,100\nb,0,1,nosuch,8,100\n")
+    table, report = load_trace(p)
+    with pytest.raises(TraceError) as info:
+        prepare_table(table, load_cluster("16x8"), report=report)
+    err = info.value
+    assert (err.file, err.row, err.column, err.value, err.job) == (str(p), 2, "model", "nosuch", "b")
+    assert "unknown model; the catalog's models: bert, cifar10," in str(err)
+    # a catalog model with no published parameters was a KeyError too
+    p = write(tmp_path, "g.csv", WORKLOAD_HEADER + "a,0,1,gpt,8,100\n")
+    table, report = load_trace(p)
+    with pytest.raises(TraceError, match=r"g.csv, row 1 \(job 'a'\), column 'model': catalog entry 'gpt' has no "
+                       "published parameters"):
+        prepare_table(table, load_cluster("16x8"), report=report)
+
+
+def test_cli_unknown_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc, out = replay(tmp_path, capsys, write(tmp_path, "w.csv", WORKLOAD_HEADER + "a,0,1,nosuch,8,100\n"))
+    assert rc == 2 and "Traceback" not in out and "KeyError" not in out
+    assert "w.csv, row 1 (job 'a'), column 'model': unknown model; the catalog's models: bert" in out
+    assert "(value 'nosuch')" in out
+
+
+def test_cli_annotate_names_the_file_and_its_row(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # tiresias names the column model_name; row 3 is submitted first (the table's row 1, "row 0" before)
+    p = write(tmp_path, "t.csv", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+              "a,1,5,10,bert,60,0\nb,1,6,10,bert,60,0\nc,1,0,10,vgg99,60,0\n")
+    rc, out = replay(tmp_path, capsys, p, "--annotate")
+    assert rc == 2 and f"{p}, row 3 (job 'c'), column 'model_name': unknown model" in out
+
+
+def test_cli_extra_field_names_row_and_field_count(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = write(tmp_path, "c.csv", CANONICAL_HEADER + "a,0,1,10\nb,1,1,10\nc,2,1,10\nd,3,1,10,7\n")
+    rc, out = replay(tmp_path, capsys, p)
+    assert rc == 2 and "c.csv, row 4: 5 fields, but the header has 4 columns" in out and "Expected" not in out
+
+
+def _special(tmp_path: Path, kind: str) -> Path:
+    """A path that is not a regular file: a FIFO, a device, a symlink loop, a dangling symlink."""
+    path = tmp_path / "t.csv"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        return Path("/dev/null")
+    elif kind == "loop":
+        path.symlink_to(tmp_path / "u.csv")
+        (tmp_path / "u.csv").symlink_to(path)
+    else:
+        path.symlink_to(tmp_path / "gone.csv")
+    return path
+
+
+SPECIAL = {"fifo": "is a pipe (FIFO), not a regular file", "device": "is a character device, not a regular file",
+           "loop": "a symbolic link loop", "dangling": "a symbolic link to a missing file"}
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_files_are_named_for_what_they_are(tmp_path: Path, capsys: pytest.CaptureFixture, kind: str) -> None:
+    path = _special(tmp_path, kind)
+    for fmt in ("canonical", None):
+        with pytest.raises(TraceError) as info:
+            load_trace(path, fmt)
+        assert str(info.value).startswith(f"{path}: {SPECIAL[kind]}") and "not found" not in str(info.value)
+    rc, out = replay(tmp_path, capsys, path)
+    assert rc == 2 and f"--trace {path}: {SPECIAL[kind]}" in out and "no such file" not in out
+
+
+@pytest.mark.parametrize(("compress", "kind"), [(gzip.compress, "gzip"), (bz2.compress, "bzip2"),
+                                                 (lzma.compress, "xz")])
+def test_compressed_file_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                          compress: Callable[[bytes], bytes], kind: str) -> None:
+    p = tmp_path / "c.csv"
+    p.write_bytes(compress((CANONICAL_HEADER + "a,0,1,10\n").encode()))
+    for fmt in ("canonical", None):
+        with pytest.raises(TraceError, match=rf"^{re.escape(str(p))}: a {kind}-compressed file, not text: "
+                           "decompress it first") as info:
+            load_trace(p, fmt)
+        assert "latin" not in str(info.value)
+    rc, out = replay(tmp_path, capsys, p)
+    assert rc == 2 and f"a {kind}-compressed file" in out

@@ -244,6 +244,21 @@ def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
 def test_infeasible_job_names_the_job(tmp_path):
     path = tmp_path / "w.csv"
     path.write_text("name,time,application,num_replicas,batch_size\nok,0,toy,1,8\nbig,5,toy,16,32\n")
-    table, _ = load_trace(path, "pollux")
-    with pytest.raises(ValueError, match=r"job big \(16 GPUs, global batch 32\): toy: global batch 32 on 16 GPUs"):
+    table, report = load_trace(path, "pollux")
+    with pytest.raises(ValueError, match=r"^job table, row 2 \(job 'big'\): 16 GPUs, global batch 32: toy: "):
         prepare_table(table, _cluster(), goodput_root=POLLUX)
+    with pytest.raises(TraceError, match=rf"^{path}, row 2 \(job 'big'\): 16 GPUs, global batch 32: toy: "):
+        prepare_table(table, _cluster(), goodput_root=POLLUX, report=report)
+
+
+def test_unknown_application_names_file_row_and_column(tmp_path):
+    """Issue #30: an application without a goodput model named neither file nor row."""
+    path = tmp_path / "w.csv"  # row 2 is submitted first: the table's first job is the file's row 2
+    path.write_text("name,time,application,num_replicas,batch_size\na,5,toy,1,8\nb,1,nosuch,1,8\n")
+    table, report = load_trace(path, "pollux")
+    with pytest.raises(TraceError) as info:
+        prepare_table(table, _cluster(), goodput_root=POLLUX, report=report)
+    err = info.value
+    assert (err.file, err.row, err.column, err.value, err.job) == (str(path), 2, "application", "nosuch", "b")
+    assert str(err) == (f"{path}, row 2 (job 'b'), column 'application': no goodput model for this application; "
+                        "known: toy (value 'nosuch')")

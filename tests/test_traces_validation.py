@@ -85,9 +85,22 @@ def test_row_numbers_count_blank_lines_as_in_file(tmp_path: Path) -> None:
     raises(p, "itp", 4, "duration")
 
 
-def test_malformed_csv_names_file(tmp_path: Path) -> None:
+def test_malformed_csv_names_file_row_and_field_count(tmp_path: Path) -> None:
     p = itp(tmp_path, "a,0,10,1", "b,1,10,1,9,9")
-    raises(p, "itp", None, None, "malformed CSV")
+    err = raises(p, "itp", 2, None, "6 fields, but the header has 4 columns")
+    assert "Expected" not in str(err) and "line" not in str(err)  # pandas' words, its line numbers
+
+
+@pytest.mark.parametrize("rows", [("a,0,10,1,9", "b,1,10,1"), ("a,0,10,1,9", "b,1,10,1,9")])
+def test_extra_field_in_first_row_is_an_error_not_an_index(tmp_path: Path, rows: tuple[str, str]) -> None:
+    # pandas took the first column of such a file as its index: every value one column off, silently
+    raises(itp(tmp_path, *rows), "itp", 1, None, "5 fields, but the header has 4 columns")
+
+
+def test_extra_field_in_headerless_pai_file(tmp_path: Path) -> None:
+    write(tmp_path, "pai_job_table.csv", "j1,x,u,Terminated,0,9\nj2,x,u,Terminated,0,9,extra\n")
+    write(tmp_path, "pai_task_table.csv", "j1,worker,1,Terminated,0,50,600,29,100,V100\n")
+    raises(tmp_path / "pai_job_table.csv", "alibaba-pai", 2, None, "7 fields, but 6 columns are expected")
 
 
 def test_zero_gpus_is_an_error(tmp_path: Path) -> None:

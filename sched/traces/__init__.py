@@ -15,10 +15,11 @@ from pathlib import Path
 import pandas as pd
 
 from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, pollux, synthetic, tiresias
-from .common import LoadOptions, LoadReport, TraceError, check_file, first_line
+from .common import JobError, LoadOptions, LoadReport, TraceError, check_file, first_line, path_problem
 from .common import Hint
 
-__all__ = ["FORMATS", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace"]
+__all__ = ["FORMATS", "JobError", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace",
+           "path_problem"]
 
 #: format name -> ``load(source, options=None) -> (table, report)``
 FORMATS: dict[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {

@@ -8,8 +8,8 @@ Both with or without a header row (the real release has none). ``source`` is a d
 file with ``job`` replaced by ``task`` in the name).
 
 * ``num_gpus`` = ceil(sum over the job's tasks of inst_num * plan_gpu / 100) (``plan_gpu`` is percent
-  of one GPU; missing = 0). Fractional demands are rounded up, counted as
-  ``repaired["fractional_gpu_rounded_up"]``.
+  of one GPU; missing = 0; a negative ``inst_num`` or ``plan_gpu`` is an error). Fractional demands are
+  rounded up, counted as ``repaired["fractional_gpu_rounded_up"]``.
 * ``duration`` = latest task end - earliest task start (the job's running span).
 * dropped: ``no_tasks`` (no task rows), ``no_gpu`` (zero GPU demand), ``never_ran`` (no task start),
   ``no_end_time`` (a job still running at the snapshot). Rows in errors are rows of the named file.
@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import MAX_INTEGER, LoadOptions, Raw, TraceError, job_ids, make_loader, numeric, read_csv, seconds
+from .common import (
+    MAX_INTEGER, LoadOptions, Raw, TraceError, at_least, job_ids, make_loader, numeric, read_csv, seconds,
+)
 
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
@@ -45,7 +47,9 @@ def tables(path: Path) -> tuple[Path, Path]:
 def _tasks(path: Path) -> pd.DataFrame:
     file = str(path)
     t = read_csv(path, TASK_COLUMNS, header_optional=True, text=_TEXT)
-    gpu = numeric(t, "inst_num", file) * numeric(t, "plan_gpu", file, allow_missing=True).fillna(0.0)
+    # a negative count or percentage is an error, never a demand of zero GPUs (dropped as no_gpu)
+    instances = at_least(t, "inst_num", file, numeric(t, "inst_num", file), 0)
+    gpu = instances * at_least(t, "plan_gpu", file, numeric(t, "plan_gpu", file, allow_missing=True), 0).fillna(0.0)
     end = seconds(t, "end_time", file, allow_missing=True)
     return pd.DataFrame(
         {

@@ -4,7 +4,7 @@ A format module only *reads* its file into a :class:`Raw` table (canonical colum
 ``_row`` column holding each job's 1-based data row in the source file, its own drop counts);
 :func:`finalize` then applies, in this order:
 
-0. implausible times (not finite, or beyond ``MAX_SECONDS``) -> error
+0. implausible times (not finite, or beyond ``MAX_SECONDS``), negative submit times -> error
 1. unsorted submit times     -> error, or stable sort (``on_unsorted``; counted in ``repaired``)
 2. time window ``start/end`` -> on submit_time minus the trace start (earliest submit time read)
 3. VC filter ``vcs``
@@ -19,13 +19,20 @@ With a window or ``max_jobs``, a format whose reader takes ``rows=`` reads only 
 
 Row convention of every :class:`TraceError`: **row N is the N-th data row of the file, 1-based,
 header excluded** (so in a CSV with a header, row N is on line N+1; in a headerless CSV, row N is
-line N; in a JSON job list, row N is the N-th job object).
+line N; in a JSON job list, row N is the N-th job object). A :class:`JobError` found after loading
+(annotation, durations) names the N-th row of the job table the same way until
+:meth:`LoadReport.locate` names the source file's data row; the inference-load reader
+(``sched/inference.py``) follows the same convention.
 """
 
 from __future__ import annotations
 
 import csv
 import difflib
+import errno
+import re
+import stat
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -66,16 +73,18 @@ class TraceError(ValueError):
         column: str | None = None,
         value: Any = _NO_VALUE,
         hint: Hint | None = None,
+        job: str | None = None,
     ) -> None:
         self.file, self.row, self.column, self.message, self.hint = str(file), row, column, message, hint
         self.value = value.item() if isinstance(value, np.generic) else value  # 5, not np.int64(5)
+        self.job = job  # the row's job id, where the row is a job of a table already loaded
         super().__init__(self.describe())
 
     def describe(self, flag: Callable[[str], str] | None = None) -> str:
         """The message, with the hint's option named by ``flag(option)`` (default: as in Python)."""
         where = [self.file]
         if self.row is not None:
-            where.append(f"row {self.row}")
+            where.append(f"row {self.row}" + (f" (job {self.job!r})" if self.job is not None else ""))
         if self.column is not None:
             where.append(f"column {self.column!r}")
         msg = ", ".join(where) + ": " + self.message
@@ -91,6 +100,32 @@ class TraceError(ValueError):
         if self.value is not _NO_VALUE:
             msg += f" (value {self.value!r})"
         return msg
+
+
+#: what a :class:`JobError` names as its file while its table is not tied to a source file
+JOB_TABLE = "job table"
+
+
+class JobError(TraceError):
+    """A job table that a stage after loading (annotation, solo durations, goodput durations) cannot
+    use. With ``mask``, the first job it marks is named by its row (the N-th row of ``table``,
+    1-based) and job id, and the count of the other jobs marked is added; ``file`` is
+    :data:`JOB_TABLE` until :meth:`LoadReport.locate` names the source file, its data row and column."""
+
+    def __init__(self, message: str, table: pd.DataFrame | None = None, mask: np.ndarray | pd.Series | None = None,
+                 column: str | None = None, value: Any = _NO_VALUE) -> None:
+        self.position: int | None = None  # 0-based, in table order
+        row = job = None
+        if table is not None and mask is not None:
+            hits = np.flatnonzero(np.asarray(mask))
+            self.position = int(hits[0])
+            row = self.position + 1
+            job = str(table["job_id"].iat[self.position]) if "job_id" in table.columns else None
+            if column is not None and value is _NO_VALUE:
+                value = table[column].iat[self.position]
+            if len(hits) > 1:
+                message += f" ({len(hits) - 1} more such job{'s' if len(hits) > 2 else ''})"
+        super().__init__(JOB_TABLE, message, row, column, value, job=job)
 
 
 class LoadOptions(BaseModel):
@@ -134,6 +169,21 @@ class LoadReport:
     kept: int
     dropped: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
+    #: each kept job's data row in the source, in table order, and the source's own column names
+    #: (canonical -> file's): what :meth:`locate` names
+    rows: np.ndarray | None = field(default=None, repr=False, compare=False)
+    columns: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def locate(self, err: JobError) -> TraceError:
+        """``err`` about the loaded table, naming the source instead: its file, the job's data row
+        there and the file's own column name (``err`` itself where its job is not in this load)."""
+        row = None
+        if err.position is not None:
+            if self.rows is None or err.position >= len(self.rows):
+                return err
+            row = int(self.rows[err.position])
+        column = self.columns.get(err.column, err.column) if err.column is not None else None
+        return TraceError(self.source, err.message, row, column, err.value, err.hint, err.job)
 
     def to_dict(self) -> dict:
         return {
@@ -203,21 +253,58 @@ NA_STRINGS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-na
               "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
 
-def check_file(path: Path) -> None:
-    """A TraceError unless ``path`` is a file this process can open."""
-    if path.is_dir():
-        raise TraceError(path, "is a directory, not a trace file")
-    if not path.is_file():
-        raise TraceError(path, "file not found")
+#: what a path is when it is not a regular file or a directory
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def path_problem(path: Path, *, folder: bool = False) -> str | None:
+    """What keeps ``path`` from being read as a trace file (None: nothing): missing, a symlink loop
+    or to a missing file, a directory (unless ``folder``), a FIFO, device or socket (the loaders
+    read a file more than once, so a pipe cannot be a trace), or not readable."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (a link that points back to itself), not a file"
+        if isinstance(exc, FileNotFoundError):
+            return "a symbolic link to a missing file" if path.is_symlink() else "file not found"
+        return f"cannot read the file: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return None if folder else "is a directory, not a trace file"
+    for test, kind in _SPECIAL_FILES:
+        if test(mode):
+            return f"is {kind}, not a regular file (traces are read more than once: save the data to a file first)"
     try:
         path.open("rb").close()
     except OSError as exc:
-        raise TraceError(path, f"cannot read the file: {exc.strerror or exc}") from None
+        return f"cannot read the file: {exc.strerror or exc}"
+    return None
+
+
+def check_file(path: Path) -> None:
+    """A TraceError unless ``path`` is a regular file this process can open (:func:`path_problem`)."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise TraceError(path, problem)
+
+
+#: leading bytes of compressed files (a pattern), their format and the tool that decompresses them
+_COMPRESSED = ((rb"\x1f\x8b", "gzip", "gunzip"), (rb"BZh[1-9]1AY&SY", "bzip2", "bunzip2"),
+               (rb"\xfd7zXZ\x00", "xz", "unxz"), (rb"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+               (rb"PK\x03\x04", "zip", "unzip"))
 
 
 def not_utf8(path: Path, *, header: bool | None = True) -> TraceError:
-    """The error for a file that is not UTF-8 text, naming the first bad line and how to re-encode
-    it; also its data row for a CSV (``header``: whether line 1 is a header; None: no rows, JSON)."""
+    """The error for a file that is not UTF-8 text: a compressed file (gzip, bzip2, xz, zstd, zip)
+    named as such, else the first bad line and how to re-encode it; also its data row for a CSV
+    (``header``: whether line 1 is a header; None: no rows, JSON)."""
+    with path.open("rb") as fh:
+        magic = fh.read(10)
+    for pattern, kind, tool in _COMPRESSED:
+        if re.match(pattern, magic):
+            return TraceError(path, f"a {kind}-compressed file, not text: decompress it first "
+                              f"(e.g. {tool} {path.name}) and load the decompressed file")
     with path.open("rb") as fh:
         for n, line in enumerate(fh, start=1):
             try:
@@ -276,16 +363,21 @@ def read_csv(
     na_values = {c: NA_STRINGS for c in names or first if c.strip() not in text}
     typed = {c: "float64" for c in names or first if c.strip() in numbers and c.strip() not in text}
     dtype: Any = defaultdict(lambda: str, typed) if typed else str
-    kw: dict[str, Any] = {"dtype": dtype, "skip_blank_lines": False, "skipinitialspace": True, "keep_default_na": False}
+    # index_col=False: a first row with an extra field is not taken as holding an index (every
+    # column shifted by one); pandas warns of the field it drops instead, an error here
+    kw: dict[str, Any] = {"dtype": dtype, "skip_blank_lines": False, "skipinitialspace": True, "keep_default_na": False,
+                          "index_col": False}
     try:
-        if rows is not None:
-            from .stream import read_rows
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            if rows is not None:
+                from .stream import read_rows
 
-            df = read_rows(path, rows, na_values=na_values, **kw)
-        else:
-            df = pd.read_csv(path, names=names, header=None if names else "infer", na_values=na_values, **kw)
-    except pd.errors.ParserError as exc:  # e.g. "Expected 5 fields in line 7, saw 6"
-        raise TraceError(file, f"malformed CSV: {exc}") from None
+                df = read_rows(path, rows, na_values=na_values, **kw)
+            else:
+                df = pd.read_csv(path, names=names, header=None if names else "infer", na_values=na_values, **kw)
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:  # "Expected 5 fields in line 7, saw 6"
+        raise _malformed(path, exc, len(names or first), header=names is None, rows=rows) from None
     except pd.errors.EmptyDataError:
         raise TraceError(file, "empty file") from None
     except UnicodeDecodeError:
@@ -301,6 +393,22 @@ def read_csv(
         df["_row"] = np.arange(1, len(df) + 1)
     data = df.columns.drop("_row")
     return df[df[data].notna().any(axis=1)].reset_index(drop=True)
+
+
+def _malformed(path: Path, exc: Exception, width: int, *, header: bool, rows: np.ndarray | None) -> TraceError:
+    """The error for a CSV pandas cannot split into ``width`` columns: the first (selected, where
+    ``rows`` are given: 0-based data rows) data row with more fields, or else pandas' own words."""
+    wanted = None if rows is None else set(rows.tolist())
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        records = csv.reader(fh, skipinitialspace=True)
+        if header:
+            next(records, None)
+        for row, fields in enumerate(records, start=1):
+            if len(fields) > width and (wanted is None or row - 1 in wanted):
+                expected = f"the header has {width} columns" if header else f"{width} columns are expected"
+                return TraceError(path, f"{len(fields)} fields, but {expected} (a comma too many, or a value "
+                                  "with a comma that is not quoted?)", row)
+    return TraceError(path, f"malformed CSV: {exc}")
 
 
 def job_ids(df: pd.DataFrame, col: str, file: str) -> pd.Series:
@@ -354,6 +462,15 @@ def numeric(
         if not num.isna().any():
             return num.astype("int64")
     return num
+
+
+def at_least(df: pd.DataFrame, col: str, file: str, values: pd.Series, minimum: float) -> pd.Series:
+    """``values`` (column ``col`` of ``df`` as numbers); the first row below ``minimum`` is an error."""
+    low = (values < minimum).to_numpy()
+    if low.any():
+        i = _first(low)
+        raise TraceError(file, f"must be >= {minimum:g}", int(df["_row"].iat[i]), col, df[col].iat[i])
+    return values
 
 
 def _epoch_seconds(dt: pd.Series) -> pd.Series:
@@ -469,6 +586,11 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
             if bad.any():
                 raise _bad(raw, df, bad, col, f"implausible {col.replace('_', ' ')}: not finite or beyond "
                            f"{MAX_SECONDS:g} s (about 317 years); times are in seconds")
+    # ... and a negative submit time: before the trace's clock starts, which rebasing would hide
+    before = df["submit_time"].to_numpy(dtype="float64") < 0
+    if before.any():
+        raise _bad(raw, df, before, "submit_time", "negative submit time: times count from the trace start "
+                   "(seconds >= 0, or datetimes from 1970 on)")
 
     # 1. unsorted submit times (in file order)
     st = df["submit_time"].to_numpy()
@@ -569,7 +691,8 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     out["num_gpus"] = out["num_gpus"].astype("int64")
     if "duration" in out.columns:
         out["duration"] = out["duration"].astype("float64")
-    report = LoadReport(raw.file, fmt, raw.read, len(out), dict(dropped), dict(repaired))
+    report = LoadReport(raw.file, fmt, raw.read, len(out), dict(dropped), dict(repaired),
+                        df["_row"].to_numpy(), dict(raw.columns))
     assert report.read == report.kept + sum(report.dropped.values()), report
     return out, report
 

@@ -15,6 +15,7 @@ Rules (documented choices):
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +27,26 @@ KEYS = ("jobid", "submitted_time", "attempts")
 
 
 def _jobs(path: Path) -> list[Any]:
-    file = str(path)
+    """The job objects of a JSON list, or of JSON Lines (one job a line; an error names its row)."""
     check_file(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise not_utf8(path, header=None) from None
+    if text.lstrip().startswith("["):
+        return _parse(text, path)
+    return [_parse(line, path, row) for row, line in enumerate(filter(str.strip, text.splitlines()), start=1)]
+
+
+def _parse(text: str, path: Path, row: int | None = None) -> Any:
+    """JSON ``text``; any parser error (a syntax error, nesting too deep, a number too long) is a TraceError."""
     try:
-        if text.lstrip().startswith("["):
-            return json.loads(text)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise TraceError(file, f"invalid JSON: {exc}") from None
+        return json.loads(text)
+    except RecursionError:
+        raise TraceError(path, "invalid JSON: nested too deeply to parse (arrays or objects within each other "
+                         f"more than {sys.getrecursionlimit()} levels)", row) from None
+    except ValueError as exc:  # json.JSONDecodeError, and e.g. an integer of more than 4300 digits
+        raise TraceError(path, f"invalid JSON: {exc}", row) from None
 
 
 def _gpus(attempt: dict, file: str, row: int) -> int:

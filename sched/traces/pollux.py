@@ -33,7 +33,7 @@ import pandas as pd
 
 from . import philly
 from .common import (
-    LoadOptions, LoadReport, Raw, TraceError, _busiest_window, finalize, job_ids, numeric, read_csv,
+    LoadOptions, LoadReport, Raw, TraceError, _busiest_window, at_least, finalize, job_ids, numeric, read_csv,
 )
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
@@ -60,10 +60,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     gpus = numeric(df, "num_replicas", file, integer=True)
     batch = numeric(df, "batch_size", file, integer=True)
     for col, values in (("num_replicas", gpus), ("batch_size", batch)):
-        bad = values < 1
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise TraceError(file, "must be >= 1", int(df["_row"].iat[i]), col, df[col].iat[i])
+        at_least(df, col, file, values, 1)
     apps = df["application"].fillna("").str.strip()
     if (apps == "").any():
         i = int(np.flatnonzero((apps == "").to_numpy())[0])
@@ -79,8 +76,8 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
             "_row": df["_row"],
         }
     )
-    return Raw(out, file, len(out),
-               columns={"job_id": "name", "submit_time": "time", "num_gpus": "num_replicas"})
+    return Raw(out, file, len(out), columns={"job_id": "name", "submit_time": "time", "num_gpus": "num_replicas",
+                                             "model": "application", "global_batch": "batch_size"})
 
 
 def load(source: str | Path | None, options: LoadOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:

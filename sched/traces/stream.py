@@ -12,7 +12,7 @@
 
 The table is the whole-file load's, bit for bit, and so are ``read``, ``kept``,
 ``repaired["unsorted_sorted"]`` and every error the scan can see (submit times: not a time,
-implausible, out of order with ``on_unsorted='error'``, missing). What differs, by design:
+implausible, negative, out of order with ``on_unsorted='error'``, missing). What differs, by design:
 
 * a row the selection leaves out is parsed only for its submit time: a bad value in another column
   of such a row is not an error (that job is not replayed), nor is a duplicate id among such rows;
@@ -27,7 +27,7 @@ implausible, out of order with ``on_unsorted='error'``, missing). What differs, 
   submit time taken from its field in the submit column's position.
 
 Anything unusual in the scan (an unreadable chunk, a submit-time error, times given in different
-forms in different chunks, an implausible time, unsorted times under ``on_unsorted='error'``)
+forms in different chunks, an implausible or negative time, unsorted times under ``on_unsorted='error'``)
 falls back to the whole-file read, so that errors are exactly the whole-file read's.
 ``busiest_hours`` and ``sample`` need every job of the window: with them only the window streams.
 """
@@ -181,7 +181,7 @@ def load_streamed(
     if scanned is None:
         return None
     pos, st, missing = scanned
-    if not len(st) or (np.abs(st) > MAX_SECONDS).any():
+    if not len(st) or (np.abs(st) > MAX_SECONDS).any() or (st < 0).any():  # the whole read's error
         return None
     late = int(np.count_nonzero(st < np.maximum.accumulate(st)))
     if late and options.on_unsorted == "error":
