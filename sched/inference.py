@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from schedlab.checks import plain
+
 SERVEGEN_DEFAULT_MODEL = "m-small"
 SERVEGEN_RANGE = (0.42, 0.95)  # Lyra §2: inference utilisation 42-95 %
 UTIL_COLUMNS = ("utilization", "utilisation", "util")
@@ -129,7 +131,7 @@ def from_csv(path: str | Path, time_col: str = "time", value_col: str = "utiliza
     values = _numeric(frame, value_col, path)
     bad = np.flatnonzero((values < 0) | (values > 1))
     if len(bad):
-        raise InferenceLoadError(f"{path}: row {bad[0] + 2}, field {value_col!r}: {values[bad[0]]!r} is not a"
+        raise InferenceLoadError(f"{path}: row {bad[0] + 2}, field {value_col!r}: {plain(values[bad[0]])!r} is not a"
                                  " fraction in [0, 1]")
     steps = np.diff(times)
     if len(steps) and np.any(steps <= 0):
@@ -167,7 +169,7 @@ def _numeric(frame: pd.DataFrame, column: str, path) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         row = int(frame.index[bad[0]]) + 2  # the file's line: header, then rows from 0
-        raise InferenceLoadError(f"{path}: row {row}, field {column!r}: {frame[column].iloc[bad[0]]!r} is not a"
+        raise InferenceLoadError(f"{path}: row {row}, field {column!r}: {plain(frame[column].iloc[bad[0]])!r} is not a"
                                  " finite number")
     return values
 

@@ -51,6 +51,16 @@ def test_csv_loader_names_file_row_and_field(tmp_path):
     assert from_csv(good, "time", "utilization").util.tolist() == [0.5, 0.7]
 
 
+@pytest.mark.parametrize(("cell", "shown"), [("1.7", "1.7"), ("-0.25", "-0.25"), ("inf", "inf")])
+def test_bad_utilization_is_shown_as_a_plain_number(tmp_path, cell, shown):
+    """Issue #30: the message said np.float64(1.7)."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"time,utilization\n0,0.5\n300,{cell}\n")
+    with pytest.raises(InferenceLoadError) as err:
+        load_inference(str(bad))
+    assert f"row 3, field 'utilization': {shown} is not" in str(err.value) and "np." not in str(err.value), err.value
+
+
 def test_servegen_mapping_matches_the_spec():
     path = shared_data("inference", "servegen_total_rate_per_10min.csv")
     load = load_inference(str(path))  # m-small by default
