@@ -19,13 +19,15 @@ from schedlab.sched.strict import UserModel
 
 CLUSTERS_DIR = Path(__file__).resolve().parent.parent / "conf" / "clusters"
 _SHORTHAND = re.compile(r"^(?P<servers>-?\d+)x(?P<gpus>-?\d+)(?::(?P<type>[A-Za-z0-9_-]+))?$")
-#: the GPU types a cluster may name, with their memory (GiB) for the shorthand ``NxG:type`` (a YAML spec
-#: states ``gpu_memory_gb``). A type the workload catalog lacks runs at its reference type's iteration
-#: times unless a fitted model covers it (the replay's ``iteration_time_note`` says so).
+#: the GPU types a cluster may name (those the profiler names, ``profiling.fitting.gpu_type_of``, and
+#: ``cpu``, its type for CPU runs, which fitted models of CPU rehearsals cover), with their memory (GiB)
+#: for the shorthand ``NxG:type`` (a YAML spec states ``gpu_memory_gb``). A type the workload catalog
+#: lacks runs at its reference type's iteration times unless a fitted model covers it (the replay's
+#: ``iteration_time_note`` says so).
 GPU_MEMORY_GB: dict[str, float] = {
     "k80": 12, "p100": 16, "v100": 32, "t4": 16, "a100": 80, "a40": 48, "a6000": 48,
     "rtx2080ti": 11, "h100": 80, "h200": 141, "gh200": 96, "a10": 24, "l4": 24, "l40": 48, "l40s": 48,
-    "rtx3090": 24, "rtx4090": 24,
+    "rtx3090": 24, "rtx4090": 24, "cpu": 32,
 }
 DEFAULT_GPU_TYPE = "v100"
 #: the pools a cluster may have: training jobs run on ``training``; ``inference`` lends servers (Lyra)

@@ -154,9 +154,9 @@ class GoodputModel:
                     f" batch {self.max_batch} (allowed: up to {self.max_batch}; {measured})")
         fewest = num_replicas * self.min_local_batch  # about the least that gives every GPU its smallest batch
         if fewest > self.max_batch:
-            return (f"{self.name}: {num_replicas} GPUs need a global batch of at least {fewest}, above the largest"
-                    f" measured {self.max_batch} (allowed: at most {self.max_batch // self.min_local_batch} GPUs;"
-                    f" {measured})")
+            return (f"{self.name}: global batch {batch} on {num_replicas} GPUs: {num_replicas} GPUs need at least"
+                    f" {fewest}, above the largest measured {self.max_batch} (allowed: at most"
+                    f" {self.max_batch // self.min_local_batch} GPUs; {measured})")
         return (f"{self.name}: global batch {batch} on {num_replicas} GPUs is a per-GPU batch of {micro}, below the"
                 f" smallest measured {self.min_local_batch} (on {num_replicas} GPUs the global batch must be about"
                 f" {fewest} or more, up to {self.max_batch}; {measured})")

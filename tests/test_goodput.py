@@ -120,7 +120,8 @@ def test_toy_infeasible_batch_is_an_error(toy):
 @pytest.mark.parametrize(("replicas", "batch", "expected"), [
     (4, 1000, "global batch 1000 on 4 GPUs is above the largest measured global batch 32 (allowed: up to 32;"),
     (2, 100, "global batch 100 on 2 GPUs is above the largest measured global batch 32"),
-    (9, 32, "9 GPUs need a global batch of at least 36, above the largest measured 32 (allowed: at most 8 GPUs;"),
+    (9, 32, "global batch 32 on 9 GPUs: 9 GPUs need at least 36, above the largest measured 32 (allowed: at most"
+     " 8 GPUs;"),
     (8, 8, "on 8 GPUs is a per-GPU batch of 1, below the smallest measured 4 (on 8 GPUs the global batch must be"
      " about 32 or more, up to 32;"),
 ])
