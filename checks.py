@@ -1,8 +1,10 @@
-"""Checks of values users type, at the boundary: argparse number types and one-line pydantic messages.
+"""Checks of values users type, at the boundary: argparse number types, one-line pydantic messages and
+the strict YAML reader (the base model of what users write is :mod:`schedlab.sched.strict`).
 
 ``argparse`` prints a failed :func:`number` check as
 ``schedlab replay: error: argument --load: must be > 0, got '0'`` and exits 2, before any work starts.
-Floats must be finite (``inf``/``nan`` are refused). Bottom layer: imports nothing of schedlab.
+Floats must be finite (``inf``/``nan`` are refused). Bottom layer: imports nothing of schedlab, nor
+pydantic (the GPU node's image, ``profiling/gpu_run.sh``, has none).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import math
 from typing import Any, Callable
+
+import yaml
 
 
 def number(kind: type = float, *, ge: float | None = None, gt: float | None = None,
@@ -47,13 +51,22 @@ def validation_message(err: Any, names: dict[str, str] | None = None) -> str:
     renamed by ``names`` (e.g. ``{"load": "--load"}``)."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        loc = ".".join(str(x) for x in error_loc(e)) or "(top level)"
         loc = (names or {}).get(loc, loc)
         msg = e["msg"].removeprefix("Value error, ")
-        got = (f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], (dict, list))
+        got = (f" (got {plain(e['input'])!r})" if "input" in e and not isinstance(e["input"], (dict, list))
                and e["type"] != "value_error" else "")  # a validator's own message names the value
         parts.append(f"{loc}: {msg}{got}")
     return "; ".join(parts)
+
+
+#: the error type of :class:`~schedlab.sched.strict.UserModel` for a key it does not know (``ctx["key"]`` names the key)
+UNKNOWN_KEY = "unknown_key"
+
+
+def error_loc(error: dict[str, Any]) -> tuple[Any, ...]:
+    """Where a pydantic error is, an unknown key included (pydantic puts it at the model's place)."""
+    return (*error["loc"], error["ctx"]["key"]) if error["type"] == UNKNOWN_KEY else tuple(error["loc"])
 
 
 def finite_floats(values: dict[str, Any]) -> str | None:
@@ -67,3 +80,57 @@ def finite_floats(values: dict[str, Any]) -> str | None:
             return any(bad(x) for x in v)
         return False
     return next((k for k, v in values.items() if bad(v)), None)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as Python holds it: a numpy scalar becomes its int or float, so that a message says
+    ``1.7``, not ``np.float64(1.7)``."""
+    return value.item() if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 else value
+
+
+def bool_as_number(raw: Any, validated: Any, where: str = "") -> str | None:
+    """Where a boolean in ``raw`` became a number in ``validated`` (pydantic's lax mode reads ``true`` as
+    1): ``""`` for ``raw`` itself, ``[1]`` or ``.key`` inside lists and mappings; None if nowhere."""
+    if isinstance(raw, bool):
+        return where if isinstance(validated, (int, float)) and not isinstance(validated, bool) else None
+    if isinstance(raw, dict) and isinstance(validated, dict):
+        pairs = [(raw[k], validated[k], f"{where}.{k}") for k in raw if k in validated]
+    elif isinstance(raw, (list, tuple)) and isinstance(validated, (list, tuple)) and len(raw) == len(validated):
+        pairs = [(r, v, f"{where}[{i}]") for i, (r, v) in enumerate(zip(raw, validated))]
+    else:
+        return None
+    return next((w for r, v, inner in pairs if (w := bool_as_number(r, v, inner)) is not None), None)
+
+
+def bool_message(where: str) -> str:
+    """The error for a boolean given where a number is expected (``where`` from :func:`bool_as_number`)."""
+    return "expected a number, got a boolean" + (f" (at {where.lstrip('.')})" if where else "")
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A key given twice in one YAML mapping (plain YAML keeps the last silently)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base` then a key overrides the merged one: allowed
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in first:
+                        raise DuplicateKeyError(f"line {line}: duplicate key {key!r} (first at line {first[key]})")
+                    first[key] = line
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: Any) -> Any:
+    """YAML text (or a stream) as :func:`yaml.safe_load` reads it, but a key given twice in a mapping is
+    an error (:class:`DuplicateKeyError`, a ``yaml.YAMLError`` naming the line) instead of the last
+    one winning."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
     try:
         return int(args.func(args) or 0)
     except (TraceError, ClusterError, ValueError) as err:
@@ -55,6 +55,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\nschedlab {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+#: options whose value may start with a dash: ``--cluster -1x8`` must reach the cluster check, which names the
+#: number out of range, instead of argparse's "expected one argument"
+DASH_VALUES = ("--cluster",)
+
+
+def _attach_dash_values(argv: list[str]) -> list[str]:
+    """``argv`` with ``--cluster -1x8`` written as ``--cluster=-1x8``."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in DASH_VALUES and arg[:1] == "-" and arg[1:2].isdigit():
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
 
 
 def _flag(option: str) -> str:
@@ -88,15 +104,15 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--inference-load", metavar="SPEC",
                    help="lend inference servers to training on this load (Lyra): a time,utilization CSV,"
                    " ServeGen's CSV[:MODEL] or constant:U; the cluster needs an 'inference' pool")
-    p.add_argument("--inference-predictor", choices=["oracle", "last"], default="oracle",
+    p.add_argument("--inference-predictor", dest="predictor", choices=["oracle", "last"],
                    help="how the orchestrator predicts the next period's inference load (default: oracle)")
-    p.add_argument("--inference-headroom", type=checks.number(float, ge=0), default=0.02, metavar="F",
-                   help="fraction of inference servers never lent (default: 0.02, Lyra §7.1)")
-    p.add_argument("--reclaim", default="lyra", help="which on-loan servers go back: lyra, scf, random,"
+    p.add_argument("--inference-headroom", dest="headroom", type=checks.number(float, ge=0, lt=1), metavar="F",
+                   help="fraction of inference servers never lent (0 <= F < 1; default: 0.02, Lyra §7.1)")
+    p.add_argument("--reclaim", help="which on-loan servers go back: lyra, scf, random,"
                    " random-idle-first, optimal (default: lyra)")
-    p.add_argument("--gpu-equivalence", type=checks.number(float, gt=0), default=3.0, metavar="R",
+    p.add_argument("--gpu-equivalence", dest="gpu_equivalence", type=checks.number(float, gt=0), metavar="R",
                    help="inference GPUs standing for one training GPU (default: 3, Lyra §7.5)")
-    p.add_argument("--keep-progress", action="store_true",
+    p.add_argument("--keep-progress", dest="lose_progress", action="store_false", default=None,
                    help="jobs preempted at a reclaim keep their progress unless their checkpoint column says"
                    " otherwise (default: they restart from zero, Lyra §4)")
     p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
@@ -140,8 +156,10 @@ def _policy_params(pairs: list[str], policies: list[str]) -> dict[str, dict[str,
             raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE")
         if name not in params:
             raise ValueError(f"--set {pair!r}: policy {name!r} is not among --policy {' '.join(policies)}")
+        if param in params[name]:
+            raise ValueError(f"--set {pair!r}: {key} is set twice")
         try:
-            params[name][param] = yaml.safe_load(value)
+            params[name][param] = checks.load_yaml(value)
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({problem})") from None
@@ -168,7 +186,10 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
             make_policy(name, params[name])
         except ValueError as err:
             raise ValueError(f"--set: {err}") from None
-    cluster = load_cluster(args.cluster)
+    try:
+        cluster = load_cluster(args.cluster)
+    except ClusterError as err:
+        raise ValueError(f"--cluster: {err}") from None
     tracking_uri = _check_tracking() if args.track else None
     try:
         make_interference(args.interference)
@@ -201,23 +222,31 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
     return params, cluster, options, tracking_uri
 
 
+#: LoanOptions fields as the replay options that set them (their ``dest``; ``--keep-progress`` clears
+#: ``lose_progress``); None when not given, so that LoanOptions' defaults apply
+LOAN_OPTION_NAMES = {"predictor": "--inference-predictor", "headroom": "--inference-headroom", "reclaim": "--reclaim",
+                     "gpu_equivalence": "--gpu-equivalence", "lose_progress": "--keep-progress"}
+
+
 def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
     """``--inference-load`` and its companions as LoanOptions (None without it), the load read now."""
+    given = {field: getattr(args, field) for field in LOAN_OPTION_NAMES if getattr(args, field) is not None}
     if args.inference_load is None:
+        if given:
+            raise ValueError(f"{LOAN_OPTION_NAMES[next(iter(given))]}: applies only with --inference-load (and a"
+                             " cluster with an 'inference' pool)")
         return None
     from schedlab.sched.inference import InferenceLoadError, load_inference
     from schedlab.sched.pools import LoanOptions
 
-    if "inference" not in [p.name for p in cluster.pools]:
-        raise ValueError(f"--inference-load: cluster {cluster.name!r} has no 'inference' pool to lend from"
-                         " (e.g. --cluster lyra-testbed)")
-    names = {"headroom": "--inference-headroom", "reclaim": "--reclaim", "gpu_equivalence": "--gpu-equivalence"}
     try:
-        options = LoanOptions(load=args.inference_load, predictor=args.inference_predictor,
-                              headroom=args.inference_headroom, reclaim=args.reclaim,
-                              gpu_equivalence=args.gpu_equivalence, lose_progress=not args.keep_progress)
+        cluster.lending_pool()
+    except ClusterError as err:
+        raise ValueError(f"--inference-load: {err} (e.g. --cluster lyra-testbed)") from None
+    try:
+        options = LoanOptions(load=args.inference_load, **given)
     except ValidationError as err:
-        raise ValueError(checks.validation_message(err, names)) from None
+        raise ValueError(checks.validation_message(err, LOAN_OPTION_NAMES)) from None
     try:
         load_inference(options.load)
     except (InferenceLoadError, OSError) as err:
@@ -253,6 +282,8 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
                                  iteration_time=getattr(args, "iteration_catalog", None), report=report)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
+    if "iteration_time_note" in notes:
+        print(f"iteration times: {notes['iteration_time_note']}")
     rows, results = [], []
     for name in args.policy:
         result = replay(

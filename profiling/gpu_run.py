@@ -196,12 +196,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     from .execute import Context
     from .profiler import Profiler
     from .store import ProfileStore
-    from .sweep import SweepError, find, parse
-
-    import yaml
+    from .sweep import SweepError, find, mapping, parse
 
     try:
-        raw = yaml.safe_load(find(args.sweep).read_text()) or {}
+        raw = mapping(find(args.sweep).read_text(), find(args.sweep))
         for key, value in (("size", args.size), ("threads", args.threads)):
             if value is not None:
                 raw[key] = value

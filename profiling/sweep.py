@@ -21,6 +21,8 @@ from typing import Any, Iterator, Optional, Union
 
 import yaml
 
+from schedlab.checks import load_yaml
+
 SWEEP_DIR = Path(__file__).resolve().parent.parent / "conf" / "sweeps"
 
 
@@ -219,7 +221,18 @@ def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
     return Sweep(d.get("name", name), unique, float(d.get("timeout_s", 600)), interval, d.get("device", "auto"))
 
 
+def mapping(text: str, source: str | Path) -> dict[str, Any]:
+    """A sweep's YAML text as a mapping (empty text: ``{}``); a key given twice or bad YAML is a
+    SweepError naming ``source`` and the line."""
+    try:
+        raw = load_yaml(text) or {}
+    except yaml.YAMLError as err:
+        raise SweepError(f"{source}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise SweepError(f"{source}: a sweep is a mapping of fields, got {type(raw).__name__}")
+    return raw
+
+
 def load(name_or_path: str) -> Sweep:
     path = find(name_or_path)
-    with open(path) as f:
-        return parse(yaml.safe_load(f) or {}, path.stem)
+    return parse(mapping(path.read_text(), path), path.stem)

@@ -29,7 +29,10 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from schedlab.checks import validation_message
+from schedlab.sched.strict import UserModel
 
 from .traces.common import JobError
 from .workloads import DEFAULT_GPUS_PER_SERVER, WorkloadCatalog, default_catalog
@@ -227,7 +230,7 @@ def fill_durations(
 GIMBAL_MODELS = (("cifar10",), ("deepspeech2", "imagenet"), ("bert",))
 
 
-class GimbalScheme(BaseModel):
+class GimbalScheme(UserModel):
     """Gimbal's annotation: each row gets a size class by duration rank (longest = large) in Table 2's
     proportions, a GPU count redrawn from its class's distribution, a model of its class (Table 1,
     mapped by :data:`GIMBAL_MODELS`) and a batch size; then, as in the default scheme, iterations and
@@ -236,7 +239,7 @@ class GimbalScheme(BaseModel):
     cut and scaled [OURS: the paper does not say how]. Defaults: Table 2's Philly row (43 / 86 / 21
     jobs of 150; 2.39 / 2.41 / 4.85 GPUs on average; spec A15's draws give 2.4 / 2.4 / 4.85)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     scheme: Literal["gimbal"] = "gimbal"
     class_shares: tuple[float, float, float] = (43 / 150, 86 / 150, 21 / 150)
@@ -281,8 +284,7 @@ def annotation_scheme(scheme: str | dict[str, Any] | bool) -> GimbalScheme | Lyr
         if name == "lyra":
             return LyraScheme.model_validate(scheme if isinstance(scheme, dict) else {})
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"annotation scheme {name}: {problems}") from None
+        raise ValueError(f"annotation scheme {name}: {validation_message(err)}") from None
     raise ValueError(f"unknown annotation scheme {scheme!r}; choose pollux, gimbal, {{scheme: gimbal, ...}}"
                      " or {scheme: lyra, scenario: basic|advanced|heterogeneous|ideal, ...}")
 
@@ -373,11 +375,11 @@ LYRA_SCENARIOS: dict[str, tuple[float, float | None, float]] = {
 }
 
 
-class LyraScheme(BaseModel):
+class LyraScheme(UserModel):
     """Lyra's scenario annotation in an experiment (``annotate: {scheme: lyra, scenario: basic}``):
     the fields of :func:`lyra_scenario`; the draws are seeded with the replay's seed."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     scheme: Literal["lyra"] = "lyra"
     scenario: Literal["basic", "advanced", "heterogeneous", "ideal"] = "basic"

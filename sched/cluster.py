@@ -9,35 +9,78 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from schedlab.checks import validation_message
+from schedlab.checks import load_yaml, validation_message
+from schedlab.sched.strict import UserModel
 
 CLUSTERS_DIR = Path(__file__).resolve().parent.parent / "conf" / "clusters"
-_SHORTHAND = re.compile(r"^(?P<servers>\d+)x(?P<gpus>\d+)(?::(?P<type>[A-Za-z0-9_-]+))?$")
-# GPU memory (GiB) for the shorthand ``NxG:type``; a YAML spec states it explicitly.
+_SHORTHAND = re.compile(r"^(?P<servers>-?\d+)x(?P<gpus>-?\d+)(?::(?P<type>[A-Za-z0-9_-]+))?$")
+#: the GPU types a cluster may name (those the profiler names, ``profiling.fitting.gpu_type_of``, and
+#: ``cpu``, its type for CPU runs, which fitted models of CPU rehearsals cover), with their memory (GiB)
+#: for the shorthand ``NxG:type`` (a YAML spec states ``gpu_memory_gb``). A type the workload catalog
+#: lacks runs at its reference type's iteration times unless a fitted model covers it (the replay's
+#: ``iteration_time_note`` says so).
 GPU_MEMORY_GB: dict[str, float] = {
     "k80": 12, "p100": 16, "v100": 32, "t4": 16, "a100": 80, "a40": 48, "a6000": 48,
-    "rtx2080ti": 11, "h100": 80, "h200": 141,
+    "rtx2080ti": 11, "h100": 80, "h200": 141, "gh200": 96, "a10": 24, "l4": 24, "l40": 48, "l40s": 48,
+    "rtx3090": 24, "rtx4090": 24, "cpu": 32,
 }
 DEFAULT_GPU_TYPE = "v100"
+#: the pools a cluster may have: training jobs run on ``training``; ``inference`` lends servers (Lyra)
+POOL_NAMES = ("training", "inference")
+#: size limits, checked before anything is allocated (the engine keeps a few hundred bytes per GPU)
+MAX_SERVERS = 10_000  # servers in one pool
+MAX_GPUS_PER_SERVER = 128
+MAX_GPUS = 100_000  # GPUs of all pools together
+MAX_GPU_MEMORY_GB = 1024
 
 
-class PoolSpec(BaseModel):
+class ClusterError(ValueError):
+    pass
+
+
+class PoolSpec(UserModel):
+    """``servers`` identical servers of ``gpus_per_server`` GPUs of ``gpu_type`` (a known type)."""
+
     model_config = ConfigDict(allow_inf_nan=False)
 
-    name: str = "training"
-    servers: int = Field(ge=1)
-    gpus_per_server: int = Field(ge=1)
+    name: Literal["training", "inference"] = "training"
+    servers: int = Field(ge=1, le=MAX_SERVERS)
+    gpus_per_server: int = Field(ge=1, le=MAX_GPUS_PER_SERVER)
     gpu_type: str = DEFAULT_GPU_TYPE
-    gpu_memory_gb: float = Field(default=32, gt=0)
+    gpu_memory_gb: float = Field(default=32, gt=0, le=MAX_GPU_MEMORY_GB)
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _gpu_type(cls, value: str) -> str:
+        if value.lower() not in GPU_MEMORY_GB:
+            raise ValueError(f"unknown GPU type {value!r}; known: {', '.join(GPU_MEMORY_GB)}")
+        return value.lower()
 
 
-class ClusterSpec(BaseModel):
-    name: str
+class ClusterSpec(UserModel):
+    """A named cluster: a ``training`` pool and, for loaning, an ``inference`` pool; within the size limits."""
+
+    name: str = Field(min_length=1)
     pools: list[PoolSpec] = Field(min_length=1)
+
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, pools: list[PoolSpec]) -> list[PoolSpec]:
+        names = [p.name for p in pools]
+        repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if repeated is not None:
+            raise ValueError(f"duplicate pool name {repeated!r}: each of {', '.join(POOL_NAMES)} at most once")
+        if "training" not in names:
+            raise ValueError(f"no pool named 'training' (the pool training jobs run on); pools: {', '.join(names)}")
+        total = sum(p.servers * p.gpus_per_server for p in pools)
+        if total > MAX_GPUS:
+            raise ValueError(f"{total:,} GPUs in all (servers x gpus_per_server), above the limit of {MAX_GPUS:,}")
+        return pools
 
     @property
     def total_gpus(self) -> int:
@@ -45,9 +88,7 @@ class ClusterSpec(BaseModel):
 
     @property
     def training_pool(self) -> PoolSpec:
-        """The pool training jobs are placed on: the one named ``training``, else the only one."""
-        if len(self.pools) == 1:
-            return self.pools[0]
+        """The pool training jobs are placed on."""
         return self.pool("training")
 
     def pool(self, name: str) -> PoolSpec:
@@ -56,9 +97,17 @@ class ClusterSpec(BaseModel):
                 return p
         raise KeyError(f"cluster {self.name!r} has no pool {name!r} (pools: {[p.name for p in self.pools]})")
 
-
-class ClusterError(ValueError):
-    pass
+    def lending_pool(self) -> PoolSpec:
+        """The pool lent to training (Lyra): ``inference``, with the training pool's GPUs per server."""
+        names = [p.name for p in self.pools]
+        if "inference" not in names:
+            raise ClusterError(f"cluster {self.name!r} has no 'inference' pool to lend from"
+                               f" (pools: {', '.join(names)})")
+        pool, training = self.pool("inference"), self.training_pool
+        if pool.gpus_per_server != training.gpus_per_server:
+            raise ClusterError(f"cluster {self.name!r}: the inference pool has {pool.gpus_per_server} GPUs per"
+                               f" server, the training pool {training.gpus_per_server}; loaning needs the same")
+        return pool
 
 
 def available_clusters() -> list[str]:
@@ -66,36 +115,42 @@ def available_clusters() -> list[str]:
 
 
 def load_cluster(ref: str | Path) -> ClusterSpec:
-    """A cluster by shipped name (``castor-sim``), YAML path, or shorthand ``NxG[:type]`` (``16x4:v100``)."""
+    """A cluster by shipped name (``castor-sim``), YAML path, or shorthand ``NxG[:type]`` (``16x4:v100``).
+
+    Raises :class:`ClusterError` naming the file (or the shorthand) and the field."""
     text = str(ref)
     match = _SHORTHAND.match(text)
     if match:
         gpu_type = (match["type"] or DEFAULT_GPU_TYPE).lower()
+        pool = {"servers": int(match["servers"]), "gpus_per_server": int(match["gpus"]), "gpu_type": gpu_type,
+                **({"gpu_memory_gb": GPU_MEMORY_GB[gpu_type]} if gpu_type in GPU_MEMORY_GB else {})}
         try:
-            pool = PoolSpec(
-                servers=int(match["servers"]),
-                gpus_per_server=int(match["gpus"]),
-                gpu_type=gpu_type,
-                gpu_memory_gb=GPU_MEMORY_GB.get(gpu_type, 32),
-            )
+            return ClusterSpec(name=text, pools=[PoolSpec.model_validate(pool)])
         except ValidationError as err:
             raise ClusterError(f"cluster {text!r}: {validation_message(err)}") from None
-        return ClusterSpec(name=text, pools=[pool])
     path = Path(text)
-    if not path.suffix and not path.exists():
+    if not path.is_file() and not path.suffix and (CLUSTERS_DIR / f"{text}.yaml").is_file():
         path = CLUSTERS_DIR / f"{text}.yaml"
-    if not path.exists():
+    if path.is_dir():
+        raise ClusterError(f"{path}: a folder, not a cluster file (give a cluster YAML file, a shipped name"
+                           " or NxG[:type])")
+    if not path.is_file():
         raise ClusterError(
             f"unknown cluster {text!r}: not a file, not a shipped cluster ({', '.join(available_clusters())}),"
             " and not the shorthand NxG[:type] (e.g. 64x8, 16x4:v100)"
         )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
+    except yaml.YAMLError as err:
+        raise ClusterError(f"{path}: not valid YAML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ClusterError(f"{path}: cannot read the cluster file ({err})") from None
+    if not isinstance(data, dict):
+        raise ClusterError(f"{path}: expected a mapping with name and pools, got {type(data).__name__}")
+    try:
         return ClusterSpec.model_validate(data)
     except ValidationError as err:
         raise ClusterError(f"{path}: invalid cluster spec: {validation_message(err)}") from None
-    except yaml.YAMLError as err:
-        raise ClusterError(f"{path}: not valid YAML: {err}") from None
 
 
 class ClusterState:

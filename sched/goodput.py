@@ -140,12 +140,26 @@ class GoodputModel:
             micro = _ceil(local / (accum + 1))
             micro = min(micro, self.max_batch // (num_replicas * (accum + 1)))  # stay in the measured range
             if micro < self.min_local_batch:
-                raise ValueError(
-                    f"{self.name}: global batch {batch} on {num_replicas} GPUs needs a per-GPU batch of {micro},"
-                    f" below the smallest measured {self.min_local_batch} (batch range {self.min_batch}-{self.max_batch})"
-                )
+                raise ValueError(self._batch_error(num_replicas, batch, micro))
             memo = self._memo[key] = (micro, accum, num_replicas * micro * (accum + 1))
         return memo
+
+    def _batch_error(self, num_replicas: int, batch: int, micro: int) -> str:
+        """Why no measured configuration runs global ``batch`` on ``num_replicas`` GPUs: the bound it breaks
+        and the allowed range."""
+        measured = (f"measured: global batch {self.min_batch}-{self.max_batch}, per-GPU batch"
+                    f" {self.min_local_batch}-{self.max_local_batch}")
+        if batch > self.max_batch:
+            return (f"{self.name}: global batch {batch} on {num_replicas} GPUs is above the largest measured global"
+                    f" batch {self.max_batch} (allowed: up to {self.max_batch}; {measured})")
+        fewest = num_replicas * self.min_local_batch  # about the least that gives every GPU its smallest batch
+        if fewest > self.max_batch:
+            return (f"{self.name}: global batch {batch} on {num_replicas} GPUs: {num_replicas} GPUs need at least"
+                    f" {fewest}, above the largest measured {self.max_batch} (allowed: at most"
+                    f" {self.max_batch // self.min_local_batch} GPUs; {measured})")
+        return (f"{self.name}: global batch {batch} on {num_replicas} GPUs is a per-GPU batch of {micro}, below the"
+                f" smallest measured {self.min_local_batch} (on {num_replicas} GPUs the global batch must be about"
+                f" {fewest} or more, up to {self.max_batch}; {measured})")
 
     def step_sync(self, placement: tuple[int, ...], micro_batch: int) -> tuple[float, float]:
         """Measured (interpolated) ``(step_time, sync_time)`` of one pass at ``micro_batch`` per GPU."""

@@ -55,8 +55,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from schedlab.sched.cluster import ClusterError, ClusterSpec, ClusterState
+from pydantic import ConfigDict, Field, field_validator
+
+from schedlab.sched.cluster import ClusterSpec, ClusterState
 from schedlab.sched.inference import InferenceLoad
 from schedlab.sched.placement import fill
 from schedlab.sched.reclaim import (
@@ -66,6 +67,7 @@ from schedlab.sched.reclaim import (
     get_strategy,
     plan_for,
 )
+from schedlab.sched.strict import UserModel
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
@@ -73,10 +75,10 @@ if TYPE_CHECKING:
 TRAINING, INFERENCE, ON_LOAN = 0, 1, 2
 
 
-class LoanOptions(BaseModel):
+class LoanOptions(UserModel):
     """How inference servers are lent and reclaimed (CLI ``--inference-*``, experiment key ``inference:``)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
     load: str = Field(description="PATH (time,utilization CSV), PATH[:MODEL] (ServeGen) or constant:U")
     predictor: Literal["oracle", "last"] = "oracle"
     headroom: float = Field(default=0.02, ge=0, lt=1, description="fraction of inference servers never lent (§7.1)")
@@ -104,13 +106,7 @@ class PooledCluster(ClusterState):
 
     def __init__(self, spec: ClusterSpec, options: LoanOptions | None = None) -> None:
         super().__init__(spec)
-        try:
-            inference = spec.pool("inference")
-        except KeyError as err:
-            raise ClusterError(f"{err.args[0]}: loaning needs a pool named 'inference'") from None
-        if inference.gpus_per_server != self.gpus_per_server:
-            raise ClusterError(f"cluster {spec.name!r}: the inference pool has {inference.gpus_per_server} GPUs per"
-                               f" server, the training pool {self.gpus_per_server}; loaning needs the same")
+        inference = spec.lending_pool()  # ClusterError: none, or another server size
         options = options or LoanOptions(load="constant:1")
         self.r = options.gpu_equivalence
         self.sigma = options.inference_speed

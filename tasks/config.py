@@ -44,20 +44,24 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.pools import LoanOptions
+from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import FORMATS, LoadOptions
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiments"
 #: ``models.*: latest``: the newest registered model version, resolved when an experiment starts
 LATEST = "latest"
+#: the most seeds an experiment may list (each multiplies every other axis of the grid)
+MAX_SEEDS = 100
 
 
 class ConfigError(ValueError):
     """A bad experiment file: the message names the file and the field."""
 
 
-class TraceEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class TraceEntry(UserModel):
+    model_config = ConfigDict(allow_inf_nan=False)
 
     name: str
     source: str | None = None
@@ -101,19 +105,15 @@ class TraceEntry(BaseModel):
         return isinstance(self.options.get("load"), list)
 
 
-class PolicyEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PolicyEntry(UserModel):
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
     label: str | None = None
 
 
-class ModelSources(BaseModel):
+class ModelSources(UserModel):
     """Where a replay's models come from. ``latest`` (either key, or ``models: latest`` for both) is
     the newest registered version, fixed to ``models:/NAME/N`` when the experiment starts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     interference: str = "analytic"
     iteration_time: str = "catalog"
@@ -144,8 +144,8 @@ class ModelSources(BaseModel):
         return value
 
 
-class ExperimentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class ExperimentConfig(UserModel):
+    model_config = ConfigDict(allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -157,7 +157,7 @@ class ExperimentConfig(BaseModel):
     name: str = Field(min_length=1)
     description: str | None = None
     baseline: str | None = None
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1, max_length=MAX_SEEDS)
     traces: list[TraceEntry] = Field(min_length=1)
     clusters: list[str] = Field(min_length=1)
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
@@ -336,7 +336,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: experiment file not found")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
@@ -346,9 +346,9 @@ def load_config(path: str | Path) -> ExperimentConfig:
     except ValidationError as err:
         lines = [f"{path}: invalid experiment config"]
         for e in err.errors():
-            got = (f" (got {e['input']!r})" if isinstance(e.get("input"), (int, float, str))
+            got = (f" (got {plain(e['input'])!r})" if isinstance(e.get("input"), (int, float, str))
                    and e["type"] != "value_error" else "")  # a validator's own message names the value
-            lines.append(f"  {_where(e['loc'])}: {e['msg'].removeprefix('Value error, ')}{got}")
+            lines.append(f"  {_where(error_loc(e))}: {e['msg'].removeprefix('Value error, ')}{got}")
         raise ConfigError("\n".join(lines)) from None
     config._base_dir = path.resolve().parent
     config._path = path.resolve()
@@ -396,8 +396,11 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
             spec = load_cluster(cluster)
         except Exception as err:  # noqa: BLE001 - the cluster loader's own message
             raise ConfigError(f"{path}: clusters[{i}]: {err}") from None
-        if config.inference is not None and "inference" not in [p.name for p in spec.pools]:
-            raise ConfigError(f"{path}: clusters[{i}]: {cluster!r} has no 'inference' pool, which `inference:` lends from")
+        if config.inference is not None:
+            try:
+                spec.lending_pool()
+            except ValueError as err:
+                raise ConfigError(f"{path}: clusters[{i}]: {err}, which `inference:` needs") from None
     if config.inference is not None:
         from schedlab.sched.inference import InferenceLoadError, load_inference
 

@@ -51,14 +51,14 @@ def local_gpu_count() -> int:
 def read_sweep(name_or_path: str) -> dict[str, Any]:
     """A sweep (``conf/sweeps`` name or YAML path) as ``name, path, yaml, device, configs``.
     Raises FileNotFoundError (naming the known sweeps) or ValueError for a bad file."""
-    import yaml
-    from schedlab.profiling.sweep import find, parse
+    from schedlab.profiling.sweep import find, mapping, parse
 
     path = find(name_or_path)
     text = path.read_text()
+    raw = mapping(text, path)  # a ValueError naming the file and line
     try:
-        sweep = parse(yaml.safe_load(text) or {}, path.stem)
-    except (yaml.YAMLError, KeyError, TypeError, ValueError) as err:
+        sweep = parse(raw, path.stem)
+    except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{path}: not a valid sweep: {err}") from None
     return {"name": sweep.name, "path": str(path.resolve()), "yaml": text, "device": sweep.device,
             "configs": len(sweep.configs)}
@@ -69,14 +69,13 @@ def run_sweep(sweep_yaml: str, name: str, store_dir: str, *, device: str | None 
     """Run a sweep (its YAML text) into the store at ``store_dir`` on this machine, as
     ``schedlab profile`` does. Returns the status counts, where it ran and ``records``: the record
     files it added (name -> Parquet bytes)."""
-    import yaml
     from schedlab.profiling import device as D
     from schedlab.profiling.execute import Context
     from schedlab.profiling.profiler import Profiler
     from schedlab.profiling.store import ProfileStore
-    from schedlab.profiling.sweep import parse
+    from schedlab.profiling.sweep import mapping, parse
 
-    sweep = parse(yaml.safe_load(sweep_yaml) or {}, name)
+    sweep = parse(mapping(sweep_yaml, name), name)
     resolved = D.resolve(device or sweep.device)
     gpus = D.visible_gpus() if resolved == "cuda" else ["0"]
     store = ProfileStore(store_dir)

@@ -67,6 +67,36 @@ def test_bad_clusters_are_one_line_errors_naming_the_field(tmp_path, capsys, clu
     assert cluster in err and field in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--cluster", "-1x8"], ["--cluster: cluster '-1x8': servers:", "greater than or equal to 1", "(got -1)"]),
+        (["--cluster", "4x-8"], ["gpus_per_server:", "(got -8)"]),
+        (["--cluster", "100000x8"], ["servers:", "less than or equal to 10000"]),
+        (["--cluster", "4x8:b300"], ["unknown GPU type 'b300'", "known: "]),
+        (["--cluster", "."], ["a folder, not a cluster file"]),
+        (["--num-jobs", "10000000"], ["--num-jobs", "5000000"]),
+        (["--inference-headroom", "1.5"], ["--inference-headroom", "must be < 1"]),
+        (["--inference-headroom", "0.1"], ["--inference-headroom: applies only with --inference-load"]),
+        (["--keep-progress"], ["--keep-progress: applies only with --inference-load"]),
+        (["--cluster", "lyra-testbed", "--inference-load", "constant:0.5", "--inference-headroom", "-0.1"],
+         ["--inference-headroom", "must be >= 0"]),
+        (["--policy", "tiresias", "--set", "tiresias.promote_knob=true"],
+         ["promote_knob: expected a number, got a boolean"]),
+        (["--policy", "tiresias", "--set", "tiresias.promote_knob=1", "--set", "tiresias.promote_knob=2"],
+         ["tiresias.promote_knob is set twice"]),
+        (["--policy", "tiresias", "--set", "tiresias.queue_thresholds={a: 1, a: 2}"], ["duplicate key 'a'"]),
+    ],
+)
+def test_issue_30_bad_values_exit_2_saying_what_is_wrong(tmp_path, capsys, args, expected):
+    """Sizes, GPU types, loaning options, booleans and repeated keys: refused before any work (issue #30)."""
+    out = tmp_path / "out"
+    assert _exit_code([*SMALL, "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert all(e in err for e in expected) and "Traceback" not in err, err
+    assert "expected one argument" not in err and not out.exists()
+
+
 def test_library_replay_refuses_negative_and_non_finite_overheads():
     table, _ = load_trace(None, "synthetic", LoadOptions(num_jobs=5, max_gpus=32))
     for bad in (-1.0, math.inf, math.nan):

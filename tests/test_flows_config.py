@@ -105,6 +105,34 @@ def test_numbers_and_names_are_checked_when_the_file_is_read(tmp_path, old, new,
     assert "pydantic" not in message
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("seeds: [0, 1]", f"seeds: [{', '.join(map(str, range(10_000)))}]", "seeds: List should have at most 100"),
+        ("seeds: [0, 1]", "seeds: [0, true]", "seeds: expected a number, got a boolean (at [1])"),
+        ("load: 2.0", "load: 2.0, sample: true", "traces[0].options.sample: expected a number, got a boolean"),
+        ("load: 2.0", "load: 2.0, max_jobs: 5000001", "traces[0].options.max_jobs: Input should be less than or"
+         " equal to 5000000"),
+        ("policies: [fifo, sjf]", "policies: [fifo, {name: tiresias, params: {promote_knob: true}}]",
+         "policies[1].params: bad parameters for policy 'tiresias': promote_knob: expected a number"),
+        ("clusters: [4x8]", "clusters: [4x8]\ninference: {load: 'constant:0.5', headroom: true}",
+         "inference.headroom: expected a number, got a boolean"),
+        ("clusters: [4x8]", "clusters: [4x8]\ninference: {load: 'constant:0.5'}",
+         "clusters[0]: cluster '4x8' has no 'inference' pool to lend from"),
+        ("clusters: [4x8]", "clusters: [4x8]\nclusters: [8x8]", "not valid YAML: line 8: duplicate key 'clusters'"
+         " (first at line 7)"),
+        ("clusters: [4x8]", "clusters: [4x8:b300]", "clusters[0]: cluster '4x8:b300': gpu_type: unknown GPU type"),
+    ],
+)
+def test_issue_30_counts_booleans_and_repeated_keys(tmp_path, old, new, expected):
+    """Issue #30: 10,000 seeds, `true` for a number and a key given twice used to pass without a word."""
+    path = write(tmp_path, BASE.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and expected in message, message
+
+
 def test_grid_load_sweep_labels_and_relative_sources(tmp_path):
     trace = tmp_path / "traces" / "t.csv"
     trace.parent.mkdir()

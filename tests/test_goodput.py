@@ -117,6 +117,22 @@ def test_toy_infeasible_batch_is_an_error(toy):
         toy.iteration_time((2, 2, 2, 2), 8)  # 8 GPUs x 1 sample
 
 
+@pytest.mark.parametrize(("replicas", "batch", "expected"), [
+    (4, 1000, "global batch 1000 on 4 GPUs is above the largest measured global batch 32 (allowed: up to 32;"),
+    (2, 100, "global batch 100 on 2 GPUs is above the largest measured global batch 32"),
+    (9, 32, "global batch 32 on 9 GPUs: 9 GPUs need at least 36, above the largest measured 32 (allowed: at most"
+     " 8 GPUs;"),
+    (8, 8, "on 8 GPUs is a per-GPU batch of 1, below the smallest measured 4 (on 8 GPUs the global batch must be"
+     " about 32 or more, up to 32;"),
+])
+def test_an_infeasible_batch_names_the_bound_it_breaks(toy, replicas, batch, expected):
+    """Issue #30: a batch above the range said "needs a per-GPU batch of 0"."""
+    with pytest.raises(ValueError) as err:
+        toy.config(replicas, batch)
+    assert expected in str(err.value) and "per-GPU batch of 0" not in str(err.value), err.value
+    assert "measured: global batch 8-32, per-GPU batch 4-8" in str(err.value)
+
+
 def test_loaded_once():
     assert load_applications(TOY_ROOT) is load_applications(TOY_ROOT / "traces")  # same folder, one read
 

@@ -86,6 +86,18 @@ def test_inference_file_that_is_not_a_csv_says_what_it_is(tmp_path, kind):
         load_inference(str(path))
 
 
+@pytest.mark.parametrize(("cell", "shown"), [("1.7", "1.7"), ("-0.25", "-0.25"), ("inf", "inf")])
+def test_bad_utilization_is_shown_as_a_plain_number(tmp_path, cell, shown):
+    """Issue #30: the message said np.float64(1.7)."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"time,utilization\n0,0.5\n300,{cell}\n")
+    with pytest.raises(InferenceLoadError) as err:
+        load_inference(str(bad))
+    message = str(err.value)
+    assert f"row 2, column 'utilization': not a " in message and message.endswith(f"(value {shown})"), message
+    assert "np." not in message, message
+
+
 def test_servegen_mapping_matches_the_spec():
     path = shared_data("inference", "servegen_total_rate_per_10min.csv")
     load = load_inference(str(path))  # m-small by default

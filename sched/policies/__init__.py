@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schedlab.checks import finite_floats, validation_message
+from schedlab.checks import bool_as_number, bool_message, finite_floats, validation_message
 from schedlab.sched.policies.base import Policy
 
 
@@ -43,4 +43,8 @@ def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:
     if bad is not None:
         raise ValueError(f"bad parameters for policy {name!r}: {bad}: must be a finite number"
                          f" (got {getattr(validated, bad)!r})")
+    for key, value in (params or {}).items():  # pydantic reads `true` as 1
+        where = bool_as_number(value, getattr(validated, key))
+        if where is not None:
+            raise ValueError(f"bad parameters for policy {name!r}: {key}: {bool_message(where)}")
     return cls(validated)

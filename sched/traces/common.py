@@ -41,7 +41,10 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from schedlab.checks import plain
+from schedlab.sched.strict import UserModel
 
 from ..jobtable import CANONICAL_COLUMNS, in_canonical_order
 
@@ -76,7 +79,7 @@ class TraceError(ValueError):
         job: str | None = None,
     ) -> None:
         self.file, self.row, self.column, self.message, self.hint = str(file), row, column, message, hint
-        self.value = value.item() if isinstance(value, np.generic) else value  # 5, not np.int64(5)
+        self.value = plain(value)  # 5, not np.int64(5)
         self.job = job  # the row's job id, where the row is a job of a table already loaded
         super().__init__(self.describe())
 
@@ -128,15 +131,20 @@ class JobError(TraceError):
         super().__init__(JOB_TABLE, message, row, column, value, job=job)
 
 
-class LoadOptions(BaseModel):
+#: the most jobs a trace may be cut to or generated with (``max_jobs``, ``sample``, ``num_jobs``): above the
+#: largest public traces (Helios: 3.4 M jobs)
+MAX_JOBS = 5_000_000
+
+
+class LoadOptions(UserModel):
     """Options every loader honours (all optional); numbers must be finite and in range."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     start: float | None = None  # window on submit_time, seconds from trace start (before rebasing)
     end: float | None = None  # exclusive
     vcs: list[str] | None = None
-    max_jobs: int | None = Field(default=None, ge=1)  # first N jobs after filters, in submit order
+    max_jobs: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # first N jobs after filters, in submit order
     load: float = Field(default=1.0, gt=0)  # submit times are divided by load
     max_gpus: int | None = Field(default=None, ge=1)  # cluster capacity, for the oversize check
     on_oversize: Literal["error", "drop", "clip"] = "error"
@@ -144,12 +152,12 @@ class LoadOptions(BaseModel):
     on_duplicate_id: Literal["error", "drop", "rename"] = "error"
     on_unsorted: Literal["error", "sort"] = "sort"
     seed: int = Field(default=0, ge=0)  # synthetic, and the random sample below
-    num_jobs: int | None = Field(default=None, ge=1)  # synthetic
+    num_jobs: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # synthetic
     # the papers' set-up (Castor §9.1, SJF-BSBF §VI-A, after Pollux §5): N jobs sampled at random
     # from the busiest period: the window of ``busiest_hours`` with the most GPU-time submitted
     # among the windows that hold at least ``sample`` jobs
     busiest_hours: float | None = Field(default=None, gt=0)
-    sample: int | None = Field(default=None, ge=1)  # random sample of N jobs (seeded), after the window
+    sample: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # random sample of N jobs (seeded), after the window
 
     @model_validator(mode="after")
     def _window(self) -> LoadOptions:
