@@ -48,6 +48,12 @@ class DemandQueue:
                 best = bucket[0]
         return None if best is None else best[2]
 
+    def heads(self):
+        """``(key, job)`` of each non-empty bucket's head (the best job needing that many GPUs)."""
+        for bucket in self._buckets.values():
+            if bucket:
+                yield bucket[0][0], bucket[0][2]
+
     def pop(self, job: Job) -> None:
         """Remove ``job``, which must be the head of its bucket (as returned by ``peek``)."""
         entry = heapq.heappop(self._buckets[job.num_gpus])
@@ -56,40 +62,49 @@ class DemandQueue:
 
 
 class _Sums:
-    """A Fenwick tree of non-negative integer values at slots 0..size-1 (size a power of two that
-    doubles as slots are needed): prefix sums and "how far does this budget reach" in O(log size)."""
+    """A Fenwick tree of non-negative integer values at integer slots ``low..low+size-1`` (size a power
+    of two that doubles as slots are needed, on either side): prefix sums and "how far does this budget
+    reach" in O(log size). ``low`` is 0 until a negative slot is used (keys that grow downwards, e.g.
+    Tiresias' jobs put back at the front of a queue)."""
 
     def __init__(self) -> None:
         self.size = 1024
-        self.values = [0] * self.size
+        self.low = 0
+        self.end = self.size  # low + size: one past the last slot
+        self.values = [0] * self.size  # value of slot s at s - low
         self.tree = [0] * (self.size + 1)
 
     def add(self, slot: int, delta: int) -> None:
-        if slot >= self.size:
+        i = slot - self.low
+        if i < 0 or i >= self.size:
             self._grow(slot)
-        self.values[slot] += delta
+            i = slot - self.low
+        self.values[i] += delta
         tree, size = self.tree, self.size
-        i = slot + 1
+        i += 1
         while i <= size:
             tree[i] += delta
             i += i & -i
 
     def prefix(self, slot: int) -> int:
-        """Sum of the values at slots ``0..slot-1``."""
+        """Sum of the values at slots ``low..slot-1``."""
         tree = self.tree
-        i = min(slot, self.size)
+        i = min(slot - self.low, self.size)
         total = 0
-        while i:
+        while i > 0:
             total += tree[i]
             i &= i - 1
         return total
 
+    def value(self, slot: int) -> int:
+        return self.values[slot - self.low]
+
     def reach(self, budget: int) -> tuple[int, int]:
         """``(pos, left)``: the largest ``pos`` whose prefix sum is at most ``budget``, and ``budget``
-        minus that sum. The value at ``pos`` (if ``pos < size``) is the first that does not fit."""
+        minus that sum. The value at ``pos`` (if ``pos < end``) is the first that does not fit."""
         tree, size = self.tree, self.size
         if tree[size] <= budget:  # everything fits (tree[size] is the total)
-            return size, budget - tree[size]
+            return self.end, budget - tree[size]
         pos, step = 0, size >> 1
         while step:  # pos + step < size from here on
             nxt = pos + step
@@ -98,19 +113,34 @@ class _Sums:
                 pos = nxt
                 budget -= value
             step >>= 1
-        return pos, budget
+        return pos + self.low, budget
 
     def _grow(self, slot: int) -> None:
-        """Double the slots until ``slot`` is one. The new half's slots are empty, so of its tree nodes
-        only the last (the new root, covering every slot) is not 0: it holds the total."""
+        """Double the slots until ``slot`` is one. Growing upwards, the new half's slots are empty, so
+        of its tree nodes only the last (the new root, covering every slot) is not 0: it holds the
+        total. Growing downwards shifts every slot, so the tree is rebuilt (O(size), once per doubling)."""
         size, tree = self.size, self.tree
-        total = tree[size]
-        while size <= slot:
-            tree += [0] * (size - 1)
-            tree.append(total)
-            size *= 2
-        self.values.extend([0] * (size - self.size))
+        if slot >= self.low:  # above
+            total = tree[size]
+            while self.low + size <= slot:
+                tree += [0] * (size - 1)
+                tree.append(total)
+                size *= 2
+            self.values.extend([0] * (size - self.size))
+        else:  # below: prepend empty slots, then rebuild the tree from the values
+            low = self.low
+            while slot < low:
+                low -= size
+                size *= 2
+            self.values[:0] = [0] * (self.low - low)
+            self.low = low
+            tree = self.tree = [0, *self.values]
+            for i in range(1, size + 1):  # the linear-time construction
+                j = i + (i & -i)
+                if j <= size:
+                    tree[j] += tree[i]
         self.size = size
+        self.end = self.low + size
 
 
 class _Level:
@@ -203,6 +233,7 @@ class LevelQueues:
                 continue
             sums, walk = lv.demand, self.walk_below
             total = sums.tree[sums.size]  # the level's demand (the tree's root)
+            low = sums.low
             if total <= capacity:  # all of it fits (the same as one reach to the end): its waiting jobs start
                 capacity -= total
                 start += waiting
@@ -214,7 +245,7 @@ class LevelQueues:
             chosen_waiting: list[tuple[int, int]] = []  # slices of ``waiting`` that start
             left_running: list[tuple[int, int]] = []  # slices of ``running`` that stop
             at = base = 0  # ``at``: position in ``running`` after the last chosen job
-            lo = 0 if capacity >= walk else lv.next_fitting(0, capacity)  # the next job (index) chosen
+            lo = low if capacity >= walk else lv.next_fitting(low, capacity)  # the next job (index) chosen
             while lo is not None:
                 if capacity >= walk:  # jobs lo..hi-1 are chosen: how far the GPUs reach, in one descent
                     hi, capacity = sums.reach(base + capacity)
@@ -229,7 +260,7 @@ class LevelQueues:
                             left_running.append((at, a))
                             stop += running[at:a]
                         at = bisect_left(running, hi, a)
-                    if hi >= sums.size or capacity == 0:
+                    if hi >= sums.end or capacity == 0:
                         break
                     lo = lv.next_fitting(hi + 1, capacity)  # job hi does not fit
                     if lo is not None and capacity >= walk:
@@ -246,7 +277,7 @@ class LevelQueues:
                         a = bisect_left(waiting, lo)
                         chosen_waiting.append((a, a + 1))
                         start.append(lo)
-                    capacity -= sums.values[lo]
+                    capacity -= sums.values[lo - low]
                     if capacity == 0:
                         break
                     lo = lv.next_fitting(lo + 1, capacity)

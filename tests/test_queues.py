@@ -1,5 +1,6 @@
 """LevelQueues (Tiresias' discretized queues) against the greedy choice written out plainly, with and
-without its job-by-job walk for few GPUs left (sched/queues.py)."""
+without its job-by-job walk for few GPUs left (sched/queues.py). Keys grow both ways (Tiresias' code
+semantics puts preempted jobs back at the front of their queue with ever smaller keys)."""
 
 from __future__ import annotations
 
@@ -39,16 +40,21 @@ def test_switch_is_the_greedy_choice_with_and_without_the_walk(seed):
     ways[0].walk_below = 0  # always the tree descent
     ways[2].walk_below = capacity + 1  # always job by job
     jobs: dict[int, list] = {}  # index -> [level, gpus, running]
-    next_index = 0
+    next_index, next_low = 0, 0
     for _ in range(400):
         op = rng.random()
-        if op < 0.35 or not jobs:  # arrivals, sometimes far ahead (the tree grows)
-            next_index += rng.choice([1, 1, 2, 50, 700])
+        if op < 0.35 or not jobs:  # arrivals, sometimes far ahead or far below (the tree grows either way)
+            if rng.random() < 0.3:
+                next_low -= rng.choice([1, 1, 2, 50, 700])
+                key = next_low
+            else:
+                next_index += rng.choice([1, 1, 2, 50, 700])
+                key = next_index
             gpus = rng.choice([1, 1, 1, 2, 4, 8, capacity])
             level = rng.randrange(levels)
-            jobs[next_index] = [level, gpus, False]
+            jobs[key] = [level, gpus, False]
             for q in ways:
-                q.add(next_index, gpus, level, False)
+                q.add(key, gpus, level, False)
         elif op < 0.5:  # a job ends (running) or leaves
             index = rng.choice(list(jobs))
             _, _, running = jobs.pop(index)
@@ -71,7 +77,7 @@ def test_switch_is_the_greedy_choice_with_and_without_the_walk(seed):
             for index in expected[1]:
                 jobs[index][2] = False
             assert _state(ways[0]) == _state(ways[1]) == _state(ways[2])
-    assert next_index > 1024  # the prefix-sum tree grew at least once
+    assert next_index > 1024 and next_low < -1024  # the prefix-sum trees grew both ways
 
 
 def test_a_job_needs_a_gpu():
@@ -96,3 +102,26 @@ def test_prefix_sums_grow_and_answer_like_plain_sums(seed):
         if pos == len(plain):  # all fit: the tree's slots past the plain ones are empty too
             pos = sums.size
         assert sums.reach(budget) == (pos, budget - before[min(pos, len(plain))])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_sums_over_negative_slots_answer_like_plain_sums(seed):
+    rng = random.Random(seed)
+    sums, plain = _Sums(), {}  # slot -> value
+    for _ in range(200):
+        slot = rng.choice([rng.randrange(-1024, 1024), rng.randrange(-20_000, 20_000)])
+        delta = rng.randrange(1, 9)
+        sums.add(slot, delta)
+        plain[slot] = plain.get(slot, 0) + delta
+        assert sums.low <= min(plain) and max(plain) < sums.end
+        k = rng.randrange(-20_000, 20_000)
+        assert sums.prefix(k) == sum(v for s, v in plain.items() if s < k)
+        assert not sums.low <= k < sums.end or sums.value(k) == plain.get(k, 0)
+        budget = rng.randrange(sum(plain.values()) + 2)
+        expected, total = (sums.end, budget - sum(plain.values())), 0
+        for s in sorted(plain):  # the first slot whose value does not fit
+            if total + plain[s] > budget:
+                expected = (s, budget - total)
+                break
+            total += plain[s]
+        assert sums.reach(budget) == expected
