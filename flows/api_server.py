@@ -28,7 +28,6 @@ from schedlab import settings
 
 settings.prefect_env()  # before prefect is imported
 
-from prefect.server.api.server import SubprocessASGIServer  # noqa: E402
 from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS  # noqa: E402
 
 from schedlab.tasks.locks import LockTimeout, file_lock  # noqa: E402
@@ -65,22 +64,29 @@ def startup_timeout() -> int:
     return int(value) if value != default else STARTUP_TIMEOUT_S
 
 
-class EphemeralServer(SubprocessASGIServer):
-    """Prefect's subprocess API server, started so that it dies with this process."""
+def ephemeral_server(port: int):
+    """Prefect's subprocess API server on ``port``, started so that it dies with this process.
+    (``prefect.server`` is imported here, not with this module: Dask workers import this module
+    with the flows and never need the server.)"""
+    from prefect.server.api.server import SubprocessASGIServer
 
-    def _run_uvicorn_command(self) -> subprocess.Popen:
-        # Prefect 3.8.8's command (SubprocessASGIServer._run_uvicorn_command) behind _DIE_WITH_PARENT
-        import prefect
-        from prefect.settings import get_current_settings
+    class EphemeralServer(SubprocessASGIServer):
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            # Prefect 3.8.8's command (SubprocessASGIServer._run_uvicorn_command) behind _DIE_WITH_PARENT
+            import prefect
+            from prefect.settings import get_current_settings
 
-        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        return subprocess.Popen(
-            args=[sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),
-                  "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-                  "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-                  "--log-level", "error", "--lifespan", "on"],
-            env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
-        )
+            server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+            return subprocess.Popen(
+                args=[sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),
+                      "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                      "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+                      "--log-level", "error", "--lifespan", "on"],
+                env={**os.environ, **server_env,
+                     **get_current_settings().to_environment_variables(exclude_unset=True)},
+            )
+
+    return EphemeralServer(port=port)
 
 
 @contextlib.contextmanager
@@ -101,7 +107,7 @@ def prefect_api() -> Iterator[Future]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        server = EphemeralServer(port=port)
+        server = ephemeral_server(port)
         url = server.api_url
         limit = startup_timeout()
 
