@@ -6,8 +6,10 @@ as typed (numbers through :mod:`schedlab.checks`); Ctrl-C exits 130 without a tr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,10 @@ import yaml
 from pydantic import ValidationError
 
 from schedlab import __version__, checks, settings
-from schedlab.flows.cli import register as register_flows
+from schedlab.flows.cli import interrupted_by, register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
+from schedlab.sched.outdir import os_reason
 from schedlab.sched.placement import STRATEGIES
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
@@ -51,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     except (TraceError, ClusterError, ValueError) as err:
         message = err.describe(_flag) if isinstance(err, TraceError) else err
         print(f"schedlab {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except OSError as err:  # read-only, full disk, no permission: the user's to fix, not a crash
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"schedlab {args.command}: error: {where}{os_reason(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nschedlab {args.command}: interrupted", file=sys.stderr)
@@ -285,24 +292,28 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
     if "iteration_time_note" in notes:
         print(f"iteration times: {notes['iteration_time_note']}")
     rows, results = [], []
-    for name in args.policy:
-        result = replay(
-            table, cluster, name, params[name], placement=args.placement, seed=args.seed,
-            preemption_overhead_s=args.preemption_overhead, interference=args.interference,
-            iteration_time=getattr(args, "iteration_catalog", None), load_report={**report.to_dict(), **notes},
-            progress=not args.no_progress and sys.stderr.isatty(), smact=args.smact,
-            inference=args.loan,
-        )
-        result.write(out / name if len(args.policy) > 1 else out)
-        rows.append(result.summary)
-        results.append(result)
-    comparison = comparison_table(rows)
-    write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
+    with _tracked(args, tracking_uri, params, report.source, cluster.total_gpus, out) as runs:
+        for name in args.policy:
+            result = replay(
+                table, cluster, name, params[name], placement=args.placement, seed=args.seed,
+                preemption_overhead_s=args.preemption_overhead, interference=args.interference,
+                iteration_time=getattr(args, "iteration_catalog", None), load_report={**report.to_dict(), **notes},
+                progress=not args.no_progress and sys.stderr.isatty(), smact=args.smact,
+                inference=args.loan,
+            )
+            result.write(out / name if len(args.policy) > 1 else out)
+            if runs is not None:
+                runs.log(result)
+            rows.append(result.summary)
+            results.append(result)
+        comparison = comparison_table(rows)
+        write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
+        link = runs.finish(results) if runs is not None else None
     print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {args.placement}, seed: {args.seed}")
     print(format_table(comparison))
     print(f"results: {out}/")
-    if tracking_uri is not None:
-        _track(args, tracking_uri, results, params, report.source, cluster.total_gpus)
+    if link is not None:
+        print(f"MLflow: {link}")
     return 0
 
 
@@ -319,13 +330,24 @@ def _check_tracking() -> str:
     return uri
 
 
-def _track(args: argparse.Namespace, uri: str, results: list, params: dict, source: str, total_gpus: int) -> None:
-    from schedlab import settings
+@contextlib.contextmanager
+def _tracked(args: argparse.Namespace, uri: str | None, params: dict, source: str, total_gpus: int,
+             out: Path) -> Iterator[Any]:
+    """``--track``: the replay's MLflow runs (:mod:`schedlab.tasks.adhoc`), created before the first
+    policy is replayed, a SIGTERM turned into an interruption meanwhile (the runs not done end KILLED);
+    None without ``--track``."""
+    if uri is None:
+        yield None
+        return
+    import signal
+
     from schedlab.tasks import mlflow_view, tracking
+    from schedlab.tasks.adhoc import adhoc_runs
 
     shared = {"trace.source": source, "trace.format": args.format or "auto", "cluster": args.cluster,
               "seed": args.seed, "placement": args.placement, "interference": args.interference,
-              "trace.annotate": args.annotate, "code_version": tracking.code_version(),
+              "iteration_time": args.iteration_time, "trace.annotate": args.annotate,
+              "code_version": tracking.code_version(),
               **{f"trace.option.{k}": getattr(args, k) for k in ("max_jobs", "num_jobs", "load", "start", "end", "vc")
                  if getattr(args, k) is not None},
               **{f"inference.{k}": v for k, v in (args.loan.model_dump() if args.loan else {}).items()}}
@@ -334,10 +356,8 @@ def _track(args: argparse.Namespace, uri: str, results: list, params: dict, sour
         **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(name, params[name]).items()}}
         for name in args.policy}}
     root = None if uri.startswith(("http://", "https://")) else settings.artifact_root()
-    runs = mlflow_view.log_adhoc_replays(uri, args.experiment, root, results, config, total_gpus)
-    experiment_id = tracking.client(uri).get_experiment_by_name(args.experiment).experiment_id
-    main_run = runs.get("parent") or runs[results[0].policy]
-    print(f"MLflow: {mlflow_view.run_url(uri, experiment_id, main_run)}")
+    with interrupted_by(signal.SIGTERM), adhoc_runs(uri, args.experiment, root, config, total_gpus, out) as runs:
+        yield runs
 
 
 COMPARISON_COLUMNS = ["policy", "jobs", *METRICS]  # the MLflow metric keys

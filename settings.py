@@ -11,12 +11,23 @@ configuration once, at import time.
     $SCHEDLAB_HOME/prefect/         PREFECT_HOME (the ephemeral API's database, logs, profiles)
     $SCHEDLAB_HOME/replays/         ``schedlab replay`` results without ``--out``, a folder per replay
 
-``MLFLOW_TRACKING_URI`` set by the user (a tracking server ``http(s)://…``) wins over the sqlite store.
+``MLFLOW_TRACKING_URI`` set by the user (a tracking server ``http(s)://…``) wins over the sqlite store;
+the model registry is the tracking store unless ``MLFLOW_REGISTRY_URI`` says otherwise (MLflow's own
+default would be ``./mlflow.db`` in the current directory).
+
+Folders are created by what writes there, when it writes, never on import: a read-only
+``$SCHEDLAB_HOME`` fails only the commands that need it, with :class:`HomeError` naming the path.
+Names that become file or folder names (experiment names, trace and policy labels) go through
+:func:`path_name`, so that no name can point outside the folder it is put in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 #: Telemetry off: none of these processes tries the network on its own.
@@ -25,6 +36,10 @@ TELEMETRY_ENV = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "MLFLOW_DISABLE_TELEMETRY": "true",
 }
+
+
+class HomeError(ValueError):
+    """A folder schedlab needs cannot be created or written; the message names it."""
 
 
 def schedlab_home() -> Path:
@@ -53,6 +68,45 @@ def tracking_uri(home: Path | None = None) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or sqlite_uri(home)
 
 
+def registry_uri(tracking: str) -> str:
+    """The model registry that goes with the tracking store ``tracking``: ``$MLFLOW_REGISTRY_URI`` when
+    set, else the tracking store itself. Pass it to MLflow wherever a tracking URI is passed."""
+    return os.environ.get("MLFLOW_REGISTRY_URI") or tracking
+
+
+@contextlib.contextmanager
+def mlflow_env(tracking: str) -> Iterator[None]:
+    """``$MLFLOW_TRACKING_URI`` = ``tracking`` and ``$MLFLOW_REGISTRY_URI`` = its registry while the
+    ``with`` lasts. MLflow resolves ``models:/…`` through the registry the environment names (else
+    ``./mlflow.db``), whatever URIs the call is given: set both wherever a model is loaded."""
+    wanted = {"MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": registry_uri(tracking)}
+    previous = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+#: a name kept as it is in a path: letters, digits, ``_.@-``, not starting with a dot
+_PLAIN_NAME = re.compile(r"[0-9A-Za-z_@-][0-9A-Za-z_.@-]{0,99}")
+
+
+def path_name(name: str) -> str:
+    """``name`` as one file or folder name that stays inside the folder it is put in: the name itself
+    when it is plain (:data:`_PLAIN_NAME`), else its plain characters (the rest as ``_``) and a hash
+    of the whole name, so that two such names do not share a file (``../x`` -> ``x-1a2b3c4d``)."""
+    if _PLAIN_NAME.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    stem = re.sub(r"[^0-9A-Za-z_.@-]+", "_", name).strip("_.")[:60]
+    return f"{stem}-{digest}" if stem else digest
+
+
 def apply_env(home: Path | None = None) -> Path:
     """Set telemetry off and ``PREFECT_HOME`` inside ``$SCHEDLAB_HOME`` (values the user set win).
 
@@ -65,7 +119,18 @@ def apply_env(home: Path | None = None) -> Path:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # Dask's INFO chatter off (workers too)
     os.environ.setdefault("SCHEDLAB_HOME", str(home))
     os.environ.setdefault("PREFECT_HOME", str(prefect_home(home)))
-    # Prefect creates its home when imported and only warns if it cannot (a missing parent):
-    # make sure the folder exists so nothing ends up elsewhere
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def prefect_env() -> Path:
+    """:func:`apply_env`, and ``PREFECT_HOME`` created: call it before importing prefect, which creates
+    its home when imported and only warns if it cannot (a missing parent). An OS error (read-only, a
+    file in the way, no permission) raises :class:`HomeError` naming the folder."""
+    home = apply_env()
+    folder = Path(os.environ["PREFECT_HOME"])
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise HomeError(f"Prefect home (PREFECT_HOME) {folder}: cannot create the folder ({err.strerror or err});"
+                        " set SCHEDLAB_HOME to a writable folder") from None
     return home

@@ -96,7 +96,7 @@ def main() -> None:
     scheme_jobs: dict[str, list[pd.DataFrame]] = defaultdict(list)
     scheme_summaries: dict[str, list[dict]] = defaultdict(list)
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         for name in args.configs:
             config = load_config(name)
             if args.interference:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from schedlab import checks, settings
@@ -86,16 +87,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from schedlab.tasks.config import ConfigError
-    from schedlab.flows.experiment import DaskUnreachable, run_experiment
-    from schedlab.tasks.tracking import TrackingError
+    from schedlab.flows.experiment import run_experiment
 
     if args.workers is not None and args.workers < 1:
         print("schedlab experiment: error: --workers must be at least 1", file=sys.stderr)
         return 2
     try:
         report = run_experiment(args.path, dask_address=args.dask_address, workers=args.workers)
-    except (ConfigError, TrackingError, DaskUnreachable) as err:
+    except _setup_errors() as err:
         print(f"schedlab experiment: error: {err}", file=sys.stderr)
         return 2
     print()
@@ -155,6 +154,23 @@ def stop_group(proc: subprocess.Popen, timeout: float = 10.0) -> None:
     proc.wait()
 
 
+@contextlib.contextmanager
+def interrupted_by(*signums: int) -> Iterator[None]:
+    """While the ``with`` lasts, these signals (SIGTERM, SIGHUP) raise KeyboardInterrupt as Ctrl-C
+    does, so that the command cleans up before it exits; the previous handlers come back after."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in signums}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _ui(args: argparse.Namespace) -> int:
     import signal
 
@@ -181,23 +197,18 @@ def _ui(args: argparse.Namespace) -> int:
           f" http://{args.host}:{args.port}/#/experiments?workflowType=machine_learning (MLflow opens on its"
           " GenAI view otherwise: pick 'Model training' top left)", flush=True)
 
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
     # the server runs in a session of its own (its workers with it): SIGTERM, SIGHUP and Ctrl-C here
     # stop the whole group, and nothing is left behind listening on the port
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     proc = None
     try:
-        proc = subprocess.Popen(ui_command(args.host, args.port, home), env=env, start_new_session=True)
-        return proc.wait()
+        with interrupted_by(signal.SIGTERM, signal.SIGHUP):
+            proc = subprocess.Popen(ui_command(args.host, args.port, home), env=env, start_new_session=True)
+            return proc.wait()
     except KeyboardInterrupt:
         return 0
     finally:
         if proc is not None:
             stop_group(proc)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -215,11 +226,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _setup_errors() -> tuple[type[BaseException], ...]:
+    """What a flow command raises before any work: its message is the whole story (exit 2)."""
     from schedlab.tasks.config import ConfigError
-    from schedlab.flows.experiment import DaskUnreachable
+    from schedlab.flows.experiment import DaskUnreachable, PrefectUnavailable
     from schedlab.tasks.tracking import TrackingError
 
-    return (ConfigError, TrackingError, DaskUnreachable, FileNotFoundError, ValueError)
+    return (ConfigError, TrackingError, DaskUnreachable, PrefectUnavailable, FileNotFoundError, ValueError)
 
 
 def _run(command: str, args: argparse.Namespace, run, render) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 
 from schedlab import settings
 
-settings.apply_env()
+settings.prefect_env()  # before prefect is imported
 
 import yaml  # noqa: E402
 from prefect import flow  # noqa: E402
@@ -57,7 +57,7 @@ def derived_config(experiment: str, interference_dir: str, iteration_time: str |
     text = (f"# {config._path} with the models fitted by the end_to_end flow\n"
             + yaml.safe_dump(raw, sort_keys=False))
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{config.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    path = out_dir / f"{settings.path_name(config.name)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
     if not path.exists():
         path.write_text(text)
     load_config(path)  # still valid

@@ -19,17 +19,15 @@ import json
 import logging
 import os
 import re
-import socket
 import tempfile
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from schedlab import settings
 
-settings.apply_env()
+settings.prefect_env()  # before prefect is imported
 
 from prefect import flow  # noqa: E402
 from prefect.artifacts import create_markdown_artifact  # noqa: E402
@@ -37,8 +35,13 @@ from prefect.futures import as_completed  # noqa: E402
 from prefect.states import Failed  # noqa: E402
 
 from schedlab.flows import lifecycle  # noqa: E402
+from schedlab.flows.api_server import (  # noqa: E402
+    PrefectUnavailable,
+    flush_worker_api_logs,
+    prefect_api,
+    wait_for_api,
+)
 from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ReplaySpec, load_config  # noqa: E402
-from schedlab.tasks.locks import file_lock  # noqa: E402
 from schedlab.tasks.model_tracking import resolve_latest  # noqa: E402
 from schedlab.tasks import compare, mlflow_view, plots, tracking  # noqa: E402
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
@@ -104,63 +107,7 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
         yield address
         del warming
         with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
-            dask_client.run(flush_api_logs, 10.0)
-
-
-@contextlib.contextmanager
-def prefect_api() -> Iterator[Future]:
-    """Make Dask workers talk to the flow's Prefect API. With no ``PREFECT_API_URL`` Prefect runs an
-    ephemeral server per *process* (each worker would start its own): one is started here and its
-    URL exported, so that workers spawned later inherit it. The server starts in the background;
-    wait on the returned future before running the flow."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    url = PREFECT_API_URL.value()
-    previous = os.environ.get("PREFECT_API_URL")
-    server = None
-    if url:
-        started: Future = Future()
-        started.set_result(url)
-    else:
-        from prefect.server.api.server import SubprocessASGIServer
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        server = SubprocessASGIServer(port=port)
-        url = server.api_url
-
-        def start() -> str:
-            # one server at a time creates/migrates the database of a PREFECT_HOME shared by
-            # several experiments (at once, all but one fail in the migration)
-            home = Path(os.environ.get("PREFECT_HOME") or settings.prefect_home())
-            with file_lock(home / "server-start.lock", what=f"Prefect database in {home}", timeout=300):
-                server.start(timeout=120)
-            return url
-
-        started = ThreadPoolExecutor(1, thread_name_prefix="prefect-api").submit(start)
-    os.environ["PREFECT_API_URL"] = url
-    try:
-        with temporary_settings({PREFECT_API_URL: url}):
-            yield started
-    finally:
-        if previous is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = previous
-        if server is not None:
-            with contextlib.suppress(Exception):
-                started.result()
-                flush_api_logs()  # else sent at exit to a stopped server: ~80 s of retries
-            server.stop()
-
-
-def flush_api_logs(timeout: float = 10.0) -> None:
-    """Send the logs this process has queued for the Prefect API now (they go in batches, every
-    ``PREFECT_LOGGING_TO_API_BATCH_INTERVAL`` s), while the flow's API still runs."""
-    from prefect.logging.handlers import APILogWorker
-
-    APILogWorker.drain_all(timeout=timeout)
+            dask_client.run(flush_worker_api_logs, 10.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,10 +147,6 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
     return run_id
 
 
-def _safe(text: str) -> str:
-    return re.sub(r"[^0-9A-Za-z_.@-]+", "_", text).strip("_")
-
-
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
                     specs: list[ReplaySpec], done: dict[str, Any]) -> tuple[Any, str]:
     """Comparison table (CSV + markdown; also the parent run's note), one child run per policy with
@@ -211,7 +154,6 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
     SM-activity CDF per policy when the replays computed it (``smact_profiles``) and, when load is swept, average JCT and wait vs load; all logged to the parent run.
     Returns (table, markdown)."""
     import pandas as pd
-    from mlflow.artifacts import download_artifacts
 
     c = client(uri)
     baseline = config.baseline_label
@@ -226,15 +168,13 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                          "cluster": spec.cluster, "policy": spec.label, "seed": spec.seed,
                          **run.data.metrics})
             try:
-                path = download_artifacts(run_id=run.info.run_id, artifact_path="jobs.parquet",
-                                          dst_path=str(out / "dl" / run.info.run_id), tracking_uri=uri)
+                path = tracking.download(uri, run.info.run_id, "jobs.parquet", out / "dl" / run.info.run_id)
                 jobs[spec.key] = pd.read_parquet(path, columns=["jct_s", "queue_s", "wait_s"])
             except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
                 log.warning("no jobs.parquet for run %s: %s", run.info.run_id, err)
             if "smact_mean" in run.data.metrics:
                 try:
-                    path = download_artifacts(run_id=run.info.run_id, artifact_path="smact.parquet",
-                                              dst_path=str(out / "dl" / run.info.run_id), tracking_uri=uri)
+                    path = tracking.download(uri, run.info.run_id, "smact.parquet", out / "dl" / run.info.run_id)
                     smact[spec.key] = pd.read_parquet(path)
                 except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
                     log.warning("no smact.parquet for run %s: %s", run.info.run_id, err)
@@ -254,7 +194,7 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
                     jobs[spec.key])
         for (trace_label, cluster), by_policy in groups.items():
-            suffix = _safe(f"{trace_label}__{cluster}")
+            suffix = settings.path_name(f"{trace_label}__{cluster}")
             for column, name, what in (("jct_s", "jct", "JCT"), ("wait_s", "wait", "wait: all time without GPUs"),
                                        ("queue_s", "queue", "queueing delay to first start")):
                 plots.cdf_comparison({k: [f[column] for f in frames] for k, frames in by_policy.items()},
@@ -267,12 +207,13 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 smact_groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
                     smact[spec.key])
         for (trace_label, cluster), by_policy in smact_groups.items():
-            plots.smact_cdf(by_policy, plot_dir / f"smact_cdf__{_safe(f'{trace_label}__{cluster}')}.png",
+            suffix = settings.path_name(f"{trace_label}__{cluster}")
+            plots.smact_cdf(by_policy, plot_dir / f"smact_cdf__{suffix}.png",
                             f"SM activity over all GPUs, CDF per policy: {trace_label} on {cluster}")
         for (trace_label, cluster), part in table.groupby(["trace", "cluster"], sort=False):
             plots.metric_bars(part, {"avg_jct_s": "avg_jct_s", "avg_wait_s": "avg_wait_s",
                                      "avg_queue_s": "avg_queue_s", "makespan_s": "makespan_s"},
-                              plot_dir / f"headline__{_safe(f'{trace_label}__{cluster}')}.png",
+                              plot_dir / f"headline__{settings.path_name(f'{trace_label}__{cluster}')}.png",
                               f"{trace_label} on {cluster}")
         if config.sweeps_load and rows:
             frame = pd.DataFrame(rows)
@@ -280,7 +221,7 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 ["avg_jct_s", "avg_wait_s"]].mean().reset_index()
             for (trace, cluster), group in means.groupby(["trace_name", "cluster"], sort=False):
                 if group["load"].nunique() > 1:
-                    plots.load_sweep_plot(group, plot_dir / f"vs_load__{_safe(f'{trace}__{cluster}')}.png",
+                    plots.load_sweep_plot(group, plot_dir / f"vs_load__{settings.path_name(f'{trace}__{cluster}')}.png",
                                           f"{trace} on {cluster}: average JCT and wait vs load")
         retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.csv")))
         retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.md")))
@@ -415,7 +356,7 @@ def orchestration(home: Path, tracking_uri: str | None, dask_address: str | None
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(prefect_api())
         address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
-        api.result()
+        wait_for_api(api)
         yield Orchestration(uri, str(root) if root else None, address)
 
 
@@ -449,4 +390,4 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
     return report
 
 
-__all__ = ["DaskUnreachable", "TrackingError", "check_dask", "experiment_flow", "run_experiment"]
+__all__ = ["DaskUnreachable", "PrefectUnavailable", "TrackingError", "check_dask", "experiment_flow", "run_experiment"]

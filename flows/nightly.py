@@ -34,7 +34,7 @@ from typing import Any
 
 from schedlab import settings
 
-settings.apply_env()
+settings.prefect_env()  # before prefect is imported
 
 from prefect import flow  # noqa: E402
 from prefect.artifacts import create_markdown_artifact  # noqa: E402
@@ -294,7 +294,8 @@ def run_nightly(sweep: str = DEFAULT_SWEEP, *, cpu_fallback: bool = False, cpu_s
     """Check the sweep(s), the tracking store and the Dask address, then run :func:`nightly_profile`
     under the flow's Prefect API (an ephemeral one unless ``PREFECT_API_URL`` is set). Raises
     FileNotFoundError / ValueError (sweep), TrackingError or DaskUnreachable before any work."""
-    from schedlab.flows.experiment import check_dask, prefect_api
+    from schedlab.flows.api_server import prefect_api, wait_for_api
+    from schedlab.flows.experiment import check_dask
 
     home = settings.apply_env(home)
     logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -307,7 +308,7 @@ def run_nightly(sweep: str = DEFAULT_SWEEP, *, cpu_fallback: bool = False, cpu_s
     if address:
         check_dask(address)
     with prefect_api() as api:
-        api.result()
+        wait_for_api(api)
         state = nightly_profile(sweep, cpu_fallback, cpu_sweep, address, return_state=True, **options)
     report = state.result(raise_on_failure=False)
     if isinstance(report, BaseException):

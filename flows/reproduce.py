@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -35,7 +34,7 @@ from typing import Any
 
 from schedlab import settings
 
-settings.apply_env()
+settings.prefect_env()  # before prefect is imported
 
 import pandas as pd  # noqa: E402
 from prefect import flow  # noqa: E402
@@ -52,10 +51,6 @@ DEFAULT_CONFIGS = ["castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480", "c
 EXPERIMENT = "reproduce"
 REPLAY_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions", "submit_time", "end_time", "deadline")
 HOUR = 3600.0
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^0-9A-Za-z_.@-]+", "_", text).strip("_")
 
 
 def _fmt(value: Any) -> str:
@@ -77,8 +72,6 @@ def to_markdown(frame: pd.DataFrame, index: str) -> str:
 
 def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> dict[str, pd.DataFrame]:
     """spec key -> its FINISHED replay's job table (from the run's ``jobs.parquet``)."""
-    from mlflow.artifacts import download_artifacts
-
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
     out: dict[str, pd.DataFrame] = {}
     with tempfile.TemporaryDirectory(prefix="schedlab-reproduce-") as tmp:
@@ -86,8 +79,7 @@ def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> dict[str, pd.
             run = done.get(spec.key)
             if run is None:
                 continue
-            path = download_artifacts(run_id=run.info.run_id, artifact_path="jobs.parquet",
-                                      dst_path=str(Path(tmp) / run.info.run_id), tracking_uri=uri)
+            path = tracking.download(uri, run.info.run_id, "jobs.parquet", Path(tmp) / run.info.run_id)
             jobs = pd.read_parquet(path)  # ratio tables (Gimbal) also need submit/end times and deadlines
             out[spec.key] = jobs[[c for c in REPLAY_COLUMNS if c in jobs.columns]]
     return out
@@ -119,7 +111,7 @@ def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> 
         frame = pd.DataFrame({f"load {load:g}": [sum(cells[(p, load)]) / len(cells[(p, load)])
                                                  if (p, load) in cells else math.nan for p in labels]
                               for load in loads}, index=labels)
-        suffix = "" if len(groups) == 1 else f"__{_safe(trace)}__{_safe(cluster)}"
+        suffix = "" if len(groups) == 1 else f"__{settings.path_name(trace)}__{settings.path_name(cluster)}"
         tables[f"{config.name}__jct_by_load{suffix}"] = frame
     return tables
 
@@ -198,7 +190,7 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
         (out / "reproduce.md").write_text(markdown)
         (out / "tables").mkdir()
         for name, frame in all_tables.items():
-            frame.rename_axis("policy").to_csv(out / "tables" / f"{_safe(name)}.csv")
+            frame.rename_axis("policy").to_csv(out / "tables" / f"{settings.path_name(name)}.csv")
         retrying(lambda: c.log_artifact(parent, str(out / "reproduce.md")))
         retrying(lambda: c.log_artifacts(parent, str(out / "tables"), "tables"))
     retrying(lambda: c.log_metric(parent, "reproduce_wall_s", time.perf_counter() - started))

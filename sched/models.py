@@ -15,10 +15,12 @@ naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,9 +51,11 @@ def is_uri(spec: str) -> bool:
     return spec.startswith(("models:/", "runs:/", "mlflow-artifacts:/"))
 
 
-def resolve(spec: str | os.PathLike[str]) -> Path:
-    """A local path for ``spec``: the path itself, or the MLflow artifacts downloaded to a temp dir
-    (tracking store: ``$MLFLOW_TRACKING_URI`` or ``$SCHEDLAB_HOME/mlflow.db``)."""
+@contextlib.contextmanager
+def local_artifact(spec: str | os.PathLike[str]) -> Iterator[Path]:
+    """A local path for ``spec`` while the ``with`` lasts: the path itself, or the MLflow artifacts
+    downloaded into a temporary folder removed afterwards (tracking store ``$MLFLOW_TRACKING_URI`` or
+    ``$SCHEDLAB_HOME/mlflow.db``, its model registry with it, never MLflow's default ``./mlflow.db``)."""
     spec = str(spec)
     if not is_uri(spec):
         path = Path(spec).expanduser()
@@ -59,17 +63,22 @@ def resolve(spec: str | os.PathLike[str]) -> Path:
             path = SHIPPED_MODELS / spec  # a model shipped in conf/models/, by name
         if not path.exists():
             raise ModelError(f"{path}: model not found (nor a shipped model in {SHIPPED_MODELS})")
-        return path
-    from schedlab.settings import apply_env, tracking_uri
+        yield path
+        return
+    from schedlab.settings import apply_env, mlflow_env, registry_uri, tracking_uri
 
     apply_env()
     import mlflow
 
-    dst = tempfile.mkdtemp(prefix="schedlab-model-")
-    try:
-        return Path(mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=dst, tracking_uri=tracking_uri()))
-    except Exception as err:  # noqa: BLE001 - MLflow raises several kinds
-        raise ModelError(f"{spec}: cannot download the model from MLflow ({tracking_uri()}): {err}") from None
+    uri = tracking_uri()
+    with tempfile.TemporaryDirectory(prefix="schedlab-model-") as dst:
+        try:
+            with mlflow_env(uri):
+                path = Path(mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=dst, tracking_uri=uri,
+                                                                registry_uri=registry_uri(uri)))
+        except Exception as err:  # noqa: BLE001 - MLflow raises several kinds
+            raise ModelError(f"{spec}: cannot download the model from MLflow ({uri}): {err}") from None
+        yield path
 
 
 def read_json(path: Path, kind: str) -> dict[str, Any]:
@@ -129,24 +138,24 @@ class InterferenceModel:
         """From an artifact directory or an MLflow ``models:/…`` / ``runs:/…`` URI."""
         import xgboost as xgb
 
-        root = resolve(spec)
-        meta_path = find_artifact(root, "meta.json")
-        meta = read_json(meta_path, INTERFERENCE_KIND)
-        missing = [k for k in _META_KEYS if k not in meta]
-        if missing:
-            raise ModelError(f"{meta_path}: missing keys {missing}")
-        model_path = meta_path.parent / "model.json"
-        try:
-            json.loads(model_path.read_text())
-            booster = xgb.Booster()
-            booster.load_model(str(model_path))
-            booster.set_param({"nthread": 1})  # one row per call: threads cost ~15x (2.4 vs 0.16 ms)
-        except FileNotFoundError:
-            raise ModelError(f"{model_path}: file missing") from None
-        except (json.JSONDecodeError, UnicodeDecodeError, xgb.core.XGBoostError) as err:
-            raise ModelError(f"{model_path}: not a valid XGBoost JSON model ({str(err)[:200]})") from None
-        if list(booster.feature_names or []) != list(meta["feature_names"]):
-            raise ModelError(f"{model_path}: its feature names differ from {meta_path}'s feature_names")
+        with local_artifact(spec) as root:
+            meta_path = find_artifact(root, "meta.json")
+            meta = read_json(meta_path, INTERFERENCE_KIND)
+            missing = [k for k in _META_KEYS if k not in meta]
+            if missing:
+                raise ModelError(f"{meta_path}: missing keys {missing}")
+            model_path = meta_path.parent / "model.json"
+            try:
+                json.loads(model_path.read_text())
+                booster = xgb.Booster()
+                booster.load_model(str(model_path))
+                booster.set_param({"nthread": 1})  # one row per call: threads cost ~15x (2.4 vs 0.16 ms)
+            except FileNotFoundError:
+                raise ModelError(f"{model_path}: file missing") from None
+            except (json.JSONDecodeError, UnicodeDecodeError, xgb.core.XGBoostError) as err:
+                raise ModelError(f"{model_path}: not a valid XGBoost JSON model ({str(err)[:200]})") from None
+            if list(booster.feature_names or []) != list(meta["feature_names"]):
+                raise ModelError(f"{model_path}: its feature names differ from {meta_path}'s feature_names")
         return cls(booster, meta, str(spec))
 
     def save(self, out_dir: str | os.PathLike[str]) -> Path:
@@ -228,8 +237,9 @@ class IterationTimeModel:
 
     @classmethod
     def load(cls, spec: str | os.PathLike[str]) -> IterationTimeModel:
-        path = find_artifact(resolve(spec), "iteration-time*.json")  # fits are content-named when registered
-        data = read_json(path, ITERATION_KIND)
+        with local_artifact(spec) as root:
+            path = find_artifact(root, "iteration-time*.json")  # fits are content-named when registered
+            data = read_json(path, ITERATION_KIND)
         if not isinstance(data.get("workloads"), dict):
             raise ModelError(f"{path}: missing the 'workloads' mapping")
         try:
@@ -296,4 +306,4 @@ def make_iteration_time(spec: str | os.PathLike[str] | None):
 
 
 __all__ = ["INTERFERENCE_KIND", "IterationTimeModel", "ITERATION_KIND", "InterferenceModel", "ModelError", "SCHEMA_VERSION",
-           "find_artifact", "is_uri", "make_iteration_time", "read_json", "resolve"]
+           "find_artifact", "is_uri", "local_artifact", "make_iteration_time", "read_json"]

@@ -33,6 +33,12 @@ class OutputError(ValueError):
     """An unusable ``--out``: the message names the folder and what to do."""
 
 
+def os_reason(err: OSError) -> str:
+    """What went wrong, in words (``No space left on device``), also for errors that carry only a
+    message with the errno in it (pyarrow's)."""
+    return os.strerror(err.errno) if err.errno else (err.strerror or str(err))
+
+
 @dataclass
 class OutputLock:
     """The held lock of one output folder; :meth:`release` when the replay is over."""

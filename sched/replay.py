@@ -7,7 +7,7 @@ import json
 import math
 import os
 import secrets
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from schedlab.sched.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.engine import Engine
 from schedlab.sched.job import JobSource
 from schedlab.sched.metrics import job_table, summarize
+from schedlab.sched.outdir import OutputError, os_reason
 from schedlab.sched.policies import make_policy
 from schedlab.sched.scaling import use_elastic_scaling
 from schedlab.sched.sharing import SharingModel
@@ -250,13 +251,17 @@ def replay(
 
 
 def write_atomic(path: Path, write) -> None:
-    """Write through a temp file of a unique name (concurrent writers never share one), then rename."""
+    """Write through a temp file of a unique name (concurrent writers never share one), then rename.
+    An OS error (full disk, read-only, no permission) raises :class:`OutputError` naming ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         write(tmp)
         tmp.replace(path)
+    except OSError as err:  # pyarrow's carry no file name: name it here
+        raise OutputError(f"{path}: cannot write ({os_reason(err)})") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _jsonable(value: Any) -> Any:

@@ -20,9 +20,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import schedlab.tasks  # noqa: F401  (environment first)
-from prefect import task
-from prefect.cache_policies import NO_CACHE
+from schedlab.settings import prefect_env
+
+prefect_env()  # the environment and PREFECT_HOME before prefect is imported
+
+from prefect import task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 #: fit kind -> registered model name
 KINDS = {"iteration-time": "iteration-time", "interference": "interference-ratio"}

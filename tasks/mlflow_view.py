@@ -29,7 +29,7 @@ from typing import Any
 
 import schedlab.tasks  # noqa: F401  (environment first)
 from schedlab.tasks import compare
-from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, client, retrying
+from schedlab.tasks.tracking import KIND_TAG, client, retrying
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"  # MLflow's classic (non-GenAI) experiment view
@@ -209,70 +209,3 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
         out[key] = run_id
     comparison_view(uri, experiment_id)
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# `schedlab replay --track`: an ad-hoc replay as MLflow runs
-
-
-def log_adhoc_replays(uri: str, experiment: str, artifact_root: Path | None, results: list[Any],
-                      config: dict[str, Any], total_gpus: int) -> dict[str, str]:
-    """One FINISHED run per replayed policy (``results``: ReplayResult), with the same params,
-    metrics and artifacts as an experiment's replay run; several policies share a parent run holding
-    ``comparison.csv``. ``config``: policy -> its effective params, plus the shared settings under
-    ``"*"``. Returns {"parent" | policy: run id}."""
-    import tempfile
-
-    from mlflow.entities import Metric, Param
-
-    from schedlab.tasks import plots, tracking
-    from schedlab.tasks.replay import _metrics
-
-    c = client(uri)
-    experiment_id = tracking.ensure_experiment(uri, experiment, artifact_root)
-    describe_experiment(uri, experiment_id, None)
-    shared = {k: str(v)[:6000] for k, v in config["*"].items()}
-    run_ids: dict[str, str] = {}
-    if len(results) > 1:
-        parent = retrying(lambda: c.create_run(experiment_id, run_name=f"replay: {', '.join(r.policy for r in results)}",
-                                               tags={KIND_TAG: "experiment", "schedlab.adhoc": "true",
-                                                     **standard_tags("Ad-hoc `schedlab replay --track` of several"
-                                                                     " policies; one child run each.")}))
-        run_ids["parent"] = parent.info.run_id
-    now = int(time.time() * 1000)
-    for result in results:
-        params = {**shared, "policy": result.policy,
-                  **{k: str(v)[:6000] for k, v in config[result.policy].items()}}
-        tags = {KIND_TAG: "replay", "schedlab.adhoc": "true", "schedlab.policy": result.policy,
-                **standard_tags(f"Ad-hoc replay of **{result.policy}** (`schedlab replay --track`) on"
-                                f" {shared.get('trace.source')}, cluster {shared.get('cluster')}, seed {shared.get('seed')}.")}
-        if "parent" in run_ids:
-            tags[PARENT_TAG] = run_ids["parent"]
-        run = retrying(lambda: c.create_run(experiment_id, run_name=f"{result.policy} | {shared.get('cluster')}"
-                                            f" | seed {shared.get('seed')}", tags=tags))
-        rid = run.info.run_id
-        metrics = _metrics({k: v for k, v in result.summary.items() if k != "seed"})
-        retrying(lambda: c.log_batch(rid, params=[Param(k, v) for k, v in params.items()],
-                                     metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
-        with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
-            out = Path(tmp)
-            result.write(out)
-            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {result.policy}", "JCT (s)")
-            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait CDF: {result.policy}", "wait_s (s)")
-            plots.utilization_plot(result.utilization, total_gpus, out / "gpu_util.png", f"GPU utilisation: {result.policy}")
-            if result.smact is not None:
-                plots.smact_cdf({result.policy: [result.smact]}, out / "smact_cdf.png", f"SM activity: {result.policy}")
-            retrying(lambda: c.log_artifacts(rid, str(out)))
-        retrying(lambda: c.set_terminated(rid, status="FINISHED"))
-        run_ids[result.policy] = rid
-    if "parent" in run_ids:
-        import pandas as pd
-
-        with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
-            path = Path(tmp) / "comparison.csv"
-            pd.DataFrame([{"policy": r.policy, **{m: r.summary.get(m) for m in compare.METRICS}}
-                          for r in results]).to_csv(path, index=False)
-            retrying(lambda: c.log_artifact(run_ids["parent"], str(path)))
-        retrying(lambda: c.log_batch(run_ids["parent"], params=[Param(k, v) for k, v in shared.items()]))
-        retrying(lambda: c.set_terminated(run_ids["parent"], status="FINISHED"))
-    return run_ids

@@ -13,31 +13,29 @@ The result is small: run id, status, key and the summary's numbers (never tables
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import schedlab.tasks  # noqa: F401  (environment first)
-from prefect import task
-from prefect.cache_policies import NO_CACHE
+from schedlab.settings import mlflow_env, prefect_env
 
-from schedlab.tasks.config import ReplaySpec
-from schedlab.tasks.model_tracking import lineage
-from schedlab.tasks import tracking
-from schedlab.tasks.mlflow_view import standard_tags
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+prefect_env()  # the environment and PREFECT_HOME before prefect is imported
+
+from prefect import task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+
+from schedlab.tasks.config import ReplaySpec  # noqa: E402
+from schedlab.tasks.model_tracking import lineage  # noqa: E402
+from schedlab.tasks import tracking  # noqa: E402
+from schedlab.tasks.mlflow_view import standard_tags  # noqa: E402
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying  # noqa: E402
 
 #: how often a replay whose key another live process is logging looks again
 OWNER_POLL_S = 1.0
-
-_METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
 
 
 class ReplayFailed(RuntimeError):
@@ -80,10 +78,6 @@ def model_params(spec: ReplaySpec) -> dict[str, Any]:
     return {f"model.{k}": v for k, v in sorted(spec.models.items())}
 
 
-def _metrics(summary: dict[str, Any]) -> dict[str, float]:
-    return {_METRIC_NAME.sub("_", k): v for k, v in tracking.flat_metrics(summary).items()}
-
-
 def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``."""
     from schedlab.sched.cluster import load_cluster
@@ -113,21 +107,6 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
                     inference=LoanOptions.model_validate(spec.inference) if spec.inference else None)
     result.summary["load_wall_s"] = load_s
     return result, cluster
-
-
-@contextlib.contextmanager
-def models_from(uri: str) -> Iterator[None]:
-    """Resolve ``models:/…`` model specs against the experiment's tracking store ``uri`` (the
-    loaders read ``$MLFLOW_TRACKING_URI``), not whatever store this worker's environment names."""
-    previous = os.environ.get("MLFLOW_TRACKING_URI")
-    os.environ["MLFLOW_TRACKING_URI"] = uri
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = previous
 
 
 def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
@@ -167,12 +146,12 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
         retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()],
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
-        with models_from(uri):
+        with mlflow_env(uri):  # models:/… specs resolve against the experiment's store and registry
             result, cluster = execute(spec)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
-        metrics = _metrics({k: v for k, v in summary.items() if k not in ("seed",)})
+        metrics = tracking.run_metrics(summary)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)

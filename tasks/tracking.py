@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import schedlab.tasks  # noqa: F401  (environment first)
+from schedlab.settings import path_name, registry_uri
 from schedlab.tasks.locks import LockTimeout, file_lock, owner_alive
 
 KEY_TAG = "schedlab.key"
@@ -53,11 +55,11 @@ def client(uri: str):
     from mlflow import MlflowClient
 
     if not uri.startswith("sqlite:///"):
-        return MlflowClient(tracking_uri=uri)
+        return MlflowClient(tracking_uri=uri, registry_uri=registry_uri(uri))
     db = Path(uri.removeprefix("sqlite:///"))
     try:
         with file_lock(db.with_name(db.name + ".lock"), what=f"tracking store {db}", timeout=STORE_LOCK_TIMEOUT_S):
-            c = MlflowClient(tracking_uri=uri)
+            c = MlflowClient(tracking_uri=uri, registry_uri=registry_uri(uri))
             c.search_experiments(max_results=1)  # the schema is created and migrated by now
     except LockTimeout as err:
         raise TrackingError(f"{err}: another process is creating or migrating it") from None
@@ -115,14 +117,15 @@ def check_tracking(uri: str, timeout: float = 5.0) -> None:
 
 
 def ensure_experiment(uri: str, name: str, artifact_root: Path | None) -> str:
-    """The MLflow experiment's id, created with its artifacts under ``artifact_root/name``."""
+    """The MLflow experiment's id, created with its artifacts in ``artifact_root``'s folder for ``name``
+    (:func:`schedlab.settings.path_name`: a name such as ``../x`` cannot put them elsewhere)."""
     c = client(uri)
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             c.restore_experiment(exp.experiment_id)
         return exp.experiment_id
-    location = (artifact_root / name).resolve().as_uri() if artifact_root is not None else None
+    location = (artifact_root / path_name(name)).resolve().as_uri() if artifact_root is not None else None
     try:
         return c.create_experiment(name, artifact_location=location)
     except Exception:  # created by someone else meanwhile
@@ -130,6 +133,14 @@ def ensure_experiment(uri: str, name: str, artifact_root: Path | None) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def download(uri: str, run_id: str, artifact_path: str, dst: Path) -> Path:
+    """A run's artifact downloaded into ``dst``, through the tracking store ``uri`` and its registry."""
+    from mlflow.artifacts import download_artifacts
+
+    return Path(download_artifacts(run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=uri,
+                                   registry_uri=registry_uri(uri)))
 
 
 def runs_with_tag(uri: str, experiment_id: str, tag: str, values: Iterable[str] | None = None,
@@ -255,3 +266,11 @@ def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
         elif isinstance(value, bool):
             out[name] = float(value)
     return out
+
+
+_METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
+
+
+def run_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """A replay summary's numbers as MLflow metrics (names MLflow accepts; the seed is a param)."""
+    return {_METRIC_NAME.sub("_", k): v for k, v in flat_metrics(summary).items() if k != "seed"}

@@ -22,3 +22,28 @@ def shared_data(*parts: str) -> Path:
 def make_table(rows: list[tuple[str, float, int, float]]) -> pd.DataFrame:
     """A canonical job table from (job_id, submit_time, num_gpus, duration) rows."""
     return pd.DataFrame(rows, columns=["job_id", "submit_time", "num_gpus", "duration"])
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a ``schedlab`` subprocess: this schedlab importable, ``$SCHEDLAB_HOME`` =
+    ``home`` and nothing else naming where data goes (no tracking URI, Prefect API or home)."""
+    import os
+
+    import schedlab
+
+    root = str(Path(schedlab.__file__).absolute().parent.parent)  # not resolved: the package may be a link
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "PREFECT_API_URL", "PREFECT_HOME")}
+    env.update(SCHEDLAB_HOME=str(home), PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+               DO_NOT_TRACK="true", MLFLOW_DISABLE_TELEMETRY="true", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               **extra)
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300, **popen):
+    """``schedlab ARGS`` run as a process in ``cwd``: the CompletedProcess (text output captured)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "schedlab.cli", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, **popen)

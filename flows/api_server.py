@@ -1,0 +1,181 @@
+"""The Prefect API a flow and its Dask workers talk to: ``$PREFECT_API_URL``, else an ephemeral server
+started here for the flow's duration.
+
+* **Slow start-up is waited for, not fatal.** On a busy machine the server can take minutes to start:
+  :func:`wait_for_api` prints progress while it waits, up to ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``
+  when that is set, else :data:`STARTUP_TIMEOUT_S`; past the limit it raises :class:`PrefectUnavailable`,
+  whose message says how to raise the limit.
+* **The server never outlives its process.** It starts with ``PR_SET_PDEATHSIG`` (Linux): when the
+  process that started it dies, SIGKILL included, the kernel sends the server SIGTERM.
+* **Logs reach the API before it stops**: :func:`flush_api_logs` here, :func:`flush_worker_api_logs`
+  on each Dask worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+from schedlab import settings
+
+settings.prefect_env()  # before prefect is imported
+
+from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS  # noqa: E402
+
+from schedlab.tasks.locks import LockTimeout, file_lock  # noqa: E402
+
+#: how long an ephemeral server may take to start unless PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS says
+STARTUP_TIMEOUT_S = 600
+#: a progress line every this many seconds while the server starts
+PROGRESS_S = 30.0
+TIMEOUT_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+
+#: run before the server's own command: the kernel sends it SIGTERM when the thread that started it
+#: ends (its process killed, however), and it does not start at all if that process is already gone
+_DIE_WITH_PARENT = """\
+import ctypes, os, signal, sys
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(sys.argv[1]):
+        sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+class PrefectUnavailable(RuntimeError):
+    """The Prefect API server could not be started (a set-up error: nothing ran)."""
+
+
+def startup_timeout() -> int:
+    """Seconds an ephemeral server may take to start: Prefect's setting when it was changed from
+    Prefect's default, else :data:`STARTUP_TIMEOUT_S`."""
+    from prefect.settings.models.server.ephemeral import ServerEphemeralSettings
+
+    value = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+    default = ServerEphemeralSettings.model_fields["startup_timeout_seconds"].default
+    return int(value) if value != default else STARTUP_TIMEOUT_S
+
+
+def ephemeral_server(port: int):
+    """Prefect's subprocess API server on ``port``, started so that it dies with this process.
+    (``prefect.server`` is imported here, not with this module: Dask workers import this module
+    with the flows and never need the server.)"""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    class EphemeralServer(SubprocessASGIServer):
+        def _run_uvicorn_command(self) -> subprocess.Popen:
+            # Prefect 3.8.8's command (SubprocessASGIServer._run_uvicorn_command) behind _DIE_WITH_PARENT
+            import prefect
+            from prefect.settings import get_current_settings
+
+            server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+            return subprocess.Popen(
+                args=[sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),
+                      "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                      "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+                      "--log-level", "error", "--lifespan", "on"],
+                env={**os.environ, **server_env,
+                     **get_current_settings().to_environment_variables(exclude_unset=True)},
+            )
+
+    return EphemeralServer(port=port)
+
+
+@contextlib.contextmanager
+def prefect_api() -> Iterator[Future]:
+    """Make Dask workers talk to the flow's Prefect API. With no ``PREFECT_API_URL`` Prefect runs an
+    ephemeral server per *process* (each worker would start its own): one is started here and its
+    URL exported, so that workers spawned later inherit it. The server starts in the background;
+    :func:`wait_for_api` on the returned future before running the flow."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    url = PREFECT_API_URL.value()
+    previous = os.environ.get("PREFECT_API_URL")
+    server = starter = None
+    if url:
+        started: Future = Future()
+        started.set_result(url)
+    else:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = ephemeral_server(port)
+        url = server.api_url
+        limit = startup_timeout()
+
+        def start() -> str:
+            # one server at a time creates/migrates the database of a PREFECT_HOME shared by
+            # several experiments (at once, all but one fail in the migration)
+            home = Path(os.environ.get("PREFECT_HOME") or settings.prefect_home())
+            try:
+                with file_lock(home / "server-start.lock", what=f"Prefect database in {home}", timeout=limit):
+                    server.start(timeout=limit)
+            except (LockTimeout, RuntimeError) as err:
+                raise PrefectUnavailable(_timeout_message(limit, err)) from None
+            return url
+
+        # the thread that starts the server lives until the server is stopped: the server's
+        # PR_SET_PDEATHSIG follows that thread, not the process
+        starter = ThreadPoolExecutor(1, thread_name_prefix="prefect-api")
+        started = starter.submit(start)
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings({PREFECT_API_URL: url}):
+            yield started
+    finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
+        if server is not None:
+            with contextlib.suppress(Exception):
+                started.result()
+                flush_api_logs()  # else sent at exit to a stopped server: ~80 s of retries
+            server.stop()
+            starter.shutdown()
+
+
+def _timeout_message(limit: int, err: BaseException) -> str:
+    first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+    load = f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs" if hasattr(os, "getloadavg") else ""
+    return (f"the ephemeral Prefect API server did not start within {limit} s ({first}{load}); on a busy machine"
+            f" raise the limit, e.g. {TIMEOUT_SETTING}=1800, or run a Prefect server (`prefect server start`)"
+            " and set PREFECT_API_URL")
+
+
+def wait_for_api(started: Future, progress_s: float = PROGRESS_S) -> str:
+    """The API's URL once the server answers, with a progress line every ``progress_s`` seconds
+    meanwhile; :class:`PrefectUnavailable` when it cannot be started."""
+    began = time.monotonic()
+    while True:
+        try:
+            return started.result(timeout=progress_s)
+        except FutureTimeout:
+            print(f"waiting for the Prefect API server to start ({time.monotonic() - began:.0f} s so far,"
+                  f" limit {startup_timeout()} s: {TIMEOUT_SETTING})", file=sys.stderr, flush=True)
+
+
+def flush_api_logs(timeout: float = 10.0) -> None:
+    """Send the logs this process has queued for the Prefect API now (they go in batches, every
+    ``PREFECT_LOGGING_TO_API_BATCH_INTERVAL`` s), while the flow's API still runs. Blocks: call it
+    where no event loop runs (on a Dask worker: :func:`flush_worker_api_logs`)."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout)
+
+
+async def flush_worker_api_logs(timeout: float = 10.0) -> None:
+    """:func:`flush_api_logs` on a Dask worker: ``Client.run`` calls functions on the worker's event
+    loop, where Prefect's drain is a coroutine; it is awaited here (called plainly, it was dropped
+    unawaited and the logs were lost)."""
+    from prefect.logging.handlers import APILogWorker
+
+    await APILogWorker.drain_all(timeout=timeout)
