@@ -43,6 +43,8 @@ def number(kind: type = float, *, ge: float | None = None, gt: float | None = No
 seconds = number(float, ge=0)  # a duration (0 allowed)
 count = number(int, ge=1)  # a number of things (at least one)
 seed = number(int, ge=0, lt=2**63)  # numpy's generators take non-negative seeds
+MAX_WORKERS = 256  # Dask LocalCluster processes: more is a typo, not a machine
+workers = number(int, ge=1, le=MAX_WORKERS)
 fraction = number(float, gt=0, lt=1)  # strictly between 0 and 1
 
 

@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("path", help="experiment YAML (a bare name looks in conf/experiments/)")
     p.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler, tcp://host:8786"
                    " (default: a LocalCluster)")
-    p.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: CPUs, at most 8)")
+    p.add_argument("--workers", type=checks.workers, metavar="N",
+                   help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
     p.set_defaults(func=_experiment)
 
     u = subparsers.add_parser("ui", help="the MLflow UI over the project's tracking store",
@@ -72,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               " castor-itp) over Dask and print our results beside the papers' tables.")
     r.add_argument("configs", nargs="*", metavar="CONFIG", help="experiment YAMLs or names in conf/experiments/")
     r.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
-    r.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: CPUs, at most 8)")
+    r.add_argument("--workers", type=checks.workers, metavar="N",
+                   help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
     r.set_defaults(func=_reproduce)
 
     e = subparsers.add_parser("end-to-end", help="profile -> fit -> an experiment using the fitted models",
@@ -81,7 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--sweep", default="smoke", help="sweep name or YAML path (default smoke)")
     e.add_argument("--experiment", default="quickstart", help="experiment YAML or name (default quickstart)")
     e.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
-    e.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: CPUs, at most 8)")
+    e.add_argument("--workers", type=checks.workers, metavar="N",
+                   help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
     e.add_argument("--no-track", action="store_true", help="do not log/register the fits (the experiment is logged)")
     e.set_defaults(func=_end_to_end)
 

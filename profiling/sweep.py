@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -94,6 +95,30 @@ def config_key(cfg: Config, device: str, gpus: list[str], host: Optional[str] = 
     return hashlib.sha1(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def _whole(v: Any, where: str, minimum: int = 1) -> int:
+    """A count from a sweep file: an integer >= ``minimum`` (YAML ``true`` is not a number)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise SweepError(f"{where}: a whole number >= {minimum}, got {v!r}")
+    return v
+
+
+def _seconds(v: Any, where: str, minimum: float = 0.0) -> float:
+    """A duration from a sweep file: a finite number >= ``minimum`` (YAML ``true`` is not a number)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < minimum:
+        raise SweepError(f"{where}: a finite number >= {minimum:g}, got {v!r}")
+    return float(v)
+
+
+def _settings(d: dict[str, Any], where: str) -> None:
+    """Check the common settings present in ``d`` (a sweep or one of its phases)."""
+    for key, minimum in (("warmup", 0), ("iters", 1), ("threads", 1)):
+        if d.get(key) is not None:
+            _whole(d[key], f"{where}{key}", minimum)
+    for key, minimum in (("min_seconds", 0.0), ("timeout_s", 1e-9)):
+        if key in d:
+            _seconds(d[key], f"{where}{key}", minimum)
+
+
 def _per_workload(v: Any, w: str) -> list[Any]:
     """Grid values given as a list, a scalar, or a {workload: list, default: list} map."""
     if isinstance(v, dict):
@@ -105,7 +130,8 @@ def _solo_grid(g: dict[str, Any], common: dict[str, Any]) -> Iterator[SoloConfig
     for w in g["workloads"]:
         for b, acc, n in itertools.product(_per_workload(g.get("batch", 8), w), _per_workload(g.get("accum", 1), w),
                                            _per_workload(g.get("gpus", 1), w)):
-            yield SoloConfig(w, int(b), int(acc), int(n), **common)
+            yield SoloConfig(w, _whole(b, f"solo.batch ({w})"), _whole(acc, f"solo.accum ({w})"),
+                             _whole(n, f"solo.gpus ({w})"), **common)
 
 
 def _pair_grid(g: dict[str, Any], common: dict[str, Any], solo_workloads: list[str]) -> Iterator[PairConfig]:
@@ -115,9 +141,9 @@ def _pair_grid(g: dict[str, Any], common: dict[str, Any], solo_workloads: list[s
     for wa, wb in pairs:
         for b in _pair_batches(g.get("batch", 8), wa, wb):
             ba, bb = (b, b) if not isinstance(b, (list, tuple)) else b
-            n = int(g.get("gpus", 1))
-            a = SoloConfig(wa, int(ba), int(g.get("accum", 1)), n, **common)
-            bcfg = SoloConfig(wb, int(bb), int(g.get("accum", 1)), n, **common)
+            n, accum = _whole(g.get("gpus", 1), "pair.gpus"), _whole(g.get("accum", 1), "pair.accum")
+            a = SoloConfig(wa, _whole(ba, f"pair.batch ({wa}+{wb})"), accum, n, **common)
+            bcfg = SoloConfig(wb, _whole(bb, f"pair.batch ({wa}+{wb})"), accum, n, **common)
             for mode in g.get("modes", ["timeslice"]):
                 splits = _splits(g) if mode == "mps" else [[None, None]]
                 for sa, sb in splits:
@@ -203,6 +229,7 @@ def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
     override the common settings) orders the measurements: phase 1's configurations run first, so a sweep
     stopped by a deadline has measured what its author valued most.  A phase's ``pair: {workloads: all}``
     pairs the workloads of its own solo grid, else those of every phase's solo grid."""
+    _settings(d, "")
     common = {k: d[k] for k in _COMMON if k in d}
     phases = d.get("phases")
     if phases is not None and (not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases)):
@@ -214,10 +241,12 @@ def parse(d: dict[str, Any], name: str = "sweep") -> Sweep:
         unknown = set(phase) - {"name", "solo", "pair", *_COMMON} if phases else set()
         if unknown:
             raise SweepError(f"phases[{i}]: unknown keys {sorted(unknown)} (allowed: name, solo, pair, {', '.join(_COMMON)})")
+        if phases:
+            _settings(phase, f"phases[{i}].")
         configs += _grids(phase, {**common, **{k: phase[k] for k in _COMMON if k in phase}}, every_solo)
     seen: set[str] = set()
     unique = [c for c in configs if not (repr(c) in seen or seen.add(repr(c)))]  # type: ignore[func-returns-value]
-    interval = float((d.get("collect") or {}).get("interval_s", 1.0))
+    interval = _seconds((d.get("collect") or {}).get("interval_s", 1.0), "collect.interval_s", 0.1)
     return Sweep(d.get("name", name), unique, float(d.get("timeout_s", 600)), interval, d.get("device", "auto"))
 
 

@@ -157,7 +157,8 @@ class ExperimentConfig(UserModel):
     name: str = Field(min_length=1)
     description: str | None = None
     baseline: str | None = None
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1, max_length=MAX_SEEDS)
+    seeds: list[Annotated[int, Field(ge=0, lt=2**63)]] = Field(default_factory=lambda: [0], min_length=1,
+                                                              max_length=MAX_SEEDS)
     traces: list[TraceEntry] = Field(min_length=1)
     clusters: list[str] = Field(min_length=1)
     policies: Literal["all"] | list[str | PolicyEntry] = "all"

@@ -168,3 +168,25 @@ def test_help_has_no_internal_references():
         text = parser.format_help()
         found = [word for word in internal if word in text]
         assert found == [], f"{path} --help mentions {found}"
+
+
+@pytest.mark.parametrize(("command", "workers", "expected"), [
+    ("experiment", "0", "must be >= 1"), ("reproduce", "100000", "must be <= 256"), ("end-to-end", "x", "an integer")])
+def test_worker_counts_are_bounded(tmp_path, capsys, command, workers, expected):
+    """Issue #30 (unbounded sizes): --workers is a count of processes, 1-256, checked before any work."""
+    config = tmp_path / "exp.yaml"
+    config.write_text("name: w\ntraces: [{name: s, source: synthetic, options: {num_jobs: 5}}]\npolicies: [fifo]\n")
+    argv = [command, str(config)] if command != "end-to-end" else [command]
+    assert _exit_code([*argv, "--workers", workers]) == 2
+    err = capsys.readouterr().err
+    assert "--workers" in err and expected in err and "Traceback" not in err
+
+
+def test_experiment_seeds_must_fit_numpy(tmp_path):
+    """Issue #30: a seed numpy cannot take is refused in the experiment file, not deep in a replay."""
+    from schedlab.tasks.config import load_config
+
+    config = tmp_path / "exp.yaml"
+    config.write_text(f"name: s\nseeds: [{2**63}]\ntraces: [{{name: s, source: synthetic}}]\npolicies: [fifo]\n")
+    with pytest.raises(ValueError, match="seeds"):
+        load_config(str(config))

@@ -121,3 +121,18 @@ def test_export_refuses_what_is_not_a_store(tmp_path: Path, capsys: pytest.Captu
     assert export_main([str(tmp_path), str(tmp_path / "t.csv")]) == 2
     ProfileStore(tmp_path / "empty")
     assert export_main([str(tmp_path / "empty"), str(tmp_path / "t.csv")]) == 1
+
+
+@pytest.mark.parametrize(("grid", "field"), [
+    ({"iters": True, "solo": {"workloads": ["ncf"]}}, "iters"),
+    ({"min_seconds": float("nan"), "solo": {"workloads": ["ncf"]}}, "min_seconds"),
+    ({"solo": {"workloads": ["ncf"], "batch": [True]}}, r"solo\.batch \(ncf\)"),
+    ({"solo": {"workloads": ["ncf"], "gpus": [0]}}, r"solo\.gpus \(ncf\)"),
+    ({"solo": {"workloads": ["ncf"]}, "pair": {"batch": [2.5]}}, r"pair\.batch \(ncf\+ncf\)"),
+    ({"collect": {"interval_s": 0.01}, "solo": {"workloads": ["ncf"]}}, r"collect\.interval_s"),
+    ({"phases": [{"warmup": -1, "solo": {"workloads": ["ncf"]}}]}, r"phases\[0\]\.warmup"),
+])
+def test_sweep_numbers_are_numbers(grid, field):
+    """Issue #30 (lax values): YAML true, NaN, fractions and zero counts in a sweep are errors naming the field."""
+    with pytest.raises(SweepError, match=field):
+        parse(grid)
