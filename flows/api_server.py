@@ -38,18 +38,6 @@ STARTUP_TIMEOUT_S = 600
 PROGRESS_S = 30.0
 TIMEOUT_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
 
-#: run before the server's own command: the kernel sends it SIGTERM when the thread that started it
-#: ends (its process killed, however), and it does not start at all if that process is already gone
-_DIE_WITH_PARENT = """\
-import ctypes, os, signal, sys
-if sys.platform.startswith("linux"):
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if os.getppid() != int(sys.argv[1]):
-        sys.exit(1)
-os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
-"""
-
-
 class PrefectUnavailable(RuntimeError):
     """The Prefect API server could not be started (a set-up error: nothing ran)."""
 
@@ -72,14 +60,15 @@ def ephemeral_server(port: int):
 
     class EphemeralServer(SubprocessASGIServer):
         def _run_uvicorn_command(self) -> subprocess.Popen:
-            # Prefect 3.8.8's command (SubprocessASGIServer._run_uvicorn_command) behind _DIE_WITH_PARENT
+            # Prefect 3.8.8's command (SubprocessASGIServer._run_uvicorn_command) behind profiling/guard.py,
+            # which sends it SIGTERM when the thread that started it ends (its process killed, however)
             import prefect
             from prefect.settings import get_current_settings
 
             server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
             return subprocess.Popen(
-                args=[sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()),
-                      "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                args=[sys.executable, "-m", "schedlab.profiling.guard", "--signal", "TERM",
+                      "--parent", str(os.getpid()), sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
                       "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
                       "--log-level", "error", "--lifespan", "on"],
                 env={**os.environ, **server_env,

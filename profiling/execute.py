@@ -87,21 +87,24 @@ def read_progress(result: Path) -> dict[str, Any]:
 
 def wait_all(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float,
              results: Sequence[Path] = (), hard_deadline: Optional[float] = None,
-             barrier: Optional[Path] = None, poll: Optional[Callable[[], None]] = None) -> str:
+             barrier: Optional[Path] = None,
+             poll: Optional[Callable[[list[dict[str, Any]]], None]] = None) -> str:
     """Wait for every process.  Returns ``"ok"``; ``"timeout"`` when one configuration ran longer than
     ``timeout_s`` (counted from the start of the configuration each runner reports in its ``results``
     file, else from now); ``"deadline"`` at ``hard_deadline`` (epoch s).  On a timeout or the deadline
     every group is killed.  When one member of a pair has exited, the pair's ``barrier`` gets its
-    ``stop`` mark, so the other starts nothing it could not measure beside a partner.  ``poll`` is
-    called about ten times a second (the sweep stores finished configurations from it)."""
+    ``stop`` mark, so the other starts nothing it could not measure beside a partner.  ``poll`` gets the
+    runners' result files as read (:func:`read_progress`) about ten times a second (the sweep stores
+    finished configurations from them)."""
     start = time.time()
     while any(p.poll() is None for p in procs):
         now = time.time()
         if barrier is not None and any(p.poll() is not None for p in procs):
             (barrier / "stop").touch()
+        progress = [read_progress(r) for r in results]
         if poll is not None:
-            poll()
-        began = [read_progress(r).get("started") or start for r in results] or [start]
+            poll(progress)
+        began = [state.get("started") or start for state in progress] or [start]
         verdict = ("deadline" if hard_deadline is not None and now >= hard_deadline
                    else "timeout" if now - max(began) > timeout_s else None)
         if verdict:
@@ -112,32 +115,32 @@ def wait_all(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float,
     return "ok"
 
 
+def _per_config(done: list[Optional[dict[str, Any]]], n: int) -> list[Optional[dict[str, Any]]]:
+    """One entry per configuration of a batch of ``n``: its result, None where there is none yet."""
+    return done[:n] + [None] * (n - len(done))
+
+
 def outcomes(p: subprocess.Popen[bytes], result: Path, log: Path, n: int, ended: str,
              timeout_s: float) -> list[Optional[dict[str, Any]]]:
     """The results of a runner's ``n`` configurations; how the process ended (``ok``, ``timeout``,
     ``deadline``) decides the one it was running (timeout, oom, error; none when the sweep's deadline
-    stopped it); None = not measured.  ``ended="running"``: the results written so far."""
+    stopped it); None = not measured."""
     progress = read_progress(result)
     done: list[Optional[dict[str, Any]]] = list(progress.get("results") or [])
-    if ended == "running":
-        return done[:n] + [None] * (n - len(done))
     tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
     oom_in_log = "out of memory" in tail.lower() or "OutOfMemoryError" in tail
     for res in done:
         if res and res.get("status") == "error" and oom_in_log and "PartnerFailed" not in str(res.get("message")):
             res["status"] = "oom"  # another rank ran out of memory
-    if len(done) < n and progress.get("current") is not None and ended != "deadline":
+    running = progress.get("current") is not None or (not done and p.returncode)  # or died before its first write
+    if len(done) < n and running and ended != "deadline":
         if ended == "timeout":
             done.append({"status": "timeout", "message": f"killed after {timeout_s:g}s"})
         elif p.returncode == EXIT_OOM or oom_in_log:
             done.append({"status": "oom", "message": tail.strip().splitlines()[-1] if tail.strip() else "out of memory"})
         else:
             done.append({"status": "error", "message": f"exit {p.returncode}: {tail.strip()[-800:]}"})
-    elif not done and ended != "deadline" and p.returncode:  # died before its first write
-        done.append({"status": "timeout", "message": f"killed after {timeout_s:g}s"} if ended == "timeout" else
-                    {"status": "oom", "message": "out of memory"} if p.returncode == EXIT_OOM or oom_in_log else
-                    {"status": "error", "message": f"exit {p.returncode}: {tail.strip()[-800:]}"})
-    return done[:n] + [None] * (n - len(done))
+    return _per_config(done, n)
 
 
 def outcome(p: subprocess.Popen[bytes], result: Path, log: Path, timed_out: bool,
@@ -172,7 +175,7 @@ def fill(rec: ProfileRecord, res: dict[str, Any], collectors: Sequence[Collector
     rec.status = res.get("status", "error")
     rec.message = res.get("message")
     for k in ("gpu_model", "gpu_uuid", "driver_version", "torch_version", "cuda_version", "peak_mem_bytes",
-              "mem_source", "throughput", "window_start", "window_end"):
+              "mem_source", "throughput", "window_start", "window_end", "wall_s"):
         if res.get(k) is not None:
             setattr(rec, k, res[k])
     ts = [float(x) for x in res.get("iter_times_s", [])]
@@ -234,8 +237,8 @@ def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
             procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i), stop_at=stop_at))
         for c in cols:  # runners spend seconds importing torch and warming up first
             c.start()
-        progress = (lambda: on_progress([outcomes(p, r, lg, len(job.specs), "running", timeout_s)
-                                         for p, (r, lg), job in zip(procs, paths, jobs)], cols, src)) if on_progress else None
+        progress = (lambda states: on_progress([_per_config(list(state.get("results") or []), len(job.specs))
+                                                for state, job in zip(states, jobs)], cols, src)) if on_progress else None
         ended = wait_all(procs, timeout_s, [r for r, _ in paths], hard_deadline, barrier, progress)
     finally:
         for p in procs:

@@ -36,6 +36,8 @@ from typing import Any, Optional
 
 from schedlab import checks
 
+from .store import newest
+
 STARTED = time.time()
 #: what comes back from the node: at most 8 files of at most 16 MiB (device README, Limits)
 MAX_FILES, MAX_FILE_BYTES = 8, 16 * 1024 * 1024
@@ -150,8 +152,8 @@ def machine_facts(device: str, mps_root: Path) -> dict[str, Any]:
 
 def pack(store: Any, out: Path, counts: dict[str, int], facts: dict[str, Any], key_host: str) -> dict[str, Any]:
     """``profiles.parquet`` and ``summary.json`` into ``out``; checks the node's limits on what returns."""
-    rows = store.pack(out / "profiles.parquet")
-    df = store.latest()
+    packed = store.pack(out / "profiles.parquet")
+    rows, df = packed.num_rows, newest(packed.to_pandas())
     failed = df[df.status != "ok"] if len(df) else df
     summary = {
         "counts_this_call": counts, "rows": rows, "key_host": key_host,

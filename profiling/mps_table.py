@@ -58,9 +58,9 @@ def mps_table(df: pd.DataFrame, size: str | None = None) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=COLUMNS)
     keys = ["model_a", "batch_a", "model_b", "batch_b", "mode", "share_a", "share_b"]
     table = table.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
-    raised = int((table[["xi_a", "xi_b"]] < 1.0).sum().sum())
-    table[["xi_a", "xi_b"]] = table[["xi_a", "xi_b"]].where(table[["xi_a", "xi_b"]].isna() | (table[["xi_a", "xi_b"]] >= 1.0), 1.0)
-    table.attrs["raised_to_1"] = raised
+    xi = table[["xi_a", "xi_b"]]
+    table[["xi_a", "xi_b"]] = xi.clip(lower=1.0)  # NaN (a restricted-solo row's xi_b) stays NaN
+    table.attrs["raised_to_1"] = int((xi < 1.0).sum().sum())
     return table
 
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    table = mps_table(df, a.size) if len(df) else pd.DataFrame(columns=COLUMNS)
+    table = mps_table(df, a.size)
     if table.empty:
         print(f"error: no ok pair or MPS-cap measurements in {a.store}", file=sys.stderr)
         return 1

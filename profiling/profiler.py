@@ -170,7 +170,6 @@ class Profiler:
         shares = ([first.share] if isinstance(first, CappedSoloConfig) else
                   list(first.share) if isinstance(first, PairConfig) and first.mode == "mps" else None)
         stored: set[int] = set()
-        t0 = time.time()
 
         def deliver(results: list[list[Optional[dict[str, Any]]]], cols: list[Collector], src: str,
                     final: bool) -> None:
@@ -187,7 +186,7 @@ class Profiler:
                 for rec, res, ts in zip(recs, got, solo_t[k]):
                     fill(rec, res or {"status": "error", "message": "PartnerFailed: the partner's runner ended"},
                          cols)
-                    rec.indicator_source, rec.wall_s, rec.t_solo_s = src, now - t0, ts
+                    rec.indicator_source, rec.t_solo_s = src, ts
                     if rec.status == "ok" and ts and rec.iter_time_mean_s:
                         rec.xi = rec.iter_time_mean_s / ts
                 stored.add(k)

@@ -214,6 +214,7 @@ def run_batch(specs: list[dict[str, Any]], result: str, barrier: Optional[Barrie
             write_json(result, {"results": results, "current": k, "started": time.time()})
         if barrier:
             barrier.k = k
+        started = time.time()
         try:
             res = runner(spec, barrier)
         except PartnerFailed as exc:
@@ -230,6 +231,7 @@ def run_batch(specs: list[dict[str, Any]], result: str, barrier: Optional[Barrie
                 barrier.fail()
             code = code or (EXIT_OOM if oom else 1)
             del exc
+        res["wall_s"] = time.time() - started  # this configuration: model build, warm-up, window, tail
         results.append(res)
         kind = "cuda" if torch.cuda.is_available() and spec.get("device", "auto") != "cpu" else "cpu"
         _release(kind)

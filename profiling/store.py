@@ -10,6 +10,7 @@ every row and ``latest()`` keeps the newest per (config_key, job).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import socket
 import time
@@ -158,13 +159,16 @@ class ProfileStore:
         os.replace(tmp, dest)
         return dest
 
-    def read(self) -> pd.DataFrame:
-        """All rows (every version), in the current schema."""
+    def table(self) -> pa.Table:
+        """All rows (every version) as one Arrow table; the empty table of the current schema when none."""
         files = self._files()
         if not files:
-            return SCHEMA.empty_table().to_pandas()
-        tables = [pq.read_table(p) for p in files]
-        return pa.concat_tables(tables, promote_options="default").to_pandas()
+            return SCHEMA.empty_table()
+        return pa.concat_tables([pq.read_table(p) for p in files], promote_options="default")
+
+    def read(self) -> pd.DataFrame:
+        """All rows (every version), in the current schema."""
+        return self.table().to_pandas()
 
     def latest(self) -> pd.DataFrame:
         """Newest row per (config_key, job)."""
@@ -179,16 +183,14 @@ class ProfileStore:
                 return t[0]["iter_time_mean_s"]
         return None
 
-    def pack(self, dest: str | os.PathLike[str]) -> int:
+    def pack(self, dest: str | os.PathLike[str]) -> pa.Table:
         """Write every row into one zstd-compressed Parquet file (what travels back from a GPU node, and
-        what ``data/profiles/<gpu>/`` holds); returns the row count."""
-        files = self._files()
-        table = (pa.concat_tables([pq.read_table(p) for p in files], promote_options="default")
-                 if files else SCHEMA.empty_table())
+        what ``data/profiles/<gpu>/`` holds); returns the rows written."""
+        table = self.table()
         tmp = Path(f"{dest}.tmp{os.getpid()}")
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, dest)
-        return table.num_rows
+        return table
 
     def unpack(self, src: str | os.PathLike[str]) -> int:
         """Add the rows of a packed file (:meth:`pack`) as record files, one per configuration key not yet
@@ -224,8 +226,6 @@ def read_profiles(path: str | os.PathLike[str], allow_empty: bool = False) -> tu
     """The newest rows of a profile store folder or of a packed store file (:meth:`ProfileStore.pack`,
     e.g. ``data/profiles/h200/profiles.parquet``), and its version (path, schema, record count, newest
     record time, a hash of the record names or of the file)."""
-    import hashlib
-
     path = Path(path)
     if path.is_file():
         try:

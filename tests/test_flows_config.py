@@ -53,6 +53,14 @@ def test_top_level_errors_name_file_and_field(tmp_path, change, where):
     assert str(path) in str(err.value) and where in str(err.value)
 
 
+def _config_error(tmp_path, old: str, new: str) -> tuple:
+    """The BASE experiment with ``old`` replaced by ``new``: its path and the ConfigError's message."""
+    path = write(tmp_path, BASE.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    return path, str(err.value)
+
+
 @pytest.mark.parametrize(
     ("old", "new", "where"),
     [
@@ -69,10 +77,7 @@ def test_top_level_errors_name_file_and_field(tmp_path, change, where):
     ],
 )
 def test_field_errors_name_file_and_field(tmp_path, old, new, where):
-    path = write(tmp_path, BASE.replace(old, new))
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    message = str(err.value)
+    path, message = _config_error(tmp_path, old, new)
     assert str(path) in message and where in message, message
 
 
@@ -97,10 +102,7 @@ def test_field_errors_name_file_and_field(tmp_path, old, new, where):
 )
 def test_numbers_and_names_are_checked_when_the_file_is_read(tmp_path, old, new, where):
     """Issue #13: negative/inf/nan numbers and unknown placements used to pass and fail (or hang) in a replay."""
-    path = write(tmp_path, BASE.replace(old, new))
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    message = str(err.value)
+    path, message = _config_error(tmp_path, old, new)
     assert str(path) in message and where in message and "Value error" not in message, message
     assert "pydantic" not in message
 
@@ -126,10 +128,7 @@ def test_numbers_and_names_are_checked_when_the_file_is_read(tmp_path, old, new,
 )
 def test_issue_30_counts_booleans_and_repeated_keys(tmp_path, old, new, expected):
     """Issue #30: 10,000 seeds, `true` for a number and a key given twice used to pass without a word."""
-    path = write(tmp_path, BASE.replace(old, new))
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    message = str(err.value)
+    path, message = _config_error(tmp_path, old, new)
     assert message.startswith(f"{path}: ") and expected in message, message
 
 
