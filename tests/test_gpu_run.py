@@ -37,6 +37,7 @@ phases:
   - solo: {workloads: [ncf, cifar10], batch: {ncf: [4], cifar10: [4]}}
   - pair: {workloads: all, batch: {ncf: [4], cifar10: [4]}, modes: [mps, timeslice]}
   - solo: {workloads: [ncf], batch: [2, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]}
+  - solo: {workloads: [cifar10], batch: [2, 8, 16, 32, 64, 128]}
 """
 
 
@@ -65,24 +66,25 @@ def test_gpu_run_rehearsal_stops_by_itself_and_resumes(tmp_path: Path) -> None:
                            env=dict(os.environ, PYTHONPATH=str(tmp_path / "blocker")))
     assert probe.returncode != 0 and "blocked by the rehearsal" in probe.stderr  # the blocker works
 
-    first, s1 = _call(tmp_path / "out1", tmp_path, 22)
+    first, s1 = _call(tmp_path / "out1", tmp_path, 26)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     _within_limits(tmp_path / "out1")
     facts = json.loads((tmp_path / "out1" / "facts.json").read_text())
     assert facts["device"] == "cpu" and facts["torch"]["torch"] and "not found" in facts["nvidia_smi"]["error"]
     assert facts["mps"]["ok"] is False
     counts = s1["counts_this_call"]
-    assert counts["no-mps"] == 3 and counts.get("pending", 0) > 0 and counts["ok"] >= 5  # cut by the deadline
-    assert s1["wall_s"] < 22 and "Traceback" not in first.stdout
+    assert counts.get("pending", 0) > 0 and counts.get("ok", 0) >= 3  # cut by the deadline
+    assert s1["wall_s"] < 26 and "Traceback" not in first.stdout
 
-    second, s2 = _call(tmp_path / "out2", tmp_path, 60, "--resume", str(tmp_path / "out1" / "profiles.parquet"))
+    second, s2 = _call(tmp_path / "out2", tmp_path, 90, "--resume", str(tmp_path / "out1" / "profiles.parquet"))
     assert second.returncode == 0, second.stdout[-3000:]
     _within_limits(tmp_path / "out2")
     assert f"resume: {s1['configurations']} configurations" in second.stdout
     c2 = s2["counts_this_call"]
     assert c2["skipped"] == s1["configurations"] and c2.get("pending", 0) == 0
+    assert counts.get("no-mps", 0) in (0, 3) and c2["no-mps"] == 3  # refused, not stored: each call tries them again
     df = pd.read_parquet(tmp_path / "out2" / "profiles.parquet")
-    assert df.config_key.nunique() == s2["configurations"] == 2 + 3 + 11 + 1  # 2 solos, 3 pairs, 12 more ncf solos
+    assert df.config_key.nunique() == s2["configurations"] == 2 + 3 + 12 + 6  # 2 solos, 3 pairs, 12 more ncf solos, 6 more cifar10 solos
     assert df.groupby("config_key").size().max() == 2 and set(df.status) == {"ok"}
     pairs = df[df.kind == "pair"]
     assert set(pairs["mode"]) == {"timeslice"} and pairs.xi.notna().all() and (pairs.xi > 0).all()
