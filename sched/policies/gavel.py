@@ -112,7 +112,8 @@ class Gavel(Policy):
     simplified = (
         "one GPU type; pairs of equal GPU count only (unequal=True: Gimbal's relaxation); LP over the oldest max_jobs_in_lp jobs and each job's"
         " max_partners_per_job best partners; ties refined by max total throughput; equal priority weights;"
-        " ξ known (no throughput estimation, §6); placement by the engine's strategy"
+        " ξ known (no throughput estimation, §6); placement by the engine's strategy; rounds of exactly round_s"
+        " (Gavel's simulator runs whole steps: a job gets round_s less a fraction of a step)"
     )
     Params = GavelParams
     shares_gpus = True
