@@ -1,7 +1,8 @@
 """Conformance: schedlab's baselines against their authors' own simulators, job for job (issue #23).
 
-For now the Tiresias simulator (github.com/SymbioticLab/Tiresias, ``simulator/``): its ``dlas-gpu``
-(Tiresias, two queues split at 3,600 GPU-s), ``dlas-gpu-8`` (the same with promote knob 8),
+The Tiresias simulator (github.com/SymbioticLab/Tiresias, ``simulator/``; Gavel's simulator is in
+``conformance_gavel.py``, which shares :func:`compare`): its ``dlas-gpu`` (Tiresias, two queues split
+at 3,600 GPU-s), ``dlas-gpu-8`` (the same with promote knob 8),
 ``shortest`` (SRTF) and ``fifo``, all with its ``count`` placement (GPUs are counted, not placed) and
 no restart cost, against schedlab's ``tiresias`` (``semantics: code``), ``srtf`` and ``fifo`` on the
 same traces, in the simulator's own CSV format, on 32 servers x 4 GPUs (its ``n32g4.csv``).

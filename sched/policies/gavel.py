@@ -22,7 +22,11 @@ re-solved at the next round boundary at least ``reallocation_interval_s`` after 
 scheduler.py's ``minimum_time_between_allocation_resets`` = 1,920 s), or at once when no active job
 has an allocation. A re-solve resets the time-received counters, carrying the difference into the
 deficits, as Gavel does. GPUs freed mid-round stay idle until the next round, as in Gavel's
-simulator, except that an arrival on an idle cluster starts a round at once.
+simulator, except that an arrival on an idle cluster starts a round at once. ``resolve_after_start``
+(default, as Gavel's code; off: every re-solve starts the interval): Gavel's simulator
+(scheduler.py ``_update_priorities``) reads a last reset time of 0 as "never reset", so after its
+first re-solve at time 0 the next arrival or completion re-solves at the next round, without waiting
+for the interval (on its 96-job trace, at 720 s instead of 1,920 s).
 
 LP size: at most ``max_jobs_in_lp`` active jobs (the oldest; default 100), the others run only as
 fill; at most ``max_partners_per_job`` (default 8) pair columns per job, its best partners by combined
@@ -32,6 +36,14 @@ combined normalised throughput ``1/ξ_a + 1/ξ_b`` exceeds 1. Gavel's code consi
 equal scale factor with non-zero throughput; dropping pairs with combined throughput <= 1 loses
 nothing (time-slicing the two jobs alone gives the same progress for no more GPU time), and the
 partner cap did not lower the optimum on the replays we checked (analytic ξ and Gavel's table).
+
+LP ties: the second LP stage may lower the minimum by ``refine_tolerance`` (relative, default 1e-6)
+to raise the total throughput. Where the minimum already uses every GPU, the slack this frees goes to
+one job (a simplex vertex), so jobs that Gavel's solver (ECOS, an interior-point method) gives equal
+shares get shares differing in the sixth digit, and the ranking (X / time received) puts that job
+first; ``refine_tolerance: 0`` keeps the minimum at its optimum. HiGHS' simplex also leaves dust in
+the last bits (one of five equal 4-GPU jobs at 0.1111111111111096 instead of 0.1111111111111111), which
+ECOS does not; ``allocation_decimals: 9`` rounds it away, so that equal jobs rank by the next keys.
 
 Unequal pairs (Gimbal §7.2's relaxed Gavel, spec ``gimbal.md`` A14; off by default): with
 ``unequal=True`` a pair may join jobs of different GPU counts. The combination holds the larger job's
@@ -56,7 +68,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.gavel_lp import RepeatSolver, build_problem
+from schedlab.sched.policies.gavel_lp import STAGE_TOLERANCE, RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:
@@ -77,6 +89,13 @@ class GavelParams(BaseModel):
     reallocation_interval_s: float = Field(
         default=1920.0, ge=0, description="least time between LP re-solves (Gavel scheduler.py default)"
     )
+    resolve_after_start: bool = Field(
+        default=True, description="Gavel's simulator: a re-solve at time 0 does not start the interval")
+    refine_tolerance: float = Field(
+        default=STAGE_TOLERANCE, ge=0, lt=1,
+        description="how far below its optimum (relative) the LP's second stage may push the minimum")
+    allocation_decimals: int | None = Field(
+        default=None, ge=1, le=15, description="round the LP's X to this many decimals (None: as solved)")
     max_jobs_in_lp: int = Field(default=100, ge=1, description="oldest active jobs the LP allocates")
     max_partners_per_job: int = Field(
         default=8, ge=1, description="a job's best partners (by combined throughput) kept as LP pair columns"
@@ -93,7 +112,8 @@ class Gavel(Policy):
     simplified = (
         "one GPU type; pairs of equal GPU count only (unequal=True: Gimbal's relaxation); LP over the oldest max_jobs_in_lp jobs and each job's"
         " max_partners_per_job best partners; ties refined by max total throughput; equal priority weights;"
-        " ξ known (no throughput estimation, §6); placement by the engine's strategy"
+        " ξ known (no throughput estimation, §6); placement by the engine's strategy; rounds of exactly round_s"
+        " (Gavel's simulator runs whole steps: a job gets round_s less a fraction of a step)"
     )
     Params = GavelParams
     shares_gpus = True
@@ -109,6 +129,7 @@ class Gavel(Policy):
         self.current: dict[tuple[int, ...], None] = {}  # combinations running this round (as a set)
         self.round_start = 0.0
         self.last_solve = -math.inf
+        self.interval_start = -math.inf  # when the re-solve interval last started (see _reallocate)
         self.stale = False
         self.round_due = False
         self.timer_seq = 0
@@ -180,7 +201,7 @@ class Gavel(Policy):
         self.timer_seq += 1  # invalidates a pending timer when a round starts early
         if not self.active:
             return
-        if self.stale and (now - self.last_solve >= self.params.reallocation_interval_s or not self.alloc):
+        if self.stale and (now - self.interval_start >= self.params.reallocation_interval_s or not self.alloc):
             self._reallocate(engine)
         self._apply(engine, self._plan(engine))
         self.round_start = now
@@ -217,10 +238,11 @@ class Gavel(Policy):
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
         remaining = [engine.remaining(j) for j in jobs] if self.params.objective == "makespan" else None
-        solution = self.lp.solve(problem, self.params.objective, remaining)
+        solution = self.lp.solve(problem, self.params.objective, remaining, self.params.refine_tolerance)
         self.lp_solve_times.append(solution.seconds)
         x = solution.x  # the combinations above the floor, in column order (the same dict as a loop over all)
-        xs, alloc, combos_of = x.tolist(), {}, {}
+        digits = self.params.allocation_decimals
+        xs, alloc, combos_of = (x if digits is None else np.round(x, digits)).tolist(), {}, {}
         for c in np.flatnonzero(x > ALLOCATION_FLOOR).tolist():
             combo = combos[c]
             if len(combo) == 1:
@@ -235,6 +257,7 @@ class Gavel(Policy):
         self.alloc, self.combos_of = alloc, combos_of
         self.table = _AllocTable(alloc, deficit, {j.index: j.num_gpus for j in jobs})
         self.last_solve = now
+        self.interval_start = -math.inf if now == 0 and self.params.resolve_after_start else now
         self.stale = False
         moved.update(i for (i, *rest) in alloc if not rest)
         self._refill([i for i in moved if (i,) not in alloc and i in active], [i for i in moved if (i,) in alloc])

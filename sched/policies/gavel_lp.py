@@ -20,9 +20,10 @@ throughput is multiplied by the scale factor, as Gavel's policies do, so a k-GPU
 ``s`` maximises ``min_j thr_j / remaining_j`` = 1/T, the same optimum Gavel finds by binary search on T.
 
 Both objectives leave ties (the max-min LP says nothing about capacity the minimum does not need),
-so a second LP keeps ``s`` at its optimum (within 1e-6 relative) and maximises the GPU-weighted
-total throughput ``Σ_j gpus_j · thr_j``: a lexicographic refinement that is ours, not Gavel's (its
-basic LP leaves the choice to the solver; its water-filling variant is the paper's answer).
+so a second LP keeps ``s`` at its optimum (within ``tolerance``, 1e-6 relative by default) and
+maximises the GPU-weighted total throughput ``Σ_j gpus_j · thr_j``: a lexicographic refinement that is
+ours, not Gavel's (its basic LP leaves the choice to the solver, ECOS, an interior-point method that
+gives equal jobs equal shares; its water-filling variant is the paper's answer).
 """
 
 from __future__ import annotations
@@ -94,10 +95,13 @@ def build_problem(job_gpus, combos, rates, capacity: int) -> Problem:
     return Problem(job_gpus, combo_gpus, entry_combo, entry_job, entry_rate, int(capacity))
 
 
-def solve(problem: Problem, objective: str, remaining=None) -> Solution:
-    """Solve ``objective`` (see the module docstring); ``remaining`` (solo seconds per job) for makespan."""
+def solve(problem: Problem, objective: str, remaining=None, tolerance: float = STAGE_TOLERANCE) -> Solution:
+    """Solve ``objective`` (see the module docstring); ``remaining`` (solo seconds per job) for makespan;
+    ``tolerance``: how far below its optimum (relative) the second stage may push ``s``."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown gavel objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"gavel LP tolerance must be in [0, 1), got {tolerance!r}")
     started = time.perf_counter()
     n, C = problem.num_jobs, problem.num_combos
     if objective == "max_min_fairness":
@@ -121,7 +125,7 @@ def solve(problem: Problem, objective: str, remaining=None) -> Solution:
     if x1 is None:
         raise LPError(f"gavel LP (stage 1, {objective}) failed: {fun}")
     best = float(-fun)
-    lower[aux] = upper[aux] = best * (1 - STAGE_TOLERANCE)
+    lower[aux] = upper[aux] = best * (1 - tolerance)
     second = np.zeros(C + 1)
     second[:C] = -np.bincount(ec, weights=problem.job_gpus[ej] * er, minlength=C)
     x2, _ = model.solve(second, lower, upper)
@@ -138,21 +142,21 @@ class RepeatSolver:
     outside the ``max_jobs_in_lp`` window). ``seconds`` of a repeat is the time of the comparison."""
 
     def __init__(self) -> None:
-        self.last: tuple | None = None  # (problem, objective, remaining, solution)
+        self.last: tuple | None = None  # (problem, objective, remaining, tolerance, solution)
 
-    def solve(self, problem: Problem, objective: str, remaining=None) -> Solution:
+    def solve(self, problem: Problem, objective: str, remaining=None, tolerance: float = STAGE_TOLERANCE) -> Solution:
         started = time.perf_counter()
         remaining = None if remaining is None else np.asarray(remaining, dtype=float)
-        if self.last is not None and self._same(problem, objective, remaining):
-            x, value = self.last[3].x, self.last[3].value
+        if self.last is not None and self._same(problem, objective, remaining, tolerance):
+            x, value = self.last[4].x, self.last[4].value
             return Solution(x=x, value=value, seconds=time.perf_counter() - started)
-        solution = solve(problem, objective, remaining)
-        self.last = (problem, objective, remaining, solution)
+        solution = solve(problem, objective, remaining, tolerance)
+        self.last = (problem, objective, remaining, tolerance, solution)
         return solution
 
-    def _same(self, problem: Problem, objective: str, remaining) -> bool:
-        old, old_objective, old_remaining, _ = self.last
-        if objective != old_objective or old.capacity != problem.capacity:
+    def _same(self, problem: Problem, objective: str, remaining, tolerance: float) -> bool:
+        old, old_objective, old_remaining, old_tolerance, _ = self.last
+        if objective != old_objective or old.capacity != problem.capacity or tolerance != old_tolerance:
             return False
         if (remaining is None) != (old_remaining is None) or (
                 remaining is not None and not np.array_equal(remaining, old_remaining)):
