@@ -30,8 +30,8 @@ window, in the options:
 ``num_jobs`` (or ``sample``; default 160) jobs are drawn without replacement; everything is drawn
 from one ``numpy`` generator seeded with ``seed``, so a workload is a function of (file, options).
 Its times are re-based on the first job (``time_origin='first-job'``, the Castor and SJF-BSBF set-ups'
-recorded figures); ``time_origin='file'`` keeps the window's clock (not with ``busiest_hours``,
-whose times are the trace's own).
+recorded figures); ``time_origin='file'`` keeps the window's clock (with ``busiest_hours``, the
+Philly trace's own clock: days from its start).
 """
 
 from __future__ import annotations
