@@ -31,7 +31,7 @@ window, in the options:
 from one ``numpy`` generator seeded with ``seed``, so a workload is a function of (file, options).
 Its times are re-based on the first job (``time_origin='first-job'``, the Castor and SJF-BSBF set-ups'
 recorded figures); ``time_origin='file'`` keeps the window's clock (with ``busiest_hours``, the
-Philly trace's own clock: days from its start).
+Philly trace's own clock: Unix-epoch seconds).
 """
 
 from __future__ import annotations
