@@ -25,7 +25,7 @@ from schedlab.sched.placement import STRATEGIES
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
-from schedlab.sched.traces import FORMATS, LoadOptions, TraceError, load_trace, path_problem
+from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, load_trace, path_problem
 
 DEFAULT_CLUSTER = "castor-sim"
 
@@ -130,9 +130,14 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--num-jobs", type=checks.count, metavar="N", help="synthetic trace: number of jobs (N >= 1)")
     p.add_argument("--load", type=checks.number(float, gt=0), default=1.0,
                    help="load scaling: submit times divided by this (> 0; default 1)")
-    p.add_argument("--start", type=checks.seconds, help="time window start (s from trace start, >= 0)")
-    p.add_argument("--end", type=checks.number(float, gt=0), help="time window end (s from trace start, > --start)")
+    p.add_argument("--start", type=checks.seconds, help="time window start (s from the time origin, >= 0)")
+    p.add_argument("--end", type=checks.number(float, gt=0), help="time window end (s from the time origin, > --start)")
     p.add_argument("--vc", action="append", help="keep only these VCs (repeatable)")
+    p.add_argument("--time-origin", choices=list(TIME_ORIGINS),
+                   help="which trace time becomes the replay's 0: first-job (the earliest job kept; --start/--end"
+                   " count from the earliest job read; the default) or file (the file's own clock, which --start/--end"
+                   " count from too; the default of --format pollux, whose 60 s rounds count from it as in Pollux's"
+                   " simulator)")
     p.add_argument("--on-oversize", default="error", choices=["error", "drop", "clip"],
                    help="a job larger than the cluster: stop with an error (default), drop it, or clip its GPUs")
     p.add_argument("--on-bad-duration", default="error", choices=["error", "drop"],
@@ -175,7 +180,8 @@ def _policy_params(pairs: list[str], policies: list[str]) -> dict[str, dict[str,
 
 #: LoadOptions fields as the replay options that set them (for messages)
 LOAD_OPTION_NAMES = {"start": "--start", "end": "--end", "vcs": "--vc", "max_jobs": "--max-jobs", "load": "--load",
-                     "seed": "--seed", "num_jobs": "--num-jobs", "max_gpus": "--cluster"}
+                     "seed": "--seed", "num_jobs": "--num-jobs", "max_gpus": "--cluster",
+                     "time_origin": "--time-origin"}
 
 
 def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], Any, LoadOptions, str | None]:
@@ -222,7 +228,7 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
             max_gpus=cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
             on_oversize=args.on_oversize, on_bad_duration=args.on_bad_duration,
             on_duplicate_id=args.on_duplicate_id, on_unsorted=args.on_unsorted,
-            seed=args.seed, num_jobs=args.num_jobs,
+            seed=args.seed, num_jobs=args.num_jobs, time_origin=args.time_origin,
         )
     except ValidationError as err:
         raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
@@ -330,6 +336,10 @@ def _check_tracking() -> str:
     return uri
 
 
+#: the load options ``--track`` records as ``trace.option.*`` where given
+TRACKED_LOAD_OPTIONS = ("max_jobs", "num_jobs", "load", "start", "end", "vc", "time_origin")
+
+
 @contextlib.contextmanager
 def _tracked(args: argparse.Namespace, uri: str | None, params: dict, source: str, total_gpus: int,
              out: Path) -> Iterator[Any]:
@@ -348,8 +358,7 @@ def _tracked(args: argparse.Namespace, uri: str | None, params: dict, source: st
               "seed": args.seed, "placement": args.placement, "interference": args.interference,
               "iteration_time": args.iteration_time, "trace.annotate": args.annotate,
               "code_version": tracking.code_version(),
-              **{f"trace.option.{k}": getattr(args, k) for k in ("max_jobs", "num_jobs", "load", "start", "end", "vc")
-                 if getattr(args, k) is not None},
+              **{f"trace.option.{k}": getattr(args, k) for k in TRACKED_LOAD_OPTIONS if getattr(args, k) is not None},
               **{f"inference.{k}": v for k, v in (args.loan.model_dump() if args.loan else {}).items()}}
     config = {"*": shared, **{name: {
         "preemption_overhead_s": mlflow_view.preemption_overhead(name, args.preemption_overhead),

@@ -28,15 +28,11 @@ LYRA_WINDOW_START_S = 3_456_000.0  # lyra-scaling.yaml's window (the busiest 15 
 
 
 def study_table(data: Path, workload: int):
-    import pandas as pd
-
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.replay import prepare_table
     from schedlab.sched.traces import load_trace
 
-    path = data / "workloads" / f"workload-{workload}.csv"
-    table, _ = load_trace(path, "pollux")
-    table["submit_time"] += float(pd.read_csv(path, usecols=["time"])["time"].min())
+    table, _ = load_trace(data / "workloads" / f"workload-{workload}.csv", "pollux")  # the file's clock
     return prepare_table(table, load_cluster(CLUSTER), goodput_root=data)[0]
 
 

@@ -5,13 +5,15 @@
 wall time. Cells go to the workers slowest first (pollux, highest load first) and each is printed
 as it completes. ``--speed`` instead times one replay of workload-6 per policy: cold (a fresh Python
 process: the replay alone, and the whole process with imports, data loading and preparation) and
-warm (a second replay in the same process).
+warm (a second replay in the same process). ``--check-cli`` also replays each cell through
+``schedlab replay --format pollux`` (the CLI's own code, in the worker) and reports whether its
+average JCT equals the benchmark's, cell by cell.
 
     python benchmarks/pollux_study.py [--data ../shared/data/profiles/pollux] [--workers 2]
-        [--policies tiresias optimus pollux] [--workloads 1 .. 8] [--loads 0.5 1.0 1.5 2.0]
+        [--policies tiresias optimus pollux] [--workloads 1 .. 8] [--loads 0.5 1.0 1.5 2.0] [--check-cli]
 
-The study's rounds are aligned to its workload clock (t = 0 is the window's start); our loader
-rebases the first arrival to 0, so each replay shifts the table back by the file's first time.
+The study's rounds are aligned to its workload clock (t = 0 is the window's start): the ``pollux``
+loader keeps the file's clock (``time_origin='file'``, its default), as every replay of the format does.
 """
 
 from __future__ import annotations
@@ -45,24 +47,47 @@ STUDY = {
 }
 
 
-def replay_cell(data: str, policy: str, workload: int, load: float) -> dict:
-    """One replay (runs on a Dask worker): the average JCT and its wall time."""
-    os.environ["SCHEDLAB_POLLUX_DATA"] = data
-    import pandas as pd
+def workload_path(data: str | Path, workload: int, load: float) -> Path:
+    """The study's workload file of a cell."""
+    return Path(data) / FOLDERS[load] / f"workload-{workload}.csv"
 
+
+def replay_cell(data: str, policy: str, workload: int, load: float, check_cli: bool = False) -> dict:
+    """One replay (runs on a Dask worker): the average JCT and its wall time; with ``check_cli``
+    also the CLI's average JCT for the same cell (``cli_avg_jct_s``)."""
+    os.environ["SCHEDLAB_POLLUX_DATA"] = data
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import load_trace
 
-    path = Path(data) / FOLDERS[load] / f"workload-{workload}.csv"
-    table, _ = load_trace(path, "pollux")
-    table["submit_time"] += float(pd.read_csv(path, usecols=["time"])["time"].min())
+    table, _ = load_trace(workload_path(data, workload, load), "pollux")
     cluster = load_cluster(CLUSTER)
     prepared, _ = prepare_table(table, cluster, goodput_root=data)
     start, cpu = time.perf_counter(), time.process_time()
     result = replay(prepared, cluster, policy, goodput_root=data)
-    return {"policy": policy, "workload": workload, "load": load, "avg_jct_s": result.summary["avg_jct_s"],
+    cell = {"policy": policy, "workload": workload, "load": load, "avg_jct_s": result.summary["avg_jct_s"],
             "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+    if check_cli:
+        cell["cli_avg_jct_s"] = cli_cell(data, policy, workload, load)
+    return cell
+
+
+def cli_cell(data: str, policy: str, workload: int, load: float) -> float:
+    """The cell's average JCT as ``schedlab replay --format pollux`` reports it (its summary.json)."""
+    import contextlib
+    import tempfile
+
+    from schedlab.cli import main as cli_main
+
+    os.environ["SCHEDLAB_POLLUX_DATA"] = data
+    with tempfile.TemporaryDirectory(prefix="pollux-study-cli-") as tmp:
+        argv = ["replay", "--trace", str(workload_path(data, workload, load)), "--format", "pollux",
+                "--cluster", CLUSTER, "--policy", policy, "--out", tmp, "--overwrite", "--no-progress"]
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # its table: not wanted here
+            code = cli_main(argv)
+        if code:
+            raise RuntimeError(f"schedlab {' '.join(argv)} exited {code}")
+        return json.loads((Path(tmp) / "summary.json").read_text())["avg_jct_s"]
 
 
 def main() -> None:
@@ -73,6 +98,8 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", type=int, default=list(range(1, 9)))
     parser.add_argument("--loads", nargs="+", type=float, default=[0.5, 1.0, 1.5, 2.0])
     parser.add_argument("--speed", action="store_true", help="time one workload-6 replay per policy instead")
+    parser.add_argument("--check-cli", action="store_true",
+                        help="also replay each cell through `schedlab replay` and compare its average JCT")
     parser.add_argument("--one", nargs=3, metavar=("POLICY", "WORKLOAD", "LOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (Path(args.data) / "traces").is_dir():
@@ -106,15 +133,17 @@ def main() -> None:
     results = []
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
             Client(lc) as client:
-        futures = [client.submit(replay_cell, args.data, p, w, load, pure=False, priority=-i)
+        futures = [client.submit(replay_cell, args.data, p, w, load, args.check_cli, pure=False, priority=-i)
                    for i, (p, w, load) in enumerate(cells)]
         for future in as_completed(futures):
             r = future.result()
             results.append(r)
             study = STUDY[(r["policy"], r["load"])][r["workload"] - 1]
+            cli = (f", CLI {r['cli_avg_jct_s']:.3f} (equal: {r['cli_avg_jct_s'] == r['avg_jct_s']})"
+                   if args.check_cli else "")
             print(f"[{time.perf_counter() - start:6.0f} s] {r['policy']:9s} w{r['workload']} load {r['load']}:"
-                  f" {r['avg_jct_s']:.0f} / {study} ({r['avg_jct_s'] / study - 1:+.1%}), replay {r['wall_s']:.1f} s"
-                  f" ({r['cpu_s']:.1f} s CPU)",
+                  f" {r['avg_jct_s']:.3f} / {study} ({r['avg_jct_s'] / study - 1:+.1%}){cli},"
+                  f" replay {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s CPU)",
                   flush=True)
     wall = time.perf_counter() - start
     got = {(r["policy"], r["workload"], r["load"]): r for r in results}
@@ -133,6 +162,9 @@ def main() -> None:
         order = all(got[("pollux", w, 1.0)]["avg_jct_s"] < got[("tiresias", w, 1.0)]["avg_jct_s"]
                     < got[("optimus", w, 1.0)]["avg_jct_s"] for w in complete)
         print(f"order pollux < tiresias < optimus at load 1.0 on workloads {complete}: {order}")
+    if args.check_cli:
+        equal = sum(r["cli_avg_jct_s"] == r["avg_jct_s"] for r in results)
+        print(f"CLI (schedlab replay --format pollux) equals the benchmark on {equal} of {len(results)} cells")
     cpu = sum(r["cpu_s"] for r in results)
     print(f"CPU time of the replays {cpu:.0f} s: on an idle machine about {cpu / args.workers:.0f} s of wall time"
           f" over {args.workers} workers, plus start-up")

@@ -19,7 +19,7 @@ from schedlab.sched.policies.pollux_ga import GeneticSolver
 from schedlab.sched.policies.pollux_opt import solve
 from schedlab.sched.policies.pollux_problem import JobSpec, Problem, exhaustive, min_node_shapes
 from schedlab.sched.replay import prepare_table, replay
-from schedlab.sched.traces import load_trace
+from schedlab.sched.traces import LoadOptions, load_trace
 
 POLLUX = FIXTURES / "pollux"
 WORKLOAD = POLLUX / "workload-toy.csv"
@@ -127,8 +127,9 @@ class Checked:
         self.checks += 1
 
 
-def fixture_engine(policy: str, params: dict | None = None, cluster: str = "2x4") -> Engine:
-    table, _ = load_trace(WORKLOAD)
+def fixture_engine(policy: str, params: dict | None = None, cluster: str = "2x4",
+                   time_origin: str | None = None) -> Engine:
+    table, _ = load_trace(WORKLOAD, options=LoadOptions(time_origin=time_origin))
     spec = load_cluster(cluster)
     prepared, _ = prepare_table(table, spec, goodput_root=POLLUX)
     decider = make_policy(policy, params)
@@ -203,11 +204,11 @@ def test_pollux_stays_within_the_measured_placements():
 
 # ---- Tiresias+TunedJobs -------------------------------------------------------------------------
 def test_tiresias_tuned_jobs_round_and_stall_by_hand():
-    # toy-0 arrives at 0 (1 GPU, 600 s alone): first round at 60, 30 s stall, done at 690
+    # toy-0 arrives at 100 (the file's clock; 1 GPU, 600 s alone): first round at 120, 30 s stall, done at 750
     engine = fixture_engine("tiresias")
     engine.jobs = engine.jobs[:1]
     engine.run()
-    assert engine.jobs[0].end_time == pytest.approx(690.0)
+    assert engine.jobs[0].end_time == pytest.approx(750.0)
 
 
 def test_tiresias_mode_selection():
@@ -224,10 +225,11 @@ def test_tiresias_mode_selection():
 
 
 def test_tiresias_tuned_skips_what_does_not_fit_and_preempts_demoted_jobs():
-    # 1x4 cluster, threshold 60 GPU-s: by 300 s every running job is in the second queue, so toy-3
-    # (3 GPUs, first queue) starts at its first round, 300 s, preempting them; toy-4 (1 GPU) then fits
-    # beside it only once its turn comes in the queue order
-    engine = fixture_engine("tiresias", {"mode": "tuned-jobs", "queue_thresholds": [60.0]}, cluster="1x4")
+    # 1x4 cluster, threshold 60 GPU-s, the toy re-based on its first job (toy-0 at 0): by 300 s every
+    # running job is in the second queue, so toy-3 (3 GPUs, first queue) starts at its first round,
+    # 300 s, preempting them; toy-4 (1 GPU) then fits beside it only once its turn comes in the queue order
+    engine = fixture_engine("tiresias", {"mode": "tuned-jobs", "queue_thresholds": [60.0]}, cluster="1x4",
+                            time_origin="first-job")
     result = engine.run()
     jobs = {j.job_id: j for j in result.jobs}
     assert all(j.finished for j in result.jobs)

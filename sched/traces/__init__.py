@@ -15,11 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from . import alibaba_pai, canonical, helios, itp, philly, philly_raw, pollux, synthetic, tiresias
-from .common import JobError, LoadOptions, LoadReport, TraceError, check_file, first_line, path_problem
+from .common import (
+    TIME_ORIGINS, JobError, LoadOptions, LoadReport, TraceError, check_file, first_line, path_problem,
+)
 from .common import Hint
 
-__all__ = ["FORMATS", "JobError", "LoadOptions", "LoadReport", "TraceError", "detect_format", "load_trace",
-           "path_problem"]
+__all__ = ["FORMATS", "TIME_ORIGINS", "JobError", "LoadOptions", "LoadReport", "TraceError", "detect_format",
+           "load_trace", "path_problem"]
 
 #: format name -> ``load(source, options=None) -> (table, report)``
 FORMATS: dict[str, Callable[..., tuple[pd.DataFrame, LoadReport]]] = {

@@ -6,13 +6,23 @@ A format module only *reads* its file into a :class:`Raw` table (canonical colum
 
 0. implausible times (not finite, or beyond ``MAX_SECONDS``), negative submit times -> error
 1. unsorted submit times     -> error, or stable sort (``on_unsorted``; counted in ``repaired``)
-2. time window ``start/end`` -> on submit_time minus the trace start (earliest submit time read)
+2. time window ``start/end`` -> on submit_time minus the time origin (``time_origin``, below)
 3. VC filter ``vcs``
 4. bad durations (NaN/zero/negative) -> ``on_bad_duration``
 5. demand larger than the cluster (``max_gpus``) -> ``on_oversize``
 6. duplicate job ids          -> ``on_duplicate_id`` (first occurrence wins)
 7. sort by (submit_time, job_id), keep the first ``max_jobs``
-8. rebase (earliest kept job at 0) and load scaling (submit_time / load)
+8. rebase (``time_origin``) and load scaling (submit_time / load)
+
+``time_origin`` says which trace time becomes the replay's 0 (:data:`TIME_ORIGINS`): ``first-job``
+(every format but ``pollux``) puts the earliest kept job at 0 and counts the window from the earliest
+submit time read; ``file`` (``pollux``'s default) keeps the file's own clock, so both count from
+the file's time 0. Per-job JCT (end - submit) and makespan (last end - first submit, not from 0) do
+not depend on it; what does is any grid on the absolute replay clock: the 60 s rounds of
+``pollux``/``optimus``/``afs``/``tiresias`` on goodput workloads (a job arriving at ``t`` waits for
+the first multiple of 60 s >= ``t``, as in Pollux's simulator) and the lending period of
+``--inference-load``. Event-driven policies give the same schedule shifted in time (their times
+may differ in the last float bits).
 
 With a window or ``max_jobs``, a format whose reader takes ``rows=`` reads only the rows it needs
 (:mod:`.stream`); :class:`Raw` ``.scan`` then carries what steps 1-2 need from the whole file.
@@ -37,7 +47,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -49,6 +59,9 @@ from schedlab.sched.strict import UserModel
 from ..jobtable import CANONICAL_COLUMNS, in_canonical_order
 
 ROW_CONVENTION = "rows are 1-based data rows, header excluded"
+#: which trace time becomes the replay's 0 (module docstring); ``first-job`` is the default but for ``pollux``
+TimeOrigin = Literal["first-job", "file"]
+TIME_ORIGINS: tuple[str, ...] = get_args(TimeOrigin)
 _NO_VALUE = object()
 
 
@@ -141,7 +154,7 @@ class LoadOptions(UserModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    start: float | None = None  # window on submit_time, seconds from trace start (before rebasing)
+    start: float | None = None  # window on submit_time, seconds from the time origin (before load scaling)
     end: float | None = None  # exclusive
     vcs: list[str] | None = None
     max_jobs: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # first N jobs after filters, in submit order
@@ -158,6 +171,8 @@ class LoadOptions(UserModel):
     # among the windows that hold at least ``sample`` jobs
     busiest_hours: float | None = Field(default=None, gt=0)
     sample: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # random sample of N jobs (seeded), after the window
+    # which trace time becomes the replay's 0 (module docstring); None: the format's own default
+    time_origin: TimeOrigin | None = None
 
     @model_validator(mode="after")
     def _window(self) -> LoadOptions:
@@ -612,7 +627,9 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         df = df.sort_values("submit_time", kind="stable")
 
     # 2-3. window and VC filter
-    t0 = scan.t0 if scan else float(st.min()) if len(st) else 0.0
+    keep_clock = origin(options) == "file"
+    first = scan.t0 if scan else float(st.min()) if len(st) else 0.0  # the earliest submit time read
+    t0 = 0.0 if keep_clock else first  # what the window counts from
     rel = df["submit_time"] - t0
     if options.start is not None:
         df = drop(rel < options.start, "outside_window")
@@ -685,11 +702,11 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         df = df.iloc[: options.max_jobs]
 
     if not len(df):
-        raise NothingLeft(file, _nothing_left(raw, dropped, options, t0, st))
+        raise NothingLeft(file, _nothing_left(raw, dropped, options, t0, first, st))
 
     # 8. rebase and load scaling (deadlines keep their slack after submission)
     df = df.reset_index(drop=True)
-    base = float(df["submit_time"].min()) if len(df) else 0.0
+    base = 0.0 if keep_clock else float(df["submit_time"].min())
     submit = (df["submit_time"] - base) / options.load
     if "deadline" in df.columns:
         df["deadline"] = submit + (df["deadline"] - df["submit_time"])
@@ -705,7 +722,14 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     return out, report
 
 
-def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: float, st: np.ndarray) -> str:
+def origin(options: LoadOptions) -> str:
+    """The time origin a load uses: ``options.time_origin``, else ``first-job`` (a format whose default
+    differs, ``pollux``, sets it before :func:`finalize`)."""
+    return options.time_origin or "first-job"
+
+
+def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: float, first: float,
+                  st: np.ndarray) -> str:
     """Why no job is left to replay: an empty file, or the reasons every job read was dropped (with
     the filter that matches no job of the file at all, where one does)."""
     if raw.read == 0:
@@ -719,11 +743,12 @@ def _nothing_left(raw: Raw, dropped: Counter[str], options: LoadOptions, t0: flo
     if options.end is not None:
         in_window &= rel < options.end
     n_window, span = (raw.scan.in_window, raw.scan.span) if raw.scan else (
-        int(in_window.sum()), float(rel.max()) if len(rel) else 0.0)
+        int(in_window.sum()), float(st.max()) - first if len(st) else 0.0)
     if not n_window and (options.start is not None or options.end is not None):
+        zero = "the trace start" if t0 == first else "the file's time 0"
         why.append(f"no job is submitted in the window [{options.start or 0:g}, "
                    f"{'end' if options.end is None else format(options.end, 'g')}) s; submit times "
-                   f"span 0 to {span:g} s from the trace start")
+                   f"span {first - t0:g} to {first - t0 + span:g} s from {zero}")
     # (a streamed read that left rows unread does not know every VC of the file)
     if options.vcs is not None and not (raw.scan and raw.scan.unread) and not raw.df["vc"].isin(options.vcs).any():
         found = sorted(raw.df["vc"].dropna().astype(str).unique())

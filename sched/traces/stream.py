@@ -3,7 +3,8 @@
 1. **Scan** the submit-time column of the whole file, and only that column (CSV: in chunks of
    ``CHUNK`` rows; Parquet: that one column), each chunk parsed as the whole-file read parses it.
    This gives the trace start, the file-order check and every row's submit time.
-2. **Select** the rows submitted in ``[start, end)`` (from the trace start), and of those, with
+2. **Select** the rows submitted in ``[start, end)`` (from the time origin: the trace start, or
+   the file's time 0 with ``time_origin='file'``), and of those, with
    ``max_jobs``, the first ``k`` in submit order (with every row tied with the k-th), ``k`` starting
    at ``max_jobs``.
 3. **Read** only the selected rows, with the format's own reader, and :func:`~.common.finalize`
@@ -43,7 +44,7 @@ import pandas as pd
 
 from .common import (
     MAX_SECONDS, NA_STRINGS, LoadOptions, LoadReport, NothingLeft, Reader, Scan, TraceError, _header, finalize,
-    seconds,
+    origin, seconds,
 )
 
 #: rows per chunk, in the scan and in reading selected rows
@@ -187,8 +188,8 @@ def load_streamed(
     if late and options.on_unsorted == "error":
         return None
     t0 = float(st.min())
-    rel = st - t0
-    span = float(rel.max())
+    span = float(st.max()) - t0
+    rel = st if origin(options) == "file" else st - t0  # the window counts from the time origin
     w, sw = pos, st  # the window's rows (positions in the file) and their submit times
     if options.start is not None or options.end is not None:
         window = np.ones(len(st), bool)
