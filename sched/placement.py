@@ -9,20 +9,20 @@ counts GPUs, gives the same schedules); they differ in which servers they pick:
 
 - ``fewest-servers`` (old name ``consolidated``, still accepted): one server if any can hold the job
   (the best-fitting one, then the lowest); otherwise the servers with the most free GPUs first, which
-  spreads the job over as few servers as the free GPUs allow. Castor §5.2.2 (Alg. 1 lines 6-7) and
-  SJF-BSBF §V-B2 place this way: "if there are enough GPUs", "as consolidated on the nodes as possible".
+  spreads the job over as few servers as the free GPUs allow. Castor §5.2.2 and SJF-BSBF §V-B2 (their
+  Alg. 1 lines 6-7) place this way: once enough GPUs are free, free GPUs as consolidated as possible.
 - ``best-fit``: fill the fullest servers first (least free GPUs that still help), which keeps whole
   servers free for large jobs but may spread a job over more servers.
 - ``random``: free GPUs drawn uniformly at random (seeded), the placement-agnostic baseline.
 
 Refused although enough GPUs are free (fragmentation makes a job wait):
 
-- ``strict-consolidated``: the Tiresias simulator's ``yarn`` scheme (``simulator/switch.py``,
-  ``ms_yarn_alloc_res``; Lucid's and Gandiva's consolidation likewise): a job of at most one server's
-  GPUs runs on one server, the lowest-numbered with enough free GPUs; a larger job gets
-  ``demand // gpus_per_server`` whole free servers (the lowest-numbered) and, for the rest, the
-  lowest-numbered other server with enough free GPUs, i.e. the fewest servers a job can span. Gimbal §4
-  ("each job placed on the theoretically smallest number of nodes") asks for this.
+- ``strict-consolidated``: the Tiresias simulator's ``yarn`` scheme (959f9b0, ``simulator/switch.py``
+  ``ms_yarn_alloc_res``; its per-switch, CPU and memory checks do not bind on one switch of 4-GPU
+  nodes): a job of at most one server's GPUs runs on one server, the lowest-numbered with enough free
+  GPUs; a larger job gets ``demand // gpus_per_server`` whole free servers (the lowest-numbered) and,
+  for the rest, the lowest-numbered other server with enough free GPUs: the fewest servers a job can
+  span, which Gimbal §5.1 asks for ("each job placed on the theoretically smallest number of nodes").
 """
 
 from __future__ import annotations
