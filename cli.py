@@ -21,7 +21,7 @@ from schedlab.flows.cli import interrupted_by, register as register_flows
 from schedlab.profiling.cli import register as register_profile
 from schedlab.sched.cluster import ClusterError, load_cluster
 from schedlab.sched.outdir import os_reason
-from schedlab.sched.placement import STRATEGIES
+from schedlab.sched.placement import ALIASES, DEFAULT, STRATEGIES, canonical_placement, check_policy
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
@@ -96,8 +96,9 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", nargs="+", default=list(BASELINES), help="policies (default: all baselines)")
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML)")
-    p.add_argument("--placement", default="consolidated", choices=list(STRATEGIES),
-                   help="which free GPUs a job gets (default: consolidated)")
+    p.add_argument("--placement", default=DEFAULT, metavar="{" + ",".join([*STRATEGIES, *ALIASES]) + "}",
+                   help=f"which free GPUs a job gets (default: {DEFAULT}; consolidated is the old name of"
+                   " fewest-servers; strict-consolidated keeps a job on the fewest servers it can span, or waits)")
     p.add_argument("--interference", default="analytic",
                    help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI,"
                    " mpscap[:rho=R][:eta=E]:BASE (MPS caps, Gimbal)")
@@ -199,6 +200,12 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
             make_policy(name, params[name])
         except ValueError as err:
             raise ValueError(f"--set: {err}") from None
+    try:
+        args.placement = canonical_placement(args.placement)
+        for name in args.policy:
+            check_policy(args.placement, name, POLICIES[name].waits_when_refused)
+    except ValueError as err:
+        raise ValueError(f"--placement: {err}") from None
     try:
         cluster = load_cluster(args.cluster)
     except ClusterError as err:

@@ -10,9 +10,10 @@ temporary copy of ``simulator/`` to which this script applies
   two queues split at 3,600 GPU-seconds, the README's example 1;
 - ``FIXES``, four one-line fixes of bugs in the simulator (below), each checked to apply exactly once;
 
-and runs ``python2.7 run_sim.py --cluster_spec=<32 x 4 GPUs> --scheme=count --trace_file=<trace>
+and runs ``python2.7 run_sim.py --cluster_spec=<32 x 4 GPUs> --scheme=<count | yarn> --trace_file=<trace>
 --schedule=<dlas-gpu | dlas-gpu-8 | shortest | fifo> --log_path=<tmp>`` (its ``n32g4.csv`` cluster; the
-``count`` placement counts GPUs, as schedlab's engine does when any free GPUs will do). Its
+``count`` placement counts GPUs, as schedlab's ``fewest-servers`` does in effect; ``yarn`` places a job
+on one node, or on whole nodes plus one for the rest, as ``strict-consolidated`` does). Its
 ``lp.py`` imports ``cplex`` at module level though only ``--scheme=balance`` uses it: a stub package
 ``cplex`` is put on its ``PYTHONPATH`` from a temporary folder. ``--py2-path`` must give numpy for
 Python 2 (``pip install --target DIR numpy==1.16.6``).
@@ -41,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import CASES, FIXTURES, PHILLY, TRACES, philly_trace, write_trace  # noqa: E402
+from conformance import CASES, FIXTURES, PHILLY, PLACEMENTS, TRACES, philly_trace, write_trace  # noqa: E402
 
 PEER_REPO = "github.com/SymbioticLab/Tiresias"
 PEER_COMMIT = "959f9b08f44fa1b4f2b3aed79b01e4d439264a94"
@@ -110,9 +111,10 @@ def prepare(peer: Path, thresholds: list[int], into: Path) -> Path:
     return sim
 
 
-def run_peer(sim: Path, trace: Path, schedule: str, python: str, py2_path: str) -> tuple[pd.DataFrame, list[str]]:
+def run_peer(sim: Path, trace: Path, schedule: str, scheme: str, python: str,
+             py2_path: str) -> tuple[pd.DataFrame, list[str]]:
     log = sim.parent / f"log-{schedule}-{trace.stem}"
-    argv = [python, "run_sim.py", "--cluster_spec=n32g4-conformance.csv", "--scheme=count",
+    argv = [python, "run_sim.py", "--cluster_spec=n32g4-conformance.csv", f"--scheme={scheme}",
             f"--trace_file={trace}", f"--schedule={schedule}", f"--log_path={log}"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([py2_path, str(sim.parent / "stub")]))
     out = subprocess.run(argv, cwd=sim, env=env, capture_output=True, text=True, check=False)
@@ -147,20 +149,21 @@ def main() -> None:
         "traces": {name: {"jobs": n, "seed": seed, "made_by": "benchmarks/conformance.py philly_trace",
                           "source": "philly_jobs_pollux.csv (Pollux OSDI'21 artifact)"}
                    for name, (n, seed) in TRACES.items()},
-        "cases": {name: {"schedlab": {"policy": p, "params": prm}, "peer_schedule": s, "thresholds": t}
-                  for name, (p, prm, s, t) in CASES.items()},
+        "cases": {name: {"schedlab": {"policy": p, "params": prm, "placement": PLACEMENTS[scheme]},
+                         "peer_schedule": s, "peer_scheme": scheme, "thresholds": t}
+                  for name, (p, prm, s, t, scheme) in CASES.items()},
     })
     with tempfile.TemporaryDirectory() as tmp:
         for trace in args.trace:
             n, seed = TRACES[trace]
             path = write_trace(philly_trace(n, seed, Path(args.source)), Path(tmp) / f"{trace}.csv")
             for case in args.case:
-                _, _, schedule, thresholds = CASES[case]
+                _, _, schedule, thresholds, scheme = CASES[case]
                 work = Path(tmp) / f"{trace}-{case}"
                 work.mkdir()
                 sim = prepare(Path(args.peer), thresholds, work)
                 started = time.perf_counter()
-                jobs, argv = run_peer(sim, path, schedule, args.python, args.py2_path)
+                jobs, argv = run_peer(sim, path, schedule, scheme, args.python, args.py2_path)
                 seconds = time.perf_counter() - started
                 if len(jobs) != n:
                     raise SystemExit(f"{trace} {case}: the simulator finished {len(jobs)} of {n} jobs")

@@ -6,7 +6,7 @@ best** (fewest free GPUs that still hold it), else on an **empty server** (lowes
 in preference ``tiers`` (Lyra: elastic jobs prefer on-loan inference servers, inelastic jobs
 training servers; a flexible group of servers apart from the base group): a tier is tried in full
 before the next. A job is placed whole or not at all. With ``split`` a worker no single server
-can hold is spread over the servers with the most free GPUs (the engine's ``consolidated``
+can hold is spread over the servers with the most free GPUs (the engine's ``fewest-servers``
 fallback, so BFD never refuses what the baselines' placement would take).
 """
 

@@ -43,7 +43,7 @@ from schedlab.sched import calibration
 from schedlab.sched.cluster import ClusterState
 from schedlab.sched.job import Job, JobSource
 from schedlab.sched.jobtable import JobRecords
-from schedlab.sched.placement import get_strategy
+from schedlab.sched.placement import DEFAULT, check_policy, get_strategy
 
 if TYPE_CHECKING:
     from schedlab.sched.policies.base import Policy
@@ -88,7 +88,7 @@ class Engine:
         jobs: list[Job] | JobSource,
         cluster: ClusterState,
         policy: Policy,
-        placement: str = "consolidated",
+        placement: str = DEFAULT,
         preemption_overhead_s: float | None = None,
         seed: int = 0,
         progress: bool = False,
@@ -123,6 +123,10 @@ class Engine:
         self._records: JobRecords | None = None
         self.cluster = cluster
         self.policy = policy
+        try:
+            check_policy(placement, policy.name, policy.waits_when_refused)
+        except ValueError as err:
+            raise EngineError(str(err)) from None
         self.place = get_strategy(placement)
         self.preemption_overhead_s = (
             policy.default_preemption_overhead_s if preemption_overhead_s is None else preemption_overhead_s

@@ -1,14 +1,28 @@
 """Placement strategies: which free GPUs a job gets. Separate from policies and reusable by all of them.
 
 A strategy looks only at per-server free counts (O(servers) per call) and returns ``(server, n)``
-pairs, or ``None`` when the job cannot be placed. Every strategy places a job whenever enough GPUs
-are free in total; they differ in which servers they pick:
+pairs, or ``None`` when the job cannot be placed; the policy decides what a refused job does (waits,
+blocks the queue, or lets later jobs pass). Two families:
 
-- ``consolidated``: fewest servers (one server if any can hold the job, the best-fitting one;
-  otherwise the servers with the most free GPUs first). Tiresias §3.1 and Castor §8 place this way.
+Placed whenever enough GPUs are free in total (the Tiresias simulator's ``count`` scheme, which only
+counts GPUs, gives the same schedules); they differ in which servers they pick:
+
+- ``fewest-servers`` (old name ``consolidated``, still accepted): one server if any can hold the job
+  (the best-fitting one, then the lowest); otherwise the servers with the most free GPUs first, which
+  spreads the job over as few servers as the free GPUs allow. Castor §5.2.2 and SJF-BSBF §V-B2 (their
+  Alg. 1 lines 6-7) place this way: once enough GPUs are free, free GPUs as consolidated as possible.
 - ``best-fit``: fill the fullest servers first (least free GPUs that still help), which keeps whole
   servers free for large jobs but may spread a job over more servers.
 - ``random``: free GPUs drawn uniformly at random (seeded), the placement-agnostic baseline.
+
+Refused although enough GPUs are free (fragmentation makes a job wait):
+
+- ``strict-consolidated``: the Tiresias simulator's ``yarn`` scheme (959f9b0, ``simulator/switch.py``
+  ``ms_yarn_alloc_res``; its per-switch, CPU and memory checks do not bind on one switch of 4-GPU
+  nodes): a job of at most one server's GPUs runs on one server, the lowest-numbered with enough free
+  GPUs; a larger job gets ``demand // gpus_per_server`` whole free servers (the lowest-numbered) and,
+  for the rest, the lowest-numbered other server with enough free GPUs: the fewest servers a job can
+  span, which Gimbal §5.1 asks for ("each job placed on the theoretically smallest number of nodes").
 """
 
 from __future__ import annotations
@@ -22,7 +36,8 @@ Placement = list[tuple[int, int]]
 Strategy = Callable[[ClusterState, int, random.Random], Placement | None]
 
 
-def consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
+def fewest_servers(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
+    """One best-fitting server, else the most-free servers first; ``None`` only when too few GPUs are free."""
     if demand > cluster.free_gpus:
         return None
     masks = cluster.servers_with_free  # per free count, a bit mask of the servers with that many free
@@ -41,6 +56,30 @@ def consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Plac
             demand -= take
             if demand == 0:
                 return placement
+    return placement
+
+
+def strict_consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
+    """The fewest servers a job can span, or ``None`` (see the module docstring; Tiresias' ``yarn``)."""
+    if demand > cluster.free_gpus:
+        return None
+    per_server, masks = cluster.gpus_per_server, cluster.servers_with_free
+    whole, rest = divmod(demand, per_server)
+    spare = masks[per_server]  # whole free servers not yet taken
+    placement: Placement = []
+    for _ in range(whole):
+        if not spare:
+            return None  # too few whole free servers
+        server = (spare & -spare).bit_length() - 1
+        spare ^= 1 << server
+        placement.append((server, per_server))
+    if rest:
+        fitting = spare
+        for n in range(rest, per_server):
+            fitting |= masks[n]
+        if not fitting:
+            return None
+        placement.append(((fitting & -fitting).bit_length() - 1, rest))
     return placement
 
 
@@ -79,14 +118,41 @@ def fill(free: list[tuple[int, int]], demand: int) -> Placement:
 
 
 STRATEGIES: dict[str, Strategy] = {
-    "consolidated": consolidated,
+    "fewest-servers": fewest_servers,
+    "strict-consolidated": strict_consolidated,
     "best-fit": best_fit,
     "random": random_placement,
 }
 
 
+#: old names still accepted -> the strategy they name (``consolidated`` placed whenever enough GPUs
+#: were free anywhere, which is ``fewest-servers``, not strict consolidation; issue #23)
+ALIASES: dict[str, str] = {"consolidated": "fewest-servers"}
+DEFAULT = "fewest-servers"
+#: strategies that may refuse a job although enough GPUs are free: only policies whose
+#: ``waits_when_refused`` is set run under them
+REFUSE_WITH_FREE_GPUS = frozenset({"strict-consolidated"})
+
+
+def canonical_placement(name: str) -> str:
+    """The strategy's own name for ``name`` (an alias resolved); a clear error for an unknown one."""
+    name = ALIASES.get(name, name)
+    if name not in STRATEGIES:
+        choices = [*STRATEGIES, *(f"{old} (= {new})" for old, new in ALIASES.items())]
+        raise ValueError(f"unknown placement {name!r}; choose one of {', '.join(choices)}")
+    return name
+
+
 def get_strategy(name: str) -> Strategy:
-    try:
-        return STRATEGIES[name]
-    except KeyError:
-        raise ValueError(f"unknown placement {name!r}; choose one of {', '.join(STRATEGIES)}") from None
+    return STRATEGIES[canonical_placement(name)]
+
+
+def check_policy(placement: str, policy: str, waits_when_refused: bool) -> None:
+    """A clear error for a policy that assumes any free GPUs will do under a strategy that may refuse."""
+    name = canonical_placement(placement)
+    if name in REFUSE_WITH_FREE_GPUS and not waits_when_refused:
+        from schedlab.sched.policies import POLICIES
+
+        able = sorted(n for n, cls in POLICIES.items() if cls.waits_when_refused)
+        raise ValueError(f"placement {name!r} may refuse a job although enough GPUs are free, and policy"
+                         f" {policy!r} assumes any free GPUs will do; with {name!r} use one of {', '.join(able)}")

@@ -11,8 +11,8 @@ For policies: ``on_loan`` (insertion-ordered dict of servers), ``is_on_loan(s)``
 ``training_servers`` (ids ``0..training_servers-1``), ``inference_server_ids``, ``idle_inference()``,
 ``training_free_gpus``, ``loan_free_gpus``, ``jobs_on_server(s) -> {job: GPUs}``, ``servers_of(job)``,
 ``busy_gpus(s)``, ``loan_gpus(demand)`` (T4 GPUs standing for ``demand`` V100s: ``ceil(r·demand)``),
-``normalised_gpus(job)`` (V100 + T4 / r) and :func:`place_on` (consolidated placement restricted to
-given servers). ``lend(servers)`` / ``take_back(servers)`` change capacity; ``take_back`` refuses a
+``normalised_gpus(job)`` (V100 + T4 / r) and :func:`place_on` (``fewest-servers`` placement restricted
+to given servers). ``lend(servers)`` / ``take_back(servers)`` change capacity; ``take_back`` refuses a
 server that still holds a job ("inference is not affected" is an invariant).
 
 ``Orchestrator(load, options, seed)`` — passed to ``Engine(orchestrator=...)``: a ``_CAPACITY`` timer
@@ -262,7 +262,7 @@ class PooledCluster(ClusterState):
 
 
 def place_on(cluster: ClusterState, servers, demand: int) -> list[tuple[int, int]] | None:
-    """Consolidated placement of ``demand`` GPUs on ``servers`` only (fewest servers; best fit)."""
+    """``fewest-servers`` placement of ``demand`` GPUs on ``servers`` only (fewest servers; best fit)."""
     counts = [(len(cluster.free_by_server[s]), s) for s in servers if cluster.free_by_server[s]]
     if sum(n for n, _ in counts) < demand:
         return None

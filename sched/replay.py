@@ -21,6 +21,7 @@ from schedlab.sched.engine import Engine
 from schedlab.sched.job import JobSource
 from schedlab.sched.metrics import job_table, summarize
 from schedlab.sched.outdir import OutputError, os_reason
+from schedlab.sched.placement import DEFAULT, canonical_placement
 from schedlab.sched.policies import make_policy
 from schedlab.sched.scaling import use_elastic_scaling
 from schedlab.sched.sharing import SharingModel
@@ -161,7 +162,7 @@ def replay(
     policy: str,
     params: dict[str, Any] | None = None,
     *,
-    placement: str = "consolidated",
+    placement: str = DEFAULT,
     seed: int = 0,
     preemption_overhead_s: float | None = None,
     interference: str | None = None,
@@ -184,6 +185,7 @@ def replay(
     for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
+    placement = canonical_placement(placement)  # the summary names the strategy, not an alias
     spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
     timing = iteration_catalog(iteration_time)
     sharing = SharingModel.for_cluster(spec, interference, timing)

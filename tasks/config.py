@@ -17,7 +17,7 @@
     clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
     policies: all                    # every registered policy, or a list of names and/or
                                      #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4}
-    placement: consolidated
+    placement: fewest-servers       # or strict-consolidated, best-fit, random (consolidated = fewest-servers)
     preemption_overhead_s: null      # default: the engine's (63 s)
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
                                      # interference: analytic[:XI] | gavel:… | table:… | model:PATH|URI
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.pools import LoanOptions
@@ -162,7 +162,7 @@ class ExperimentConfig(UserModel):
     traces: list[TraceEntry] = Field(min_length=1)
     clusters: list[str] = Field(min_length=1)
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
-    placement: str = "consolidated"
+    placement: str = "fewest-servers"
     preemption_overhead_s: float | None = Field(default=None, ge=0)
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
@@ -172,11 +172,18 @@ class ExperimentConfig(UserModel):
 
     @field_validator("placement")
     @classmethod
-    def _placement(cls, value: str) -> str:
-        from schedlab.sched.placement import STRATEGIES
+    def _placement(cls, value: str, info: ValidationInfo) -> str:
+        """The strategy's canonical name (what replays log), an old alias resolved; one that may refuse
+        a job with GPUs free only with policies that then let it wait."""
+        from schedlab.sched.placement import canonical_placement, check_policy
+        from schedlab.sched.policies import POLICIES
 
-        if value not in STRATEGIES:
-            raise ValueError(f"unknown placement {value!r}; choose one of {', '.join(STRATEGIES)}")
+        value = canonical_placement(value)
+        policies = info.data.get("policies", [])  # absent when the policies were invalid (reported there)
+        names = POLICIES if policies == "all" else [p if isinstance(p, str) else p.name for p in policies]
+        for name in names:
+            if name in POLICIES:  # an unknown name is reported by the policies' own check
+                check_policy(value, name, POLICIES[name].waits_when_refused)
         return value
 
     # set by load_config: where relative trace paths resolve

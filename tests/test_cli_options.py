@@ -114,6 +114,8 @@ def test_library_replay_refuses_negative_and_non_finite_overheads():
         (["--set", "tiresias.promote_knob=:"], "not valid YAML"),
         (["--set", "tiresias.promote_knob=["], "not valid YAML"),
         (["--placement", "bogus"], "--placement"),
+        (["--placement", "strict-consolidated", "--policy", "fifo", "sjf"], "--placement: placement"
+         " 'strict-consolidated' may refuse a job although enough GPUs are free, and policy 'sjf'"),
     ],
 )
 def test_options_of_a_later_policy_are_checked_before_the_first_replay(tmp_path, capsys, args, message):

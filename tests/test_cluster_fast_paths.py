@@ -7,7 +7,7 @@ import random
 
 import pytest
 from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.placement import consolidated
+from schedlab.sched.placement import fewest_servers
 
 
 def _state(c: ClusterState) -> tuple:
@@ -32,9 +32,9 @@ def test_fast_paths_match_the_general_paths(seed):
     fast_paths = 0
     for step in range(600):
         op = rng.random()
-        if op < 0.5:  # start a job where consolidated places it (1 GPU most often), or on a chosen server
+        if op < 0.5:  # start a job where fewest-servers places it (1 GPU most often), or on a chosen server
             demand = rng.choice([1, 1, 1, 2, 3, spec.pools[0].gpus_per_server + 1])
-            placement = consolidated(fast, demand, rng)
+            placement = fewest_servers(fast, demand, rng)
             if placement is None:
                 continue
             if rng.random() < 0.2 and demand == 1:

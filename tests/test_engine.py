@@ -109,7 +109,7 @@ def test_cluster_references():
         load_cluster("no-such-cluster")
 
 
-@pytest.mark.parametrize("placement", ["consolidated", "best-fit", "random"])
+@pytest.mark.parametrize("placement", ["fewest-servers", "consolidated", "strict-consolidated", "best-fit", "random"])
 def test_placements_give_whole_gangs(placement):
     spec = load_cluster("4x4")
     jobs = jobs_from_table(make_table([("a", 0, 3, 5), ("b", 0, 2, 5), ("c", 0, 6, 5), ("d", 1, 5, 1)]))
@@ -118,14 +118,15 @@ def test_placements_give_whole_gangs(placement):
     assert all(j.finished for j in jobs)
 
 
-def test_consolidated_uses_fewest_servers():
+def test_fewest_servers_places_whenever_enough_gpus_are_free():
     state = ClusterState(load_cluster("3x4"))
     state.take_from_servers([(0, 3), (1, 1)], job=None)  # free: server0 1, server1 3, server2 4
     import random
 
-    from schedlab.sched.placement import best_fit, consolidated
+    from schedlab.sched.placement import best_fit, fewest_servers, get_strategy
 
-    assert consolidated(state, 3, random.Random(0)) == [(1, 3)]
-    assert consolidated(state, 6, random.Random(0)) == [(2, 4), (1, 2)]
+    assert get_strategy("consolidated") is fewest_servers  # the old name stays an alias
+    assert fewest_servers(state, 3, random.Random(0)) == [(1, 3)]
+    assert fewest_servers(state, 6, random.Random(0)) == [(2, 4), (1, 2)]
     assert best_fit(state, 1, random.Random(0)) == [(0, 1)]
-    assert consolidated(state, 9, random.Random(0)) is None
+    assert fewest_servers(state, 9, random.Random(0)) is None

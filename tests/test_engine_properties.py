@@ -9,7 +9,7 @@ from schedlab.sched.cluster import ClusterState, load_cluster
 from schedlab.sched.engine import Engine
 from schedlab.sched.job import Job, jobs_from_table
 from schedlab.sched.metrics import job_table
-from schedlab.sched.policies import BASELINES, make_policy
+from schedlab.sched.policies import BASELINES, POLICIES, make_policy
 
 
 class CheckedEngine(Engine):
@@ -47,9 +47,11 @@ def scenarios(draw):
         duration = draw(st.sampled_from([1.0, 7.5, 60.0, 3600.0, 20000.0]))
         rows.append((f"j{i}", t, gpus, duration))
     table = pd.DataFrame(rows, columns=["job_id", "submit_time", "num_gpus", "duration"])
-    return f"{servers}x{per_server}", table, draw(st.sampled_from(BASELINES)), draw(
-        st.sampled_from(["consolidated", "best-fit", "random"])
-    )
+    policy = draw(st.sampled_from(BASELINES))
+    placements = ["fewest-servers", "consolidated", "best-fit", "random"]
+    if POLICIES[policy].waits_when_refused:  # only these run under a strategy that may refuse
+        placements.append("strict-consolidated")
+    return f"{servers}x{per_server}", table, policy, draw(st.sampled_from(placements))
 
 
 def _run(cluster: str, table: pd.DataFrame, policy: str, placement: str, seed: int = 0):

@@ -186,3 +186,17 @@ def test_comparison_ratios_are_baseline_over_policy():
     assert sjf["avg_jct_speedup"] == pytest.approx(4.0)  # fifo's seed mean 200 / 50
     assert "4.00x" in compare.to_markdown(table) and "avg_jct_speedup" in compare.to_text(table)
     assert compare.comparison([], "fifo").empty and isinstance(pd.DataFrame(), pd.DataFrame)
+
+
+def test_placement_is_logged_by_its_canonical_name_and_strict_only_with_policies_that_wait(tmp_path):
+    """Issue #23: ``consolidated`` is the old name of ``fewest-servers``; ``strict-consolidated`` may
+    refuse a job with GPUs free, so a policy that assumes any free GPUs will do is refused when read."""
+    alias = load_config(write(tmp_path, BASE.replace("clusters: [4x8]", "clusters: [4x8]\nplacement: consolidated")))
+    assert alias.placement == "fewest-servers"
+    assert {spec.placement for spec in alias.grid("v")} == {"fewest-servers"}
+    path, message = _config_error(tmp_path, "clusters: [4x8]", "clusters: [4x8]\nplacement: strict-consolidated")
+    assert "placement: placement 'strict-consolidated' may refuse" in message and "policy 'sjf'" in message
+    strict = BASE.replace("policies: [fifo, sjf]", "policies: [fifo, tiresias, srtf]").replace(
+        "clusters: [4x8]", "clusters: [4x8]\nplacement: strict-consolidated")
+    config = load_config(write(tmp_path, strict))
+    assert config.placement == "strict-consolidated"

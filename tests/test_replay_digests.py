@@ -27,8 +27,13 @@ CASES = {  # name -> (policy, cluster, interference)
     "lucid": ("lucid", "16x4", "analytic:1.1"), "gandiva": ("gandiva", "16x4", None), "gavel": ("gavel", "16x4", None),
     # the readings before issue #23, kept as options (their digests are the old tiresias / srtf ones)
     "tiresias-paper": ("tiresias", "16x4", None), "srtf-head": ("srtf", "16x4", None),
+    # strict-consolidated placement (issue #23; the others use the default, fewest-servers)
+    "fifo-strict": ("fifo", "16x4", None), "tiresias-strict": ("tiresias", "16x4", None),
+    "srtf-strict": ("srtf", "16x4", None),
 }
 PARAMS = {"tiresias-paper": {"semantics": "paper"}, "srtf-head": {"repack": False}}
+PLACEMENTS = {"fifo-strict": "strict-consolidated", "tiresias-strict": "strict-consolidated",
+              "srtf-strict": "strict-consolidated"}
 
 
 def digest(case: str) -> str:
@@ -36,7 +41,8 @@ def digest(case: str) -> str:
     spec = load_cluster(cluster)
     table, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=400, load=3.0, seed=7))
     table, _ = prepare_table(table, spec, annotate_workloads=True, seed=7)
-    result = replay(table, spec, policy, PARAMS.get(case), seed=7, interference=interference)
+    result = replay(table, spec, policy, PARAMS.get(case), seed=7, interference=interference,
+                    placement=PLACEMENTS.get(case, "fewest-servers"))
     text = result.jobs[COLUMNS].to_csv(index=False, float_format=lambda x: repr(float(x)))
     return hashlib.sha256(text.encode()).hexdigest()
 

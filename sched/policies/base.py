@@ -35,6 +35,9 @@ class Policy:
     default_preemption_overhead_s: ClassVar[float] = CHECKPOINT_RESTORE_S
     #: stall on every allocation change, the first start included (Pollux: 30 s); 0 for fixed jobs
     default_allocation_stall_s: ClassVar[float] = 0.0
+    #: whether a start the placement strategy refuses although enough GPUs are free (``strict-consolidated``)
+    #: leaves the job waiting; a policy that assumes any free GPUs will do cannot run under such a strategy
+    waits_when_refused: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()

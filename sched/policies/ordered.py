@@ -25,6 +25,7 @@ class FIFO(Policy):
     name = "fifo"
     summary = "first-come-first-served, strict: the queue head blocks later jobs"
     paper = "baseline in Castor §9.1, SJF-BSBF §VI-A"
+    waits_when_refused = True  # the head waits, and blocks, as in the Tiresias simulator's fifo under yarn
 
     def __init__(self, params=None) -> None:
         super().__init__(params)

@@ -52,6 +52,7 @@ class SRTF(Policy):
     summary = "preemptive shortest remaining time first (exclusive GPUs, checkpoint-restore overhead)"
     paper = "SRSF in Tiresias §2 (its simulator's 'shortest'); cited by Castor §1"
     Params = SRTFParams
+    waits_when_refused = True  # chosen by counting GPUs; one the placement refuses waits for the next event
 
     def __init__(self, params: SRTFParams | None = None) -> None:
         super().__init__(params)
@@ -85,9 +86,10 @@ class SRTF(Policy):
         while (head := self.waiting.peek()) is not None:
             if head.num_gpus > engine.cluster.free_gpus and not self._preempt_for(engine, head):
                 break
-            self._start(engine, head)
-        while (job := self.waiting.peek(engine.cluster.free_gpus)) is not None:
-            self._start(engine, job)
+            if not self._start(engine, head):
+                return
+        while (job := self.waiting.peek(engine.cluster.free_gpus)) is not None and self._start(engine, job):
+            pass
 
     # ---- repack: the simulator's 'shortest' -----------------------------------------------------
     def _position(self, rank: tuple, now: float) -> int:
@@ -160,8 +162,9 @@ class SRTF(Policy):
             del self.entry[job.index]
             self.rank[job.index] = (job.remaining, now, 0, entry[1:3])  # preempted: before this instant's arrivals
         for job in start:
-            if not engine.start(job):
-                raise RuntimeError(f"srtf: job {job.job_id} did not fit although enough GPUs were free")
+            if not engine.start(job):  # a strict placement refused it: it waits for the next event
+                waiting.push(job)
+                continue
             rank = self.rank[job.index]
             # ties among running jobs: as when they became tied. One that waited starts ahead of those
             # already running (the later start first); one that starts as it arrives goes behind them
@@ -172,11 +175,13 @@ class SRTF(Policy):
             waiting.push(entry[4])
 
     # ---- head: preempt for the shortest waiting job, then fill -----------------------------------
-    def _start(self, engine: Engine, job: Job) -> None:
-        self.waiting.pop(job)
+    def _start(self, engine: Engine, job: Job) -> bool:
+        """Start ``job`` (it stays waiting, and the pass ends, when a strict placement refuses it)."""
         if not engine.start(job):
-            raise RuntimeError(f"srtf: job {job.job_id} did not fit although enough GPUs were free")
+            return False
+        self.waiting.pop(job)
         heapq.heappush(self._running, (-engine.expected_end(job), job.index, job, job.version))
+        return True
 
     def _preempt_for(self, engine: Engine, head: Job) -> bool:
         """Preempt longer-remaining running jobs until ``head`` fits; False (and no change) if it cannot."""

@@ -82,6 +82,7 @@ class Tiresias(Policy):
     paper = "Tiresias (NSDI'19) §3.2; baseline in Castor §9.1, SJF-BSBF §VI-A; mode tuned-jobs: Pollux §5.3"
     simplified = "placement uses the engine's strategy (no profile-based consolidation decision)"
     Params = TiresiasParams
+    waits_when_refused = True  # chosen by counting GPUs; one the placement refuses waits for the next event
 
     def __init__(self, params: TiresiasParams | None = None) -> None:
         super().__init__(params)
@@ -204,8 +205,9 @@ class Tiresias(Policy):
             pending_since, pending_s, now = self.pending_since, self.pending_s, engine.now
             for key in start:
                 job = jobs[key]
-                if not engine.start(job):
-                    raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
+                if not engine.start(job):  # a strict placement refused it: it waits for the next pass
+                    self._refused(key, job)
+                    continue
                 starts += 1
                 start_order[key] = starts
                 if code:
@@ -220,6 +222,16 @@ class Tiresias(Policy):
             self.starts = starts
         if self.code:  # also without starts or stops: a job demoted while running joins its running part
             self._settle()
+
+    def _refused(self, key: int, job: Job) -> None:
+        """A chosen job the placement strategy could not place (free GPUs too fragmented for
+        ``strict-consolidated``): back to waiting in its level, and the next pass chooses again. The
+        choice counts GPUs, as the Tiresias simulator's ``dlas-gpu`` does (it never consults its
+        placement scheme), so the GPUs counted for the job stay idle until then."""
+        level = self.queues.level[key]
+        self.queues.remove(key, running=True)
+        self.queues.add(key, job.num_gpus, level, False)
+        self.dirty = True
 
     # ---- code semantics: each queue's order ------------------------------------------------------
     def _settle(self) -> None:
