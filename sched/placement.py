@@ -23,6 +23,10 @@ Refused although enough GPUs are free (fragmentation makes a job wait):
   GPUs; a larger job gets ``demand // gpus_per_server`` whole free servers (the lowest-numbered) and,
   for the rest, the lowest-numbered other server with enough free GPUs: the fewest servers a job can
   span, which Gimbal §5.1 asks for ("each job placed on the theoretically smallest number of nodes").
+- ``strict-best-fit``: Lucid's ``consolidate`` placer (github S-Lab-System-Group/Lucid 63685a3,
+  ``simulation/policy/placer/consolidate.py``, its simulator's default): the same spans, but a job of
+  at most one server's GPUs runs on the fullest server that holds it (then the lowest-numbered), and
+  a larger job's rest goes to the server with the most free GPUs (another whole one if any is left).
 """
 
 from __future__ import annotations
@@ -83,6 +87,37 @@ def strict_consolidated(cluster: ClusterState, demand: int, rng: random.Random) 
     return placement
 
 
+def _lowest(mask: int) -> int:
+    return (mask & -mask).bit_length() - 1
+
+
+def strict_best_fit(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
+    """Lucid's ``consolidate``: one best-fitting server, or whole free servers plus the most-free one
+    for the rest; ``None`` when that is impossible (see the module docstring)."""
+    if demand > cluster.free_gpus:
+        return None
+    per_server, masks = cluster.gpus_per_server, cluster.servers_with_free
+    if demand <= per_server:
+        fitting = next((mask for mask in masks[demand:] if mask), 0)
+        return [(_lowest(fitting), demand)] if fitting else None
+    whole, rest = divmod(demand, per_server)
+    spare, placement = masks[per_server], []
+    for _ in range(whole):
+        if not spare:
+            return None
+        server = _lowest(spare)
+        spare ^= 1 << server
+        placement.append((server, per_server))
+    if rest:
+        if not spare:  # no whole server left: the partly free one with the most free GPUs, if enough
+            top = next((n for n in range(per_server - 1, 0, -1) if masks[n]), 0)
+            if top < rest:
+                return None
+            spare = masks[top]
+        placement.append((_lowest(spare), rest))
+    return placement
+
+
 def best_fit(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
     if demand > cluster.free_gpus:
         return None
@@ -120,6 +155,7 @@ def fill(free: list[tuple[int, int]], demand: int) -> Placement:
 STRATEGIES: dict[str, Strategy] = {
     "fewest-servers": fewest_servers,
     "strict-consolidated": strict_consolidated,
+    "strict-best-fit": strict_best_fit,
     "best-fit": best_fit,
     "random": random_placement,
 }
@@ -131,7 +167,7 @@ ALIASES: dict[str, str] = {"consolidated": "fewest-servers"}
 DEFAULT = "fewest-servers"
 #: strategies that may refuse a job although enough GPUs are free: only policies whose
 #: ``waits_when_refused`` is set run under them
-REFUSE_WITH_FREE_GPUS = frozenset({"strict-consolidated"})
+REFUSE_WITH_FREE_GPUS = frozenset({"strict-consolidated", "strict-best-fit"})
 
 
 def canonical_placement(name: str) -> str:

@@ -33,8 +33,9 @@ class DemandQueue:
         heapq.heappush(bucket, (self.key(job), job.index, job))
         self._size += 1
 
-    def peek(self, free: int | None = None) -> Job | None:
-        """The best job (lowest key, then trace order) needing at most ``free`` GPUs (any, if None)."""
+    def peek(self, free: int | None = None, skip: frozenset[int] | set[int] = frozenset()) -> Job | None:
+        """The best job (lowest key, then trace order) needing at most ``free`` GPUs (any, if None) and
+        a GPU count not in ``skip``."""
         best = None
         if free is None:
             free = self._size and max(self._buckets)  # every bucket qualifies
@@ -44,7 +45,7 @@ class DemandQueue:
         for demand, bucket in self._buckets.items():
             if demand > free:
                 break
-            if bucket and (best is None or bucket[0] < best):
+            if bucket and (best is None or bucket[0] < best) and demand not in skip:
                 best = bucket[0]
         return None if best is None else best[2]
 

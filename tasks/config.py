@@ -17,7 +17,7 @@
     clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
     policies: all                    # every registered policy, or a list of names and/or
                                      #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4}
-    placement: fewest-servers       # or strict-consolidated, best-fit, random (consolidated = fewest-servers)
+    placement: fewest-servers       # or strict-consolidated, strict-best-fit, best-fit, random (consolidated = fewest-servers)
     preemption_overhead_s: null      # default: the engine's (63 s)
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
                                      # interference: analytic[:XI] | gavel:… | table:… | model:PATH|URI

@@ -50,7 +50,7 @@ def scenarios(draw):
     policy = draw(st.sampled_from(BASELINES))
     placements = ["fewest-servers", "consolidated", "best-fit", "random"]
     if POLICIES[policy].waits_when_refused:  # only these run under a strategy that may refuse
-        placements.append("strict-consolidated")
+        placements += ["strict-consolidated", "strict-best-fit"]
     return f"{servers}x{per_server}", table, policy, draw(st.sampled_from(placements))
 
 

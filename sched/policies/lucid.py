@@ -21,8 +21,11 @@ Simplified (also in ``simplified``): the workload estimate is the trace's true d
 model); the score comes from the replay's ξ source against every catalog workload (no decision tree
 on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Predict Model foresees a
 quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
-eligible class head (so a pass stays O(decisions)). With a constant ξ >= 1.18 (``analytic``'s 1.5)
-every workload scores 2 and Lucid never packs: that is its rule, not a bug.
+eligible class head (so a pass stays O(decisions)); Lucid's simulator takes the first eligible running
+job in start order. Lucid's simulator places with its ``consolidate`` placer: schedlab's ``--placement
+strict-best-fit`` (the default ``fewest-servers`` may spread a job that fits one server over several
+when no single server holds it); a job the placement refuses waits and blocks no one. With a constant
+ξ >= 1.18 (``analytic``'s 1.5) every workload scores 2 and Lucid never packs: that is its rule, not a bug.
 
 Gimbal's relaxed Lucid (Gimbal §7.2, spec ``gimbal.md`` A12; off by default): ``max_pair_score=3``
 (more aggressive; the paper does not give its threshold), ``max_pack_gpus`` = the cluster's GPUs
@@ -61,6 +64,7 @@ class Lucid(PackingPolicy):
     paper = "Lucid (ASPLOS'23): indolent packing, Packing Analyze Model, time-aware order; Castor §9.1 baseline"
     simplified = "oracle durations; sharing score from the ξ source, not a DCGM decision tree; no adaptive sharing"
     Params = LucidParams
+    waits_when_refused = True  # a job its placement refuses waits and blocks no one, as in Lucid's simulator
 
     def __init__(self, params: LucidParams | None = None) -> None:
         super().__init__(params, self.priority, lambda job: -self.priority(job))  # targets: longest first

@@ -3,7 +3,10 @@
 - ``fifo``: strict first-come-first-served: no job starts before an earlier-submitted one, so a large
   job at the head blocks everything behind it (head-of-line blocking, Castor §9.1 baseline 1).
 - ``sjf``: shortest (solo) duration first among the jobs that fit now; durations are known to the
-  scheduler, as in Castor §9.1 baseline 2 and SJF-BSBF §VI-A.
+  scheduler, as in Castor §9.1 baseline 2 and SJF-BSBF §VI-A. With ``blocking: true`` the shortest
+  job that does not fit blocks the rest, as the ``sjf`` of Lucid's and Helios' simulators does
+  (github S-Lab-System-Group/Lucid ``simulation/policy/sjf.py``: the queue sorted by duration, the
+  first job that cannot be placed ends the pass).
 - ``ssf``: smallest GPU service (GPUs x duration) first among the jobs that fit now (Castor §9.1
   baseline 3).
 """
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 from collections import deque
 from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.queues import DemandQueue
@@ -25,7 +30,7 @@ class FIFO(Policy):
     name = "fifo"
     summary = "first-come-first-served, strict: the queue head blocks later jobs"
     paper = "baseline in Castor §9.1, SJF-BSBF §VI-A"
-    waits_when_refused = True  # the head waits, and blocks, as in the Tiresias simulator's fifo under yarn
+    waits_when_refused = True  # the head waits, and blocks, as in the Tiresias (yarn) and Lucid simulators
 
     def __init__(self, params=None) -> None:
         super().__init__(params)
@@ -41,7 +46,11 @@ class FIFO(Policy):
 
 
 class _ShortestFirst(Policy):
-    """Start the lowest-key job that fits, repeatedly (work-conserving: smaller jobs may pass)."""
+    """Start the lowest-key job that fits, repeatedly (work-conserving: smaller jobs may pass). A GPU
+    count a strict placement refuses although enough GPUs are free waits for the next pass (starts only
+    take GPUs, so it could not start later in this one)."""
+
+    waits_when_refused = True
 
     def __init__(self, params=None) -> None:
         super().__init__(params)
@@ -55,14 +64,31 @@ class _ShortestFirst(Policy):
         self.queue.push(job)
 
     def schedule(self, engine: Engine) -> None:
-        while (job := self.queue.peek(engine.cluster.free_gpus)) is not None and engine.start(job):
-            self.queue.pop(job)
+        refused: set[int] = set()
+        while (job := self.queue.peek(engine.cluster.free_gpus, refused)) is not None:
+            if engine.start(job):
+                self.queue.pop(job)
+            else:
+                refused.add(job.num_gpus)
+
+
+class SJFParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    blocking: bool = Field(default=False, description="the shortest job blocks the queue until it fits (Lucid's sjf)")
 
 
 class SJF(_ShortestFirst):
     name = "sjf"
     summary = "shortest job (solo duration) first among jobs that fit; non-preemptive"
-    paper = "baseline in Castor §9.1, SJF-BSBF §VI-A"
+    paper = "baseline in Castor §9.1, SJF-BSBF §VI-A; blocking: Lucid's artifact"
+    Params = SJFParams
+
+    def schedule(self, engine: Engine) -> None:
+        if not self.params.blocking:
+            super().schedule(engine)
+            return
+        while (job := self.queue.peek()) is not None and job.num_gpus <= engine.cluster.free_gpus and engine.start(job):
+            self.queue.pop(job)
 
     @staticmethod
     def key(job: Job) -> float:

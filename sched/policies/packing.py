@@ -70,11 +70,12 @@ class ClassQueue:
             heappop(heap)
         return heap[0] if heap else None
 
-    def best(self, max_gpus: int) -> Job | None:
-        """The lowest-key job needing at most ``max_gpus`` GPUs."""
+    def best(self, max_gpus: int, skip: frozenset[int] | set[int] = frozenset()) -> Job | None:
+        """The lowest-key job needing at most ``max_gpus`` GPUs and a GPU count not in ``skip``."""
         best = None
         for gpus, heap in self.by_gpus.items():
-            if gpus <= max_gpus and (entry := self._head(heap)) is not None and (best is None or entry < best):
+            if gpus <= max_gpus and gpus not in skip and (entry := self._head(heap)) is not None \
+                    and (best is None or entry < best):
                 best = entry
         return None if best is None else best[3]
 
@@ -227,10 +228,15 @@ class PackingPolicy(Policy):
             self.new_hosts.add(job)
 
     def _start_free(self, engine: Engine) -> None:
-        """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one."""
-        while (job := self.waiting.best(engine.cluster.free_gpus)) is not None:
+        """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one. A
+        strict placement (``strict-best-fit``) may refuse a GPU count although enough GPUs are free: the
+        jobs of that count wait for the next pass (refusals depend on the count only, and starts only
+        take GPUs, so none of them could start later in this pass)."""
+        refused: set[int] = set()
+        while (job := self.waiting.best(engine.cluster.free_gpus, refused)) is not None:
             if not engine.start(job):
-                raise RuntimeError(f"{self.name}: job {job.job_id} did not fit although enough GPUs were free")
+                refused.add(job.num_gpus)
+                continue
             self.waiting.remove(job)
             self._alone(job)
 

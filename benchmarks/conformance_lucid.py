@@ -1,0 +1,171 @@
+"""Conformance with Lucid's own simulator (github.com/S-Lab-System-Group/Lucid, ``simulation/``), job for
+job (issue #23; Lucid is Castor's and Gimbal's main baseline).
+
+Lucid's simulator steps time by one second, one virtual cluster (VC) at a time, on 8-GPU nodes with its
+``consolidate`` placement. The cases, each a policy of that simulator against schedlab's on the same
+trace, in Lucid's own ``cluster_full_log.csv`` columns (schedlab reads them with its ``helios`` loader):
+
+- ``lucid``: Lucid's ``lucid`` policy with an oracle workload estimate (priority = true duration x GPUs),
+  without Prescient Adaptive Sharing (packing always allowed) and without the profiler; every job is a
+  workload whose Packing Analyze label is 2 (BERT/SQuAD), so no pair qualifies and Lucid never packs,
+  and schedlab's ``lucid`` under the ``analytic`` ξ scores every workload 2 as well. Compared: the queue
+  order (lowest priority value first, a job that cannot start does not block), the placement, the timing.
+- ``fifo``: its ``fifo`` (strict arrival order) against schedlab's ``fifo``.
+- ``sjf``: its ``sjf`` (sorted by duration, the first job that cannot start blocks the rest) against
+  schedlab's ``sjf`` with ``blocking: true`` (the default lets smaller jobs pass).
+
+Placement: the simulator's ``consolidate`` gives a job of at most 8 GPUs the fullest node that holds
+it and a larger job whole free nodes (plus the most-free node for a remainder), or makes it wait:
+schedlab's ``strict-best-fit``, used for every case (its default ``fewest-servers`` would spread a job
+over partly free servers instead). Time: the simulator counts whole seconds; the traces have
+whole-second submit times and durations.
+
+Lucid's own Venus trace (``data/Venus/cluster_full_log.csv``) is not in its repository snapshot; the
+traces are Philly-derived and made here (``lucid_trace``), never stored: ``n`` consecutive jobs of
+``/work/shared/data/traces/philly`` (up to a GPU count) from a seeded start row, on one VC of a few
+8-GPU nodes (Lucid's Venus VCs have 1-32). The simulator's per-job results are fixtures
+(``tests/fixtures/conformance/lucid-*``, made by ``benchmarks/conformance_lucid_record.py``).
+
+    python benchmarks/conformance_lucid.py [--trace lucid-500 ...] [--case lucid ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conformance import FIXTURES, PHILLY, _philly, compare  # noqa: E402
+
+GPUS_PER_NODE = 8  # Lucid's placer supports no other
+VC = "vcPhilly"
+START = pd.Timestamp("2020-09-01 00:00:00")  # Lucid's Venus September window opens here
+#: one workload of Lucid's ``analyzer/single_data.csv`` with label 2: (model, dataset, batch size, amp, GiB MiB)
+WORKLOAD = ("BERT", "SQuAD", 32, 0, 20162.0)
+#: the same workload in schedlab's catalog (the sharing model needs one; ``analytic`` ξ scores it 2)
+OUR_WORKLOAD = ("bert", 12.0)
+LUCID_COLUMNS = ["job_id", "user", "vc", "jobname", "gpu_num", "cpu_num", "state", "submit_time", "duration",
+                 "dataset", "model", "batchsize", "amp", "speed", "gpu_util", "gmem_util", "gmem"]
+
+#: name -> (jobs, seed of the start row, largest job kept in GPUs, nodes of 8 GPUs in the VC)
+TRACES = {"lucid-500": (500, 5, 8, 4), "lucid-2000": (2000, 2, 32, 56)}
+
+#: name -> (schedlab policy, its parameters, the simulator's policy)
+CASES = {
+    "lucid": ("lucid", {}, "lucid"),
+    "fifo": ("fifo", {}, "fifo"),
+    "sjf": ("sjf", {"blocking": True}, "sjf"),
+}
+
+#: |avg JCT ours / peer - 1| at most, share of jobs within 1 s at least (the Tiresias bars of issue #23)
+BARS = {"lucid": (0.01, 0.95), "fifo": (0.01, 0.95), "sjf": (0.01, 0.95)}
+
+
+def lucid_trace(n: int, seed: int, max_gpus: int, source: Path = PHILLY) -> pd.DataFrame:
+    """``n`` consecutive Philly jobs of at most ``max_gpus`` GPUs and a positive duration from a seeded
+    start row, in Lucid's trace columns.
+
+    Other jobs are dropped first (Lucid's ``fifo``/``sjf`` never release a zero-length job); ``job_id``
+    is the job's 1-based data row in ``source``, zero-padded to six digits so that jobs submitted in the
+    same second sort alike everywhere (file order: schedlab's loader breaks ties by id text); submit times are datetimes from ``START`` (whole seconds
+    after the window's first job); durations as in the file; every job is the ``WORKLOAD`` (the columns
+    Lucid's profile tables are looked up by)."""
+    df = _philly(str(source))
+    if max_gpus < 1:
+        raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
+    df = df[(df["num_gpus"] <= max_gpus) & (df["duration"] > 0)].reset_index(drop=True)
+    start = random.Random(seed).randrange(len(df) - n)
+    w = df.iloc[start : start + n]
+    model, dataset, batch, amp, gmem = WORKLOAD
+    out = pd.DataFrame({
+        "job_id": [f"{r:06d}" for r in w["row"]],
+        "user": "u0",
+        "vc": VC,
+        "jobname": "philly",
+        "gpu_num": w["num_gpus"].astype(int).to_numpy(),
+        "cpu_num": 0,
+        "state": "COMPLETED",
+        "submit_time": START + pd.to_timedelta(w["t"] - w["t"].iloc[0], unit="s").to_numpy(),
+        "duration": w["duration"].astype(int).to_numpy(),
+        "dataset": dataset, "model": model, "batchsize": batch, "amp": amp,
+        "speed": 0.0, "gpu_util": 0.0, "gmem_util": 0.0, "gmem": gmem,
+    })
+    return out[LUCID_COLUMNS]
+
+
+def write_trace(df: pd.DataFrame, path: Path) -> Path:
+    df.to_csv(path, index=False, date_format="%Y-%m-%d %H:%M:%S")
+    return path
+
+
+def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
+    """schedlab on the Lucid-format trace on ``nodes`` x 8 GPUs under ``strict-best-fit``: ``job_id`` (int),
+    ``submit_time``, ``jct_s``, ``duration``, ``preemptions``."""
+    from schedlab.sched.replay import replay
+    from schedlab.sched.traces import load_trace
+
+    policy, params, _ = CASES[case]
+    table, _ = load_trace(trace_csv, "helios")
+    table["model"], table["batch_size"] = OUR_WORKLOAD  # the helios loader reads no workload columns
+    jobs = replay(table, f"{nodes}x{GPUS_PER_NODE}", policy, params, placement="strict-best-fit",
+                  preemption_overhead_s=0.0, interference="analytic").jobs
+    return pd.DataFrame({
+        "job_id": jobs["job_id"].astype(int).to_numpy(),
+        "submit_time": jobs["submit_time"].to_numpy(),
+        "jct_s": jobs["jct_s"].to_numpy(),
+        "duration": jobs["duration"].to_numpy(),
+        "preemptions": jobs["preemptions"].to_numpy(),
+    })
+
+
+def fixture_path(trace: str, case: str) -> Path:
+    return FIXTURES / f"{trace}-{case}.csv"
+
+
+def load_expected(trace: str, case: str) -> pd.DataFrame:
+    """The simulator's recorded per-job figures: ``job_id``, ``jct_s``."""
+    return pd.read_csv(fixture_path(trace, case))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", nargs="+", default=list(TRACES), choices=list(TRACES))
+    parser.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--source", default=str(PHILLY), help="the Philly CSV (philly_jobs_pollux.csv)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per comparison")
+    args = parser.parse_args()
+    if not Path(args.source).exists():
+        sys.exit(f"Philly trace not found: {args.source} (pass --source)")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.json:
+            print(f"{'trace':11s} {'case':6s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
+                  f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s}")
+        for trace in args.trace:
+            n, seed, max_gpus, nodes = TRACES[trace]
+            path = write_trace(lucid_trace(n, seed, max_gpus, Path(args.source)), Path(tmp) / f"{trace}.csv")
+            for case in args.case:
+                if not fixture_path(trace, case).exists():
+                    print(f"{trace:11s} {case:6s} (no recorded peer output)")
+                    continue
+                started = time.perf_counter()
+                r = compare(run_ours(path, case, nodes), load_expected(trace, case))
+                r.update(trace=trace, case=case, seconds=time.perf_counter() - started)
+                if args.json:
+                    print(json.dumps(r))
+                    continue
+                print(f"{trace:11s} {case:6s} {r['avg_jct_s']:12.0f} {r['avg_jct_s_peer']:10.0f}"
+                      f" {100 * r['avg_jct_rel']:+6.2f}% {r['makespan_s']:9.0f} {r['makespan_s_peer']:9.0f}"
+                      f" {r['avg_wait_s']:9.0f} {r['avg_wait_s_peer']:9.0f} {100 * r['within_1s']:5.1f}%"
+                      f" {r['max_abs_diff_s']:8.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
