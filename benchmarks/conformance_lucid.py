@@ -10,6 +10,12 @@ trace, in Lucid's own ``cluster_full_log.csv`` columns (schedlab reads them with
   workload whose Packing Analyze label is 2 (BERT/SQuAD), so no pair qualifies and Lucid never packs,
   and schedlab's ``lucid`` under the ``analytic`` ξ scores every workload 2 as well. Compared: the queue
   order (lowest priority value first, a job that cannot start does not block), the placement, the timing.
+- ``lucid-pack``: the same, but every job is a workload Lucid labels 0 whose measured pair with itself
+  runs at full speed (TD3/BipedalWalker), against schedlab's ``lucid`` under ``analytic:1.0`` (score 0,
+  ξ = 1): every waiting job may pack beside a running one of its GPU count (the time-aware rule
+  decides), and packing costs no speed, so timings stay whole seconds; schedlab's ``lucid`` with
+  ``artifact_pass: true`` (Lucid's pass: the first eligible running job in start order; the default
+  takes the earliest-started head of each workload class, see the README).
 - ``fifo``: its ``fifo`` (strict arrival order) against schedlab's ``fifo``.
 - ``sjf``: its ``sjf`` (sorted by duration, the first job that cannot start blocks the rest) against
   schedlab's ``sjf`` with ``blocking: true`` (the default lets smaller jobs pass).
@@ -46,43 +52,50 @@ from conformance import FIXTURES, PHILLY, _philly, compare  # noqa: E402
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
 START = pd.Timestamp("2020-09-01 00:00:00")  # Lucid's Venus September window opens here
-#: one workload of Lucid's ``analyzer/single_data.csv`` with label 2: (model, dataset, batch size, amp, GiB MiB)
-WORKLOAD = ("BERT", "SQuAD", 32, 0, 20162.0)
-#: the same workload in schedlab's catalog (the sharing model needs one; ``analytic`` ξ scores it 2)
-OUR_WORKLOAD = ("bert", 12.0)
+#: name -> (a workload of Lucid's ``analyzer/single_data.csv``: model, dataset, batch size, amp, GPU MiB;
+#: schedlab's catalog workload standing for it; the ξ source that gives Lucid's pair speed and label)
+WORKLOADS = {
+    # label 2: no pair may pack (analytic ξ 1.5: schedlab scores every workload 2)
+    "bert": (("BERT", "SQuAD", 32, 0, 20162.0), ("bert", 12.0), "analytic"),
+    # label 0, and its measured pair with itself runs at full speed (``data/colocate_info.csv``: 1.000,
+    # 1.000): every pair packs at ξ = 1, as under analytic:1.0 (score 0)
+    "td3": (("TD3", "BipedalWalker", 32, 0, 2059.0), ("cifar10", 32.0), "analytic:1.0"),
+}
 LUCID_COLUMNS = ["job_id", "user", "vc", "jobname", "gpu_num", "cpu_num", "state", "submit_time", "duration",
                  "dataset", "model", "batchsize", "amp", "speed", "gpu_util", "gmem_util", "gmem"]
 
 #: name -> (jobs, seed of the start row, largest job kept in GPUs, nodes of 8 GPUs in the VC)
 TRACES = {"lucid-500": (500, 5, 8, 4), "lucid-2000": (2000, 2, 32, 56)}
 
-#: name -> (schedlab policy, its parameters, the simulator's policy)
+#: name -> (schedlab policy, its parameters, the simulator's policy, the jobs' workload)
 CASES = {
-    "lucid": ("lucid", {}, "lucid"),
-    "fifo": ("fifo", {}, "fifo"),
-    "sjf": ("sjf", {"blocking": True}, "sjf"),
+    "lucid": ("lucid", {}, "lucid", "bert"),
+    "fifo": ("fifo", {}, "fifo", "bert"),
+    "sjf": ("sjf", {"blocking": True}, "sjf", "bert"),
+    "lucid-pack": ("lucid", {"artifact_pass": True}, "lucid", "td3"),
 }
 
 #: |avg JCT ours / peer - 1| at most, share of jobs within 1 s at least (the Tiresias bars of issue #23)
-BARS = {"lucid": (0.01, 0.95), "fifo": (0.01, 0.95), "sjf": (0.01, 0.95)}
+BARS = {"lucid": (0.01, 0.95), "fifo": (0.01, 0.95), "sjf": (0.01, 0.95), "lucid-pack": (0.01, 0.95)}
 
 
-def lucid_trace(n: int, seed: int, max_gpus: int, source: Path = PHILLY) -> pd.DataFrame:
+def lucid_trace(n: int, seed: int, max_gpus: int, workload: str = "bert", source: Path = PHILLY) -> pd.DataFrame:
     """``n`` consecutive Philly jobs of at most ``max_gpus`` GPUs and a positive duration from a seeded
     start row, in Lucid's trace columns.
 
     Other jobs are dropped first (Lucid's ``fifo``/``sjf`` never release a zero-length job); ``job_id``
     is the job's 1-based data row in ``source``, zero-padded to six digits so that jobs submitted in the
-    same second sort alike everywhere (file order: schedlab's loader breaks ties by id text); submit times are datetimes from ``START`` (whole seconds
-    after the window's first job); durations as in the file; every job is the ``WORKLOAD`` (the columns
-    Lucid's profile tables are looked up by)."""
+    same second sort alike everywhere (file order: schedlab's loader breaks ties by id text); submit
+    times are datetimes from ``START`` (whole seconds after the window's first job); durations as in
+    the file; every job is the ``WORKLOADS[workload]`` (the columns Lucid's profile tables are looked
+    up by)."""
     df = _philly(str(source))
     if max_gpus < 1:
         raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
     df = df[(df["num_gpus"] <= max_gpus) & (df["duration"] > 0)].reset_index(drop=True)
     start = random.Random(seed).randrange(len(df) - n)
     w = df.iloc[start : start + n]
-    model, dataset, batch, amp, gmem = WORKLOAD
+    model, dataset, batch, amp, gmem = WORKLOADS[workload][0]
     out = pd.DataFrame({
         "job_id": [f"{r:06d}" for r in w["row"]],
         "user": "u0",
@@ -110,11 +123,12 @@ def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
     from schedlab.sched.replay import replay
     from schedlab.sched.traces import load_trace
 
-    policy, params, _ = CASES[case]
+    policy, params, _, workload = CASES[case]
+    _, ours, interference = WORKLOADS[workload]
     table, _ = load_trace(trace_csv, "helios")
-    table["model"], table["batch_size"] = OUR_WORKLOAD  # the helios loader reads no workload columns
+    table["model"], table["batch_size"] = ours  # the helios loader reads no workload columns
     jobs = replay(table, f"{nodes}x{GPUS_PER_NODE}", policy, params, placement="strict-best-fit",
-                  preemption_overhead_s=0.0, interference="analytic").jobs
+                  preemption_overhead_s=0.0, interference=interference).jobs
     return pd.DataFrame({
         "job_id": jobs["job_id"].astype(int).to_numpy(),
         "submit_time": jobs["submit_time"].to_numpy(),
@@ -146,22 +160,24 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         if not args.json:
-            print(f"{'trace':11s} {'case':6s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
+            print(f"{'trace':11s} {'case':10s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
                   f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s}")
         for trace in args.trace:
             n, seed, max_gpus, nodes = TRACES[trace]
-            path = write_trace(lucid_trace(n, seed, max_gpus, Path(args.source)), Path(tmp) / f"{trace}.csv")
             for case in args.case:
                 if not fixture_path(trace, case).exists():
-                    print(f"{trace:11s} {case:6s} (no recorded peer output)")
+                    print(f"{trace:11s} {case:10s} (no recorded peer output)")
                     continue
+                workload = CASES[case][3]
+                trace_df = lucid_trace(n, seed, max_gpus, workload, Path(args.source))
+                path = write_trace(trace_df, Path(tmp) / f"{trace}-{workload}.csv")
                 started = time.perf_counter()
                 r = compare(run_ours(path, case, nodes), load_expected(trace, case))
                 r.update(trace=trace, case=case, seconds=time.perf_counter() - started)
                 if args.json:
                     print(json.dumps(r))
                     continue
-                print(f"{trace:11s} {case:6s} {r['avg_jct_s']:12.0f} {r['avg_jct_s_peer']:10.0f}"
+                print(f"{trace:11s} {case:10s} {r['avg_jct_s']:12.0f} {r['avg_jct_s_peer']:10.0f}"
                       f" {100 * r['avg_jct_rel']:+6.2f}% {r['makespan_s']:9.0f} {r['makespan_s_peer']:9.0f}"
                       f" {r['avg_wait_s']:9.0f} {r['avg_wait_s_peer']:9.0f} {100 * r['within_1s']:5.1f}%"
                       f" {r['max_abs_diff_s']:8.0f}", flush=True)

@@ -17,7 +17,7 @@ as its ``utils.simulate_vc`` does (``python driver.py TRACE POLICY OUT NODES``),
   trace and the profiler's scaling log), no profiler run (``--sweep`` runs none either), and its own
   ``data/colocate_info.csv`` (``ColocateUpdater``) and ``analyzer/single_data.csv`` (sharing labels).
 
-``FIXES`` fix one peer bug (below). Per (trace, case) it writes ``<trace>-<case>.csv`` with the
+``FIXES`` fix two peer bugs (below). Per (trace, case) it writes ``<trace>-<case>.csv`` with the
 simulator's ``job_id, jct_s`` (its log's ``end_time - submit_time``) and records the run in
 ``manifest-lucid.json`` (commit, driver, fixes, trace definitions, the simulator's summary figures).
 
@@ -39,7 +39,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conformance import FIXTURES, PHILLY  # noqa: E402
-from conformance_lucid import CASES, GPUS_PER_NODE, TRACES, VC, WORKLOAD, lucid_trace, write_trace  # noqa: E402
+from conformance_lucid import CASES, GPUS_PER_NODE, TRACES, VC, WORKLOADS, lucid_trace, write_trace  # noqa: E402
 
 PEER_REPO = "github.com/S-Lab-System-Group/Lucid"
 PEER_COMMIT = "63685a3ab7d15d8e940bb47ef98b6d5cca472b13"  # "Fix typo", the repository's head when recorded
@@ -59,6 +59,12 @@ FIXES = [
      '                else:\n                    job["remain"] -= job["rate"]\n',
      '                    self.run_list.remove(job)\n',
      "the same fix: the decrement moved above the check"),
+    ("cluster.py",
+     "            if v == gpu_list and k != job:\n",
+     '            if v == gpu_list and k != job["job_id"]:\n',
+     "check_colocate_jobs compares a job id with the job itself (always unequal), so when the first-placed"
+     " job of a pair ends first it finds itself as its partner: the other job stays marked co-located (at"
+     " its co-located speed, and never a packing target) until it ends"),
 ]
 
 #: run inside the peer's ``simulation/`` folder: argv = trace CSV, policy, output CSV, nodes
@@ -147,26 +153,30 @@ def main() -> None:
         print(f"warning: the peer is at {commit}, the driver was written for {PEER_COMMIT}", file=sys.stderr)
     manifest_path = FIXTURES / "manifest-lucid.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"runs": {}}
-    model, dataset, batch, amp, gmem = WORKLOAD
     manifest.update({
         "peer": {"repo": PEER_REPO, "commit": PEER_COMMIT, "folder": "simulation", "placer": "consolidate",
                  "vc": {"name": VC, "nodes": "per trace", "gpus_per_node": GPUS_PER_NODE, "cpus_per_node": 96},
                  "driver": "benchmarks/conformance_lucid_record.py DRIVER (oracle estimates, no PAS, no profiler)",
-                 "workload": {"model": model, "dataset": dataset, "batchsize": batch, "amp": amp, "gmem": gmem},
+                 "workloads": {name: dict(zip(["model", "dataset", "batchsize", "amp", "gmem"], peer))
+                               for name, (peer, _, _) in WORKLOADS.items()},
                  "fixes": [{"file": f, "old": o, "new": n, "why": w} for f, o, n, w in FIXES]},
         "traces": {name: {"jobs": n, "seed": seed, "max_gpus": g, "nodes": nodes,
                           "made_by": "benchmarks/conformance_lucid.py lucid_trace",
                           "source": "philly_jobs_pollux.csv (Pollux OSDI'21 artifact)"}
                    for name, (n, seed, g, nodes) in TRACES.items()},
-        "cases": {name: {"schedlab": {"policy": p, "params": prm, "placement": "strict-best-fit"}, "peer_policy": s}
-                  for name, (p, prm, s) in CASES.items()},
+        "cases": {name: {"schedlab": {"policy": p, "params": prm, "placement": "strict-best-fit",
+                                      "workload": WORKLOADS[w][1], "interference": WORKLOADS[w][2]},
+                         "peer_policy": s, "workload": w}
+                  for name, (p, prm, s, w) in CASES.items()},
     })
     with tempfile.TemporaryDirectory() as tmp:
         simulation = prepare(Path(args.peer), Path(tmp))
         for trace in args.trace:
             n, seed, max_gpus, nodes = TRACES[trace]
-            path = write_trace(lucid_trace(n, seed, max_gpus, Path(args.source)), Path(tmp) / f"{trace}.csv")
             for case in args.case:
+                workload = CASES[case][3]
+                trace_df = lucid_trace(n, seed, max_gpus, workload, Path(args.source))
+                path = write_trace(trace_df, Path(tmp) / f"{trace}-{workload}.csv")
                 started = time.perf_counter()
                 out = Path(tmp) / f"{trace}-{case}-out.csv"
                 jobs = run_peer(simulation, path, CASES[case][2], nodes, args.python, out)

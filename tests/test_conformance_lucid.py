@@ -33,7 +33,7 @@ lucid = _load("conformance_lucid")
 @pytest.mark.parametrize("trace", sorted(lucid.TRACES))
 def test_schedlab_agrees_with_lucids_simulator(trace, case, tmp_path):
     n, seed, max_gpus, nodes = lucid.TRACES[trace]
-    path = lucid.write_trace(lucid.lucid_trace(n, seed, max_gpus), tmp_path / f"{trace}.csv")
+    path = lucid.write_trace(lucid.lucid_trace(n, seed, max_gpus, lucid.CASES[case][3]), tmp_path / f"{trace}.csv")
     r = lucid.compare(lucid.run_ours(path, case, nodes), lucid.load_expected(trace, case))
     rel, share = lucid.BARS[case]
     assert r["jobs"] == n

@@ -58,3 +58,24 @@ def test_a_refused_job_blocks_only_where_the_policy_says_so(policy, params, d_st
 def test_a_policy_that_assumes_any_free_gpus_do_is_refused_with_a_clear_error():
     with pytest.raises(EngineError, match="strict-best-fit.*'gandiva' assumes.*use one of fifo, lucid, sjf, srtf"):
         replay(REFUSED.assign(model="bert", batch_size=12.0), "2x4", "gandiva", placement="strict-best-fit")
+
+
+def _shared(result) -> dict[str, float]:
+    jobs = result.jobs.set_index("job_id")
+    return {j: jobs.at[j, "shared_s"] for j in jobs.index}
+
+
+@pytest.mark.parametrize(("params", "partner"), [({}, "B"), ({"artifact_pass": True}, "A")])
+def test_lucid_partner_default_longest_class_head_artifact_first_started(params, partner):
+    # 1x2: A (100 s) and B (300 s) start alone at 0, A first (lower priority value); C (150 s) arrives
+    # at 1 and may pack beside either (150 <= 2 x 100). Lucid's simulator takes the first started (A);
+    # schedlab's default the class head, the longest alone job (B). ξ = 1.05 scores every workload 0.
+    table = make_table([("A", 0, 1, 100), ("B", 0, 1, 300), ("C", 1, 1, 150)]).assign(model="cifar10", batch_size=32.0)
+    shared = _shared(replay(table, "1x2", "lucid", params, interference="analytic:1.05"))
+    other = "A" if partner == "B" else "B"
+    assert shared["C"] > 0 and shared[partner] > 0 and shared[other] == 0
+
+
+def test_artifact_pass_refuses_options_it_does_not_implement():
+    with pytest.raises(ValueError, match="artifact_pass"):
+        replay(REFUSED.assign(model="bert", batch_size=12.0), "2x4", "lucid", {"artifact_pass": True, "unequal": True})

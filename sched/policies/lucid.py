@@ -21,11 +21,14 @@ Simplified (also in ``simplified``): the workload estimate is the trace's true d
 model); the score comes from the replay's ξ source against every catalog workload (no decision tree
 on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Predict Model foresees a
 quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
-eligible class head (so a pass stays O(decisions)); Lucid's simulator takes the first eligible running
-job in start order. Lucid's simulator places with its ``consolidate`` placer: schedlab's ``--placement
-strict-best-fit`` (the default ``fewest-servers`` may spread a job that fits one server over several
-when no single server holds it); a job the placement refuses waits and blocks no one. With a constant
-ξ >= 1.18 (``analytic``'s 1.5) every workload scores 2 and Lucid never packs: that is its rule, not a bug.
+eligible class head (so a pass stays O(decisions)). ``artifact_pass: true`` runs Lucid's simulator's
+pass instead: every waiting job in priority order tries the first eligible running job in start order,
+then free GPUs; it agrees with the simulator job for job (``benchmarks/conformance_lucid.py``), at
+O(waiting x alone) per pass (25x slower than the default under a long backlog). Lucid's simulator
+places with its ``consolidate`` placer: schedlab's ``--placement strict-best-fit`` (the default
+``fewest-servers`` may spread a job that fits one server over several when no single server holds
+it); a job the placement refuses waits and blocks no one. With a constant ξ >= 1.18 (``analytic``'s
+1.5) every workload scores 2 and Lucid never packs: that is its rule, not a bug.
 
 Gimbal's relaxed Lucid (Gimbal §7.2, spec ``gimbal.md`` A12; off by default): ``max_pair_score=3``
 (more aggressive; the paper does not give its threshold), ``max_pack_gpus`` = the cluster's GPUs
@@ -56,6 +59,8 @@ class LucidParams(BaseModel):
     pack_when_free: bool = Field(default=True, description="try a partner before free GPUs (artifact order)")
     unequal: bool = Field(default=False, description="Gimbal §5.1: also pack into job sets around larger jobs")
     max_jobset: int = Field(default=5, ge=2, description="most jobs per unequal job set (Gimbal §7.4: M <= 5)")
+    artifact_pass: bool = Field(default=False, description="Lucid's simulator's pass: every waiting job in order"
+                                " tries the first eligible running job in start order, then free GPUs")
 
 
 class Lucid(PackingPolicy):
@@ -71,9 +76,14 @@ class Lucid(PackingPolicy):
         low, high = self.params.score_speeds
         if not 0 < low <= high:
             raise ValueError(f"lucid: score_speeds must satisfy 0 < low <= high, got {self.params.score_speeds}")
+        if self.params.artifact_pass and (self.params.unequal or not self.params.pack_when_free):
+            raise ValueError("lucid: artifact_pass packs equal pairs partner-first; it takes neither unequal: true"
+                             " nor pack_when_free: false")
         self._score: dict[tuple, int] = {}
         self._compatible: dict[tuple, bool] = {}
         self._probes: list[Job] | None = None
+        self._started: dict[Job, int] = {}  # artifact pass: running job -> its start's sequence number
+        self._starts = 0
 
     @staticmethod
     def priority(job: Job) -> float:
@@ -82,10 +92,47 @@ class Lucid(PackingPolicy):
 
     def schedule(self, engine: Engine) -> None:
         max_pack = self.params.max_pack_gpus or engine.cluster.gpus_per_server
+        if self.params.artifact_pass:
+            self._artifact_pass(engine, max_pack)
+            return
         if self.params.pack_when_free:
             self._pack(engine, max_pack, cover=False)  # unequal rule (b) only for jobs free GPUs cannot take
         self._start_free(engine)
         self._pack(engine, max_pack)
+
+    def _artifact_pass(self, engine: Engine, max_pack: int) -> None:
+        """Lucid's simulator's pass (``simulation/policy/lucid.py`` ``simulate``, step 4): every waiting
+        job, lowest priority value first (then trace order), packs beside the first running job, in
+        start order, that runs alone, has its GPU count, fits in memory, keeps the pair's scores within
+        ``max_pair_score`` and has at least 1/``priority_ratio`` of its priority value; else it starts on
+        free GPUs if the placement takes it; else it waits and blocks no one. O(waiting x alone)."""
+        waiting = sorted(self.waiting.token, key=lambda job: (self.priority(job), job.index))
+        ratio, started = self.params.priority_ratio, self._started
+        for job in waiting:
+            partner = None
+            if job.num_gpus <= max_pack:
+                wl, limit = workload(job), self.priority(job) / ratio
+                alone = sorted((j for j in self.alone.token if j.num_gpus == job.num_gpus), key=started.__getitem__)
+                partner = next((j for j in alone if self.priority(j) >= limit
+                                and self.fits(engine, job, wl, j, workload(j))), None)
+            if partner is not None:
+                engine.start(job, share_gpus=partner.gpus)
+                self.waiting.remove(job)
+                self.alone.remove(partner)
+                self.pair[job], self.pair[partner] = partner, job
+                self.packs += 1
+            elif job.num_gpus <= engine.cluster.free_gpus and engine.start(job):
+                self.waiting.remove(job)
+                self._alone(job)
+            else:
+                continue
+            self._starts += 1
+            started[job] = self._starts
+        self.dirty.clear()
+
+    def on_finish(self, engine: Engine, job: Job) -> None:
+        self._started.pop(job, None)
+        super().on_finish(engine, job)
 
     def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """Time-aware affine pair: same GPU count (by construction), priority within ``priority_ratio``,
