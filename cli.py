@@ -98,7 +98,8 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML)")
     p.add_argument("--placement", default=DEFAULT, metavar="{" + ",".join([*STRATEGIES, *ALIASES]) + "}",
                    help=f"which free GPUs a job gets (default: {DEFAULT}; consolidated is the old name of"
-                   " fewest-servers; strict-consolidated keeps a job on the fewest servers it can span, or waits)")
+                   " fewest-servers; strict-consolidated (first fit) and strict-best-fit (fullest server) keep a job on the"
+                   " fewest servers it can span, or make it wait)")
     p.add_argument("--interference", default="analytic",
                    help="ξ source for shared GPUs: analytic[:XI], gavel:PATH[:WORKER], table:PATH, model:PATH|URI,"
                    " mpscap[:rho=R][:eta=E]:BASE (MPS caps, Gimbal)")
