@@ -79,6 +79,7 @@ class Gandiva(PackingPolicy):
     paper = "Gandiva (OSDI'18) packing + introspection, as re-implemented in Gavel (OSDI'20)"
     simplified = "no time-slicing, migration or grow-shrink; memory stands in for GPU utilization"
     Params = GandivaParams
+    waits_when_refused = True  # _start_free: a refused job waits (and may then be packed) and blocks no one
 
     def __init__(self, params: GandivaParams | None = None) -> None:
         order = self.deadline_order if (params is not None and params.order == "edf") else self.arrival_order

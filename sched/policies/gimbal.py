@@ -148,6 +148,9 @@ class Gimbal(Policy):
     )
     Params = GimbalParams
     shares_gpus = True
+    #: every base (lucid, gandiva, gavel) leaves a job its placement refuses waiting; the wrapper passes
+    #: the refusal through (``_start`` returns the engine's answer and changes no set)
+    waits_when_refused = True
 
     def __init__(self, params: GimbalParams | None = None) -> None:
         super().__init__(params)
