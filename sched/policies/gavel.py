@@ -15,7 +15,10 @@ skipping those with a job already taken; jobs left over then fill leftover GPUs 
 deficit first (Gavel's greedy also walks zero-priority jobs; keeping their deficit current so that
 fill jobs rotate is ours). Running jobs not chosen again are preempted (they keep their progress;
 Gavel checkpoints between rounds); jobs chosen again keep running (Gavel's lease extension, §5);
-a chosen pair starts its second job beside the first via ``share_gpus``, largest gangs first.
+a chosen pair starts its second job beside the first via ``share_gpus``, largest gangs first. The
+plan counts GPUs; under a strict placement (``strict-best-fit``: Gimbal §5.1's set-ups) a combination
+whose job the placement refuses although enough GPUs are free does not run that round (no time
+received, so its priority stays high) and its GPUs stay idle until the next round.
 
 Re-solving (§5; Gavel's simulator): arrivals and completions only mark the allocation stale; it is
 re-solved at the next round boundary at least ``reallocation_interval_s`` after the last solve (Gavel
@@ -472,7 +475,6 @@ class Gavel(Policy):
                 else:  # Gimbal C2: the fewest servers of the larger job's GPUs
                     gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
-
 
     @staticmethod
     def _start_alone(engine: Engine, job: Job) -> bool:
