@@ -114,10 +114,10 @@ def test_library_replay_refuses_negative_and_non_finite_overheads():
         (["--set", "tiresias.promote_knob=:"], "not valid YAML"),
         (["--set", "tiresias.promote_knob=["], "not valid YAML"),
         (["--placement", "bogus"], "--placement"),
-        (["--placement", "strict-consolidated", "--policy", "fifo", "backfill"], "--placement: placement"
-         " 'strict-consolidated' may refuse a job although enough GPUs are free, and policy 'backfill'"),
-        (["--placement", "strict-best-fit", "--policy", "sjf", "gavel"], "--placement: placement"
-         " 'strict-best-fit' may refuse a job although enough GPUs are free, and policy 'gavel'"),
+        (["--placement", "strict-consolidated", "--policy", "fifo", "afs"], "--placement: placement"
+         " 'strict-consolidated' may refuse a job although enough GPUs are free, and policy 'afs'"),
+        (["--placement", "strict-best-fit", "--policy", "sjf", "optimus"], "--placement: placement"
+         " 'strict-best-fit' may refuse a job although enough GPUs are free, and policy 'optimus'"),
     ],
 )
 def test_options_of_a_later_policy_are_checked_before_the_first_replay(tmp_path, capsys, args, message):

@@ -195,8 +195,8 @@ def test_placement_is_logged_by_its_canonical_name_and_strict_only_with_policies
     assert alias.placement == "fewest-servers"
     assert {spec.placement for spec in alias.grid("v")} == {"fewest-servers"}
     path, message = _config_error(tmp_path, "policies: [fifo, sjf]",
-                                  "policies: [fifo, backfill]\nplacement: strict-consolidated")
-    assert "placement: placement 'strict-consolidated' may refuse" in message and "policy 'backfill'" in message
+                                  "policies: [fifo, afs]\nplacement: strict-consolidated")
+    assert "placement: placement 'strict-consolidated' may refuse" in message and "policy 'afs'" in message
     strict = BASE.replace("policies: [fifo, sjf]", "policies: [fifo, sjf, tiresias, srtf]").replace(
         "clusters: [4x8]", "clusters: [4x8]\nplacement: strict-consolidated")
     config = load_config(write(tmp_path, strict))

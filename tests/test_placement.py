@@ -77,8 +77,9 @@ def test_strict_fifo_blocks_at_the_head_and_srtf_lets_later_jobs_pass():
 
 def test_a_policy_that_assumes_any_free_gpus_do_is_refused_under_strict():
     jobs = jobs_from_table(make_table(THREE_JOBS))
-    with pytest.raises(EngineError, match="policy 'backfill' assumes any free GPUs will do.*fifo, lucid, sjf, srtf,"
+    with pytest.raises(EngineError, match="policy 'afs' assumes any free GPUs will do.*backfill, fifo, gandiva,"
+                                          " gavel, gimbal-deadline, gimbal-jct, gimbal-makespan, lucid, sjf, srtf,"
                                           " ssf, tiresias"):
-        Engine(jobs, ClusterState(load_cluster("2x4")), make_policy("backfill"), placement="strict-consolidated")
+        Engine(jobs, ClusterState(load_cluster("2x4")), make_policy("afs"), placement="strict-consolidated")
     with pytest.raises(ValueError, match="unknown placement 'tight'.*consolidated \\(= fewest-servers\\)"):
         canonical_placement("tight")

@@ -56,8 +56,8 @@ def test_a_refused_job_blocks_only_where_the_policy_says_so(policy, params, d_st
 
 
 def test_a_policy_that_assumes_any_free_gpus_do_is_refused_with_a_clear_error():
-    with pytest.raises(EngineError, match="strict-best-fit.*'gandiva' assumes.*use one of fifo, lucid, sjf, srtf"):
-        replay(REFUSED.assign(model="bert", batch_size=12.0), "2x4", "gandiva", placement="strict-best-fit")
+    with pytest.raises(EngineError, match="strict-best-fit.*'optimus' assumes.*use one of backfill, fifo, gandiva"):
+        replay(REFUSED, "2x4", "optimus", placement="strict-best-fit")
 
 
 def _shared(result) -> dict[str, float]:

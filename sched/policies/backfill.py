@@ -7,6 +7,11 @@ fits now and either ends before ``shadow`` or uses only GPUs the head will not n
 Simplified: run-time estimates are the jobs' true solo durations (Slurm uses user time limits, which
 overestimate), and backfilling runs at every event, not every ``bf_interval``. ``max_backfill_scan``
 is Slurm's ``bf_max_job_test`` (default 500): how many queued jobs one pass considers.
+
+Under a strict placement (``strict-best-fit``, ``strict-consolidated``) a start may be refused although
+enough GPUs are free: a refused head blocks the queue (its reservation counts GPUs, not servers: the
+shadow time is when enough GPUs will be free, which fragmentation may push later); a refused later job
+waits for the next pass and takes none of the head's spare GPUs.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ class Backfill(Policy):
     name = "backfill"
     summary = "FIFO with EASY backfilling (Slurm-like): later jobs jump ahead if they delay no reservation"
     paper = "EASY backfilling (Lifka 1995), Slurm backfill scheduler"
-    simplified = "true durations as run-time estimates; backfill at every event"
+    simplified = "true durations as run-time estimates; backfill at every event; reservations count GPUs, not servers"
     Params = BackfillParams
+    waits_when_refused = True  # a refused head keeps its reservation and blocks; a refused later job waits
 
     def __init__(self, params: BackfillParams | None = None) -> None:
         super().__init__(params)
@@ -70,13 +76,10 @@ class Backfill(Policy):
             if shadow is None:
                 shadow, extra = self._reservation(engine, head)
             if now + job.remaining <= shadow:
-                fits = True
-            elif gpus <= extra:
+                if engine.start(job):
+                    started.append(job)
+            elif gpus <= extra and engine.start(job):  # a refused job takes none of the spare GPUs
                 extra -= gpus
-                fits = True
-            else:
-                fits = False
-            if fits and engine.start(job):
                 started.append(job)
         for job in started:
             del queue[job]

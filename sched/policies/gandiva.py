@@ -6,7 +6,8 @@ Rules and where they come from (Gandiva's quotes as reproduced in Gavel's notes 
 paper's section numbers could not be checked here, so the rules cite the mechanisms by name):
 
 1. **Queue**: jobs start in arrival order on free GPUs (the engine's ``fewest-servers`` placement;
-   Gandiva's reactive mode places jobs as they arrive); a job that does not fit does not block smaller ones.
+   Gandiva's reactive mode places jobs as they arrive); a job that does not fit (or that a strict
+   placement refuses although enough GPUs are free) does not block smaller ones.
 2. **Packing only under overload** (Gandiva: "Packing is considered only during overload"; Gavel packs
    only when requested workers exceed the cluster): a queued job that does not fit on the free GPUs
    is packed onto the GPUs of one running job that is alone on them and asks for the *same number of
@@ -79,6 +80,7 @@ class Gandiva(PackingPolicy):
     paper = "Gandiva (OSDI'18) packing + introspection, as re-implemented in Gavel (OSDI'20)"
     simplified = "no time-slicing, migration or grow-shrink; memory stands in for GPU utilization"
     Params = GandivaParams
+    waits_when_refused = True  # _start_free: a refused job waits (and may then be packed) and blocks no one
 
     def __init__(self, params: GandivaParams | None = None) -> None:
         order = self.deadline_order if (params is not None and params.order == "edf") else self.arrival_order

@@ -15,7 +15,10 @@ skipping those with a job already taken; jobs left over then fill leftover GPUs 
 deficit first (Gavel's greedy also walks zero-priority jobs; keeping their deficit current so that
 fill jobs rotate is ours). Running jobs not chosen again are preempted (they keep their progress;
 Gavel checkpoints between rounds); jobs chosen again keep running (Gavel's lease extension, §5);
-a chosen pair starts its second job beside the first via ``share_gpus``, largest gangs first.
+a chosen pair starts its second job beside the first via ``share_gpus``, largest gangs first. The
+plan counts GPUs; under a strict placement (``strict-best-fit``: Gimbal §5.1's set-ups) a combination
+whose job the placement refuses although enough GPUs are free does not run that round (no time
+received, so its priority stays high) and its GPUs stay idle until the next round.
 
 Re-solving (§5; Gavel's simulator): arrivals and completions only mark the allocation stale; it is
 re-solved at the next round boundary at least ``reallocation_interval_s`` after the last solve (Gavel
@@ -117,6 +120,7 @@ class Gavel(Policy):
     )
     Params = GavelParams
     shares_gpus = True
+    waits_when_refused = True  # a combination whose placement is refused does not run that round (_start_alone)
 
     def __init__(self, params: GavelParams | None = None) -> None:
         super().__init__(params)
@@ -456,21 +460,33 @@ class Gavel(Policy):
         # larger job's), in plan order among equals
         for key in sorted([key for key in plan if key in idle], key=plan.__getitem__, reverse=True):
             if len(key) == 1:
-                a = active[key[0]]
-                if not engine.start(a):
-                    raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
+                if not self._start_alone(engine, active[key[0]]):
+                    del self.current[key]
                 continue
             a, b = active[key[0]], active[key[1]]
             if b.num_gpus > a.num_gpus or (b.num_gpus == a.num_gpus and b.running and not a.running):
                 a, b = b, a  # the larger, else the running job anchors the pair
-            if not a.running and not engine.start(a):
-                raise RuntimeError(f"gavel: job {a.job_id} did not fit although its GPUs were counted free")
+            if not a.running and not self._start_alone(engine, a):
+                del self.current[key]  # the pair's GPUs were refused: neither job runs this round
+                continue
             if not b.running:
                 if b.num_gpus == a.num_gpus:
                     engine.start(b, share_gpus=a.gpus, mode=self.params.mode)
                 else:  # Gimbal C2: the fewest servers of the larger job's GPUs
                     gpus = fewest_servers(list(a.gpus), b.num_gpus, engine.cluster.gpus_per_server)
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
+
+    @staticmethod
+    def _start_alone(engine: Engine, job: Job) -> bool:
+        """Start ``job`` on free GPUs. The plan counted GPUs only, so a strict placement
+        (``strict-best-fit``, ``strict-consolidated``) may refuse it although enough are free: then it
+        does not run this round (no time received; its GPUs stay idle until the next round, as GPUs
+        freed mid-round do). A refusal with too few GPUs free is a counting error."""
+        if engine.start(job):
+            return True
+        if job.num_gpus > engine.cluster.free_gpus:
+            raise RuntimeError(f"gavel: job {job.job_id} did not fit although its GPUs were counted free")
+        return False
 
 
 class _AllocTable:

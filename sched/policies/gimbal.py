@@ -20,6 +20,9 @@ when its calibration ended (1 / pace per job), in place of Gavel's free-competit
 paper's Gavel runs on the testbed, where its throughputs are the calibrated jobs' own);
 ``unequal`` / ``max_jobset`` (and Gandiva's ``order=edf``) are passed to a base whose parameters have
 them. Ablation flags (Fig. 12): ``unequal`` (packs of different GPU counts), ``liss``, ``lgrr``.
+Placement: §5.1 puts each job "on the theoretically smallest number of nodes", so Gimbal's set-ups
+(``conf/experiments/gimbal-*.yaml``) replay under ``strict-best-fit``; a start it refuses leaves the
+job waiting in its base, which decides what runs instead.
 """
 
 from __future__ import annotations
@@ -148,6 +151,9 @@ class Gimbal(Policy):
     )
     Params = GimbalParams
     shares_gpus = True
+    #: every base (lucid, gandiva, gavel) leaves a job its placement refuses waiting; the wrapper passes
+    #: the refusal through (``_start`` returns the engine's answer and changes no set)
+    waits_when_refused = True
 
     def __init__(self, params: GimbalParams | None = None) -> None:
         super().__init__(params)
