@@ -112,7 +112,11 @@ def run_ours(trace_csv: Path, case: str) -> pd.DataFrame:
     policy, params, _, _, scheme = CASES[case]
     table, _ = load_trace(trace_csv, "tiresias")
     result = replay(table, CLUSTER, policy, params, placement=PLACEMENTS[scheme], preemption_overhead_s=0.0)
-    jobs = result.jobs
+    return per_job(result.jobs)
+
+
+def per_job(jobs: pd.DataFrame) -> pd.DataFrame:
+    """A replay's job table in the columns :func:`compare` reads (``job_id`` as an int)."""
     return pd.DataFrame({
         "job_id": jobs["job_id"].astype(int).to_numpy(),
         "submit_time": jobs["submit_time"].to_numpy(),
@@ -155,6 +159,15 @@ def compare(ours: pd.DataFrame, peer: pd.DataFrame) -> dict:
     }
 
 
+def row(r: dict, width: int) -> str:
+    """One comparison as a table row: trace, case, avg JCT ours/peer/rel, makespans, waits, share within
+    1 s, largest difference."""
+    return (f"{r['trace']:{width}s} {r['case']:{width}s} {r['avg_jct_s']:12.0f} {r['avg_jct_s_peer']:10.0f}"
+            f" {100 * r['avg_jct_rel']:+6.2f}% {r['makespan_s']:9.0f} {r['makespan_s_peer']:9.0f}"
+            f" {r['avg_wait_s']:9.0f} {r['avg_wait_s_peer']:9.0f} {100 * r['within_1s']:5.1f}%"
+            f" {r['max_abs_diff_s']:8.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", nargs="+", default=list(TRACES), choices=list(TRACES))
@@ -183,10 +196,7 @@ def main() -> None:
                 if args.json:
                     print(json.dumps(r))
                     continue
-                print(f"{trace:12s} {case:12s} {r['avg_jct_s']:12.0f} {r['avg_jct_s_peer']:10.0f}"
-                      f" {100 * r['avg_jct_rel']:+6.2f}% {r['makespan_s']:9.0f} {r['makespan_s_peer']:9.0f}"
-                      f" {r['avg_wait_s']:9.0f} {r['avg_wait_s_peer']:9.0f} {100 * r['within_1s']:5.1f}%"
-                      f" {r['max_abs_diff_s']:8.0f} {r['preemptions']:8d} {r['preemptions_peer']:6d}", flush=True)
+                print(row(r, 12) + f" {r['preemptions']:8d} {r['preemptions_peer']:6d}", flush=True)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import FIXTURES, PHILLY, _philly, compare  # noqa: E402
+from conformance import PHILLY, _philly, compare, fixture_path, load_expected, per_job, row  # noqa: E402
 
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
@@ -127,24 +127,8 @@ def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
     _, ours, interference = WORKLOADS[workload]
     table, _ = load_trace(trace_csv, "helios")
     table["model"], table["batch_size"] = ours  # the helios loader reads no workload columns
-    jobs = replay(table, f"{nodes}x{GPUS_PER_NODE}", policy, params, placement="strict-best-fit",
-                  preemption_overhead_s=0.0, interference=interference).jobs
-    return pd.DataFrame({
-        "job_id": jobs["job_id"].astype(int).to_numpy(),
-        "submit_time": jobs["submit_time"].to_numpy(),
-        "jct_s": jobs["jct_s"].to_numpy(),
-        "duration": jobs["duration"].to_numpy(),
-        "preemptions": jobs["preemptions"].to_numpy(),
-    })
-
-
-def fixture_path(trace: str, case: str) -> Path:
-    return FIXTURES / f"{trace}-{case}.csv"
-
-
-def load_expected(trace: str, case: str) -> pd.DataFrame:
-    """The simulator's recorded per-job figures: ``job_id``, ``jct_s``."""
-    return pd.read_csv(fixture_path(trace, case))
+    return per_job(replay(table, f"{nodes}x{GPUS_PER_NODE}", policy, params, placement="strict-best-fit",
+                          preemption_overhead_s=0.0, interference=interference).jobs)
 
 
 def main() -> None:
@@ -160,13 +144,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         if not args.json:
-            print(f"{'trace':11s} {'case':10s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
+            print(f"{'trace':11s} {'case':11s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
                   f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s}")
         for trace in args.trace:
             n, seed, max_gpus, nodes = TRACES[trace]
             for case in args.case:
                 if not fixture_path(trace, case).exists():
-                    print(f"{trace:11s} {case:10s} (no recorded peer output)")
+                    print(f"{trace:11s} {case:11s} (no recorded peer output)")
                     continue
                 workload = CASES[case][3]
                 trace_df = lucid_trace(n, seed, max_gpus, workload, Path(args.source))
@@ -177,10 +161,7 @@ def main() -> None:
                 if args.json:
                     print(json.dumps(r))
                     continue
-                print(f"{trace:11s} {case:10s} {r['avg_jct_s']:12.0f} {r['avg_jct_s_peer']:10.0f}"
-                      f" {100 * r['avg_jct_rel']:+6.2f}% {r['makespan_s']:9.0f} {r['makespan_s_peer']:9.0f}"
-                      f" {r['avg_wait_s']:9.0f} {r['avg_wait_s_peer']:9.0f} {100 * r['within_1s']:5.1f}%"
-                      f" {r['max_abs_diff_s']:8.0f}", flush=True)
+                print(row(r, 11), flush=True)
 
 
 if __name__ == "__main__":
