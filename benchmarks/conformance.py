@@ -168,15 +168,21 @@ def row(r: dict, width: int) -> str:
             f" {r['max_abs_diff_s']:8.0f}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trace", nargs="+", default=list(TRACES), choices=list(TRACES))
-    parser.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
+def parse_args(doc: str, traces: dict, cases: dict) -> argparse.Namespace:
+    """The comparison scripts' options: traces, cases, the Philly CSV (checked), JSON output."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", nargs="+", default=list(traces), choices=list(traces))
+    parser.add_argument("--case", nargs="+", default=list(cases), choices=list(cases))
     parser.add_argument("--source", default=str(PHILLY), help="the Philly CSV (philly_jobs_pollux.csv)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per comparison")
     args = parser.parse_args()
     if not Path(args.source).exists():
         sys.exit(f"Philly trace not found: {args.source} (pass --source)")
+    return args
+
+
+def main() -> None:
+    args = parse_args(__doc__, TRACES, CASES)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,7 +37,6 @@ traces are Philly-derived and made here (``lucid_trace``), never stored: ``n`` c
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -47,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import PHILLY, _philly, compare, fixture_path, load_expected, per_job, row  # noqa: E402
+from conformance import PHILLY, _philly, compare, fixture_path, load_expected, parse_args, per_job, row  # noqa: E402
 
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
@@ -132,14 +131,7 @@ def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trace", nargs="+", default=list(TRACES), choices=list(TRACES))
-    parser.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--source", default=str(PHILLY), help="the Philly CSV (philly_jobs_pollux.csv)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per comparison")
-    args = parser.parse_args()
-    if not Path(args.source).exists():
-        sys.exit(f"Philly trace not found: {args.source} (pass --source)")
+    args = parse_args(__doc__, TRACES, CASES)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
