@@ -21,10 +21,11 @@ Simplified (also in ``simplified``): the workload estimate is the trace's true d
 model); the score comes from the replay's ξ source against every catalog workload (no decision tree
 on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Predict Model foresees a
 quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
-eligible class head (so a pass stays O(decisions)). ``artifact_pass: true`` runs Lucid's simulator's
-pass instead: every waiting job in priority order tries the first eligible running job in start order,
-then free GPUs; it agrees with the simulator job for job (``benchmarks/conformance_lucid.py``), at
-O(waiting x alone) per pass (25x slower than the default under a long backlog). Lucid's simulator
+eligible class head. ``artifact_pass: true`` runs Lucid's simulator's pass instead: every waiting job
+in priority order tries the first eligible running job in start order, then free GPUs; it agrees with
+the simulator job for job (``benchmarks/conformance_lucid.py``). It is not the default because it
+has no form for Gimbal's job sets (``unequal``), which Gimbal's relaxed Lucid builds on the class-head
+pass: with it as the baseline's default, Gimbal's ablation would change two rules in one step. Lucid's simulator
 places with its ``consolidate`` placer: schedlab's ``--placement strict-best-fit`` (the default
 ``fewest-servers`` may spread a job that fits one server over several when no single server holds
 it); a job the placement refuses waits and blocks no one. With a constant ξ >= 1.18 (``analytic``'s
@@ -39,6 +40,7 @@ the same number of GPUs"). The same time-aware, score and memory rules pick the 
 
 from __future__ import annotations
 
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -105,29 +107,46 @@ class Lucid(PackingPolicy):
         job, lowest priority value first (then trace order), packs beside the first running job, in
         start order, that runs alone, has its GPU count, fits in memory, keeps the pair's scores within
         ``max_pair_score`` and has at least 1/``priority_ratio`` of its priority value; else it starts on
-        free GPUs if the placement takes it; else it waits and blocks no one. O(waiting x alone)."""
-        waiting = sorted(self.waiting.token, key=lambda job: (self.priority(job), job.index))
-        ratio, started = self.params.priority_ratio, self._started
-        for job in waiting:
-            partner = None
-            if job.num_gpus <= max_pack:
+        free GPUs if the placement takes it; else it waits and blocks no one.
+
+        Walked class by class (GPU count, workload) in merged key order, which gives the simulator's
+        job order and outcome: within a pass free GPUs only shrink, a refused GPU count stays refused,
+        and a class's partners (the alone jobs of its GPU count) only grow by starts of that count on
+        free GPUs. So once a job can neither pack nor start while its GPU count can no longer start on
+        free GPUs, every later job of its class (no better priority, hence no looser partner limit)
+        fails too, and the class is done for the pass: O(starts + classes) heap steps, not O(waiting)."""
+        ratio, started, queue = self.params.priority_ratio, self._started, self.waiting
+        partners: dict[int, list[Job]] = {}  # GPU count -> alone jobs in start order
+        for job in sorted(self.alone.token, key=started.__getitem__):
+            partners.setdefault(job.num_gpus, []).append(job)
+        heads = queue.class_heads()
+        heapify(heads)
+        no_free: set[int] = set()  # GPU counts that cannot start on free GPUs for the rest of the pass
+        while heads:
+            entry, heap = heappop(heads)
+            job, gpus, partner = entry[3], entry[3].num_gpus, None
+            if gpus <= max_pack and (alone := partners.get(gpus)):
                 wl, limit = workload(job), self.priority(job) / ratio
-                alone = sorted((j for j in self.alone.token if j.num_gpus == job.num_gpus), key=started.__getitem__)
                 partner = next((j for j in alone if self.priority(j) >= limit
                                 and self.fits(engine, job, wl, j, workload(j))), None)
             if partner is not None:
                 engine.start(job, share_gpus=partner.gpus)
-                self.waiting.remove(job)
+                queue.remove(job)
                 self.alone.remove(partner)
+                alone.remove(partner)
                 self.pair[job], self.pair[partner] = partner, job
                 self.packs += 1
-            elif job.num_gpus <= engine.cluster.free_gpus and engine.start(job):
-                self.waiting.remove(job)
+            elif gpus not in no_free and gpus <= engine.cluster.free_gpus and engine.start(job):
+                queue.remove(job)
                 self._alone(job)
+                partners.setdefault(gpus, []).append(job)
             else:
-                continue
+                no_free.add(gpus)
+                continue  # the class is done for this pass
             self._starts += 1
             started[job] = self._starts
+            if (nxt := queue.next_in(heap)) is not None:
+                heappush(heads, (nxt, heap))
         self.dirty.clear()
 
     def on_finish(self, engine: Engine, job: Job) -> None:

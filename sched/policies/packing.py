@@ -79,6 +79,16 @@ class ClassQueue:
                 best = entry
         return None if best is None else best[3]
 
+    def class_heads(self) -> list[tuple[tuple, list]]:
+        """``(entry, heap)`` of the head of every non-empty class, all GPU counts (for a merged walk in
+        key order that advances a class only after its head left: :meth:`next_in`)."""
+        return [(e, heap) for classes in self.by_class.values() for heap in classes.values()
+                if (e := self._head(heap)) is not None]
+
+    def next_in(self, heap: list):
+        """The current head of one class's heap (after its previous head was removed), or ``None``."""
+        return self._head(heap)
+
     def heads(self, gpus: int) -> list:
         """``(entry, workload)`` of the head of each non-empty class of ``gpus`` GPUs."""
         return [(e, wl) for wl, heap in self.by_class.get(gpus, {}).items() if (e := self._head(heap)) is not None]
