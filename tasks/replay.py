@@ -86,6 +86,7 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 
+    _thread_lock_for_progress_bars()
     cluster = load_cluster(spec.cluster)
     options = dict(spec.options)
     options.setdefault("max_gpus", cluster.training_pool.servers * cluster.training_pool.gpus_per_server)
@@ -107,6 +108,18 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
                     inference=LoanOptions.model_validate(spec.inference) if spec.inference else None)
     result.summary["load_wall_s"] = load_s
     return result, cluster
+
+
+def _thread_lock_for_progress_bars() -> None:
+    """The engine's progress bar (disabled on workers) takes tqdm's lock, by default a multiprocessing
+    one: a semaphore that a worker stopped mid-replay leaks ("resource_tracker: … leaked semaphore
+    objects" at exit). A thread lock is all one replay per worker thread needs."""
+    import threading
+
+    from tqdm import tqdm
+
+    if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
+        tqdm.set_lock(threading.RLock())
 
 
 def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
@@ -190,7 +203,8 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
 
 def warm_up(uri: str) -> int:
     """Import what a replay needs and open the tracking store, so that a fresh worker's first
-    replay does not pay for it (run on every worker while the Prefect API starts)."""
+    replay does not pay for it (run on every worker while the Prefect API starts); quiet the
+    warning Dask logs for a cancelled replay."""
     import prefect.task_engine  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
@@ -198,7 +212,18 @@ def warm_up(uri: str) -> int:
     from schedlab.tasks import plots  # noqa: F401
 
     client(uri)
+    import logging
+
+    logging.getLogger("distributed.worker.state_machine").addFilter(_QuietCancel())
     return os.getpid()
+
+
+class _QuietCancel:
+    """Drops Dask's warning that a replay was cancelled (an interrupted experiment releases its futures:
+    expected, and the flow reports it)."""
+
+    def filter(self, record) -> bool:
+        return "ended with CancelledError" not in record.getMessage()
 
 
 @task(name="replay", cache_policy=NO_CACHE, retries=0, task_run_name="{spec.run_name}")

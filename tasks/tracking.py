@@ -248,9 +248,12 @@ def code_version() -> str:
             return "unknown"
 
 
-def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str = "http://127.0.0.1:5000") -> str:
-    """Where a run (or the experiment's runs) is in the MLflow UI, in its classic (not GenAI) view."""
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else ui
+def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str | None = None) -> str:
+    """Where a run (or the experiment's runs) is in the MLflow UI, in its classic (not GenAI) view; a
+    sqlite store's UI is ``ui``, else the one ``schedlab ui`` last served (:func:`settings.ui_base`)."""
+    from schedlab.settings import ui_base
+
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else (ui or ui_base())
     return f"{base}/#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs") + "?workflowType=machine_learning"
 
 
