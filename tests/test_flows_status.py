@@ -102,3 +102,24 @@ def test_status_shows_each_deployment_cron_and_next_run(home, prefect_harness):
     lines = schedules()
     line = next(line for line in lines if line.startswith("nightly-probe: "))
     assert "cron '0 2 * * *' (UTC), next run " in line and " 02:00 " in line
+
+
+def test_ui_names_the_newest_comparison(home):
+    """``schedlab ui`` prints (``--open`` opens) the comparison view of the experiment whose comparison
+    run started last, on the address the UI serves."""
+    import time
+
+    from schedlab import settings
+    from schedlab.flows.cli import newest_comparison
+
+    uri = settings.tracking_uri()
+    tracking.check_tracking(uri)
+    assert newest_comparison(uri) is None
+    experiment_with_runs(uri, "older", 1, [])
+    time.sleep(0.01)
+    experiment_with_runs(uri, "newer", 1, [])
+    settings.record_ui("127.0.0.1", 5077)
+    newest = newest_comparison(uri)
+    exp = tracking.client(uri).get_experiment_by_name("newer")
+    assert newest["name"] == "newer (comparison)" and newest["status"] == "RUNNING"
+    assert newest["url"].startswith(f"http://127.0.0.1:5077/#/experiments/{exp.experiment_id}/runs?")
