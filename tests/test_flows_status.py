@@ -123,3 +123,35 @@ def test_ui_names_the_newest_comparison(home):
     exp = tracking.client(uri).get_experiment_by_name("newer")
     assert newest["name"] == "newer (comparison)" and newest["status"] == "RUNNING"
     assert newest["url"].startswith(f"http://127.0.0.1:5077/#/experiments/{exp.experiment_id}/runs?")
+
+
+def test_ui_open_opens_the_newest_comparison_once_it_answers(home, tmp_path):
+    """``schedlab ui --open``: the browser ($BROWSER, here a command writing the URL to a file) gets the
+    newest comparison's link once the UI answers."""
+    import os
+    import signal
+    import time
+
+    from schedlab import settings
+    from tests.test_flows_ui import free_port
+
+    uri = settings.tracking_uri()
+    experiment_with_runs(uri, "opened", 1, [])
+    port = free_port()
+    opened = tmp_path / "opened.txt"
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[1].parent)
+    env = {**os.environ, "SCHEDLAB_HOME": str(home), "BROWSER": f"sh -c 'echo \"$0\" > {opened}' %s",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "schedlab.cli", "ui", "--port", str(port), "--open"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (opened.exists() and opened.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, "nothing was opened"
+            time.sleep(0.2)
+        exp = tracking.client(uri).get_experiment_by_name("opened")
+        assert opened.read_text().strip().startswith(f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs?")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0]
+    assert "newest comparison: opened (comparison)" in out
