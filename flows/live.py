@@ -22,7 +22,7 @@ import pandas as pd
 
 from schedlab.tasks import compare, mlflow_view
 from schedlab.tasks.config import ExperimentConfig, ReplaySpec
-from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, client, retrying
+from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
 #: with nothing finishing, the replays in flight are printed this often (seconds)
 HEARTBEAT_S = 60.0
@@ -68,15 +68,17 @@ class LiveComparison:
         with self._lock:
             self.rows[spec.key] = replay_row(spec, metrics)
 
-    def running(self) -> dict[str, float]:
-        """Replay key -> start time (epoch s) of the replays whose runs are RUNNING under the parent."""
+    def running(self) -> dict[str, tuple[float, str]]:
+        """Replay key -> (start time in epoch s, jobs done of all when reported) of the replays whose
+        runs are RUNNING under the parent."""
         c = client(self.uri)
         page = retrying(lambda: c.search_runs(
             [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_run_id}' and"
             f" tags.`{KIND_TAG}` = 'replay' and attributes.status = 'RUNNING'", max_results=1000))
-        return {r.data.tags.get("schedlab.key"): (r.info.start_time or 0) / 1000 for r in page}
+        return {r.data.tags.get("schedlab.key"): ((r.info.start_time or 0) / 1000, r.data.tags.get(PROGRESS_TAG, ""))
+                for r in page}
 
-    def table(self, running: dict[str, float] | None = None) -> pd.DataFrame:
+    def table(self, running: dict[str, Any] | None = None) -> pd.DataFrame:
         """The comparison ranked by :attr:`rank_by`, with every policy of the grid (those with no finished
         replay yet last, without values), its knobs and its replays done/running/queued."""
         with self._lock:
@@ -115,7 +117,7 @@ class LiveComparison:
                 f" {compare.legend(config.baseline_label)}; knobs: parameters that differ from the policy's"
                 " defaults.\n\n" + compare.to_markdown(table) + "\n")
 
-    def publish(self, running: dict[str, float] | None = None) -> pd.DataFrame:
+    def publish(self, running: dict[str, Any] | None = None) -> pd.DataFrame:
         """Bring the parent run's policy rows, ``comparison.md`` and note up to date; the table."""
         table = self.table(running)
         text = self.markdown(table)
@@ -136,13 +138,14 @@ class LiveComparison:
                 **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(s.policy, s.params).items()}}
         return out
 
-    def in_flight(self, running: dict[str, float]) -> str:
-        """A line per replay in flight, longest first, with its elapsed time."""
+    def in_flight(self, running: dict[str, tuple[float, str]]) -> str:
+        """A line per replay in flight, longest first, with its elapsed time and, once its worker has
+        reported it (with its lease, every 30 s), the jobs it has done."""
         if not running:
             return ""
         now, names = time.time(), {s.key: s.run_name for s in self.specs}
-        lines = [f"  {names.get(key, key)}: running for {elapsed(now - start)}"
-                 for key, start in sorted(running.items(), key=lambda item: item[1])]
+        lines = [f"  {names.get(key, key)}: running for {elapsed(now - start)}" + (f", {jobs}" if jobs else "")
+                 for key, (start, jobs) in sorted(running.items(), key=lambda item: item[1][0])]
         return f"in flight ({len(running)}):\n" + "\n".join(lines)
 
 

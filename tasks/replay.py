@@ -19,6 +19,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from schedlab.settings import mlflow_env, prefect_env
@@ -78,8 +80,9 @@ def model_params(spec: ReplaySpec) -> dict[str, Any]:
     return {f"model.{k}": v for k, v in sorted(spec.models.items())}
 
 
-def execute(spec: ReplaySpec) -> tuple[Any, Any]:
-    """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``."""
+def execute(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
+    """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``;
+    ``progress(jobs done, jobs)`` is called as the replay advances (every 1,000 jobs)."""
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.models import make_iteration_time
     from schedlab.sched.pools import LoanOptions
@@ -105,7 +108,8 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
                     preemption_overhead_s=spec.preemption_overhead_s,
                     interference=spec.models.get("interference"), iteration_time=timing,
                     load_report={**report.to_dict(), **notes}, smact=smact,
-                    inference=LoanOptions.model_validate(spec.inference) if spec.inference else None)
+                    inference=LoanOptions.model_validate(spec.inference) if spec.inference else None,
+                    progress=progress or False)
     result.summary["load_wall_s"] = load_s
     return result, cluster
 
@@ -120,6 +124,20 @@ def _thread_lock_for_progress_bars() -> None:
 
     if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
         tqdm.set_lock(threading.RLock())
+
+
+@dataclass
+class JobsDone:
+    """A replay's progress as its engine reports it (every 1,000 jobs), read by the lease thread."""
+
+    done: int = 0
+    total: int = 0
+
+    def update(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def text(self) -> str | None:
+        return f"{self.done:,}/{self.total:,} jobs" if self.total else None
 
 
 def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
@@ -150,7 +168,8 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
         tags[PARENT_TAG] = parent_run_id
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
     run_id = run.info.run_id
-    end_lease = tracking.start_lease(uri, run_id)
+    progress = JobsDone()
+    end_lease = tracking.start_lease(uri, run_id, progress.text)
     tracking.supersede(uri, earlier, by=run_id)
     try:
         from mlflow.entities import Metric, Param, RunTag
@@ -160,7 +179,7 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
         with mlflow_env(uri):  # models:/… specs resolve against the experiment's store and registry
-            result, cluster = execute(spec)
+            result, cluster = execute(spec, progress.update)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)

@@ -141,7 +141,7 @@ def test_live_table_has_every_policy_its_progress_and_knobs(tmp_path):
     live.finished(by[("fifo", 0)], rows("fifo", [300.0])[0])
     live.finished(by[("srtf", 0)], rows("srtf", [100.0])[0])
     live.failed.add(by[("fifo", 1)].key)
-    table = live.table(running={by[("srtf", 1)].key: 0.0})
+    table = live.table(running={by[("srtf", 1)].key: (0.0, "")})
     assert list(table["policy"]) == ["srtf", "fifo", "tiresias"]
     assert list(table[compare.PROGRESS]) == ["1/1/0", "1/0/0 (1 failed)", "0/0/2"]
     assert list(table["seeds"]) == [1, 1, 0] and math.isnan(table.loc[2, "avg_jct_s"])
@@ -151,3 +151,8 @@ def test_live_table_has_every_policy_its_progress_and_knobs(tmp_path):
     assert "done/running/queued" in text and "knobs" in text and "promote_knob=4.0" in text
     assert "| tiresias | 0 | 0/0/2 |" in live.markdown(table)
     assert elapsed(75) == "1m15s" and elapsed(3 * 3600 + 120) == "3h02m"
+    import time
+
+    text = live.in_flight({by[("srtf", 1)].key: (time.time() - 75, "12,000/60,000 jobs"), by[("fifo", 1)].key: (time.time(), "")})
+    assert text.splitlines() == ["in flight (2):", "  srtf | syn | 4x8 | seed 1: running for 1m15s, 12,000/60,000 jobs",
+                                 "  fifo | syn | 4x8 | seed 1: running for 0m00s"]

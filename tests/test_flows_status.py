@@ -51,13 +51,17 @@ def experiment_with_runs(uri: str, name: str, replays: int, statuses: list[str])
     return parent, ids
 
 
-def test_status_counts_stale_runs_and_marks_them_killed(home, capsys):
+def test_status_counts_stale_runs_and_marks_them_killed(home, capsys, monkeypatch):
     from schedlab import settings
     from schedlab.cli import main
 
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     uri = settings.tracking_uri()
     parent, ids = experiment_with_runs(uri, "crashed", 4, ["FINISHED", "RUNNING", "FAILED"])
-    assert main(["status"]) == 0
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):  # whatever API another test set up
+        assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert f"tracking store: {uri}" in out and f"artifact root:  {home / 'mlartifacts'}" in out
     row = next(line for line in out.splitlines() if line.startswith("crashed "))
@@ -155,3 +159,31 @@ def test_ui_open_opens_the_newest_comparison_once_it_answers(home, tmp_path):
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[0]
     assert "newest comparison: opened (comparison)" in out
+
+
+def test_a_replay_reports_its_jobs_done_with_its_lease(tmp_path):
+    """The worker side of "replays in flight": the engine's progress reaches the run's tags."""
+    import time
+
+    from schedlab.tasks.replay import JobsDone, execute
+    from schedlab.tasks.config import load_config
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: p\ntraces: [{name: syn, options: {num_jobs: 3500}}]\nclusters: [4x8]\npolicies: [fifo]\n")
+    (spec,) = load_config(path).grid("test")
+    progress = JobsDone()
+    calls = []
+    execute(spec, lambda done, total: (calls.append(done), progress.update(done, total)))
+    assert calls == [1000, 2000, 3000] and progress.text() == "3,000/3,500 jobs"
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking.check_tracking(uri)
+    run = tracking.client(uri).create_run(tracking.ensure_experiment(uri, "p", tmp_path / "art"))
+    end = tracking.start_lease(uri, run.info.run_id, progress.text, every=0.05)
+    try:
+        deadline = time.monotonic() + 30
+        while tracking.client(uri).get_run(run.info.run_id).data.tags.get(tracking.PROGRESS_TAG) != "3,000/3,500 jobs":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        end()
