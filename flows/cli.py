@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               + ", ".join(REPRODUCE_CONFIGS) + ") over Dask and print our results beside the"
                               " papers' tables.")
     r.add_argument("configs", nargs="*", metavar="CONFIG", help="experiment YAMLs or names in conf/experiments/"
-                   " (default: the six above)")
+                   " (default: the list above)")
     r.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
     r.add_argument("--workers", type=checks.workers, metavar="N",
                    help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")

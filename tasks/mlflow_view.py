@@ -37,7 +37,7 @@ NOTE_TAG = "mlflow.note.content"
 POLICY_ROW_TAG = "schedlab.policy_row"  # a policy run's identity within its comparison
 COMPARISON_TAG = "schedlab.comparison_run"  # a policy run -> the experiment's parent run
 POLICY_KIND = "policy"
-PROGRESS_TAG = "schedlab.replays"  # a policy run's replays done/running/queued (live comparison)
+REPLAYS_TAG = "schedlab.replays"  # a policy run's replays done/running/queued (live comparison)
 #: the runs view of a comparison: one row per policy
 COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
 #: MLflow's shared view states are experiment tags with this prefix (read by the UI's
@@ -124,7 +124,7 @@ def comparison_view(uri: str, experiment_id: str, rank_by: str = "avg_jct_s") ->
     chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
     import json
 
-    columns = [f"metrics.`{m}`" for m in VIEW_COLUMNS] + ["tags.`schedlab.same_as`", f"tags.`{PROGRESS_TAG}`"]
+    columns = [f"metrics.`{m}`" for m in VIEW_COLUMNS] + ["tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"]
     view = {"searchFilter": COMPARISON_FILTER, "orderByKey": f"metrics.`{rank_by}`",
             "orderByAsc": not compare.RANKABLE[rank_by],
             "selectedColumns": columns, "columnOrder": columns,
@@ -215,7 +215,7 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
                                                       if _finite(v)],
                                      tags=[RunTag(NOTE_TAG, note), RunTag("schedlab.same_as", row.get(compare.SAME_AS) or ""),
-                                           *([RunTag(PROGRESS_TAG, row[compare.PROGRESS])] if compare.PROGRESS in row else [])]))
+                                           *([RunTag(REPLAYS_TAG, row[compare.PROGRESS])] if compare.PROGRESS in row else [])]))
         if run.info.status != "FINISHED":
             retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         out[key] = run_id

@@ -9,7 +9,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
