@@ -48,6 +48,14 @@ workers = number(int, ge=1, le=MAX_WORKERS)
 fraction = number(float, gt=0, lt=1)  # strictly between 0 and 1
 
 
+def did_you_mean(word: str, choices: Any) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a mistyped ``word`` (difflib), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def validation_message(err: Any, names: dict[str, str] | None = None) -> str:
     """A pydantic ``ValidationError`` as one line, ``field: message (got VALUE)`` per error, fields
     renamed by ``names`` (e.g. ``{"load": "--load"}``)."""

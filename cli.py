@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,7 +170,8 @@ def _policy_params(pairs: list[str], policies: list[str]) -> dict[str, dict[str,
         if not sep or not dot:
             raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE")
         if name not in params:
-            raise ValueError(f"--set {pair!r}: policy {name!r} is not among --policy {' '.join(policies)}")
+            raise ValueError(f"--set {pair!r}: policy {name!r} is not among --policy {' '.join(policies)}"
+                             f"{checks.did_you_mean(name, policies)}")
         if param in params[name]:
             raise ValueError(f"--set {pair!r}: {key} is set twice")
         try:
@@ -194,7 +196,8 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
 
     unknown = [p for p in args.policy if p not in POLICIES]
     if unknown:
-        raise ValueError(f"--policy: unknown policy {unknown[0]!r}; registered: {', '.join(sorted(POLICIES))}")
+        raise ValueError(f"--policy: unknown policy {unknown[0]!r}{checks.did_you_mean(unknown[0], POLICIES)};"
+                         f" registered: {', '.join(sorted(POLICIES))}")
     params = _policy_params(args.set, args.policy)
     for name in args.policy:
         try:
@@ -302,7 +305,7 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
     table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed,
                                  iteration_time=getattr(args, "iteration_catalog", None), report=report)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
-          f" dropped {sum(report.dropped.values())} {report.dropped or ''}, repaired {report.repaired or '{}'}")
+          f" dropped {counted(report.dropped)}, repaired {counted(report.repaired)}")
     if "iteration_time_note" in notes:
         print(f"iteration times: {notes['iteration_time_note']}")
     rows, results = [], []
@@ -329,6 +332,20 @@ def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], clu
     if link is not None:
         print(f"MLflow: {link}")
     return 0
+
+
+#: a trace load's repair reasons (sched/traces/common.py) in words
+REPAIR_WORDS = {"unsorted_sorted": "sorted by submit time", "oversize_clipped": "GPUs clipped to the cluster",
+                "duplicate_id_renamed": "duplicate id renamed", "fractional_gpu_rounded_up": "fractional GPUs rounded up"}
+
+
+def counted(reasons: dict[str, int]) -> str:
+    """``{"oversize": 2, "unsorted_sorted": 1}`` as ``3 (2 oversize, 1 sorted by submit time)``; ``0`` when empty."""
+    total = sum(reasons.values())
+    if not total:
+        return "0"
+    return f"{total} (" + ", ".join(f"{n} {REPAIR_WORDS.get(why, why.replace('_', ' '))}"
+                                    for why, n in reasons.items() if n) + ")"
 
 
 def _check_tracking() -> str:
@@ -399,14 +416,30 @@ def format_table(frame) -> str:
 
 
 def _policies(args: argparse.Namespace) -> int:
-    for name, cls in sorted(POLICIES.items()):
-        print(f"{name:10s} {cls.summary}  [{cls.paper}]")
-        defaults = cls.Params().model_dump()
-        if defaults:
-            print(f"{'':10s}   parameters: {json.dumps(defaults)}")
-        if cls.simplified:
-            print(f"{'':10s}   simplified: {cls.simplified}")
+    print(policy_listing(shutil.get_terminal_size().columns))
     return 0
+
+
+def policy_listing(width: int) -> str:
+    """Every policy: its name in a column as wide as the longest name, then its summary, paper,
+    parameters and simplifications, each wrapped to ``width`` and indented under the first."""
+    import textwrap
+
+    column = max(len(name) for name in POLICIES) + 2
+    body = max(width - column, 30)
+    lines = []
+    for name, cls in sorted(POLICIES.items()):
+        parts = [f"{cls.summary}  [{cls.paper}]"]
+        defaults = cls.Params().model_dump(mode="json")
+        if defaults:
+            parts.append("parameters: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in defaults.items()))
+        if cls.simplified:
+            parts.append(f"simplified: {cls.simplified}")
+        for i, part in enumerate(parts):
+            wrapped = textwrap.wrap(part, body, subsequent_indent="  " if i else "", break_on_hyphens=False) or [""]
+            for j, text in enumerate(wrapped):
+                lines.append((name if i == 0 and j == 0 else "").ljust(column) + text)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

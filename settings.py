@@ -10,6 +10,7 @@ configuration once, at import time.
     $SCHEDLAB_HOME/mlartifacts/     MLflow artifacts, one folder per experiment
     $SCHEDLAB_HOME/prefect/         PREFECT_HOME (the ephemeral API's database, logs, profiles)
     $SCHEDLAB_HOME/replays/         ``schedlab replay`` results without ``--out``, a folder per replay
+    $SCHEDLAB_HOME/ui.json          where ``schedlab ui`` last served the MLflow UI (host, port): links use it
 
 ``MLFLOW_TRACKING_URI`` set by the user (a tracking server ``http(s)://…``) wins over the sqlite store;
 the model registry is the tracking store unless ``MLFLOW_REGISTRY_URI`` says otherwise (MLflow's own
@@ -61,6 +62,39 @@ def artifact_root(home: Path | None = None) -> Path:
 
 def replays_dir(home: Path | None = None) -> Path:
     return (home or schedlab_home()) / "replays"
+
+
+#: the MLflow UI links point at when ``schedlab ui`` has never recorded one (its default address)
+DEFAULT_UI = "http://127.0.0.1:5000"
+
+
+def ui_file(home: Path | None = None) -> Path:
+    return (home or schedlab_home()) / "ui.json"
+
+
+def record_ui(host: str, port: int, home: Path | None = None) -> Path:
+    """Remember where ``schedlab ui`` serves (kept after it stops: the next ``schedlab ui`` is expected
+    on the same address); a wildcard listening address is reached on 127.0.0.1."""
+    import json
+
+    path = ui_file(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    path.write_text(json.dumps({"url": f"http://{f'[{reach}]' if ':' in reach else reach}:{port}",
+                                "host": host, "port": port, "pid": os.getpid()}) + "\n")
+    return path
+
+
+def ui_base(home: Path | None = None) -> str:
+    """The MLflow UI's base URL links point at: the one ``schedlab ui`` recorded (:func:`record_ui`),
+    else :data:`DEFAULT_UI`. An unreadable record counts as none."""
+    import json
+
+    try:
+        url = json.loads(ui_file(home).read_text())["url"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_UI
+    return url if isinstance(url, str) and url.startswith("http") else DEFAULT_UI
 
 
 def tracking_uri(home: Path | None = None) -> str:

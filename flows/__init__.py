@@ -4,3 +4,8 @@
 from schedlab.settings import apply_env as _apply_env
 
 _apply_env()
+
+#: what ``schedlab reproduce`` runs without arguments (names in conf/experiments/); here, not in
+#: :mod:`schedlab.flows.reproduce`, so that ``--help`` lists them without importing prefect
+REPRODUCE_CONFIGS = ["castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480", "castor-philly", "sjf-bsbf-philly",
+                     "castor-itp"]

@@ -7,6 +7,8 @@ started here for the flow's duration.
   whose message says how to raise the limit.
 * **The server never outlives its process.** It starts with ``PR_SET_PDEATHSIG`` (Linux): when the
   process that started it dies, SIGKILL included, the kernel sends the server SIGTERM.
+* **A Ctrl-C does not reach it**: it runs in a session of its own, so an interrupted flow can still
+  report its state; links to it are not printed (:class:`HideLinksTo`): it is gone once the flow ends.
 * **Logs reach the API before it stops**: :func:`flush_api_logs` here, :func:`flush_worker_api_logs`
   on each Dask worker.
 """
@@ -14,6 +16,7 @@ started here for the flow's duration.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import subprocess
@@ -37,6 +40,18 @@ STARTUP_TIMEOUT_S = 600
 #: a progress line every this many seconds while the server starts
 PROGRESS_S = 30.0
 TIMEOUT_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+
+class HideLinksTo(logging.Filter):
+    """Drops log records that mention ``address``: the ephemeral server's "Starting temporary server
+    on …" and the flow run's "View at …" lines link to a server gone once the flow ends (issue #29 §2)."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address = address
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.address not in record.getMessage()
+
 
 class PrefectUnavailable(RuntimeError):
     """The Prefect API server could not be started (a set-up error: nothing ran)."""
@@ -73,6 +88,7 @@ def ephemeral_server(port: int):
                       "--log-level", "error", "--lifespan", "on"],
                 env={**os.environ, **server_env,
                      **get_current_settings().to_environment_variables(exclude_unset=True)},
+                start_new_session=True,  # a Ctrl-C at the terminal is the flow's to handle: the API stays up
             )
 
     return EphemeralServer(port=port)
@@ -116,6 +132,10 @@ def prefect_api() -> Iterator[Future]:
         starter = ThreadPoolExecutor(1, thread_name_prefix="prefect-api")
         started = starter.submit(start)
     os.environ["PREFECT_API_URL"] = url
+    hidden = HideLinksTo(url.removesuffix("/api")) if server is not None else None
+    if hidden is not None:
+        for name in ("prefect", "prefect.flow_runs"):
+            logging.getLogger(name).addFilter(hidden)
     try:
         with temporary_settings({PREFECT_API_URL: url}):
             yield started
@@ -130,6 +150,9 @@ def prefect_api() -> Iterator[Future]:
                 flush_api_logs()  # else sent at exit to a stopped server: ~80 s of retries
             server.stop()
             starter.shutdown()
+        if hidden is not None:  # after the server's "Stopping temporary server on …"
+            for name in ("prefect", "prefect.flow_runs"):
+                logging.getLogger(name).removeFilter(hidden)
 
 
 def _timeout_message(limit: int, err: BaseException) -> str:

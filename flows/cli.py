@@ -1,4 +1,4 @@
-"""Sub-commands ``experiment``, ``ui``, ``serve``, ``nightly``, ``reproduce`` and ``end-to-end`` of the
+"""Sub-commands ``experiment``, ``ui``, ``status``, ``serve``, ``nightly``, ``reproduce`` and ``end-to-end`` of the
 ``schedlab`` command line.
 
 ``register(subparsers)`` adds them to the main parser (``schedlab.cli``); each handler returns its
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from schedlab import checks, settings
+from schedlab.flows import REPRODUCE_CONFIGS
 
 UI_HOST, UI_PORT = "127.0.0.1", 5000
 
@@ -32,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    " (default: a LocalCluster)")
     p.add_argument("--workers", type=checks.workers, metavar="N",
                    help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
+    from schedlab.tasks.compare import RANKABLE
+
+    p.add_argument("--rank-by", default="avg_jct_s", choices=list(RANKABLE), metavar="METRIC",
+                   help=f"the metric policies are ranked by, best first: {', '.join(RANKABLE)} (default avg_jct_s)")
+    p.add_argument("--table-every", type=checks.number(int, ge=1), default=5, metavar="N",
+                   help="print the ranked table and the replays in flight every N finished replays (default 5;"
+                   " the table is always printed at the end)")
     p.set_defaults(func=_experiment)
 
     u = subparsers.add_parser("ui", help="the MLflow UI over the project's tracking store",
@@ -39,8 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               " $SCHEDLAB_HOME/mlflow.db; Ctrl-C stops it.")
     u.add_argument("--host", default=UI_HOST, help=f"address the UI listens on (default {UI_HOST})")
     u.add_argument("--port", type=checks.number(int, ge=1, le=65535), default=UI_PORT,
-                   help=f"port the UI listens on (default {UI_PORT})")
+                   help=f"port the UI listens on (default {UI_PORT}); recorded in $SCHEDLAB_HOME/ui.json, and the"
+                   " links experiments print use it")
+    u.add_argument("--open", action="store_true", help="open the newest comparison in a web browser once the UI answers")
     u.set_defaults(func=_ui)
+
+    st = subparsers.add_parser("status", help="experiments, runs left RUNNING by a crash, schedules, stores in use",
+                               description="Each experiment's replays done / running / failed / queued, the runs a"
+                               " crashed or killed process left RUNNING, the Prefect deployments' cron and next run"
+                               " (with PREFECT_API_URL set), and the tracking store and artifact root in use.")
+    st.add_argument("--mark-killed", action="store_true",
+                    help="end the runs left RUNNING by a process that is gone: status KILLED")
+    st.set_defaults(func=_status)
 
     from schedlab.flows.serve import DEFAULT_CRON, DEFAULT_FLOW, DEFAULT_TIMEZONE
 
@@ -69,9 +87,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     n.set_defaults(func=_nightly)
 
     r = subparsers.add_parser("reproduce", help="the reproduction experiments and the paper-vs-ours tables",
-                              description="Run each reproduction experiment (default: castor-philly, sjf-bsbf-philly,"
-                              " castor-itp) over Dask and print our results beside the papers' tables.")
-    r.add_argument("configs", nargs="*", metavar="CONFIG", help="experiment YAMLs or names in conf/experiments/")
+                              description="Run each reproduction experiment (default: "
+                              + ", ".join(REPRODUCE_CONFIGS) + ") over Dask and print our results beside the"
+                              " papers' tables.")
+    r.add_argument("configs", nargs="*", metavar="CONFIG", help="experiment YAMLs or names in conf/experiments/"
+                   " (default: the list above)")
     r.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
     r.add_argument("--workers", type=checks.workers, metavar="N",
                    help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
@@ -95,11 +115,18 @@ def _experiment(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print("schedlab experiment: error: --workers must be at least 1", file=sys.stderr)
         return 2
+    import signal
+
     try:
-        report = run_experiment(args.path, dask_address=args.dask_address, workers=args.workers)
+        with interrupted_by(signal.SIGTERM, signal.SIGHUP):
+            report = run_experiment(args.path, dask_address=args.dask_address, workers=args.workers,
+                                    rank_by=args.rank_by, table_every=args.table_every)
     except _setup_errors() as err:
         print(f"schedlab experiment: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("schedlab experiment: interrupted", file=sys.stderr)
+        return 130
     print()
     print(f"experiment {report['experiment']}: {report['replays']} replays ({report['replays_run']} run now,"
           f" {report['replays_skipped']} logged before, {report['replays_failed']} failed)")
@@ -112,7 +139,7 @@ def _experiment(args: argparse.Namespace) -> int:
     print(f"\nMLflow: {report['ui_url']}\n  (the runs table: one row per policy, mean and _std over seeds; chart view: policies side by side)")
     print(f"comparison run (table, plots): {report['parent_url']}")
     if not report["tracking_uri"].startswith(("http://", "https://")):
-        print("open them with `schedlab ui` (MLflow UI on http://127.0.0.1:5000), then the links above")
+        print(f"open them with `{ui_hint()}` (MLflow UI on {settings.ui_base()}), then the links above")
     return 1 if report["failures"] else 0
 
 
@@ -195,10 +222,18 @@ def _ui(args: argparse.Namespace) -> int:
         print(f"schedlab ui: error: {err}", file=sys.stderr)
         return 2
     settings.artifact_root(home).mkdir(parents=True, exist_ok=True)
+    settings.record_ui(args.host, args.port, home)
+    base = settings.ui_base(home)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    print(f"MLflow UI on http://{args.host}:{args.port} over {uri} (Ctrl-C stops it); the classic runs view:"
-          f" http://{args.host}:{args.port}/#/experiments?workflowType=machine_learning (MLflow opens on its"
+    print(f"MLflow UI on {base} over {uri} (Ctrl-C stops it); the classic runs view:"
+          f" {base}/#/experiments?workflowType=machine_learning (MLflow opens on its"
           " GenAI view otherwise: pick 'Model training' top left)", flush=True)
+    newest = newest_comparison(uri)
+    if newest is not None:
+        print(f"newest comparison: {newest['name']} (started {newest['started']}, {newest['status']})\n"
+              f"  {newest['url']}", flush=True)
+    elif args.open:
+        print("no comparison in the store yet (run `schedlab experiment`): opening the experiments list", flush=True)
 
     # the server runs in a session of its own (its workers with it): SIGTERM, SIGHUP and Ctrl-C here
     # stop the whole group, and nothing is left behind listening on the port
@@ -206,12 +241,77 @@ def _ui(args: argparse.Namespace) -> int:
     try:
         with interrupted_by(signal.SIGTERM, signal.SIGHUP):
             proc = subprocess.Popen(ui_command(args.host, args.port, home), env=env, start_new_session=True)
+            if args.open:
+                open_when_up(proc, base, newest["url"] if newest else f"{base}/#/experiments?workflowType=machine_learning")
             return proc.wait()
     except KeyboardInterrupt:
         return 0
     finally:
         if proc is not None:
             stop_group(proc)
+
+
+def ui_hint(home: Path | None = None) -> str:
+    """The ``schedlab ui`` command that serves the links printed (the address it last served on)."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(settings.ui_base(home))
+    return "schedlab ui" + (f" --host {parts.hostname}" if parts.hostname != UI_HOST else "") + (
+        f" --port {parts.port}" if parts.port != UI_PORT else "")
+
+
+def newest_comparison(uri: str) -> dict[str, str] | None:
+    """The most recently started experiment comparison in the store: its name, start, status and link
+    (the experiment's comparison view); None when there is none."""
+    import datetime
+
+    from schedlab.tasks import mlflow_view
+    from schedlab.tasks.tracking import KIND_TAG, client, retrying
+
+    c = client(uri)
+    experiments = [e.experiment_id for e in retrying(lambda: c.search_experiments(max_results=1000))]
+    if not experiments:
+        return None
+    runs = retrying(lambda: c.search_runs(experiments, filter_string=f"tags.`{KIND_TAG}` = 'experiment'",
+                                          order_by=["attributes.start_time DESC"], max_results=1))
+    if not runs:
+        return None
+    run = runs[0]
+    started = datetime.datetime.fromtimestamp((run.info.start_time or 0) / 1000).strftime("%Y-%m-%d %H:%M")
+    return {"name": run.info.run_name, "started": started, "status": run.info.status,
+            "url": mlflow_view.runs_url(uri, run.info.experiment_id)}
+
+
+def open_when_up(proc: subprocess.Popen, base: str, url: str, timeout: float = 120.0) -> None:
+    """Open ``url`` in a web browser once the UI at ``base`` answers /health (gives up quietly when the
+    server exits first or does not answer within ``timeout`` s)."""
+    import time
+    import urllib.request
+    import webbrowser
+
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:  # noqa: S310 - our server
+                if response.status == 200:
+                    if not webbrowser.open(url):
+                        print(f"no web browser found: open {url}", flush=True)
+                    return
+        except OSError:
+            time.sleep(0.5)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from schedlab.flows.status import collect, render
+    from schedlab.tasks.tracking import TrackingError
+
+    try:
+        status = collect(mark_killed=args.mark_killed)
+    except TrackingError as err:
+        print(f"schedlab status: error: {err}", file=sys.stderr)
+        return 2
+    print(render(status))
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

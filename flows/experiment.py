@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 import hashlib
-import json
 import logging
 import os
 import re
+import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +37,7 @@ from prefect.futures import as_completed  # noqa: E402
 from prefect.states import Failed  # noqa: E402
 
 from schedlab.flows import lifecycle  # noqa: E402
+from schedlab.flows.live import LiveComparison, heartbeat, replay_row  # noqa: E402
 from schedlab.flows.api_server import (  # noqa: E402
     PrefectUnavailable,
     flush_worker_api_logs,
@@ -58,6 +61,8 @@ log = logging.getLogger("schedlab.experiment")
 #: a replay whose worker died is resubmitted this many times (Dask itself retries a task whose
 #: worker died up to ``distributed.scheduler.allowed-failures`` = 3 times first)
 INFRA_RETRIES = 2
+#: the ranked table is printed every this many finished replays (``--table-every``)
+TABLE_EVERY = 5
 
 
 class DaskUnreachable(RuntimeError):
@@ -82,6 +87,32 @@ def check_dask(address: str, timeout: float = 3.0) -> int:
 
 
 @contextlib.contextmanager
+def sigint_ignored_by_children() -> Iterator[None]:
+    """Worker processes started in the ``with`` ignore SIGINT (an ignored signal stays ignored across
+    exec): a Ctrl-C at the terminal reaches the whole process group, and it is the flow's to handle
+    (issue #29 §4: workers stopped by the cluster's close, not killed mid-write by the signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class QuietLocalCluster(logging.Filter):
+    """What our LocalCluster's close and prefect_dask say that is no news: a link to the dashboard the
+    cluster does not run (``dashboard_address=None``), and the nanny's "Worker process still alive
+    after 4.0 seconds, killing" for a worker busy in a replay when the flow ends or is interrupted
+    (an abandoned replay's run is then marked KILLED: :func:`lifecycle.kill_orphaned_replays`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "dashboard is available" not in message and "still alive after" not in message
+
+
+@contextlib.contextmanager
 def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> Iterator[str]:
     """The scheduler address: the given one, or a LocalCluster's (one single-threaded worker process
     per CPU, at most 8, unless ``workers`` says), closed on exit. Workers start importing what a
@@ -95,8 +126,13 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
             from distributed import LocalCluster
 
             n = workers or min(os.cpu_count() or 1, 8)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=logging.WARNING)
+            with sigint_ignored_by_children():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.WARNING)
+            quiet = QuietLocalCluster()
+            for name in ("prefect.task_runner.dask", "distributed.nanny"):
+                logging.getLogger(name).addFilter(quiet)
+                stack.callback(logging.getLogger(name).removeFilter, quiet)
             stack.callback(cluster.close, timeout=10)
             address = cluster.scheduler_address
         dask_client = stack.enter_context(Client(address, set_as_default=False))
@@ -148,7 +184,7 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
 
 
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
-                    specs: list[ReplaySpec], done: dict[str, Any]) -> tuple[Any, str]:
+                    specs: list[ReplaySpec], done: dict[str, Any], live: LiveComparison) -> tuple[Any, str]:
     """Comparison table (CSV + markdown; also the parent run's note), one child run per policy with
     the seed means and spreads, bars of the headline metrics, JCT/wait/queueing CDFs per policy, the
     SM-activity CDF per policy when the replays computed it (``smact_profiles``) and, when load is swept, average JCT and wait vs load; all logged to the parent run.
@@ -164,9 +200,8 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
             run = done.get(spec.key)
             if run is None:
                 continue
-            rows.append({"trace": spec.trace_label, "trace_name": spec.trace, "load": spec.load,
-                         "cluster": spec.cluster, "policy": spec.label, "seed": spec.seed,
-                         **run.data.metrics})
+            rows.append(replay_row(spec, run.data.metrics))
+            live.finished(spec, run.data.metrics)
             try:
                 path = tracking.download(uri, run.info.run_id, "jobs.parquet", out / "dl" / run.info.run_id)
                 jobs[spec.key] = pd.read_parquet(path, columns=["jct_s", "queue_s", "wait_s"])
@@ -178,12 +213,8 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                     smact[spec.key] = pd.read_parquet(path)
                 except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
                     log.warning("no smact.parquet for run %s: %s", run.info.run_id, err)
-        order = [e.label or e.name for e in config.policy_entries()]
-        table = compare.comparison(rows, baseline, order)
-        markdown = (f"## {config.name}: every policy against `{baseline}`\n\n"
-                    + (f"{config.description.strip()}\n\n" if config.description else "")
-                    + f"{len(config.seeds)} seed(s); {compare.legend(baseline)}.\n\n"
-                    + compare.to_markdown(table) + "\n")
+        table = live.table()
+        markdown = live.markdown(table)
         table.to_csv(out / "comparison.csv", index=False)
         (out / "comparison.md").write_text(markdown)
         plot_dir = out / "plots"
@@ -210,7 +241,7 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
             suffix = settings.path_name(f"{trace_label}__{cluster}")
             plots.smact_cdf(by_policy, plot_dir / f"smact_cdf__{suffix}.png",
                             f"SM activity over all GPUs, CDF per policy: {trace_label} on {cluster}")
-        for (trace_label, cluster), part in table.groupby(["trace", "cluster"], sort=False):
+        for (trace_label, cluster), part in table[table["seeds"] > 0].groupby(["trace", "cluster"], sort=False):
             plots.metric_bars(part, {"avg_jct_s": "avg_jct_s", "avg_wait_s": "avg_wait_s",
                                      "avg_queue_s": "avg_queue_s", "makespan_s": "makespan_s"},
                               plot_dir / f"headline__{settings.path_name(f'{trace_label}__{cluster}')}.png",
@@ -226,18 +257,14 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
         retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.csv")))
         retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.md")))
         retrying(lambda: c.log_artifacts(parent_run_id, str(plot_dir), "plots"))
-    by_label = {s.label: s for s in specs}
-    mlflow_view.log_policy_runs(uri, experiment_id, parent_run_id, table, baseline, {
-        label: {"policy": s.policy, "placement": s.placement,
-                "preemption_overhead_s": mlflow_view.preemption_overhead(s.policy, s.preemption_overhead_s),
-                **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(s.policy, s.params).items()}}
-        for label, s in by_label.items()})
+    mlflow_view.log_policy_runs(uri, experiment_id, parent_run_id, table, baseline, live.policy_params())
     return table, markdown
 
 
 @flow(name="experiment", log_prints=True, persist_result=False)
 def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | None = None,
-                    code_version: str | None = None) -> dict[str, Any]:
+                    code_version: str | None = None, rank_by: str = "avg_jct_s",
+                    table_every: int = TABLE_EVERY) -> dict[str, Any]:
     """Run every replay of the experiment not yet logged, then log and return the comparison; one
     run of an experiment at a time per tracking store (:mod:`schedlab.flows.lifecycle`)."""
     name = load_config(config_path).name
@@ -245,11 +272,11 @@ def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | No
     with lifecycle.experiment_lock(tracking_uri, name):
         for run_id in lifecycle.crash_stale_flow_runs(tracking_uri, name):
             print(f"flow run {run_id} of experiment {name!r} was left running by a killed process: marked CRASHED")
-        return _experiment(config_path, tracking_uri, artifact_root, code_version)
+        return _experiment(config_path, tracking_uri, artifact_root, code_version, rank_by, table_every)
 
 
 def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
-                code_version: str | None) -> dict[str, Any]:
+                code_version: str | None, rank_by: str, table_every: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = load_config(config_path)
     config.models = ModelSources(**resolve_latest(config.models.model_dump(), tracking_uri))  # `latest` -> N
@@ -257,47 +284,85 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
     specs = config.grid(version)
     uri = tracking_uri
     experiment_id = tracking.ensure_experiment(uri, config.name, Path(artifact_root) if artifact_root else None)
+    # the classic view and the shared comparison view before any replay: links work from the first second
     mlflow_view.describe_experiment(uri, experiment_id, config.description)
-    parent = _parent_run(uri, experiment_id, config, specs, Path(config_path).resolve())
+    mlflow_view.comparison_view(uri, experiment_id, rank_by)
+    with lifecycle.InterruptGate().installed() as gate:
+        with gate.shielded():
+            parent = _parent_run(uri, experiment_id, config, specs, Path(config_path).resolve())
+        try:
+            return _run_and_compare(uri, experiment_id, parent, config, specs, rank_by, table_every, started, gate)
+        except KeyboardInterrupt:
+            # the parent is this process's (it holds the experiment's lock); replays in flight are
+            # marked once their workers are stopped (run_experiment)
+            with gate.shielded():
+                if retrying(lambda: client(uri).get_run(parent)).info.status == "RUNNING":  # not ended meanwhile
+                    retrying(lambda: client(uri).set_terminated(parent, status="KILLED"))
+                    print(f"interrupted: comparison run {parent} marked KILLED", flush=True)
+            raise
+
+
+def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ReplaySpec],
+                     rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
+    """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
     todo = [s for s in specs if s.key not in done]
     print(f"experiment {config.name!r}: {len(specs)} replays; {len(specs) - len(todo)} already logged,"
           f" {len(todo)} to run")
+    live = LiveComparison(uri, experiment_id, parent, config, specs, rank_by)
+    for key, run in done.items():
+        live.finished(next(s for s in specs if s.key == key), run.data.metrics)
+    with gate.shielded():
+        live.publish()
+    print(f"MLflow, updated as replays finish: {mlflow_view.runs_url(uri, experiment_id)}", flush=True)
 
     failures: dict[str, str] = {}
     pending = {replay_task.submit(s, uri, experiment_id, parent): (s, 0) for s in todo}
     finished = 0
-    while pending:
-        resubmit = {}
-        for future in as_completed(list(pending)):
-            spec, attempt = pending[future]
-            try:
-                result = future.result()
-            except ReplayFailed as error:
-                finished += 1
-                failures[spec.key] = str(error)
-                print(f"[{finished}/{len(todo)}] {spec.run_name}: FAILED: {error.message} (run {error.run_id})")
-                continue
-            except Exception as error:  # noqa: BLE001 - the worker died, the task crashed
-                if attempt < INFRA_RETRIES:
-                    print(f"{spec.run_name}: lost ({error!r}); submitting it again")
-                    resubmit[replay_task.submit(spec, uri, experiment_id, parent)] = (spec, attempt + 1)
-                else:
+    with heartbeat(live):
+        while pending:
+            resubmit = {}
+            for future in as_completed(list(pending)):
+                spec, attempt = pending[future]
+                try:
+                    result = future.result()
+                except ReplayFailed as error:
                     finished += 1
-                    failures[spec.key] = repr(error)
-                    print(f"[{finished}/{len(todo)}] {spec.run_name}: gave up after {attempt + 1} attempts:"
-                          f" {error!r}")
-                continue
-            finished += 1
-            m = result["metrics"]
-            print(f"[{finished}/{len(todo)}] {spec.run_name}: avg JCT {m.get('avg_jct_s', float('nan')):,.0f} s,"
-                  f" avg wait {m.get('avg_wait_s', float('nan')):,.0f} s, avg queue {m.get('avg_queue_s', float('nan')):,.0f} s"
-                  f" (run {result['run_id']}"
-                  f"{'' if result['logged'] else ', logged before'})")
-        pending = resubmit
+                    failures[spec.key] = str(error)
+                    live.failed.add(spec.key)
+                    print(f"[{finished}/{len(todo)}] {spec.run_name}: FAILED: {error.message} (run {error.run_id})")
+                    continue
+                except Exception as error:  # noqa: BLE001 - the worker died, the task crashed
+                    if attempt < INFRA_RETRIES:
+                        print(f"{spec.run_name}: lost ({error!r}); submitting it again")
+                        resubmit[replay_task.submit(spec, uri, experiment_id, parent)] = (spec, attempt + 1)
+                    else:
+                        finished += 1
+                        failures[spec.key] = repr(error)
+                        live.failed.add(spec.key)
+                        print(f"[{finished}/{len(todo)}] {spec.run_name}: gave up after {attempt + 1} attempts:"
+                              f" {error!r}")
+                    continue
+                finished += 1
+                m = result["metrics"]
+                print(f"[{finished}/{len(todo)}] {spec.run_name}: avg JCT {m.get('avg_jct_s', float('nan')):,.0f} s,"
+                      f" avg wait {m.get('avg_wait_s', float('nan')):,.0f} s, avg queue {m.get('avg_queue_s', float('nan')):,.0f} s"
+                      f" (run {result['run_id']}"
+                      f"{'' if result['logged'] else ', logged before'})")
+                live.finished(spec, m)
+                with gate.shielded():
+                    _update(live, show=finished % table_every == 0 and finished < len(todo))
+            pending = resubmit
 
+    with gate.shielded():
+        return _finish(uri, experiment_id, parent, config, specs, live, failures, todo, started)
+
+
+def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ReplaySpec],
+            live: LiveComparison, failures: dict[str, str], todo: list[ReplaySpec], started: float) -> dict[str, Any]:
+    """The full comparison (table, plots, policy runs), the counts and the parent run's end; the report."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
-    table, markdown = _log_comparison(uri, experiment_id, parent, config, specs, done)
+    table, markdown = _log_comparison(uri, experiment_id, parent, config, specs, done, live)
     labels = {s.key: s.run_name for s in specs}
     if failures:
         markdown += "\n**Failed replays** (their MLflow runs are FAILED, with `error.txt`):\n\n" + "\n".join(
@@ -325,6 +390,21 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
     if failures:
         return Failed(message=f"{len(failures)} of {len(specs)} replays failed", data=report)
     return report
+
+
+def _update(live: LiveComparison, show: bool) -> None:
+    """The parent run brought up to date after a finished replay; with ``show``, the ranked table
+    and the replays in flight printed too. A failed update is a warning: the next one catches up."""
+    try:
+        running = live.running()
+        table = live.publish(running)
+    except Exception as err:  # noqa: BLE001 - the comparison is redone in full at the end
+        log.warning("the live comparison could not be updated: %s", err)
+        return
+    if show:
+        in_flight = live.in_flight(running)
+        print(f"{len(live.rows)} of {len(live.specs)} replays finished, best first by {live.rank_by}:\n"
+              + compare.to_text(table) + (f"\n{in_flight}" if in_flight else ""), flush=True)
 
 
 def _artifact_key(name: str) -> str:
@@ -362,11 +442,19 @@ def orchestration(home: Path, tracking_uri: str | None, dask_address: str | None
 
 def run_experiment(config_path: str | Path, *, dask_address: str | None = None, workers: int | None = None,
                    tracking_uri: str | None = None, home: Path | None = None,
-                   code_version: str | None = None) -> dict[str, Any]:
+                   code_version: str | None = None, rank_by: str = "avg_jct_s",
+                   table_every: int = TABLE_EVERY) -> dict[str, Any]:
     """Validate, check the tracking store and the Dask address, then run the flow.
 
     Returns the flow's report (``failures`` non-empty when a replay failed). Raises ConfigError,
-    TrackingError or DaskUnreachable before any work when something is wrong."""
+    TrackingError or DaskUnreachable before any work when something is wrong (ValueError for a
+    ``rank_by`` not in :data:`compare.RANKABLE` or a ``table_every`` below 1). Interrupted (Ctrl-C),
+    it marks KILLED the comparison run and the replays in flight once its workers are stopped, then
+    raises KeyboardInterrupt: finished replays are kept, and running it again resumes."""
+    if rank_by not in compare.RANKABLE:
+        raise ValueError(f"cannot rank by {rank_by!r}: one of {', '.join(compare.RANKABLE)}")
+    if table_every < 1:
+        raise ValueError(f"the table is printed every N finished replays: N must be at least 1, got {table_every}")
     home = settings.apply_env(home)
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the in-process scheduler's chatter
     config = load_config(config_path)  # ConfigError names the file and field
@@ -380,10 +468,19 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
             raise ConfigError(f"{path}: models: {err}") from None
     from prefect_dask import DaskTaskRunner
 
-    with orchestration(home, tracking_uri, dask_address, workers) as run:
-        tracking.ensure_experiment(run.uri, config.name, Path(run.artifact_root) if run.artifact_root else None)
-        state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=run.address))(
-            path, run.uri, run.artifact_root, code_version or tracking.code_version(), return_state=True)
+    uri = tracking_uri or settings.tracking_uri(home)
+    try:
+        with orchestration(home, tracking_uri, dask_address, workers) as run:
+            tracking.ensure_experiment(run.uri, config.name, Path(run.artifact_root) if run.artifact_root else None)
+            state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=run.address))(
+                path, run.uri, run.artifact_root, code_version or tracking.code_version(), rank_by, table_every,
+                return_state=True)
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):  # the store may not exist yet: nothing ran
+            killed = lifecycle.kill_orphaned_replays(uri, config.name)
+            print(f"interrupted: {len(killed)} replay run(s) in flight marked KILLED; finished replays are kept,"
+                  " and running the same command again resumes", file=sys.stderr, flush=True)
+        raise
     report = state.result(raise_on_failure=False)
     if isinstance(report, BaseException):
         raise report

@@ -8,6 +8,8 @@
 * :func:`crash_stale_flow_runs`: each experiment flow run is tagged with its experiment and its
   process (``host:pid``); the next run of the experiment marks ``CRASHED`` (Prefect's client API)
   those still RUNNING/PENDING whose process is dead on this host, with their unfinished task runs.
+* :func:`kill_orphaned_replays`: after an interrupted experiment has stopped its workers, the MLflow
+  replay runs they had in flight are marked ``KILLED`` (issue #29 §4).
 """
 
 from __future__ import annotations
@@ -107,3 +109,71 @@ def crash_stale_flow_runs(uri: str, name: str) -> list[str]:
                 prefect.set_task_run_state(task_run.id, Crashed(message=message), force=True)
             crashed.append(str(run.id))
     return crashed
+
+
+def kill_orphaned_replays(uri: str, name: str) -> list[str]:
+    """Mark KILLED the replay runs of experiment ``name`` left RUNNING by a process no longer working
+    on them (:func:`schedlab.tasks.tracking.is_live`: dead on this host, or its lease expired), as an
+    interrupted experiment leaves those its stopped workers had in flight. Returns their ids."""
+    from schedlab.tasks import tracking
+
+    c = tracking.client(uri)
+    experiment = tracking.retrying(lambda: c.get_experiment_by_name(name))
+    if experiment is None:
+        return []
+    killed = []
+    for run in tracking.runs_with_tag(uri, experiment.experiment_id, tracking.KIND_TAG, ["replay"]):
+        if run.info.status == "RUNNING" and not tracking.is_live(run):
+            tracking.retrying(lambda: c.set_terminated(run.info.run_id, status="KILLED"))
+            killed.append(run.info.run_id)
+    return killed
+
+
+class InterruptGate:
+    """Ctrl-C (SIGINT, and SIGTERM/SIGHUP alike) raises KeyboardInterrupt in the flow's thread only
+    outside :meth:`shielded` sections: one arriving while a section writes to the tracking store is
+    held until the section ends. Raised mid-write, it left the sqlite store's write lock held by this
+    process's own connection, and the next write (the KILLED marking) waited on it for ever."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending = False
+
+    def _handler(self, signum: int, frame: object) -> None:
+        if self.depth:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["InterruptGate"]:
+        """The gate's handler while the ``with`` lasts (a no-op outside the main thread, where no
+        signal handler can be set)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {}
+        for name in self.SIGNALS:
+            signum = getattr(signal, name)
+            previous[signum] = signal.signal(signum, self._handler)
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    @contextlib.contextmanager
+    def shielded(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if not self.depth and self.pending:
+                self.pending = False
+                raise KeyboardInterrupt

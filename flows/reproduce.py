@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from schedlab import settings
+from schedlab.flows import REPRODUCE_CONFIGS
 
 settings.prefect_env()  # before prefect is imported
 
@@ -46,8 +47,7 @@ from schedlab.tasks.tracking import KIND_TAG, client, retrying  # noqa: E402
 
 log = logging.getLogger("schedlab.reproduce")
 
-DEFAULT_CONFIGS = ["castor-pollux", "sjf-bsbf-pollux", "sjf-bsbf-pollux-480", "castor-philly", "sjf-bsbf-philly",
-                   "castor-itp"]
+DEFAULT_CONFIGS = REPRODUCE_CONFIGS
 EXPERIMENT = "reproduce"
 REPLAY_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions", "submit_time", "end_time", "deadline")
 HOUR = 3600.0

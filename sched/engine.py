@@ -91,7 +91,7 @@ class Engine:
         placement: str = DEFAULT,
         preemption_overhead_s: float | None = None,
         seed: int = 0,
-        progress: bool = False,
+        progress: bool | Callable[[int, int], None] = False,
         sharing: SharingModel | None = None,
         allocation_stall_s: float | None = None,
         record_occupancy: bool = False,
@@ -392,7 +392,9 @@ class Engine:
         i = 0
         passes = 0
         done = 0
-        bar = tqdm(total=n, unit="job", disable=not self.progress, mininterval=0.5, leave=False)
+        # True: a progress bar; a callable: called with (jobs done, jobs) instead, e.g. by a Dask worker
+        bar = tqdm(total=n, unit="job", disable=self.progress is not True, mininterval=0.5, leave=False)
+        reported = 0
         if n:
             self.now = first_submit = arrivals[0].submit_time
         orchestrator = self.orchestrator
@@ -448,8 +450,11 @@ class Engine:
                 busy = cluster.total_gpus - cluster.free_gpus  # _record_utilization(), inline
                 if not timeline or timeline[-1][1] != busy:
                     timeline.append((now, busy))
-            if self.progress and done - bar.n >= 1000:
-                bar.update(done - bar.n)
+            if self.progress and done - reported >= 1000:
+                bar.update(done - reported)
+                reported = done
+                if callable(self.progress):
+                    self.progress(done, n)
         bar.close()
         self._busy_gpu_seconds, self._shared_gpu_seconds = busy_s, shared_s
         if source is None:

@@ -10,7 +10,7 @@ import secrets
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -168,7 +168,7 @@ def replay(
     interference: str | None = None,
     iteration_time: str | WorkloadCatalog | None = None,
     load_report: dict[str, Any] | None = None,
-    progress: bool = False,
+    progress: bool | Callable[[int, int], None] = False,
     allocation_stall_s: float | None = None,
     goodput_root: str | Path | None = None,
     smact: SmactProfile | None = None,

@@ -28,6 +28,12 @@ RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makes
 INTEGER = frozenset({"preemptions"})
 GROUP = ["trace", "cluster"]
 SAME_AS = "same_as"
+#: optional columns of a live comparison: parameters that differ from the policy's defaults, and the
+#: policy's replays done / running / queued
+KNOBS, PROGRESS = "knobs", "done/running/queued"
+#: metrics a comparison can be ranked by, and whether higher is better
+RANKABLE = {"avg_jct_s": False, "p95_jct_s": False, "avg_wait_s": False, "avg_queue_s": False,
+            "makespan_s": False, "gpu_util": True}
 
 
 def std_key(metric: str) -> str:
@@ -99,6 +105,19 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
     return pd.DataFrame(out, columns=columns(tuple(metrics[len(METRICS):])))
 
 
+def rank(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Each (trace, cluster) group's rows best first by ``metric`` (:data:`RANKABLE`), rows without
+    a value last; groups keep their order."""
+    if metric not in RANKABLE:
+        raise ValueError(f"cannot rank by {metric!r}: one of {', '.join(RANKABLE)}")
+    if table.empty:
+        return table
+    order = table.assign(_group=table.groupby(GROUP, sort=False).ngroup())
+    order = order.sort_values(["_group", metric], ascending=[True, not RANKABLE[metric]], na_position="last",
+                              kind="stable")
+    return order.drop(columns="_group").reset_index(drop=True)
+
+
 def _number(value: float, metric: str) -> str:
     if math.isnan(value):
         return "—"
@@ -129,6 +148,10 @@ def shown_columns(table: pd.DataFrame) -> list[str]:
     cols = [*GROUP, "policy", "seeds", *headline(table.columns), *RATIOS.values()]
     if len(table) and (table[SAME_AS] != "").any():
         cols.insert(4, SAME_AS)
+    if PROGRESS in table.columns:
+        cols.insert(cols.index("seeds") + 1, PROGRESS)
+    if KNOBS in table.columns and (table[KNOBS] != "").any():
+        cols.append(KNOBS)
     return cols
 
 
@@ -141,7 +164,7 @@ def legend(baseline: str) -> str:
 def to_markdown(table: pd.DataFrame) -> str:
     head = shown_columns(table)
     lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS) else "---:" for c in head) + "|"]
+             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS) else "---:" for c in head) + "|"]
     for row in table.to_dict("records"):
         lines.append("| " + " | ".join(_cell(row, c) for c in head) + " |")
     return "\n".join(lines)
@@ -154,7 +177,7 @@ def to_text(table: pd.DataFrame) -> str:
         head = [c for c in head if c not in GROUP]
     cells = [head] + [[_cell(row, c) for c in head] for row in table.to_dict("records")]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
-    left = {*GROUP, "policy", SAME_AS}
+    left = {*GROUP, "policy", SAME_AS, KNOBS}
     lines = ["  ".join(c.ljust(w) if h in left else c.rjust(w) for c, w, h in zip(r, widths, head)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if GROUP[0] not in head and len(table):

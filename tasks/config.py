@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from schedlab.checks import error_loc, load_yaml, plain
+from schedlab.checks import did_you_mean, error_loc, load_yaml, plain
 from schedlab.sched.pools import LoanOptions
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import FORMATS, LoadOptions
@@ -378,7 +378,7 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
     for i, entry in enumerate(entries):
         where = "policies" if config.policies == "all" else f"policies[{i}]"
         if entry.name not in POLICIES:
-            raise ConfigError(f"{path}: {where}.name: unknown policy {entry.name!r};"
+            raise ConfigError(f"{path}: {where}.name: unknown policy {entry.name!r}{did_you_mean(entry.name, POLICIES)};"
                               f" registered: {', '.join(sorted(POLICIES))}")
         try:
             make_policy(entry.name, entry.params)

@@ -95,3 +95,18 @@ def pid_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True  # no /proc: kill(pid, 0) found it
     return state != "Z"
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a live process holds the :func:`file_lock` on ``path`` (False when there is no such file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False

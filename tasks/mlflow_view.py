@@ -37,7 +37,7 @@ NOTE_TAG = "mlflow.note.content"
 POLICY_ROW_TAG = "schedlab.policy_row"  # a policy run's identity within its comparison
 COMPARISON_TAG = "schedlab.comparison_run"  # a policy run -> the experiment's parent run
 POLICY_KIND = "policy"
-UI = "http://127.0.0.1:5000"
+REPLAYS_TAG = "schedlab.replays"  # a policy run's replays done/running/queued (live comparison)
 #: the runs view of a comparison: one row per policy
 COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
 #: MLflow's shared view states are experiment tags with this prefix (read by the UI's
@@ -53,13 +53,16 @@ VIEW_COLUMNS = ("seeds", "avg_jct_s", "avg_jct_s_std", "avg_wait_s", "avg_wait_s
 # links and tags
 
 
-def _base(uri: str, ui: str) -> str:
-    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else ui
+def _base(uri: str, ui: str | None) -> str:
+    from schedlab.settings import ui_base
+
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else (ui or ui_base())
 
 
-def runs_url(uri: str, experiment_id: str, search: str | None = None, ui: str = UI) -> str:
+def runs_url(uri: str, experiment_id: str, search: str | None = None, ui: str | None = None) -> str:
     """The experiment's runs table in the classic view: the comparison view (:func:`comparison_view`:
-    one row per policy, the headline columns, every run in the charts) unless ``search`` filters runs."""
+    one row per policy, the headline columns, every run in the charts) unless ``search`` filters runs.
+    A sqlite store's links go to the UI ``schedlab ui`` last served (``ui``, else :func:`settings.ui_base`)."""
     query = {"workflowType": "machine_learning"}
     if search:
         query["searchFilter"] = search
@@ -68,7 +71,7 @@ def runs_url(uri: str, experiment_id: str, search: str | None = None, ui: str = 
     return f"{_base(uri, ui)}/#/experiments/{experiment_id}/runs?{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}"
 
 
-def run_url(uri: str, experiment_id: str, run_id: str, ui: str = UI) -> str:
+def run_url(uri: str, experiment_id: str, run_id: str, ui: str | None = None) -> str:
     from schedlab.tasks.tracking import ui_url
 
     return ui_url(uri, experiment_id, run_id, ui)
@@ -115,14 +118,15 @@ def describe_experiment(uri: str, experiment_id: str, description: str | None) -
         retrying(lambda: c.set_experiment_tag(experiment_id, NOTE_TAG, note_text(description.strip(), 20000)))
 
 
-def comparison_view(uri: str, experiment_id: str) -> None:
+def comparison_view(uri: str, experiment_id: str, rank_by: str = "avg_jct_s") -> None:
     """Store the comparison view as one of the experiment's shared MLflow views: the policy runs only,
-    sorted by average JCT, the headline metrics as columns, every run (not only the first 10) in the
+    best first by ``rank_by`` (:data:`compare.RANKABLE`), the headline metrics as columns, every run (not only the first 10) in the
     chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
     import json
 
-    columns = [f"metrics.`{m}`" for m in VIEW_COLUMNS] + ["tags.`schedlab.same_as`"]
-    view = {"searchFilter": COMPARISON_FILTER, "orderByKey": "metrics.`avg_jct_s`", "orderByAsc": True,
+    columns = [f"metrics.`{m}`" for m in VIEW_COLUMNS] + ["tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"]
+    view = {"searchFilter": COMPARISON_FILTER, "orderByKey": f"metrics.`{rank_by}`",
+            "orderByAsc": not compare.RANKABLE[rank_by],
             "selectedColumns": columns, "columnOrder": columns,
             "runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True}
     c = client(uri)
@@ -169,7 +173,8 @@ def _shown(key: str, value: float) -> float:
 def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, baseline: str,
                     params_of: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
     """One FINISHED run per row of the comparison ``table``, tagged with ``parent_run_id`` but at the
-    top level (MLflow's table shows children collapsed; a shared view cannot expand them): metrics are the
+    top level (MLflow's table shows children collapsed; a shared view cannot expand them); rows with no
+    finished seed yet are skipped, and a run is renamed when its seed count grows: metrics are the
     row's seed means (replay keys), ``<key>_std`` spreads and ``*_speedup`` ratios; params the policy's
     (``params_of``: label -> params). The same runs are updated when the experiment is re-run.
     Returns row key -> run id."""
@@ -185,14 +190,17 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
     now, out = int(time.time() * 1000), {}
     for row in table.to_dict("records"):
         label, seeds = row["policy"], int(row["seeds"])
+        if seeds == 0:  # a live comparison's policy with no finished replay yet
+            continue
         key = _row_key(parent_run_id, row["trace"], row["cluster"], label)
         same = f"; identical results to {row[compare.SAME_AS]}" if row.get(compare.SAME_AS) else ""
         note = (f"**{label}** on {row['trace']} / {row['cluster']}: mean and sample std over {seeds} seed(s)"
                 f" (metric `<key>` and `<key>_std`); `*_speedup` = {baseline} ÷ {label}{same}.")
         run = existing.get(key)
+        name = f"{label} | {row['trace']} | {row['cluster']}" if several else label
+        name = f"{name} (mean of {seeds} seed{'s' if seeds > 1 else ''})"
         if run is None:
-            name = f"{label} | {row['trace']} | {row['cluster']}" if several else label
-            run = retrying(lambda: c.create_run(experiment_id, run_name=f"{name} (mean of {seeds} seeds)", tags={
+            run = retrying(lambda: c.create_run(experiment_id, run_name=name, tags={
                 KIND_TAG: POLICY_KIND, COMPARISON_TAG: parent_run_id, POLICY_ROW_TAG: key,
                 "schedlab.label": label, "schedlab.trace": str(row["trace"]), "schedlab.cluster": str(row["cluster"]),
                 **standard_tags(note)}))
@@ -200,12 +208,15 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
                       **(params_of or {}).get(label, {})}
             retrying(lambda: c.log_batch(run.info.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()]))
         run_id = run.info.run_id
+        if run.info.run_name != name:  # a live comparison: more seeds since the last update
+            retrying(lambda: c.update_run(run_id, name=name))
         metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},
                    **{k: row[k] for k in compare.RATIOS.values()}}
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
                                                       if _finite(v)],
-                                     tags=[RunTag(NOTE_TAG, note), RunTag("schedlab.same_as", row.get(compare.SAME_AS) or "")]))
-        retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
+                                     tags=[RunTag(NOTE_TAG, note), RunTag("schedlab.same_as", row.get(compare.SAME_AS) or ""),
+                                           *([RunTag(REPLAYS_TAG, row[compare.PROGRESS])] if compare.PROGRESS in row else [])]))
+        if run.info.status != "FINISHED":
+            retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         out[key] = run_id
-    comparison_view(uri, experiment_id)
     return out

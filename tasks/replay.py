@@ -19,6 +19,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from schedlab.settings import mlflow_env, prefect_env
@@ -78,14 +80,16 @@ def model_params(spec: ReplaySpec) -> dict[str, Any]:
     return {f"model.{k}": v for k, v in sorted(spec.models.items())}
 
 
-def execute(spec: ReplaySpec) -> tuple[Any, Any]:
-    """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``."""
+def execute(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
+    """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``;
+    ``progress(jobs done, jobs)`` is called as the replay advances (every 1,000 jobs)."""
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.models import make_iteration_time
     from schedlab.sched.pools import LoanOptions
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 
+    _thread_lock_for_progress_bars()
     cluster = load_cluster(spec.cluster)
     options = dict(spec.options)
     options.setdefault("max_gpus", cluster.training_pool.servers * cluster.training_pool.gpus_per_server)
@@ -104,9 +108,36 @@ def execute(spec: ReplaySpec) -> tuple[Any, Any]:
                     preemption_overhead_s=spec.preemption_overhead_s,
                     interference=spec.models.get("interference"), iteration_time=timing,
                     load_report={**report.to_dict(), **notes}, smact=smact,
-                    inference=LoanOptions.model_validate(spec.inference) if spec.inference else None)
+                    inference=LoanOptions.model_validate(spec.inference) if spec.inference else None,
+                    progress=progress or False)
     result.summary["load_wall_s"] = load_s
     return result, cluster
+
+
+def _thread_lock_for_progress_bars() -> None:
+    """The engine's progress bar (disabled on workers) takes tqdm's lock, by default a multiprocessing
+    one: a semaphore that a worker stopped mid-replay leaks ("resource_tracker: … leaked semaphore
+    objects" at exit). A thread lock is all one replay per worker thread needs."""
+    import threading
+
+    from tqdm import tqdm
+
+    if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
+        tqdm.set_lock(threading.RLock())
+
+
+@dataclass
+class JobsDone:
+    """A replay's progress as its engine reports it (every 1,000 jobs), read by the lease thread."""
+
+    done: int = 0
+    total: int = 0
+
+    def update(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def text(self) -> str | None:
+        return f"{self.done:,}/{self.total:,} jobs" if self.total else None
 
 
 def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
@@ -137,7 +168,8 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
         tags[PARENT_TAG] = parent_run_id
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
     run_id = run.info.run_id
-    end_lease = tracking.start_lease(uri, run_id)
+    progress = JobsDone()
+    end_lease = tracking.start_lease(uri, run_id, progress.text)
     tracking.supersede(uri, earlier, by=run_id)
     try:
         from mlflow.entities import Metric, Param, RunTag
@@ -147,7 +179,7 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
         with mlflow_env(uri):  # models:/… specs resolve against the experiment's store and registry
-            result, cluster = execute(spec)
+            result, cluster = execute(spec, progress.update)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
@@ -190,7 +222,8 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
 
 def warm_up(uri: str) -> int:
     """Import what a replay needs and open the tracking store, so that a fresh worker's first
-    replay does not pay for it (run on every worker while the Prefect API starts)."""
+    replay does not pay for it (run on every worker while the Prefect API starts); quiet the
+    warning Dask logs for a cancelled replay."""
     import prefect.task_engine  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
@@ -198,7 +231,18 @@ def warm_up(uri: str) -> int:
     from schedlab.tasks import plots  # noqa: F401
 
     client(uri)
+    import logging
+
+    logging.getLogger("distributed.worker.state_machine").addFilter(_QuietCancel())
     return os.getpid()
+
+
+class _QuietCancel:
+    """Drops Dask's warning that a replay was cancelled (an interrupted experiment releases its futures:
+    expected, and the flow reports it)."""
+
+    def filter(self, record) -> bool:
+        return "ended with CancelledError" not in record.getMessage()
 
 
 @task(name="replay", cache_policy=NO_CACHE, retries=0, task_run_name="{spec.run_name}")

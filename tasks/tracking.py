@@ -33,6 +33,7 @@ SUPERSEDED_TAG = "schedlab.superseded_by"
 ERROR_TAG = "schedlab.error"
 OWNER_TAG = "schedlab.worker"  # host:pid of the process logging the run
 LEASE_TAG = "schedlab.lease_until"  # epoch seconds; renewed while the owner works on the run
+PROGRESS_TAG = "schedlab.progress"  # a replay's jobs done of all, updated with its lease
 #: a RUNNING run whose lease has not been renewed for this long is a leftover (owner hung or gone)
 LEASE_S = 120.0
 
@@ -190,14 +191,21 @@ def is_live(run: Any, now: float | None = None) -> bool:
     return until > (now if now is not None else time.time())
 
 
-def start_lease(uri: str, run_id: str) -> Callable[[], None]:
-    """Renew the run's lease every ``LEASE_S / 4`` s in a thread, until the returned call stops it."""
+def start_lease(uri: str, run_id: str, progress: Callable[[], str | None] | None = None,
+                every: float = LEASE_S / 4) -> Callable[[], None]:
+    """Renew the run's lease every ``every`` s in a thread, until the returned call stops it; with
+    ``progress``, its text (e.g. ``"12,000/60,000 jobs"``) goes with each renewal as tag ``schedlab.progress``."""
+    from mlflow.entities import RunTag
+
     stop = threading.Event()
 
     def renew() -> None:
-        while not stop.wait(LEASE_S / 4):
+        while not stop.wait(every):
+            tags = [RunTag(LEASE_TAG, f"{time.time() + LEASE_S:.0f}")]
+            if progress is not None and (text := progress()):
+                tags.append(RunTag(PROGRESS_TAG, text))
             with contextlib.suppress(Exception):  # a missed renewal: the next one comes in time
-                retrying(lambda: client(uri).set_tag(run_id, LEASE_TAG, f"{time.time() + LEASE_S:.0f}"))
+                retrying(lambda: client(uri).log_batch(run_id, tags=tags))
 
     thread = threading.Thread(target=renew, name=f"schedlab-lease-{run_id}", daemon=True)
     thread.start()
@@ -248,9 +256,12 @@ def code_version() -> str:
             return "unknown"
 
 
-def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str = "http://127.0.0.1:5000") -> str:
-    """Where a run (or the experiment's runs) is in the MLflow UI, in its classic (not GenAI) view."""
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else ui
+def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str | None = None) -> str:
+    """Where a run (or the experiment's runs) is in the MLflow UI, in its classic (not GenAI) view; a
+    sqlite store's UI is ``ui``, else the one ``schedlab ui`` last served (:func:`settings.ui_base`)."""
+    from schedlab.settings import ui_base
+
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else (ui or ui_base())
     return f"{base}/#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs") + "?workflowType=machine_learning"
 
 

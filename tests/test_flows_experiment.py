@@ -137,10 +137,13 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert "plots/jct_cdf__syn__4x8.png" in plots
     assert {"plots/wait_cdf__syn__4x8.png", "plots/headline__syn__4x8.png"} <= plots
     table = pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")
-    assert list(table["policy"]) == ["fifo", "tiresias"]
-    assert table.loc[0, "avg_jct_speedup"] == pytest.approx(1.0)
+    assert sorted(table["policy"]) == ["fifo", "tiresias"] and table["avg_jct_s"].is_monotonic_increasing  # ranked
+    assert list(table["done/running/queued"]) == ["2/0/0", "2/0/0"]
+    table = table.set_index("policy")
+    assert table.loc["fifo", "avg_jct_speedup"] == pytest.approx(1.0)
     fifo_jct = [r.data.metrics["avg_jct_s"] for r in children if r.data.params["policy"] == "fifo"]
-    assert table.loc[0, "avg_jct_s"] == pytest.approx(sum(fifo_jct) / 2)
+    assert table.loc["fifo", "avg_jct_s"] == pytest.approx(sum(fifo_jct) / 2)
+    assert table.loc["tiresias", "knobs"] == "promote_knob=4.0"
     assert "avg_jct_speedup" in report["markdown"] and "tiresias" in report["table"] and "avg_wait_s" in report["table"]
 
     # the MLflow view: classic runs view, the description, one run per policy with mean and spread

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schedlab.checks import bool_as_number, bool_message, finite_floats, validation_message
+from schedlab.checks import bool_as_number, bool_message, did_you_mean, finite_floats, validation_message
 from schedlab.sched.policies.base import Policy
 
 
@@ -30,15 +30,28 @@ BASELINES: tuple[str, ...] = ("fifo", "sjf", "ssf", "srtf", "tiresias", "backfil
 SHARING: tuple[str, ...] = tuple(name for name, cls in POLICIES.items() if cls.shares_gpus)
 
 
+def parameter_list(name: str) -> str:
+    """The parameters of policy ``name`` with their defaults, for an error message."""
+    defaults = POLICIES[name].Params().model_dump(mode="json")
+    if not defaults:
+        return f"{name} has no parameters"
+    return f"parameters of {name} (default): " + ", ".join(f"{k} ({v!r})" for k, v in defaults.items())
+
+
 def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:
     try:
         cls = POLICIES[name]
     except KeyError:
-        raise ValueError(f"unknown policy {name!r}; registered: {', '.join(sorted(POLICIES))}") from None
+        raise ValueError(f"unknown policy {name!r}{did_you_mean(name, POLICIES)}; registered:"
+                         f" {', '.join(sorted(POLICIES))}") from None
+    unknown = [k for k in params or {} if k not in cls.Params.model_fields]
+    if unknown:
+        raise ValueError(f"policy {name!r} has no parameter {unknown[0]!r}{did_you_mean(unknown[0], cls.Params.model_fields)};"
+                         f" {parameter_list(name)}")
     try:
         validated = cls.Params.model_validate(params or {})
     except ValidationError as err:
-        raise ValueError(f"bad parameters for policy {name!r}: {validation_message(err)}") from None
+        raise ValueError(f"bad parameters for policy {name!r}: {validation_message(err)}; {parameter_list(name)}") from None
     bad = finite_floats({k: getattr(validated, k) for k in params or {}})
     if bad is not None:
         raise ValueError(f"bad parameters for policy {name!r}: {bad}: must be a finite number"
