@@ -17,7 +17,7 @@ from schedlab.sched.goodput import GoodputModel, load_applications
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.replay import prepare_table, replay
-from schedlab.sched.traces import load_trace
+from schedlab.sched.traces import LoadOptions, load_trace
 
 POLLUX = FIXTURES / "pollux"
 COLUMNS = ["job_id", "submit_time", "start_time", "end_time", "num_gpus", "preemptions", "queue_s", "jct_s", "run_s"]
@@ -66,6 +66,14 @@ def test_learned_is_the_default_and_differs_from_the_oracle():
     default = replay(prepared, "2x4", "pollux", goodput_root=POLLUX)
     assert table_digest(default.jobs) == table_digest(toy_replay("2x4", "learned").jobs)
     assert table_digest(default.jobs) != ORACLE_DIGESTS["toy-2x4"]
+
+
+def test_fixed_duration_jobs_replay_the_same_in_both_modes():
+    """Jobs without a goodput model (Lyra's, Castor's Philly set-ups) have nothing to learn."""
+    table, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=60, load=2.0, seed=3))
+    table, _ = prepare_table(table, load_cluster("4x4"))
+    runs = [replay(table, "4x4", "pollux", {"knowledge": k}).jobs for k in ("learned", "oracle")]
+    assert table_digest(runs[0]) == table_digest(runs[1])
 
 
 def test_knowledge_is_validated():
