@@ -28,12 +28,18 @@ of lower loss: never worse than the study's own start in its own loss.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
+
+if TYPE_CHECKING:
+    from schedlab.sched.goodput import GoodputModel
+
+Values = Sequence[float] | np.ndarray
 
 _LOWER = 1e-8  # the lower bound of every alpha and beta (a tiny slack above 0, as the study)
 _MAX_GAMMA = 10.0  # gamma in [1, 10]: 10 is close enough to max(T_grad, T_sync)
@@ -67,13 +73,13 @@ def sync_time(params: ThroughputParams | np.ndarray, nodes: np.ndarray, replicas
     return alpha + beta * extra
 
 
-def iteration_time(params: ThroughputParams, nodes: np.ndarray, replicas: np.ndarray, micro: np.ndarray,
-                   accum: np.ndarray) -> np.ndarray:
+def iteration_time(params: ThroughputParams, nodes: Values, replicas: Values, micro: Values,
+                   accum: Values) -> np.ndarray:
     """Predicted seconds per iteration: ``a`` accumulation passes plus one overlapped optimiser step."""
     grad = params.alpha_grad + params.beta_grad * np.asarray(micro, dtype=float)
     sync = sync_time(params, np.asarray(nodes), np.asarray(replicas))
     g = params.gamma
-    return accum * grad + (grad ** g + sync ** g) ** (1.0 / g)
+    return np.asarray(accum, dtype=float) * grad + (grad ** g + sync ** g) ** (1.0 / g)
 
 
 def _objective(free: np.ndarray, mask: np.ndarray, fixed: np.ndarray, data: tuple,
@@ -114,7 +120,7 @@ def _objective(free: np.ndarray, mask: np.ndarray, fixed: np.ndarray, data: tupl
     return float(loss), jac[mask]
 
 
-def fit_throughput(nodes, replicas, micro, pass_time, step_time) -> ThroughputParams:
+def fit_throughput(nodes: Values, replicas: Values, micro: Values, pass_time: Values, step_time: Values) -> ThroughputParams:
     """Fit the throughput parameters to observations: per configuration (nodes, GPUs, micro-batch)
     the pass time (compute of one micro-batch, step minus sync) and the step time."""
     nodes, replicas, micro = (np.asarray(x, dtype=float) for x in (nodes, replicas, micro))
@@ -241,7 +247,7 @@ class GoodputEstimate:
                                      micro, accum)
 
 
-def measure(model, placement: tuple[int, ...], batch: int, epoch: int) -> Observation:
+def measure(model: GoodputModel, placement: tuple[int, ...], batch: int, epoch: int) -> Observation:
     """What the agent of a job of application ``model`` (a ``GoodputModel``, the truth) measures
     while it trains global ``batch`` on ``placement`` (GPUs per node) in 0-based ``epoch``: the only
     place the learned mode reads the truth (the study's ``Job.step`` feeding ``update_params``)."""

@@ -27,6 +27,7 @@ from schedlab.sched.goodput_fit import GoodputEstimate, measure
 
 if TYPE_CHECKING:
     from schedlab.sched.engine import Engine
+    from schedlab.sched.goodput import GoodputModel
     from schedlab.sched.job import Job
 
 
@@ -108,7 +109,7 @@ class LearnedGoodput:
         """The most GPUs among the configurations ``job`` has reported."""
         return self.estimate(job).max_replicas
 
-    def _candidates(self, model, replicas: int) -> tuple[np.ndarray, ...]:
+    def _candidates(self, model: GoodputModel, replicas: int) -> tuple[np.ndarray, ...]:
         """The candidate batches on ``replicas`` GPUs and their (micro-batch, passes, batch trained)."""
         key = (id(model), replicas)
         found = self._choices.get(key)
