@@ -12,8 +12,9 @@ As in the study's simulator, ncf jobs keep batch 32768 on one GPU (``fixed_batch
 
 What the scheduler knows (``knowledge``): ``learned`` (default, as the study) prices allocations and
 chooses batches with each job's own estimate, fitted online to what the job has run
-(``pollux_learned.py``); ``oracle`` uses every job's true goodput from its first round (schedlab
-before issue #25). Progress always follows the true goodput.
+(``pollux_learned.py``: goodput by nodes and GPU count, the fair share on one node, the cap from the
+GPUs a job has reported running on, the batch re-chosen every round); ``oracle`` uses every job's
+true goodput from its first round (schedlab before issue #25). Progress always follows the true goodput.
 
 Solver (``solver``): ``search`` (ours, ``pollux_opt.solve``: exact DP over GPU counts, packing and
 local search) or ``ga`` (a genetic algorithm like the study's, ``pollux_ga.py``; slow).
