@@ -11,6 +11,7 @@ average JCT equals the benchmark's, cell by cell.
 
     python benchmarks/pollux_study.py [--data ../shared/data/profiles/pollux] [--workers 2]
         [--policies tiresias optimus pollux] [--workloads 1 .. 8] [--loads 0.5 1.0 1.5 2.0] [--check-cli]
+        [--knowledge learned|oracle]
 
 The study's rounds are aligned to its workload clock (t = 0 is the window's start): the ``pollux``
 loader keeps the file's clock (``time_origin='file'``, its default), as every replay of the format does.
@@ -52,9 +53,10 @@ def workload_path(data: str | Path, workload: int, load: float) -> Path:
     return Path(data) / FOLDERS[load] / f"workload-{workload}.csv"
 
 
-def replay_cell(data: str, policy: str, workload: int, load: float, check_cli: bool = False) -> dict:
-    """One replay (runs on a Dask worker): the average JCT and its wall time; with ``check_cli``
-    also the CLI's average JCT for the same cell (``cli_avg_jct_s``)."""
+def replay_cell(data: str, policy: str, workload: int, load: float, knowledge: str = "learned",
+                check_cli: bool = False) -> dict:
+    """One replay (runs on a Dask worker): the average JCT and its wall time (``knowledge`` is pollux's);
+    with ``check_cli`` also the CLI's average JCT for the same cell (``cli_avg_jct_s``)."""
     os.environ["SCHEDLAB_POLLUX_DATA"] = data
     from schedlab.sched.cluster import load_cluster
     from schedlab.sched.replay import prepare_table, replay
@@ -64,15 +66,16 @@ def replay_cell(data: str, policy: str, workload: int, load: float, check_cli: b
     cluster = load_cluster(CLUSTER)
     prepared, _ = prepare_table(table, cluster, goodput_root=data)
     start, cpu = time.perf_counter(), time.process_time()
-    result = replay(prepared, cluster, policy, goodput_root=data)
+    params = {"knowledge": knowledge} if policy == "pollux" else None
+    result = replay(prepared, cluster, policy, params, goodput_root=data)
     cell = {"policy": policy, "workload": workload, "load": load, "avg_jct_s": result.summary["avg_jct_s"],
             "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
     if check_cli:
-        cell["cli_avg_jct_s"] = cli_cell(data, policy, workload, load)
+        cell["cli_avg_jct_s"] = cli_cell(data, policy, workload, load, knowledge)
     return cell
 
 
-def cli_cell(data: str, policy: str, workload: int, load: float) -> float:
+def cli_cell(data: str, policy: str, workload: int, load: float, knowledge: str = "learned") -> float:
     """The cell's average JCT as ``schedlab replay --format pollux`` reports it (its summary.json)."""
     import contextlib
     import tempfile
@@ -82,7 +85,8 @@ def cli_cell(data: str, policy: str, workload: int, load: float) -> float:
     os.environ["SCHEDLAB_POLLUX_DATA"] = data
     with tempfile.TemporaryDirectory(prefix="pollux-study-cli-") as tmp:
         argv = ["replay", "--trace", str(workload_path(data, workload, load)), "--format", "pollux",
-                "--cluster", CLUSTER, "--policy", policy, "--out", tmp, "--overwrite", "--no-progress"]
+                "--cluster", CLUSTER, "--policy", policy, "--out", tmp, "--overwrite", "--no-progress",
+                *(["--set", f"pollux.knowledge={knowledge}"] if policy == "pollux" else [])]
         with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # its table: not wanted here
             code = cli_main(argv)
         if code:
@@ -97,6 +101,8 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=["tiresias", "optimus", "pollux"])
     parser.add_argument("--workloads", nargs="+", type=int, default=list(range(1, 9)))
     parser.add_argument("--loads", nargs="+", type=float, default=[0.5, 1.0, 1.5, 2.0])
+    parser.add_argument("--knowledge", choices=["learned", "oracle"], default="learned",
+                        help="pollux's goodput knowledge (its policy option)")
     parser.add_argument("--speed", action="store_true", help="time one workload-6 replay per policy instead")
     parser.add_argument("--check-cli", action="store_true",
                         help="also replay each cell through `schedlab replay` and compare its average JCT")
@@ -111,17 +117,17 @@ def main() -> None:
         for policy in args.policies:
             start = time.perf_counter()
             cold = json.loads(subprocess.run(
-                [sys.executable, __file__, "--data", args.data, "--one", policy, "6", "1.0"],
+                [sys.executable, __file__, "--data", args.data, "--knowledge", args.knowledge, "--one", policy, "6", "1.0"],
                 check=True, capture_output=True, text=True).stdout.splitlines()[-1])
             process = time.perf_counter() - start
-            replay_cell(args.data, policy, 6, 1.0)  # warm the model caches
-            warm = replay_cell(args.data, policy, 6, 1.0)
+            replay_cell(args.data, policy, 6, 1.0, args.knowledge)  # warm the model caches
+            warm = replay_cell(args.data, policy, 6, 1.0, args.knowledge)
             print(f"{policy:9s} workload-6 load 1.0: cold {cold['wall_s']:.2f} s per replay ({cold['cpu_s']:.2f} s CPU;"
                   f" {process:.2f} s whole process), warm {warm['wall_s']:.2f} s ({warm['cpu_s']:.2f} s CPU);"
                   f" avg JCT {cold['avg_jct_s']:.2f} s")
         return
     if args.one:
-        print(json.dumps(replay_cell(args.data, args.one[0], int(args.one[1]), float(args.one[2]))))
+        print(json.dumps(replay_cell(args.data, args.one[0], int(args.one[1]), float(args.one[2]), args.knowledge)))
         return
 
     from dask.distributed import Client, LocalCluster, as_completed
@@ -133,7 +139,8 @@ def main() -> None:
     results = []
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
             Client(lc) as client:
-        futures = [client.submit(replay_cell, args.data, p, w, load, args.check_cli, pure=False, priority=-i)
+        futures = [client.submit(replay_cell, args.data, p, w, load, args.knowledge, args.check_cli, pure=False,
+                                 priority=-i)
                    for i, (p, w, load) in enumerate(cells)]
         for future in as_completed(futures):
             r = future.result()
@@ -147,7 +154,8 @@ def main() -> None:
                   flush=True)
     wall = time.perf_counter() - start
     got = {(r["policy"], r["workload"], r["load"]): r for r in results}
-    print(f"average JCT (s), ours / study (deviation), cluster {CLUSTER}, {args.workers} Dask workers")
+    print(f"average JCT (s), ours / study (deviation), cluster {CLUSTER}, {args.workers} Dask workers,"
+          f" pollux knowledge: {args.knowledge}")
     print("policy    load  " + "  ".join(f"{'w' + str(w):>22s}" for w in args.workloads) + "   mean dev")
     for p in args.policies:
         for load in args.loads:

@@ -247,6 +247,12 @@ class GoodputModel:
             self._memo["eff_table"] = table
         return table
 
+    def grad_stats(self, batch: int, epoch: int) -> tuple[float, float]:
+        """``(grad_sqr, grad_var)`` at global ``batch`` in 0-based ``epoch``, interpolated between the
+        two nearest measured batches as for the efficiency (what a job's agent measures)."""
+        return (float(np.interp(batch, self.batches, self.grad_sqr[:, epoch])),
+                float(np.interp(batch, self.batches, self.grad_var[:, epoch])))
+
     def efficiency(self, batch: int, progress: float) -> float:
         """Statistical efficiency of global ``batch`` in the epoch of ``progress`` (progress per iteration)."""
         return self._efficiency_at(int(batch), self.epoch(progress))

@@ -10,10 +10,15 @@ min(2 x the most GPUs it has held, all GPUs, max batch / min per-GPU batch) GPUs
 its placement and epoch, re-chosen at every reallocation and epoch boundary (Pollux's agent, §4.1).
 As in the study's simulator, ncf jobs keep batch 32768 on one GPU (``fixed_batch``/``max_gpus``).
 
+What the scheduler knows (``knowledge``): ``learned`` (default, as the study) prices allocations and
+chooses batches with each job's own estimate, fitted online to what the job has run
+(``pollux_learned.py``: goodput by nodes and GPU count, the fair share on one node, the cap from the
+GPUs a job has reported running on, the batch re-chosen every round); ``oracle`` uses every job's
+true goodput from its first round (schedlab before issue #25). Progress always follows the true goodput.
+
 Solver (``solver``): ``search`` (ours, ``pollux_opt.solve``: exact DP over GPU counts, packing and
 local search) or ``ga`` (a genetic algorithm like the study's, ``pollux_ga.py``; slow).
-Simplified: the scheduler knows each job's true goodput (the study fits a throughput model to what
-the job has run on so far); no cluster autoscaling; no interference.
+Simplified: no cluster autoscaling; no interference.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from schedlab.sched.policies.elastic import (
     server_capacity,
     server_counts,
 )
+from schedlab.sched.policies.pollux_learned import LearnedGoodput
 from schedlab.sched.policies.pollux_opt import solve
 from schedlab.sched.policies.pollux_problem import JobSpec, Problem
 from schedlab.sched.scaling import speed
@@ -48,6 +54,9 @@ class PolluxParams(RoundParams):
                                    " goodput data's measured nodes)")
     fixed_batch: dict[str, int] = Field(default={"ncf": 32768}, description="application -> fixed global batch")
     max_gpus: dict[str, int] = Field(default={"ncf": 1}, description="application -> GPU cap")
+    knowledge: Literal["learned", "oracle"] = Field(
+        default="learned", description="learned: each job's goodput estimated online from what it ran (the"
+        " study); oracle: the true goodput from the first round")
     seed: int = 0
 
 
@@ -56,8 +65,8 @@ class Pollux(RoundPolicy):
     summary = "goodput-optimal GPUs and batch per job, harmonic mean of speed-ups re-optimised every 60 s"
     paper = "Pollux (OSDI'21) §4.1-4.2, simulator study §5.3 (specs/pollux.md)"
     simplified = (
-        "true goodput known to the scheduler (no online fitting); exact DP + local search instead of the GA"
-        " (solver: ga available); no autoscaling; goodput jobs only (fixed-duration jobs keep their GPU count)"
+        "exact DP + local search instead of the GA (solver: ga available); no autoscaling; goodput jobs only"
+        " (fixed-duration jobs keep their GPU count); knowledge: oracle gives the scheduler the true goodput"
     )
     Params = PolluxParams
 
@@ -70,6 +79,7 @@ class Pollux(RoundPolicy):
         self._ga = None
         self._goodput: dict = {}  # (model, epoch, shape) -> goodput at the best batch
         self._servers: list[int] = []  # problem node -> server id (set by ``problem``)
+        self.learned = LearnedGoodput() if self.params.knowledge == "learned" else None
 
     def metrics(self) -> dict[str, float]:
         values = self.objective_values or [0.0]
@@ -79,12 +89,22 @@ class Pollux(RoundPolicy):
         super().on_finish(engine, job)
         self.max_held.pop(job, None)
         self.allocations.pop(job, None)
+        if self.learned is not None:
+            self.learned.forget(job)
 
     def on_epoch(self, engine: Engine, job: Job) -> None:
-        if job.running and job.model not in self.params.fixed_batch:
+        if self.learned is not None:
+            self.learned.observe(engine, job, epoch_ended=True)
+            self._rechoose_batch(engine, job)
+        elif job.running and job.model not in self.params.fixed_batch:
             batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
             if batch:
                 engine.set_batch(job, batch)
+
+    def _rechoose_batch(self, engine: Engine, job: Job) -> None:
+        """Learned mode: a running job's batch from its estimate (the study's agent, after each step)."""
+        if job.running and job.model not in self.params.fixed_batch:
+            engine.set_batch(job, self.learned.batch(job, job.placement_shape))
 
     # ---- a round -------------------------------------------------------------------------------
     def problem(self, engine: Engine) -> tuple[Problem, list[Job]]:
@@ -110,6 +130,11 @@ class Pollux(RoundPolicy):
     def decide(self, engine: Engine) -> None:
         if not self.active:
             return
+        if self.learned is not None:
+            for job in self.active.values():
+                if job.goodput is not None:
+                    self.learned.observe(engine, job)
+                    self._rechoose_batch(engine, job)
         problem, jobs = self.problem(engine)
         if self.recorded is not None:
             self.recorded.append(problem)
@@ -127,6 +152,8 @@ class Pollux(RoundPolicy):
         fixed = self.params.fixed_batch.get(job.model) if job.model else None
         if fixed is not None or job.goodput is None:
             return fixed or job.global_batch
+        if self.learned is not None:
+            return self.learned.batch(job, tuple(sorted(target.values(), reverse=True)))
         batch = job.goodput.best_batch(tuple(sorted(target.values(), reverse=True)), job.epoch_start)[0]
         return batch or job.global_batch
 
@@ -144,7 +171,8 @@ class Pollux(RoundPolicy):
         if job.goodput is None:
             return job.elastic_max or job.requested_gpus
         model = job.goodput
-        cap = min(max(2 * self.max_held.get(job, 0), 1), total, model.max_batch // model.min_local_batch,
+        held = self.learned.max_reported(job) if self.learned is not None else self.max_held.get(job, 0)
+        cap = min(max(2 * held, 1), total, model.max_batch // model.min_local_batch,
                   model.max_gpus)
         return min(cap, self.params.max_gpus.get(job.model, cap))
 
@@ -161,6 +189,8 @@ class Pollux(RoundPolicy):
         if job.goodput is None:  # a fixed-duration job: linear in GPUs, only at its own count
             want = job.requested_gpus
             return lambda shape: 1.0 if sum(shape) == want else 0.0
+        if self.learned is not None:
+            return self.learned.speedup(job, sum(fair))
         model, progress = job.goodput, job.epoch_start
         if sum(fair) > model.max_gpus:  # a fair share beyond the measured range: its largest measured size
             fair = packed_shape(model.max_gpus, fair[0])
