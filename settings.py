@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import os
 import re
 from collections.abc import Iterator
@@ -72,6 +73,14 @@ def ui_file(home: Path | None = None) -> Path:
     return (home or schedlab_home()) / "ui.json"
 
 
+def _unspecified(host: str) -> bool:
+    """Whether ``host`` is a wildcard listening address (every interface), reached on 127.0.0.1."""
+    try:
+        return not host or ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a host name
+        return False
+
+
 def record_ui(host: str, port: int, home: Path | None = None) -> Path:
     """Remember where ``schedlab ui`` serves (kept after it stops: the next ``schedlab ui`` is expected
     on the same address); a wildcard listening address is reached on 127.0.0.1."""
@@ -79,7 +88,7 @@ def record_ui(host: str, port: int, home: Path | None = None) -> Path:
 
     path = ui_file(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    reach = "127.0.0.1" if _unspecified(host) else host
     path.write_text(json.dumps({"url": f"http://{f'[{reach}]' if ':' in reach else reach}:{port}",
                                 "host": host, "port": port, "pid": os.getpid()}) + "\n")
     return path

