@@ -48,7 +48,7 @@ def fewest_servers(cluster: ClusterState, demand: int, rng: random.Random) -> Pl
     for n in range(demand, cluster.gpus_per_server + 1):  # best fit: fewest free GPUs, then lowest server
         mask = masks[n]
         if mask:
-            return [((mask & -mask).bit_length() - 1, demand)]
+            return [(_lowest(mask), demand)]
     placement: Placement = []  # no server fits it: most free first, then highest server (as fill)
     for n in range(min(demand - 1, cluster.gpus_per_server), 0, -1):
         mask = masks[n]
@@ -63,32 +63,42 @@ def fewest_servers(cluster: ClusterState, demand: int, rng: random.Random) -> Pl
     return placement
 
 
+def _lowest(mask: int) -> int:
+    return (mask & -mask).bit_length() - 1
+
+
+def _whole_servers(masks: list[int], count: int, per_server: int) -> tuple[Placement, int] | None:
+    """The ``count`` lowest-numbered wholly free servers, and the mask of the whole free servers left;
+    ``None`` when fewer are free (the strict strategies' multi-server rule)."""
+    spare, placement = masks[per_server], []
+    for _ in range(count):
+        if not spare:
+            return None
+        server = _lowest(spare)
+        spare ^= 1 << server
+        placement.append((server, per_server))
+    return placement, spare
+
+
 def strict_consolidated(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
     """The fewest servers a job can span, or ``None`` (see the module docstring; Tiresias' ``yarn``)."""
     if demand > cluster.free_gpus:
         return None
     per_server, masks = cluster.gpus_per_server, cluster.servers_with_free
     whole, rest = divmod(demand, per_server)
-    spare = masks[per_server]  # whole free servers not yet taken
-    placement: Placement = []
-    for _ in range(whole):
-        if not spare:
-            return None  # too few whole free servers
-        server = (spare & -spare).bit_length() - 1
-        spare ^= 1 << server
-        placement.append((server, per_server))
+    if (taken := _whole_servers(masks, whole, per_server)) is None:
+        return None
+    placement, spare = taken
     if rest:
         fitting = spare
         for n in range(rest, per_server):
             fitting |= masks[n]
         if not fitting:
             return None
-        placement.append(((fitting & -fitting).bit_length() - 1, rest))
+        placement.append((_lowest(fitting), rest))
     return placement
 
 
-def _lowest(mask: int) -> int:
-    return (mask & -mask).bit_length() - 1
 
 
 def strict_best_fit(cluster: ClusterState, demand: int, rng: random.Random) -> Placement | None:
@@ -101,13 +111,9 @@ def strict_best_fit(cluster: ClusterState, demand: int, rng: random.Random) -> P
         fitting = next((mask for mask in masks[demand:] if mask), 0)
         return [(_lowest(fitting), demand)] if fitting else None
     whole, rest = divmod(demand, per_server)
-    spare, placement = masks[per_server], []
-    for _ in range(whole):
-        if not spare:
-            return None
-        server = _lowest(spare)
-        spare ^= 1 << server
-        placement.append((server, per_server))
+    if (taken := _whole_servers(masks, whole, per_server)) is None:
+        return None
+    placement, spare = taken
     if rest:
         if not spare:  # no whole server left: the partly free one with the most free GPUs, if enough
             top = next((n for n in range(per_server - 1, 0, -1) if masks[n]), 0)
