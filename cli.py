@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from schedlab import __version__, checks, settings
 from schedlab.flows.cli import interrupted_by, register as register_flows
 from schedlab.profiling.cli import register as register_profile
-from schedlab.sched.cluster import ClusterError, load_cluster
-from schedlab.sched.outdir import os_reason
-from schedlab.sched.placement import ALIASES, DEFAULT, STRATEGIES, canonical_placement, check_policy
+from schedlab.sched.core.cluster import ClusterError, load_cluster
+from schedlab.sched.results.outdir import os_reason
+from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES, canonical_placement, check_policy
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
@@ -191,7 +191,7 @@ LOAD_OPTION_NAMES = {"start": "--start", "end": "--end", "vcs": "--vc", "max_job
 def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], Any, LoadOptions, str | None]:
     """Every ``replay`` option that argparse cannot check alone, before any work: policies and their
     ``--set`` parameters, the cluster, the ξ source and the trace window."""
-    from schedlab.sched.interference import make_interference
+    from schedlab.sched.models.interference import make_interference
     from schedlab.sched.policies import make_policy
 
     unknown = [p for p in args.policy if p not in POLICIES]
@@ -219,7 +219,7 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         make_interference(args.interference)
     except (ValueError, OSError) as err:
         raise ValueError(f"--interference: {err}") from None
-    from schedlab.sched.models import make_iteration_time
+    from schedlab.sched.models.fitted import make_iteration_time
 
     try:
         args.iteration_catalog = make_iteration_time(args.iteration_time)
@@ -260,8 +260,8 @@ def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
             raise ValueError(f"{LOAN_OPTION_NAMES[next(iter(given))]}: applies only with --inference-load (and a"
                              " cluster with an 'inference' pool)")
         return None
-    from schedlab.sched.inference import InferenceLoadError, load_inference
-    from schedlab.sched.pools import LoanOptions
+    from schedlab.sched.models.inference import InferenceLoadError, load_inference
+    from schedlab.sched.core.pools import LoanOptions
 
     try:
         cluster.lending_pool()
@@ -279,7 +279,7 @@ def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from schedlab.sched.outdir import claim, fresh_folder
+    from schedlab.sched.results.outdir import claim, fresh_folder
 
     params, cluster, options, tracking_uri = _check_replay(args)
     problem = path_problem(Path(args.trace), folder=True) if args.trace else None

@@ -32,9 +32,9 @@ def digests(result) -> dict[str, str]:
 
 
 def run_all(trace: str, policies: list[str], jobs: int, gavel_jobs: int) -> dict[str, dict[str, str]]:
-    from schedlab.sched.annotate import annotate
-    from schedlab.sched.cluster import load_cluster
-    from schedlab.sched.models import make_iteration_time
+    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.core.cluster import load_cluster
+    from schedlab.sched.models.fitted import make_iteration_time
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 

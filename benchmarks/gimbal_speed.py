@@ -98,7 +98,7 @@ def instrument() -> tuple[array, list[float]]:
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, interference: str) -> dict:
-    from schedlab.sched.annotate import annotate
+    from schedlab.sched.traces.annotate import annotate
     from schedlab.sched.replay import replay
     from schedlab.sched.traces import LoadOptions, load_trace
 

@@ -8,7 +8,7 @@ large ratios, so the median is printed too.
     python benchmarks/ir_model_end_to_end.py --jobs 480 --load 2 --cluster castor-sim
 
 Measurements: Gavel's published co-location table (``gavel:PATH``, V100, one GPU, time-sliced; the
-MPS rule of ``sched/interference.py`` for MPS). Model: the configuration-only XGBoost ξ model fitted
+MPS rule of ``sched/models/interference.py`` for MPS). Model: the configuration-only XGBoost ξ model fitted
 on that table (``conf/models/interference-gavel-v100``, trained on 80% of its pairs). The trace is the
 built-in synthetic one with workloads annotated from the catalog (Castor §9.1). Also prints the
 held-out RMSE of the model and of the interpolation baseline, as stored in the model's meta.json.
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Gavel table not found: {args.gavel}", file=sys.stderr)
         return 2
 
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 

@@ -11,7 +11,7 @@ The set-up (shared with ``lyra_digests.py``; tell whoever reproduces Table 5 to 
   queueing 3,303 s; Table 5 row 1: 0.72, 3,072 s), plus an inference pool of 99 x 8 T4 — the paper's
   inference:training server ratio 520 / 443 = 1.174 (specs/lyra.md §7 item 1), 84 x 1.174 = 98.6 -> 99;
 - inference load: ServeGen ``m-small`` request rates mapped to occupancy as specs/lyra.md §5
-  recommends (``sched/inference.py``: zero windows filled, 1st/99th percentile -> 0.42/0.95, 14 days
+  recommends (``sched/models/inference.py``: zero windows filled, 1st/99th percentile -> 0.42/0.95, 14 days
   tiled), oracle predictor, 2 % headroom (2 servers), 5-minute orchestrator, reclaim ``lyra``.
 
 Every replay runs in a fresh interpreter (``common.run_isolated``), so its peak resident memory
@@ -43,7 +43,7 @@ CASES = {  # name -> (policy, params, with the inference pool)
 
 def lyra_sim():
     """The calibrated 84 x 8 V100 training pool plus a 99 x 8 T4 inference pool (module doc)."""
-    from schedlab.sched.cluster import ClusterSpec, PoolSpec
+    from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
 
     return ClusterSpec(name="lyra-sim", pools=[
         PoolSpec(name="training", servers=TRAINING_SERVERS, gpus_per_server=8, gpu_type="v100", gpu_memory_gb=32),
@@ -51,7 +51,7 @@ def lyra_sim():
 
 
 def load_table(trace: str):
-    from schedlab.sched.annotate import lyra_scenario
+    from schedlab.sched.traces.annotate import lyra_scenario
     from schedlab.sched.traces import LoadOptions, load_trace
 
     table, _ = load_trace(trace, fmt="philly", options=LoadOptions(
@@ -63,7 +63,7 @@ def load_table(trace: str):
 def run_case(table, case: str, inference_path: str, params: dict | None = None, loan: dict | None = None):
     """Replay ``table`` as ``case`` (CASES) on ``lyra-sim`` (``params`` replace the policy's, ``loan``
     adds LoanOptions fields); returns (result, wall seconds, CPU seconds)."""
-    from schedlab.sched.pools import LoanOptions
+    from schedlab.sched.core.pools import LoanOptions
     from schedlab.sched.replay import replay
 
     policy, default_params, loaning = CASES[case]
@@ -88,7 +88,7 @@ def mckp_instance(rng: np.random.Generator, items: int = 354, capacity: int = 24
 
 
 def mckp(repeat: int) -> None:
-    from schedlab.sched.mckp import solve
+    from schedlab.sched.policies.mckp import solve
 
     rng = np.random.default_rng(0)
     times = []

@@ -28,7 +28,7 @@ LYRA_WINDOW_START_S = 3_456_000.0  # lyra-scaling.yaml's window (the busiest 15 
 
 
 def study_table(data: Path, workload: int):
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import prepare_table
     from schedlab.sched.traces import load_trace
 
@@ -37,7 +37,7 @@ def study_table(data: Path, workload: int):
 
 
 def lyra_table(trace: str, hours: float):
-    from schedlab.sched.annotate import lyra_scenario
+    from schedlab.sched.traces.annotate import lyra_scenario
     from schedlab.sched.traces import LoadOptions, load_trace
 
     options = LoadOptions(start=LYRA_WINDOW_START_S, end=LYRA_WINDOW_START_S + hours * 3600, on_oversize="drop",

@@ -35,10 +35,10 @@ def main() -> None:
     if args.load not in FOLDERS or not 1 <= args.workload <= 8:
         sys.exit(f"--load must be among {sorted(FOLDERS)} and --workload in 1-8")
 
-    from schedlab.sched.cluster import ClusterState, load_cluster
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.goodput import load_applications
-    from schedlab.sched.job import jobs_from_table
+    from schedlab.sched.core.cluster import ClusterState, load_cluster
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.models.goodput import load_applications
+    from schedlab.sched.core.job import jobs_from_table
     from schedlab.sched.policies import make_policy
     from schedlab.sched.policies.pollux_ga import GeneticSolver
     from schedlab.sched.policies.pollux_opt import solve

@@ -58,7 +58,7 @@ def replay_cell(data: str, policy: str, workload: int, load: float, knowledge: s
     """One replay (runs on a Dask worker): the average JCT and its wall time (``knowledge`` is pollux's);
     with ``check_cli`` also the CLI's average JCT for the same cell (``cli_avg_jct_s``)."""
     os.environ["SCHEDLAB_POLLUX_DATA"] = data
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import load_trace
 

@@ -31,7 +31,7 @@ JOB_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions", "submit_
 
 def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
     """One replay (on a Dask worker): (load, label, job table, wall seconds, numeric summary)."""
-    from schedlab.sched.reproduce import window_usage
+    from schedlab.sched.results.reproduce import window_usage
     from schedlab.tasks.replay import execute
 
     started = time.perf_counter()
@@ -40,8 +40,8 @@ def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
     t0, t1 = float(result.jobs["submit_time"].min()), float(result.jobs["submit_time"].max())
     per = cluster.training_pool.gpus_per_server
     training_gpus, inference_gpus, inference_busy = cluster.training_pool.servers * per, 0, 0.0
-    if spec.inference:  # usage over the submission window (Table 5's 15 days), sched/reproduce.py
-        from schedlab.sched.inference import load_inference
+    if spec.inference:  # usage over the submission window (Table 5's 15 days), sched/results/reproduce.py
+        from schedlab.sched.models.inference import load_inference
 
         inference_gpus = cluster.pool("inference").servers * cluster.pool("inference").gpus_per_server
         inference_busy = load_inference(spec.inference["load"]).integral(t0, t1) * inference_gpus
@@ -72,7 +72,7 @@ def cached_run(spec, cache: str | None):
 
 def main() -> None:
     from dask.distributed import Client, LocalCluster
-    from schedlab.sched.reproduce import (
+    from schedlab.sched.results.reproduce import (
         HOUR,
         compare,
         paper_tables,

@@ -42,7 +42,7 @@ def instrument():
     """Make every policy that ``replay`` builds time its ``schedule`` calls; count engine starts.
     Returns the ``(decisions, passes)`` arrays (seconds) the replay fills."""
     import schedlab.sched.replay as replay_module
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.engine import Engine
 
     decisions, passes = array("d"), array("d")
     starts = [0]
@@ -79,7 +79,7 @@ def instrument():
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str) -> dict:
-    from schedlab.sched.annotate import annotate
+    from schedlab.sched.traces.annotate import annotate
     from schedlab.sched.replay import replay
     from schedlab.sched.traces import LoadOptions, load_trace
 

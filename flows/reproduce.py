@@ -8,7 +8,7 @@ set-ups with the Philly trace's own durations ``castor-philly`` and ``sjf-bsbf-p
 ``castor-itp`` (the Castor Table 6 set-up on the ITP trace). From the replays'
 ``jobs.parquet`` it builds, per config:
 
-- the **paper-vs-ours table** (:func:`schedlab.sched.reproduce.compare`) where
+- the **paper-vs-ours table** (:func:`schedlab.sched.results.reproduce.compare`) where
   ``conf/papers/tables.yaml`` has published numbers for the config (matched by its ``experiments``
   list): average JCT and queueing, all / large / small jobs, hours, seed means at the paper's load;
 - the **load sweep**: average JCT (hours, seed means) per policy and load factor (Castor Fig. 16,
@@ -89,7 +89,7 @@ def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> 
     """The config's tables: ``<paper table>`` (paper vs ours) when published numbers exist, and
     ``<config>__jct_by_load`` (average JCT in hours, policy x load; one per trace and cluster when
     the config has several)."""
-    from schedlab.sched.reproduce import compare, tables_for_experiment
+    from schedlab.sched.results.reproduce import compare, tables_for_experiment
 
     tables: dict[str, pd.DataFrame] = {}
     for name, spec in tables_for_experiment(config.name).items():
@@ -127,7 +127,7 @@ def _section(config: Any, tables: dict[str, pd.DataFrame], report: dict[str, Any
             lines.append("Average JCT (hours, seed means) by load factor:")
             lines += ["", to_markdown(frame, "policy")]
         else:
-            from schedlab.sched.reproduce import paper_tables
+            from schedlab.sched.results.reproduce import paper_tables
 
             spec = paper_tables()[name]
             if spec.get("kind") == "ratios":

@@ -219,7 +219,7 @@ def fit(rows: pd.DataFrame, solo: list[dict[str, Any]], job_features: list[str],
     """Split by pair, train on the training pairs, evaluate on the held-out ones (model and
     interpolation baseline). Returns the :class:`InterferenceModel` (trained on the training
     pairs, so its metrics describe it) with the metrics in its ``meta``."""
-    from schedlab.sched.models import INTERFERENCE_KIND, SCHEMA_VERSION, InterferenceModel
+    from schedlab.sched.models.fitted import INTERFERENCE_KIND, SCHEMA_VERSION, InterferenceModel
 
     import xgboost as xgb
 

@@ -1,5 +1,5 @@
 """Export the profile store's pair and MPS-cap measurements as an interference table (the ``table:``
-ξ source, ``sched/interference.py``'s ``PairsTable``), for Gimbal's share-aware replays (spec
+ξ source, ``sched/models/interference.py``'s ``PairsTable``), for Gimbal's share-aware replays (spec
 ``gimbal.md`` §5, §7.2 item 6).
 
 Columns: ``model_a, batch_a, model_b, batch_b, mode, share_a, share_b, xi_a, xi_b``; one row per

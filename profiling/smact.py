@@ -1,6 +1,6 @@
 """SMACT per workload and per co-located pair from the profile store (Castor Table 2's SMACT,
 ``DCGM_FI_PROF_SM_ACTIVE``, stored as ``smact_mean``), for the replay's SM-activity distribution
-(:mod:`schedlab.sched.smact`, Castor Fig. 12c/d)."""
+(:mod:`schedlab.sched.models.smact`, Castor Fig. 12c/d)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from schedlab.profiling.fitting import gpu_type_of
 from schedlab.profiling.store import ProfileStore
-from schedlab.sched.smact import SmactProfile
+from schedlab.sched.models.smact import SmactProfile
 
 
 def smact_profile(profiles: str | os.PathLike[str] | pd.DataFrame, gpu_type: str) -> SmactProfile:

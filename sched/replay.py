@@ -15,19 +15,19 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from schedlab.sched.annotate import annotate, catalog_gpu_type, fill_durations
-from schedlab.sched.cluster import ClusterSpec, ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import JobSource
-from schedlab.sched.metrics import job_table, summarize
-from schedlab.sched.outdir import OutputError, os_reason
-from schedlab.sched.placement import DEFAULT, canonical_placement
+from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, fill_durations
+from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import JobSource
+from schedlab.sched.results.metrics import job_table, summarize
+from schedlab.sched.results.outdir import OutputError, os_reason
+from schedlab.sched.core.placement import DEFAULT, canonical_placement
 from schedlab.sched.policies import make_policy
-from schedlab.sched.scaling import use_elastic_scaling
-from schedlab.sched.sharing import SharingModel
-from schedlab.sched.smact import SmactProfile, replay_smact
+from schedlab.sched.models.scaling import use_elastic_scaling
+from schedlab.sched.models.sharing import SharingModel
+from schedlab.sched.models.smact import SmactProfile, replay_smact
 from schedlab.sched.traces.common import JobError, LoadReport
-from schedlab.sched.workloads import FittedCatalog, WorkloadCatalog, default_catalog
+from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog
 
 
 @dataclass
@@ -61,7 +61,7 @@ def prepare_table(
     or the catalog's reference type when the catalog has no figures for it (reported in the notes).
 
     ``iteration_time`` (``catalog``, a fitted model's path or URI, or a catalog object from
-    :func:`~schedlab.sched.models.make_iteration_time`) decides the solo durations: a fitted model's
+    :func:`~schedlab.sched.models.fitted.make_iteration_time`) decides the solo durations: a fitted model's
     parameters replace the catalog's for the workloads and GPU types it covers. Annotation (the work
     of a trace job in iterations) always uses the packaged catalog, so a fitted model changes how long
     the same work takes.
@@ -113,14 +113,14 @@ def iteration_catalog(spec: str | WorkloadCatalog | None) -> WorkloadCatalog:
     """The catalog a replay takes iteration times from (``spec`` as :func:`make_iteration_time`)."""
     if isinstance(spec, WorkloadCatalog):
         return spec
-    from schedlab.sched.models import make_iteration_time
+    from schedlab.sched.models.fitted import make_iteration_time
 
     return make_iteration_time(spec)
 
 
 def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
     """``duration`` = each goodput job's run time alone at its own GPU count and global batch."""
-    from schedlab.sched.goodput import load_applications
+    from schedlab.sched.models.goodput import load_applications
 
     models = load_applications(root)
     unknown = ~table["model"].isin(list(models)).to_numpy()
@@ -175,13 +175,13 @@ def replay(
     inference: Any = None,
 ) -> ReplayResult:
     """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
-    co-located jobs really run (``analytic`` by default; see ``sched/interference.py``);
+    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``);
     ``iteration_time`` the catalog or fitted model of solo speeds the sharing model uses (the table's
     durations come from :func:`prepare_table` with the same source). With ``smact`` (profiled SMACT,
     :func:`schedlab.profiling.smact.smact_profile`) the engine records who held which GPU and the
     summary gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With
-    ``inference`` (:class:`~schedlab.sched.pools.LoanOptions`) the cluster's inference pool lends
-    servers to a policy that borrows them (``sched/pools.py``) and the summary gains Lyra's figures."""
+    ``inference`` (:class:`~schedlab.sched.core.pools.LoanOptions`) the cluster's inference pool lends
+    servers to a policy that borrows them (``sched/core/pools.py``) and the summary gains Lyra's figures."""
     for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
         if value is not None and not 0 <= value < math.inf:
             raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
@@ -192,14 +192,14 @@ def replay(
     decider = make_policy(policy, params)
     goodput_models = None
     if "global_batch" in table.columns:
-        from schedlab.sched.goodput import load_applications
+        from schedlab.sched.models.goodput import load_applications
 
         goodput_models = load_applications(goodput_root)
         decider.for_goodput_jobs()
     state, orchestrator = ClusterState(spec), None
     if inference is not None:
-        from schedlab.sched.inference import load_inference
-        from schedlab.sched.pools import Orchestrator, PooledCluster
+        from schedlab.sched.models.inference import load_inference
+        from schedlab.sched.core.pools import Orchestrator, PooledCluster
 
         state = PooledCluster(spec, inference)
         orchestrator = Orchestrator(load_inference(inference.load), inference, seed)
@@ -221,7 +221,7 @@ def replay(
     jobs = job_table(result)
     summary = summarize(jobs, result)
     if orchestrator is not None:
-        from schedlab.sched.pools import pool_summary
+        from schedlab.sched.core.pools import pool_summary
 
         summary.update(pool_summary(result, jobs))
     summary.update(decider.metrics())
@@ -246,7 +246,7 @@ def replay(
     }
     utilization = pd.DataFrame(result.utilization_timeline, columns=["time", "busy_gpus"])
     if orchestrator is not None:
-        from schedlab.sched.pools import utilization_with_capacity
+        from schedlab.sched.core.pools import utilization_with_capacity
 
         utilization = utilization_with_capacity(utilization, result.pools)
     return ReplayResult(policy=policy, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)

@@ -45,7 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from schedlab.checks import did_you_mean, error_loc, load_yaml, plain
-from schedlab.sched.pools import LoanOptions
+from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import FORMATS, LoadOptions
 
@@ -73,7 +73,7 @@ class TraceEntry(UserModel):
     @classmethod
     def _annotate(cls, value: bool | str | dict[str, Any]) -> bool | str | dict[str, Any]:
         if value is not False:
-            from schedlab.sched.annotate import annotation_scheme
+            from schedlab.sched.traces.annotate import annotation_scheme
 
             annotation_scheme(value)  # raises naming the scheme's bad field
         return value
@@ -121,7 +121,7 @@ class ModelSources(UserModel):
     @field_validator("interference")
     @classmethod
     def _interference(cls, value: str) -> str:
-        from schedlab.sched.interference import make_interference
+        from schedlab.sched.models.interference import make_interference
 
         parts = value.split(":")
         wrap = 1 if parts[0] == "mpscap" else 0  # mpscap[:rho=R][:eta=E]:BASE wraps another source
@@ -137,7 +137,7 @@ class ModelSources(UserModel):
     @field_validator("iteration_time")
     @classmethod
     def _iteration_time(cls, value: str) -> str:
-        from schedlab.sched.models import is_uri, make_iteration_time
+        from schedlab.sched.models.fitted import is_uri, make_iteration_time
 
         if value not in ("catalog", LATEST) and not is_uri(value):  # URIs: downloaded by the replays
             make_iteration_time(value)  # a missing or invalid artifact, workloads the catalog lacks
@@ -167,7 +167,7 @@ class ExperimentConfig(UserModel):
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
     smact_profiles: str | None = None
-    #: inference servers lent to training on an inference-load series (Lyra; sched/pools.py)
+    #: inference servers lent to training on an inference-load series (Lyra; sched/core/pools.py)
     inference: LoanOptions | None = None
 
     @field_validator("placement")
@@ -175,7 +175,7 @@ class ExperimentConfig(UserModel):
     def _placement(cls, value: str, info: ValidationInfo) -> str:
         """The strategy's canonical name (what replays log), an old alias resolved; one that may refuse
         a job with GPUs free only with policies that then let it wait."""
-        from schedlab.sched.placement import canonical_placement, check_policy
+        from schedlab.sched.core.placement import canonical_placement, check_policy
         from schedlab.sched.policies import POLICIES
 
         value = canonical_placement(value)
@@ -371,7 +371,7 @@ def _looked_in(config: ExperimentConfig) -> str:
 
 def _check_semantics(config: ExperimentConfig, path: Path) -> None:
     """What pydantic cannot see: registered policies and their parameters, clusters, trace files."""
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.policies import POLICIES, make_policy
 
     entries = config.policy_entries()
@@ -410,7 +410,7 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
             except ValueError as err:
                 raise ConfigError(f"{path}: clusters[{i}]: {err}, which `inference:` needs") from None
     if config.inference is not None:
-        from schedlab.sched.inference import InferenceLoadError, load_inference
+        from schedlab.sched.models.inference import InferenceLoadError, load_inference
 
         try:
             load_inference(config.resolve_inference()["load"])

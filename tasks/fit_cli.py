@@ -69,10 +69,10 @@ def _fmt(v: Any) -> str:
 
 def fit_iteration_time(args: argparse.Namespace) -> int:
     from schedlab.profiling import fitting
-    from schedlab.sched.models import ITERATION_KIND, SCHEMA_VERSION, IterationTimeModel
+    from schedlab.sched.models.fitted import ITERATION_KIND, SCHEMA_VERSION, IterationTimeModel
 
     if args.source == "pollux":
-        from schedlab.sched.workloads import default_catalog
+        from schedlab.sched.models.workloads import default_catalog
 
         cat, fits = default_catalog(), {}
         for wl_dir in sorted(p for p in Path(args.pollux).iterdir() if (p / "placements.csv").exists()):
@@ -120,7 +120,7 @@ def fit_interference(args: argparse.Namespace) -> int:
     if args.source == "gavel":
         import yaml
 
-        from schedlab.sched.interference import GAVEL_MAPPING
+        from schedlab.sched.models.interference import GAVEL_MAPPING
 
         rows, solo, job_features, dropped = F.rows_from_gavel(args.gavel, args.worker)
         mapping = {k: v["gavel"] for k, v in yaml.safe_load(GAVEL_MAPPING.read_text())["models"].items()}

@@ -146,7 +146,7 @@ def policy_params(policy: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def preemption_overhead(policy: str, given: float | None) -> float:
     """The checkpoint-restore seconds a replay charges: the given value, else the policy's default
-    (the engine's rule, sched/engine.py)."""
+    (the engine's rule, sched/core/engine.py)."""
     from schedlab.sched.policies import POLICIES
 
     return float(POLICIES[policy].default_preemption_overhead_s if given is None else given)

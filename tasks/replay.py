@@ -83,9 +83,9 @@ def model_params(spec: ReplaySpec) -> dict[str, Any]:
 def execute(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
     """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``;
     ``progress(jobs done, jobs)`` is called as the replay advances (every 1,000 jobs)."""
-    from schedlab.sched.cluster import load_cluster
-    from schedlab.sched.models import make_iteration_time
-    from schedlab.sched.pools import LoanOptions
+    from schedlab.sched.core.cluster import load_cluster
+    from schedlab.sched.models.fitted import make_iteration_time
+    from schedlab.sched.core.pools import LoanOptions
     from schedlab.sched.replay import prepare_table, replay
     from schedlab.sched.traces import LoadOptions, load_trace
 

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pandas as pd
 from helpers import make_table
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 
 
 class CheckedEngine(Engine):

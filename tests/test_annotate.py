@@ -1,4 +1,4 @@
-"""Workload annotation of canonical job tables (schedlab.sched.annotate)."""
+"""Workload annotation of canonical job tables (schedlab.sched.traces.annotate)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from schedlab.sched.annotate import LAMBDA_RANGE, AnnotationError, annotate
-from schedlab.sched.workloads import default_catalog
+from schedlab.sched.traces.annotate import LAMBDA_RANGE, AnnotationError, annotate
+from schedlab.sched.models.workloads import default_catalog
 
 PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_jobs_pollux.csv"
 
@@ -204,7 +204,7 @@ def test_philly_pollux_trace_model_mix():
 def test_lyra_scheme_in_experiments_is_validated_and_applied(tmp_path):
     """``annotate: {scheme: lyra, scenario: ...}`` (Lyra §7.1 scenarios) is checked when the config is
     read, naming the bad field, and gives lyra_scenario's columns with the replay's seed."""
-    from schedlab.sched.annotate import LyraScheme, annotation_scheme, lyra_scenario
+    from schedlab.sched.traces.annotate import LyraScheme, annotation_scheme, lyra_scenario
     from schedlab.tasks.config import ConfigError, load_config
 
     assert annotation_scheme("lyra") == LyraScheme()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.placement import fewest_servers
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.placement import fewest_servers
 
 
 def _state(c: ClusterState) -> tuple:

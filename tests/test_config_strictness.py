@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 from schedlab import checks
 from schedlab.profiling.sweep import SweepError
 from schedlab.profiling.sweep import load as load_sweep
-from schedlab.sched.cluster import (
+from schedlab.sched.core.cluster import (
     MAX_GPUS,
     MAX_GPUS_PER_SERVER,
     MAX_SERVERS,

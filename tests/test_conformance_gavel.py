@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.gavel_lp import build_problem, solve
 from schedlab.sched.replay import replay

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from helpers import make_table
-from schedlab.sched.cluster import ClusterError, ClusterState, load_cluster
-from schedlab.sched.engine import Engine, EngineError
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterError, ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.replay import replay
 
@@ -123,7 +123,7 @@ def test_fewest_servers_places_whenever_enough_gpus_are_free():
     state.take_from_servers([(0, 3), (1, 1)], job=None)  # free: server0 1, server1 3, server2 4
     import random
 
-    from schedlab.sched.placement import best_fit, fewest_servers, get_strategy
+    from schedlab.sched.core.placement import best_fit, fewest_servers, get_strategy
 
     assert get_strategy("consolidated") is fewest_servers  # the old name stays an alias
     assert fewest_servers(state, 3, random.Random(0)) == [(1, 3)]

@@ -9,14 +9,14 @@ import math
 import pandas as pd
 import pytest
 from helpers import make_table
-from schedlab.sched import calibration
-from schedlab.sched.calibration import CalibrationError, liss_split
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.interference import Analytic, InterferenceError, MpsCap, PairsTable, make_interference
-from schedlab.sched.job import Job, jobs_from_table
+from schedlab.sched.core import calibration
+from schedlab.sched.core.calibration import CalibrationError, liss_split
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.models.interference import Analytic, InterferenceError, MpsCap, PairsTable, make_interference
+from schedlab.sched.core.job import Job, jobs_from_table
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 
 
 class Script(Policy):

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine, EngineError
-from schedlab.sched.job import Job
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.core.job import Job
 from schedlab.sched.policies.base import Policy
 
 

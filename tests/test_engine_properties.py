@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import Job, jobs_from_table
-from schedlab.sched.metrics import job_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import Job, jobs_from_table
+from schedlab.sched.results.metrics import job_table
 from schedlab.sched.policies import BASELINES, POLICIES, make_policy
 
 

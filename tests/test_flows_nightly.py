@@ -114,7 +114,7 @@ def test_nightly_without_gpu_worker(tmp_path, tmp_path_factory, prefect_harness,
         assert fit["model_uri"] == f"models:/{name}/{fit['version']}" and run.data.metrics
         assert Path(fit["path"]).parent == tmp_path / "models"
     assert "rmse" in c.get_run(report["fits"]["interference-ratio"]["run_id"]).data.metrics
-    from schedlab.sched.models import InterferenceModel
+    from schedlab.sched.models.fitted import InterferenceModel
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # models:/ URIs resolve against the tracking store
     InterferenceModel.load(report["fits"]["interference-ratio"]["model_uri"])  # registered, loadable

@@ -9,12 +9,12 @@ from itertools import pairwise
 
 import pytest
 from helpers import make_table
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.interference import Analytic, MpsCap
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.models.interference import Analytic, MpsCap
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 
 LONG = 20000.0
 

@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packing import CheckedEngine, workloads
 from packing import run as run_packing
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.gavel_lp import build_problem, solve
 from schedlab.sched.policies.packing import fewest_servers
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 
 
 class StarEngine(CheckedEngine):

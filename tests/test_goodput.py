@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from helpers import FIXTURES
-from schedlab.sched.goodput import GoodputDataError, default_root, load_applications, packed
+from schedlab.sched.models.goodput import GoodputDataError, default_root, load_applications, packed
 
 TOY_ROOT = FIXTURES / "pollux"
 

@@ -1,4 +1,4 @@
-"""Pollux's throughput model fitted online (sched/goodput_fit.py; Pollux OSDI'21 §4.1): the loss's
+"""Pollux's throughput model fitted online (sched/models/goodput_fit.py; Pollux OSDI'21 §4.1): the loss's
 gradient, recovery of known parameters from synthetic histories, convergence as observations
 accumulate, and the agent's bookkeeping."""
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import approx_fprime
 
-from schedlab.sched.goodput_fit import (
+from schedlab.sched.models.goodput_fit import (
     GoodputEstimate,
     Observation,
     ThroughputParams,

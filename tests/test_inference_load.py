@@ -1,4 +1,4 @@
-"""Inference-load series (sched/inference.py), the orchestrator's predictors, and their CLI / config options."""
+"""Inference-load series (sched/models/inference.py), the orchestrator's predictors, and their CLI / config options."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from helpers import shared_data
 from schedlab.cli import main
-from schedlab.sched.inference import (
+from schedlab.sched.models.inference import (
     InferenceLoad,
     InferenceLoadError,
     from_csv,
     load_inference,
 )
-from schedlab.sched.pools import LoanOptions
+from schedlab.sched.core.pools import LoanOptions
 from schedlab.tasks.config import ConfigError, load_config
 
 

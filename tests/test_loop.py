@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from schedlab.profiling.store import ProfileRecord, ProfileStore
-from schedlab.sched.cluster import load_cluster
-from schedlab.sched.models import ModelError, make_iteration_time
+from schedlab.sched.core.cluster import load_cluster
+from schedlab.sched.models.fitted import ModelError, make_iteration_time
 from schedlab.sched.replay import prepare_table, replay
-from schedlab.sched.workloads import FittedCatalog, GpuParams, default_catalog, iteration_time
+from schedlab.sched.models.workloads import FittedCatalog, GpuParams, default_catalog, iteration_time
 from schedlab.tasks.fit import fit_model
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 from packing import CheckedEngine
-from schedlab.sched.annotate import annotate
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies.lucid import Lucid
 from schedlab.sched.policies.packing import workload
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.traces import LoadOptions, load_trace
 
 

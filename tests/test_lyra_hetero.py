@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from helpers import make_table
 from pydantic import ValidationError
-from schedlab.sched.cluster import ClusterSpec, PoolSpec
-from schedlab.sched.engine import Engine
-from schedlab.sched.inference import InferenceLoad
-from schedlab.sched.job import Job, jobs_from_table
+from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.models.inference import InferenceLoad
+from schedlab.sched.core.job import Job, jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.pools import LoanOptions, Orchestrator, PooledCluster
-from schedlab.sched.scaling import use_elastic_scaling
+from schedlab.sched.core.pools import LoanOptions, Orchestrator, PooledCluster
+from schedlab.sched.models.scaling import use_elastic_scaling
 
 
 def spec(training: int = 2, inference: int = 3) -> ClusterSpec:

@@ -11,16 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import make_table
-from schedlab.sched import bfd
-from schedlab.sched.annotate import AnnotationError, lyra_scenario
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import Job, jobs_from_table
-from schedlab.sched.mckp import concave_counts, solve, solve_concave
+from schedlab.sched.policies import bfd
+from schedlab.sched.traces.annotate import AnnotationError, lyra_scenario
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import Job, jobs_from_table
+from schedlab.sched.policies.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.replay import replay
-from schedlab.sched.scaling import elastic_speed, speed
+from schedlab.sched.models.scaling import elastic_speed, speed
 from schedlab.sched.traces import LoadOptions, load_trace
 
 
@@ -303,9 +303,9 @@ def test_lyra_beats_fifo_on_queueing_and_jct(basic_table):
         assert math.isfinite(runs["lyra"][key])
 
 
-# ---- with loaning (sched/pools.py) ------------------------------------------------------------
+# ---- with loaning (sched/core/pools.py) ------------------------------------------------------------
 def pooled_spec():
-    from schedlab.sched.cluster import ClusterSpec, PoolSpec
+    from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
 
     return ClusterSpec(name="lyra-small", pools=[
         PoolSpec(servers=4, gpus_per_server=8),

@@ -5,9 +5,9 @@ goodput model small enough to integrate by hand."""
 from __future__ import annotations
 
 import pytest
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import Job
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import Job
 from schedlab.sched.policies import make_policy
 
 PER_GPU_BATCH = 16

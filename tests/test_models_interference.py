@@ -13,9 +13,9 @@ from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.profiling import fit_interference as F
 from schedlab.tasks.fit_cli import register
-from schedlab.sched.interference import make_interference
-from schedlab.sched.job import Job
-from schedlab.sched.models import InterferenceModel, ModelError
+from schedlab.sched.models.interference import make_interference
+from schedlab.sched.core.job import Job
+from schedlab.sched.models.fitted import InterferenceModel, ModelError
 
 SHIPPED = Path(__file__).resolve().parents[1] / "conf" / "models" / "interference-gavel-v100"
 WORKLOADS = {"cifar10": 0.7, "imagenet": 0.9, "bert": 0.5, "ncf": 0.1}  # FP32A-like intensity per workload

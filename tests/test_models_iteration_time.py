@@ -12,8 +12,8 @@ from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.profiling import fitting
 from schedlab.tasks.fit_cli import register
-from schedlab.sched.models import IterationTimeModel, ModelError
-from schedlab.sched.workloads import GpuParams, iteration_time
+from schedlab.sched.models.fitted import IterationTimeModel, ModelError
+from schedlab.sched.models.workloads import GpuParams, iteration_time
 
 # TEST FIXTURE (synthetic, not measured): solo rows generated from known eq. 1-3 parameters + 1% noise
 TRUE = GpuParams(alpha_comp=0.02, beta_comp=0.004, alpha_comm_intra=0.001, beta_comm_intra=0.0005,
@@ -89,7 +89,7 @@ def test_artifact_errors_name_the_file(tmp_path: Path) -> None:
 def test_pollux_heldout_mape() -> None:
     """The shared fitting routine on Pollux's measured T4 step times: held-out configurations."""
     traces = shared_data("profiles", "pollux", "traces")
-    from schedlab.sched.workloads import default_catalog
+    from schedlab.sched.models.workloads import default_catalog
 
     for name in ("cifar10", "bert"):
         df = fitting.load_pollux(traces / name)

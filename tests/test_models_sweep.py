@@ -9,8 +9,8 @@ import pytest
 from schedlab.profiling import cli as profile_cli
 from schedlab.profiling.store import ProfileStore
 from schedlab.tasks.fit_cli import register
-from schedlab.sched.job import Job
-from schedlab.sched.models import InterferenceModel, IterationTimeModel
+from schedlab.sched.core.job import Job
+from schedlab.sched.models.fitted import InterferenceModel, IterationTimeModel
 
 SWEEP = """name: models-mini
 device: cpu

@@ -7,8 +7,8 @@ import random
 
 import pytest
 from helpers import shared_data
-from schedlab.sched.interference import MpsCap, make_interference
-from schedlab.sched.job import Job
+from schedlab.sched.models.interference import MpsCap, make_interference
+from schedlab.sched.core.job import Job
 
 WORKLOADS = [("cifar10", 32.0), ("ncf", 256.0), ("bert", 12.0), ("cifar10", 64.0), ("resnet50", 64.0)]
 

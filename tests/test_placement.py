@@ -8,10 +8,10 @@ import random
 
 import pytest
 from helpers import make_table
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine, EngineError
-from schedlab.sched.job import jobs_from_table
-from schedlab.sched.placement import canonical_placement, strict_consolidated
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.core.job import jobs_from_table
+from schedlab.sched.core.placement import canonical_placement, strict_consolidated
 from schedlab.sched.policies import make_policy
 from schedlab.sched.replay import replay
 

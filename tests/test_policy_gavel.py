@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import shared_data
-from schedlab.sched.annotate import annotate
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, SHARING, make_policy
 from schedlab.sched.policies.gavel_lp import build_problem, effective_throughputs, solve
 from schedlab.sched.replay import replay
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.traces import load_trace
 from schedlab.sched.traces.common import LoadOptions
 

@@ -12,15 +12,15 @@ import pytest
 from helpers import make_table, shared_data
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.interference import Analytic, MpsCap
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.models.interference import Analytic, MpsCap
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gimbal import GimbalError
 from schedlab.sched.policies.gimbal_search import TAG
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 
 
 def table_of(rows, models, deadlines=None):
@@ -304,7 +304,7 @@ COLUMNS = ["job_id", "start_time", "end_time", "preemptions"]
 
 @pytest.mark.parametrize("gimbal", ["gimbal-jct", "gimbal-deadline", "gimbal-makespan"])
 def test_base_policy_unchanged_with_gimbal_off(gimbal):
-    from schedlab.sched.metrics import job_table
+    from schedlab.sched.results.metrics import job_table
     from schedlab.sched.traces import LoadOptions, load_trace
     from schedlab.sched.replay import prepare_table
 
@@ -377,8 +377,8 @@ def test_end_to_end_on_gavel_measured_pairs():
 
 def test_no_memory_for_the_switching_context_ends_the_search():
     # the pair fits, but not with Gimbal's extra 200 MB CUDA context (§6): no LGRR step is possible
-    from schedlab.sched.cluster import ClusterSpec, PoolSpec
-    from schedlab.sched.workloads import default_catalog
+    from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
+    from schedlab.sched.models.workloads import default_catalog
 
     catalog = default_catalog()
     need = catalog.memory_gib("bert", 12) + catalog.memory_gib("ncf", 256)

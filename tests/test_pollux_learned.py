@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from helpers import FIXTURES, shared_data
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine
-from schedlab.sched.goodput import GoodputModel, load_applications
-from schedlab.sched.job import jobs_from_table
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine
+from schedlab.sched.models.goodput import GoodputModel, load_applications
+from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.replay import prepare_table, replay
 from schedlab.sched.traces import LoadOptions, load_trace
@@ -31,7 +31,7 @@ STUDY_WORKLOAD_6_POLLUX_S = 2446  # the study's results-jobload/pollux-1.0 (benc
 # the truth a scheduler must not read in learned mode: throughput, efficiency and their products
 TRUTH = ("goodput", "best_batch", "efficiency", "iteration_time", "step_sync", "grad_stats", "run_time",
          "_efficiency_at", "_efficiency_table", "_best_per_epoch", "_interpolate")
-MAY_READ_TRUTH = ("schedlab.sched.engine", "schedlab.sched.goodput_fit")  # progress; the agent's measurement
+MAY_READ_TRUTH = ("schedlab.sched.core.engine", "schedlab.sched.models.goodput_fit")  # progress; the agent's measurement
 
 
 def table_digest(jobs: pd.DataFrame) -> str:
@@ -99,7 +99,7 @@ def poison(monkeypatch) -> None:
 
         def guarded(self, *args, _original=original, _name=name, **kwargs):
             frame = sys._getframe(1)
-            while frame.f_globals is this or frame.f_globals.get("__name__") == "schedlab.sched.goodput":
+            while frame.f_globals is this or frame.f_globals.get("__name__") == "schedlab.sched.models.goodput":
                 frame = frame.f_back
             caller = frame.f_globals.get("__name__")
             if caller not in MAY_READ_TRUTH:

@@ -1,4 +1,4 @@
-"""Pools whose capacity changes over time (sched/pools.py): loaning, reclaiming, lost progress, T4 speed."""
+"""Pools whose capacity changes over time (sched/core/pools.py): loaning, reclaiming, lost progress, T4 speed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import make_table
-from schedlab.sched.cluster import ClusterSpec, PoolSpec
-from schedlab.sched.engine import Engine, EngineError
-from schedlab.sched.inference import InferenceLoad
-from schedlab.sched.job import Job, jobs_from_table
+from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
+from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.models.inference import InferenceLoad
+from schedlab.sched.core.job import Job, jobs_from_table
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.pools import (
+from schedlab.sched.core.pools import (
     LoanOptions,
     Orchestrator,
     PooledCluster,
@@ -230,7 +230,7 @@ def test_no_job_ever_sits_on_an_inference_server_property():
 
 
 def test_non_lending_policy_is_bit_identical_with_pools():
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import prepare_table
     from schedlab.sched.traces import LoadOptions, load_trace
     from test_replay_digests import COLUMNS

@@ -22,8 +22,8 @@ from schedlab.profiling.sweep import (
     load,
     parse,
 )
-from schedlab.sched.interference import PairsTable
-from schedlab.sched.job import Job
+from schedlab.sched.models.interference import PairsTable
+from schedlab.sched.core.job import Job
 
 
 def test_mps_caps_sweep_grid():

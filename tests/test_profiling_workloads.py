@@ -46,7 +46,7 @@ def test_one_vocabulary_with_the_catalog() -> None:
     """Every profiled workload is exactly one catalog entry, of the same model and dataset; the six Pollux
     applications are all profiled; the YOLOv3 stand-in is Darknet-53-sized."""
     from schedlab.profiling.workloads import catalog_entry
-    from schedlab.sched.workloads import default_catalog
+    from schedlab.sched.models.workloads import default_catalog
 
     catalog = default_catalog()
     for name, w in WORKLOADS.items():

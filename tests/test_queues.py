@@ -1,5 +1,5 @@
 """LevelQueues (Tiresias' discretized queues) against the greedy choice written out plainly, with and
-without its job-by-job walk for few GPUs left (sched/queues.py). Keys grow both ways (Tiresias' code
+without its job-by-job walk for few GPUs left (sched/policies/queues.py). Keys grow both ways (Tiresias' code
 semantics puts preempted jobs back at the front of their queue with ever smaller keys)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from bisect import bisect_right
 from itertools import accumulate
 
 import pytest
-from schedlab.sched.queues import LevelQueues, _Sums
+from schedlab.sched.policies.queues import LevelQueues, _Sums
 
 
 def _greedy(jobs: dict[int, list], levels: int, capacity: int) -> tuple[list[int], list[int]]:

@@ -1,11 +1,11 @@
-"""Reclaiming strategies (sched/reclaim.py) on Lyra's own example: Table 1 / Fig. 5 (§4)."""
+"""Reclaiming strategies (sched/policies/reclaim.py) on Lyra's own example: Table 1 / Fig. 5 (§4)."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from schedlab.sched.reclaim import (
+from schedlab.sched.policies.reclaim import (
     ReclaimView,
     get_strategy,
     lyra,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from schedlab.sched.replay import prepare_table, replay
-from schedlab.sched.cluster import load_cluster
+from schedlab.sched.core.cluster import load_cluster
 from schedlab.sched.traces import LoadOptions, load_trace
 
 DIGESTS = Path(__file__).resolve().parent / "fixtures" / "replay_digests.json"

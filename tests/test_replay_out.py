@@ -11,7 +11,7 @@ import pytest
 
 from schedlab import settings
 from schedlab.cli import main
-from schedlab.sched.outdir import LOCK, MARKER, OutputError, claim
+from schedlab.sched.results.outdir import LOCK, MARKER, OutputError, claim
 from schedlab.sched.replay import write_atomic
 
 SMALL = ["replay", "--num-jobs", "12", "--no-progress"]

@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 import pytest
-from schedlab.sched.reproduce import (
+from schedlab.sched.results.reproduce import (
     HOUR,
     KINDS,
     RATIO_METRICS,
@@ -131,7 +131,7 @@ def test_window_usage_integrates_the_steps_inside_the_window():
     """Busy 8 of 16 GPUs on [0, 10), 16 on [10, 20), 4 after: over [5, 15) that is (8x5 + 16x5) / (16x10).
     With pools, the on-loan busy GPU-seconds (on-loan usage x lent GPU-seconds) leave the training
     figure, and overall adds the inference GPU-seconds over all GPUs."""
-    from schedlab.sched.reproduce import window_usage
+    from schedlab.sched.results.reproduce import window_usage
 
     steps = pd.DataFrame({"time": [0.0, 10.0, 20.0], "busy_gpus": [8, 16, 4]})
     training, overall = window_usage(steps, 5.0, 15.0, 16)

@@ -1,4 +1,4 @@
-"""Round policies on a pooled cluster (``sched/pools.py``): an inference server that is not lent
+"""Round policies on a pooled cluster (``sched/core/pools.py``): an inference server that is not lent
 offers no GPUs, so AFS and Pollux never target one (regression: AFS placed jobs on "server 2" of a
 2-training-server cluster and failed with "server 2 has 0 free GPUs")."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from schedlab.sched.cluster import ClusterSpec, PoolSpec
-from schedlab.sched.pools import LoanOptions
+from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
+from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.replay import replay
 
 

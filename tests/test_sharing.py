@@ -14,18 +14,18 @@ import pytest
 from helpers import SHARED_DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedlab.sched.annotate import annotate
-from schedlab.sched.cluster import ClusterState, load_cluster
-from schedlab.sched.engine import Engine, EngineError
-from schedlab.sched.interference import (
+from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.core.cluster import ClusterState, load_cluster
+from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.models.interference import (
     Analytic,
     GavelTable,
     InterferenceError,
     PairsTable,
     make_interference,
 )
-from schedlab.sched.job import Job, jobs_from_table
-from schedlab.sched.metrics import job_table, sharing_summary
+from schedlab.sched.core.job import Job, jobs_from_table
+from schedlab.sched.results.metrics import job_table, sharing_summary
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.sharing_sjf import (
@@ -35,7 +35,7 @@ from schedlab.sched.policies.sharing_sjf import (
     theorem1,
 )
 from schedlab.sched.replay import replay
-from schedlab.sched.sharing import SharingModel
+from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.traces import LoadOptions, load_trace
 from test_engine_properties import CheckedEngine
 

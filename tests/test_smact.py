@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from schedlab.profiling.smact import smact_profile
 from schedlab.profiling.store import ProfileRecord, ProfileStore
-from schedlab.sched.cluster import load_cluster
-from schedlab.sched.job import Job
+from schedlab.sched.core.cluster import load_cluster
+from schedlab.sched.core.job import Job
 from schedlab.sched.replay import prepare_table, replay
-from schedlab.sched.smact import SmactProfile, smact_distribution
+from schedlab.sched.models.smact import SmactProfile, smact_distribution
 from schedlab.sched.traces import LoadOptions, load_trace
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -184,8 +184,8 @@ def test_cli_replay_writes_smact_and_rejects_a_folder_that_is_no_store(tmp_path,
 
 def test_occupancy_follows_a_job_that_grows_and_shrinks():
     """Each stint is one fixed set of GPUs: a resize closes one and opens the next (elastic policies)."""
-    from schedlab.sched.cluster import ClusterState
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.cluster import ClusterState
+    from schedlab.sched.core.engine import Engine
     from test_engine_elastic import (  # the elastic tests' scripted driver
         Scripted,
         goodput_job,

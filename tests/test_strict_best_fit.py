@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import make_table
-from schedlab.sched.engine import EngineError
+from schedlab.sched.core.engine import EngineError
 from schedlab.sched.replay import replay
 
 

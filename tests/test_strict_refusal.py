@@ -49,9 +49,9 @@ def test_a_refused_job_waits_and_others_start(policy, params, spread_d, strict_d
 
 def test_a_refused_gavel_combination_gets_no_time_that_round():
     """Gavel's time received (its round priority's denominator) counts only combinations that ran."""
-    from schedlab.sched.cluster import ClusterState, load_cluster
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import jobs_from_table
+    from schedlab.sched.core.cluster import ClusterState, load_cluster
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import jobs_from_table
     from schedlab.sched.policies import make_policy
 
     seen: list[tuple[float, float]] = []  # (round start, D's time received when it began)

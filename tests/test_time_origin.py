@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from helpers import FIXTURES, SHARED_DATA
 from schedlab.cli import main
-from schedlab.sched.cluster import load_cluster
+from schedlab.sched.core.cluster import load_cluster
 from schedlab.sched.policies.elastic import STUDY_STALL_S
 from schedlab.sched.replay import prepare_table, replay
 from schedlab.sched.traces import LoadOptions, TraceError, load_trace

@@ -552,7 +552,7 @@ WORKLOAD_HEADER = "job_id,submit_time,num_gpus,model,batch_size,iterations\n"
 
 
 def test_unknown_model_in_workload_trace_names_file_row_and_models(tmp_path: Path) -> None:
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import prepare_table
 
     # row 2 is submitted first: the table's first job, named by its row in the file

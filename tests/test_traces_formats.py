@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.sched.jobtable import CANONICAL_COLUMNS
+from schedlab.sched.traces.jobtable import CANONICAL_COLUMNS
 from schedlab.sched.traces import (
     FORMATS,
     LoadOptions,

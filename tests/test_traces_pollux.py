@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from helpers import FIXTURES, SHARED_DATA
-from schedlab.sched.goodput import load_applications
+from schedlab.sched.models.goodput import load_applications
 from schedlab.sched.replay import prepare_table, replay
 from schedlab.sched.traces import LoadOptions, TraceError, detect_format, load_trace
 from schedlab.sched.traces.pollux import generate
@@ -71,7 +71,7 @@ def test_nominal_duration_is_the_run_alone():
 
 
 def _cluster():
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
 
     return load_cluster("2x4")
 
@@ -181,7 +181,7 @@ def test_generator_busiest_window():
 
 # ---- the real Philly trace (skipped without ../shared/data) -------------------------------------
 def real_philly() -> Path:
-    from schedlab.sched.goodput import default_root
+    from schedlab.sched.models.goodput import default_root
 
     if not PHILLY.is_file() or not (default_root() / "traces").is_dir():
         pytest.skip("Philly trace or Pollux data not present (set SCHEDLAB_SHARED_DATA / SCHEDLAB_POLLUX_DATA)")
@@ -214,7 +214,7 @@ def test_real_busiest_240_replays():
 
 
 def _cluster16x4():
-    from schedlab.sched.cluster import load_cluster
+    from schedlab.sched.core.cluster import load_cluster
 
     return load_cluster("sjf-bsbf-sim")
 

@@ -1,4 +1,4 @@
-"""Castor eq. 1-3 iteration-time model and the workload catalog (schedlab.sched.workloads)."""
+"""Castor eq. 1-3 iteration-time model and the workload catalog (schedlab.sched.models.workloads)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from schedlab.sched.workloads import (
+from schedlab.sched.models.workloads import (
     DEFAULT_CATALOG_PATH,
     CatalogError,
     GpuParams,

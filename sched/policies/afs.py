@@ -5,7 +5,7 @@ Every round (60 s, a timer): base demands first — running jobs keep theirs (AF
 preempts), queued jobs get theirs in arrival order if they fit (else they are skipped); then, one
 GPU at a time, the spare GPUs go to the job with the largest throughput gain per GPU,
 ``rate(w + 1) - rate(w)``, with no upper cap (unbounded elasticity) while the gain is positive.
-Lyra's elastic fixed-duration jobs (``elastic_min/max``, ``sched/scaling.py``) gain
+Lyra's elastic fixed-duration jobs (``elastic_min/max``, ``sched/models/scaling.py``) gain
 ``(rate(w + 1) - rate(w)) / remaining``, their completion-rate gain.
 A goodput job's rate is its goodput (specs/pollux.md) at its workload batch on ``w`` GPUs packed on
 the fewest servers; its base demand is its workload GPU count (``base: trace``) or one GPU
@@ -29,11 +29,11 @@ from schedlab.sched.policies.elastic import (
     server_capacity,
     server_counts,
 )
-from schedlab.sched.scaling import speed
+from schedlab.sched.models.scaling import speed
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 class AfsParams(RoundParams):

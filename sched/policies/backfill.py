@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 class BackfillParams(BaseModel):

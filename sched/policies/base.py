@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 # Lyra §7.5 measured 63 s on average to checkpoint, relaunch and restore a preempted job; the
 # preemptive baselines (Tiresias, SRTF) pay it on every restart unless a run sets another value.

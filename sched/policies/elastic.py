@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 STUDY_STALL_S = 30.0  # Pollux's simulator: every allocation change, the first start included
 
@@ -198,7 +198,7 @@ def free_per_server(engine: Engine) -> list[int]:
 
 def server_capacity(engine: Engine) -> list[int]:
     """GPUs each server offers the policy now: its free GPUs plus those its running jobs hold. On a
-    pooled cluster (``sched/pools.py``) an inference server that is not lent offers none (its free
+    pooled cluster (``sched/core/pools.py``) an inference server that is not lent offers none (its free
     stack is empty), so a policy never targets it."""
     per = engine.cluster.gpus_per_server
     capacity = free_per_server(engine)

@@ -53,11 +53,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedlab.sched.job import Job
+from schedlab.sched.core.job import Job
 from schedlab.sched.policies.packing import PackingPolicy, workload
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.engine import Engine
 
 
 class GandivaParams(BaseModel):

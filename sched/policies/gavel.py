@@ -77,8 +77,8 @@ from schedlab.sched.policies.packing import fewest_servers
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 ALLOCATION_FLOOR = 1e-6  # LP values below this are solver dust, not an allocation
 _ROUND = "gavel-round"

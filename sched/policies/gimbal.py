@@ -6,7 +6,7 @@ Gimbal is a middleware (§3, Fig. 3): an upper scheduler decides which jobs are 
 the workers of every packed combination at run time with two primitives mapped on two mechanisms
 (§4): LGRR, MPS caps in 10 % steps with a 3.6 s switch stall (§4.1, §7.4), and LISS, lossless input
 sample stealing between a job's workers (§4.1-4.2), through the engine's ``calibrate`` (see
-``sched/calibration.py``). Its coordinator runs Algorithm 1 (§5.2) on every job packing set (§5.1,
+``sched/core/calibration.py``). Its coordinator runs Algorithm 1 (§5.2) on every job packing set (§5.1,
 ``gimbal_sets.py``) after the set changes, as a state machine on timers (``gimbal_search.py``).
 
 Each policy wraps its paper's base (§7.1): ``gimbal-jct`` = Lucid (JCT, eqs. 1-2), ``gimbal-deadline``
@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedlab.sched import calibration
+from schedlab.sched.core import calibration
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gimbal_search import TAG, Coordinator
 from schedlab.sched.policies.gimbal_sets import JobSets
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 _BASE = "gimbal-base"
 UNLIMITED_PACK_GPUS = 1 << 20

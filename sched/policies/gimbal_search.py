@@ -24,12 +24,12 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schedlab.sched import calibration
-from schedlab.sched.calibration import CalibrationError
+from schedlab.sched.core import calibration
+from schedlab.sched.core.calibration import CalibrationError
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
     from schedlab.sched.policies.gimbal_sets import JobSet, JobSets
 
 TAG = "gimbal"

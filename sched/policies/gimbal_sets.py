@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from schedlab.sched.cluster import ClusterState
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.cluster import ClusterState
+    from schedlab.sched.core.job import Job
 
 
 @dataclass(eq=False)

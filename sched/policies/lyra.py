@@ -5,14 +5,14 @@ by SJF with skipping — the pending job with the shortest running time (an elas
 base) whose demand fits the idle GPUs plus the GPUs held by flexible workers is started; flexible
 workers are scaled in to make room (never a preemption). **Phase 2**, at most every
 ``rescale_interval_s`` (a timer, specs/lyra.md §6 A1): the GPUs left over plus all flexible GPUs
-are shared among the running elastic jobs by the multiple-choice knapsack (``sched/mckp.py``): job
+are shared among the running elastic jobs by the multiple-choice knapsack (``sched/policies/mckp.py``): job
 ``j``'s item ``k`` is ``k`` more workers, weight ``k g`` GPUs, value ``T_j(base) - T_j(base + k g)``
 with ``T`` the remaining run time (§6 A8); chosen workers that cannot be placed are trimmed.
-Placement is best-fit decreasing by workers (``sched/bfd.py``, §5.3): inelastic workers of
+Placement is best-fit decreasing by workers (``sched/policies/bfd.py``, §5.3): inelastic workers of
 ``min(d, 8)`` GPUs, elastic ones of ``elastic_gpus_per_worker``; flexible workers go to servers
 apart from base workers where the pools allow (the flexible group).
 
-Elastic jobs scale linearly in their range (``sched/scaling.py``), or with the job's
+Elastic jobs scale linearly in their range (``sched/models/scaling.py``), or with the job's
 ``scaling_loss`` (20 %: imperfect scaling, §7.2); goodput jobs (``tuned_jobs``: Lyra+TunedJobs,
 §7.4) use their goodput model's speed-up at the goodput-optimal batch, which the job's agent
 re-tunes at every allocation change. ``elastic: false`` runs elastic jobs at their base (Table 5's
@@ -24,7 +24,7 @@ loaning: phase 1 considers them "with the lowest priority on the remaining serve
 jobs are scheduled" (SJF among themselves, after every other pending job). A job takes one GPU type
 when the free GPUs allow (training servers first, else ``ceil(r d)`` T4s on loan: full speed), else
 both at once: every free V100 up to its demand plus ``ceil(r x rest)`` T4s, at ``heterogeneous_perf``
-(0.7; Ideal 1.0) x normalised GPUs / demand (``sched/pools.py``); only then does it scale flexible
+(0.7; Ideal 1.0) x normalised GPUs / demand (``sched/core/pools.py``); only then does it scale flexible
 workers in, likewise. An elastic one with its base on training servers takes its flexible workers
 on on-loan servers (§6), in the on-loan knapsack with values at the mixed speed (a few T4 workers
 can be worth less than none); one started on both types stays at its base. A reclaim treats their
@@ -41,17 +41,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from schedlab.sched import bfd
-from schedlab.sched.mckp import concave_counts, solve, solve_concave
+from schedlab.sched.policies import bfd
+from schedlab.sched.policies.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.lyra_hetero import LOAN, TRAINING, HeterogeneousJobs
-from schedlab.sched.reclaim import get_strategy as get_reclaim
-from schedlab.sched.scaling import run_time
+from schedlab.sched.policies.reclaim import get_strategy as get_reclaim
+from schedlab.sched.models.scaling import run_time
 from sortedcontainers import SortedList
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 
@@ -390,7 +390,7 @@ class Lyra(HeterogeneousJobs, Policy):
             self._tune(engine, job)
         return True
 
-    # ---- loaning: the orchestrator's hooks (sched/pools.py) ----------------------------------
+    # ---- loaning: the orchestrator's hooks (sched/core/pools.py) ----------------------------------
     def choose_reclaim(self, engine: Engine, n: int) -> list[int]:
         """Which on-loan servers go back (``reclaim``: Lyra's heuristic, SCF or Random; §4, §7.1)."""
         orchestrator = engine.orchestrator
@@ -518,7 +518,7 @@ class Lyra(HeterogeneousJobs, Policy):
         return remaining / self._goodput_speedup(job, gpus)
 
     def _goodput_speedup(self, job: Job, gpus: int) -> float:
-        from schedlab.sched.goodput import packed
+        from schedlab.sched.models.goodput import packed
 
         model, progress = job.goodput, job.epoch_start
         try:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from schedlab.sched import bfd
+from schedlab.sched.policies import bfd
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 TRAINING, LOAN = 0, 1  # Lyra's pools: training servers, on-loan inference servers
 
@@ -93,7 +93,7 @@ class HeterogeneousJobs:
     def _start_mixed(self, engine: Engine, job: Job, flex: list[int]) -> bool:
         """Start ``job``'s base on both types: every training GPU it can get (up to its demand), the
         rest as ``ceil(r x rest)`` T4 GPUs on on-loan servers. It runs at ``heterogeneous_perf`` x its
-        normalised GPUs / demand (sched/pools.py). Elastic jobs started so stay at their base."""
+        normalised GPUs / demand (sched/core/pools.py). Elastic jobs started so stay at their base."""
         cluster = engine.cluster
         per = cluster.gpus_per_server
         demand = self.base(job)

@@ -33,8 +33,8 @@ from schedlab.sched.policies.elastic import (
 )
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 class OptimusParams(RoundParams):

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.queues import DemandQueue
+from schedlab.sched.policies.queues import DemandQueue
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 class FIFO(Policy):

@@ -17,11 +17,11 @@ from bisect import insort
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Callable
 
-from schedlab.sched.job import Job
+from schedlab.sched.core.job import Job
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.engine import Engine
 
 
 def workload(job: Job) -> tuple:

@@ -38,11 +38,11 @@ from schedlab.sched.policies.elastic import (
 from schedlab.sched.policies.pollux_learned import LearnedGoodput
 from schedlab.sched.policies.pollux_opt import solve
 from schedlab.sched.policies.pollux_problem import JobSpec, Problem
-from schedlab.sched.scaling import speed
+from schedlab.sched.models.scaling import speed
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 class PolluxParams(RoundParams):

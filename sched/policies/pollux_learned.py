@@ -1,5 +1,5 @@
 """``pollux`` with ``knowledge: learned`` (the default): the scheduler and each job's batch choice see
-only the job's own goodput estimate (``sched/goodput_fit.py``), as in Pollux's simulator study
+only the job's own goodput estimate (``sched/models/goodput_fit.py``), as in Pollux's simulator study
 (OSDI'21 §4.1, §5.3; petuum/adaptdl ``osdi21-artifact`` ``simulator/``). The engine still runs every
 job at its true goodput.
 
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from schedlab.sched.goodput_fit import GoodputEstimate, measure
+from schedlab.sched.models.goodput_fit import GoodputEstimate, measure
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.goodput import GoodputModel
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.models.goodput import GoodputModel
+    from schedlab.sched.core.job import Job
 
 
 class LearnedGoodput:

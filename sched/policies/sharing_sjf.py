@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedlab.sched.interference import InterferenceSource, make_interference
+from schedlab.sched.models.interference import InterferenceSource, make_interference
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 def theorem1(a: float, b: float, b_wait: float, xi_a: float, xi_b: float) -> tuple[bool, float, float]:

@@ -31,11 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sortedcontainers import SortedList
 
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.queues import DemandQueue
+from schedlab.sched.policies.queues import DemandQueue
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 
 class SRTFParams(BaseModel):

@@ -50,11 +50,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.tiresias_tuned import STUDY_THRESHOLD_GPU_S, TunedJobsMode
-from schedlab.sched.queues import LevelQueues
+from schedlab.sched.policies.queues import LevelQueues
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 PAPER_PROMOTE_KNOB = 8.0  # semantics paper's default knob: our choice before issue #23 (the paper leaves it open)
 

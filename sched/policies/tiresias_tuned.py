@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, emptiest_first, free_per_server
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
 
 STUDY_THRESHOLD_GPU_S = 16 * 3600.0  # the study's single queue threshold: 16 GPU-hours
 

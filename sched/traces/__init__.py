@@ -1,4 +1,4 @@
-"""Trace loaders: every supported format -> the canonical job table (``schedlab.sched.jobtable``).
+"""Trace loaders: every supported format -> the canonical job table (``schedlab.sched.traces.jobtable``).
 
 >>> df, report = load_trace("philly_jobs_pollux.csv", options=LoadOptions(load=2.0, max_jobs=500))
 

@@ -1,4 +1,4 @@
-"""The canonical job table itself, as CSV or Parquet (see ``schedlab.sched.jobtable``).
+"""The canonical job table itself, as CSV or Parquet (see ``schedlab.sched.traces.jobtable``).
 
 ``submit_time`` and ``deadline`` are seconds or datetimes on the same clock (a Parquet datetime
 column is converted to seconds exactly as a CSV datetime is; a timedelta ``duration`` is taken in
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..jobtable import CANONICAL_COLUMNS, DURATION_COLUMNS, REQUIRED_COLUMNS, WORKLOAD_COLUMNS
+from .jobtable import CANONICAL_COLUMNS, DURATION_COLUMNS, REQUIRED_COLUMNS, WORKLOAD_COLUMNS
 from .common import (
     LoadOptions, Raw, TraceError, check_columns, check_file, job_ids, make_loader, numeric, read_csv, seconds,
     suggest,

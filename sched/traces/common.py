@@ -32,7 +32,7 @@ header excluded** (so in a CSV with a header, row N is on line N+1; in a headerl
 line N; in a JSON job list, row N is the N-th job object). A :class:`JobError` found after loading
 (annotation, durations) names the N-th row of the job table the same way until
 :meth:`LoadReport.locate` names the source file's data row; the inference-load reader
-(``sched/inference.py``) follows the same convention.
+(``sched/models/inference.py``) follows the same convention.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from pydantic import ConfigDict, Field, model_validator
 from schedlab.checks import plain
 from schedlab.sched.strict import UserModel
 
-from ..jobtable import CANONICAL_COLUMNS, in_canonical_order
+from .jobtable import CANONICAL_COLUMNS, in_canonical_order
 
 ROW_CONVENTION = "rows are 1-based data rows, header excluded"
 #: which trace time becomes the replay's 0 (module docstring); ``first-job`` is the default but for ``pollux``

@@ -105,7 +105,7 @@ def generate(trace: pd.DataFrame, num_jobs: int, seed: int = 0, window: tuple[fl
              busiest_hours: float | None = None, models: dict | None = None) -> pd.DataFrame:
     """A Pollux workload (``job_id, submit_time, num_gpus, model, batch_size, global_batch``) from a
     Philly table with ``submit_time`` (absolute s), ``duration`` and ``num_gpus``."""
-    from schedlab.sched.goodput import load_applications
+    from schedlab.sched.models.goodput import load_applications
 
     models = models if models is not None else load_applications()
     missing = sorted(({a for _, names in BUCKETS for a in names} | {"bert"}) - set(models))

@@ -31,7 +31,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-DEFAULT_CATALOG_PATH = Path(__file__).resolve().parent.parent / "conf" / "workloads.yaml"
+DEFAULT_CATALOG_PATH = Path(__file__).resolve().parents[2] / "conf" / "workloads.yaml"
 DEFAULT_GPUS_PER_SERVER = 8
 
 

@@ -10,7 +10,7 @@ give less) the rate is proportional.
 
 The engine applies it through its ``job_speed`` hook (a factor set at every start and resize):
 :func:`use_elastic_scaling` installs it on a replay whose table has elastic jobs, on the plain
-cluster directly and on a pooled one (``sched/pools.py``) as ``PooledCluster.scaling`` over the
+cluster directly and on a pooled one (``sched/core/pools.py``) as ``PooledCluster.scaling`` over the
 job's *normalised* GPUs (V100s + T4s / r), so that a loaned T4 counts as 1/r of a training GPU.
 Goodput jobs (Lyra+TunedJobs) take their speed from their goodput model instead.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from schedlab.sched.job import Job, JobSource
+from schedlab.sched.core.job import Job, JobSource
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.engine import Engine
 
 
 def speed(lo: int, loss: float, gpus: int) -> float:

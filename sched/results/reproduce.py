@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-TABLES = Path(__file__).resolve().parent.parent / "conf" / "papers" / "tables.yaml"
+TABLES = Path(__file__).resolve().parents[2] / "conf" / "papers" / "tables.yaml"
 HOUR = 3600.0
 
 

@@ -24,7 +24,7 @@ Sources, interchangeable:
   with ξ⁰ the base's free-competition ``mps`` ratio, a worker capped at p beside a partner capped at
   q runs at ``ξ = p^-ρ (1 + (ξ⁰ - 1) q^η)`` and alone at ``σ(p) = p^-ρ`` (ρ = 0.5, η = 2 by default).
   Shares are active-thread percentages, as everywhere; ``timeslice`` is the base's unchanged.
-- ``model``: an XGBoost ξ predictor fitted by ``schedlab fit interference`` (see ``sched/models.py``).
+- ``model``: an XGBoost ξ predictor fitted by ``schedlab fit interference`` (see ``sched/models/fitted.py``).
 
 Every source counts the pairs it could not answer and sent to the analytic fallback (``fallbacks``).
 """
@@ -42,9 +42,9 @@ import pandas as pd
 import yaml
 
 if TYPE_CHECKING:
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.job import Job
 
-GAVEL_MAPPING = Path(__file__).resolve().parent.parent / "conf" / "interference" / "gavel.yaml"
+GAVEL_MAPPING = Path(__file__).resolve().parents[2] / "conf" / "interference" / "gavel.yaml"
 MODES = ("timeslice", "mps")
 MPS_EXCESS_KEPT = 0.57  # Castor §8: MPS lowers ξ by up to 43%
 
@@ -209,7 +209,7 @@ class MpsCap:
 
 
 #: ``table:NAME`` also finds a table shipped in ``conf/interference/`` (e.g. ``table:h200-pairs.csv``)
-SHIPPED_TABLES = Path(__file__).resolve().parent.parent / "conf" / "interference"
+SHIPPED_TABLES = Path(__file__).resolve().parents[2] / "conf" / "interference"
 
 
 class PairsTable(_Cached):
@@ -307,7 +307,7 @@ def make_interference(spec: str | None) -> InterferenceSource:
         shipped = SHIPPED_TABLES / rest
         return PairsTable(shipped if not Path(rest).exists() and shipped.exists() else rest)
     if kind == "model":
-        from schedlab.sched.models import InterferenceModel
+        from schedlab.sched.models.fitted import InterferenceModel
 
         return InterferenceModel.load(rest)
     raise InterferenceError(

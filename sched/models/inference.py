@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .traces.common import TraceError, not_utf8, path_problem
+from schedlab.sched.traces.common import TraceError, not_utf8, path_problem
 
 SERVEGEN_DEFAULT_MODEL = "m-small"
 SERVEGEN_RANGE = (0.42, 0.95)  # Lyra §2: inference utilisation 42-95 %

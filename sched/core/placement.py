@@ -34,7 +34,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from schedlab.sched.cluster import ClusterState
+from schedlab.sched.core.cluster import ClusterState
 
 Placement = list[tuple[int, int]]
 Strategy = Callable[[ClusterState, int, random.Random], Placement | None]

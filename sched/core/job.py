@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schedlab.sched.jobtable import in_canonical_order
+from schedlab.sched.traces.jobtable import in_canonical_order
 
 
 @dataclass(slots=True, eq=False)
@@ -64,7 +64,7 @@ class Job:
     epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
     placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
 
-    # per-worker calibration (Gimbal, sched/calibration.py): None unless a Gimbal policy tracks the job
+    # per-worker calibration (Gimbal, sched/core/calibration.py): None unless a Gimbal policy tracks the job
     shares: dict | None = None  # GPU -> MPS cap (fraction of the GPU) of this job's worker there
     batches: dict | None = None  # GPU -> local batch (LISS); None: every worker at ``batch_size``
     worker_xi: dict | None = None  # GPU -> ξ of this job's worker there; not None marks a tracked job
@@ -74,7 +74,7 @@ class Job:
     heterogeneous: bool = False  # may run on training and inference GPUs at once (Lyra §2.1, §6)
     checkpoint: bool | None = None  # None: unknown (a preemption keeps progress); False: restarts from zero
     # Lyra's elastic jobs (specs/lyra.md §2.1): a GPU range within which the job scales; its work is
-    # in seconds at ``elastic_min`` GPUs and it runs ``sched/scaling.py``'s speed-up on more
+    # in seconds at ``elastic_min`` GPUs and it runs ``sched/models/scaling.py``'s speed-up on more
     elastic_min: int = 0  # fewest GPUs an elastic job may run on (0: inelastic)
     elastic_max: int = 0  # most GPUs an elastic job may use (0: inelastic)
     scaling_loss: float = 0.0  # throughput lost per GPU above elastic_min (Lyra §7.2: 0.2)
@@ -128,7 +128,7 @@ class JobSource:
         if "global_batch" in columns and goodput_models is None:
             raise ValueError("the job table has goodput jobs (global_batch) but no goodput models were given")
         self.elastic = _elastic_rows(self.table)
-        #: whether any job has a GPU range and no goodput model (Lyra's elastic jobs, sched/scaling.py)
+        #: whether any job has a GPU range and no goodput model (Lyra's elastic jobs, sched/models/scaling.py)
         self.has_elastic = "global_batch" not in columns and bool(self.elastic.any())
         if "global_batch" in columns:
             _check_goodput_models(self.table, goodput_models)
@@ -138,7 +138,7 @@ class JobSource:
 
     def static(self) -> dict[str, Any]:
         """The job-table columns known before the replay, in job order, with the values the job
-        records would hold (:class:`~schedlab.sched.jobtable.JobRecords`' ``static``)."""
+        records would hold (:class:`~schedlab.sched.traces.jobtable.JobRecords`' ``static``)."""
         table = self.table
         ids = table["job_id"]
         model = _names(table["model"]) if "model" in table.columns and table["model"].notna().any() else None

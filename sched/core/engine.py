@@ -20,8 +20,8 @@ and batch), but its rate comes from its goodput model: goodput on its current pl
 epoch over its nominal goodput. Epoch boundaries are events where that rate is recomputed (and the
 policy's ``on_epoch`` is called); a fixed-duration job has none, so its replay is exactly as before.
 
-Pools (specs/lyra.md §1; ``sched/pools.py``): with an ``orchestrator`` the cluster is a
-:class:`~schedlab.sched.pools.PooledCluster` whose capacity changes at the orchestrator's timer
+Pools (specs/lyra.md §1; ``sched/core/pools.py``): with an ``orchestrator`` the cluster is a
+:class:`~schedlab.sched.core.pools.PooledCluster` whose capacity changes at the orchestrator's timer
 events (inference servers lent to training and taken back); without one nothing here changes.
 
 Policies see the engine only through the methods under "policy API" below.
@@ -39,20 +39,20 @@ import numpy as np
 from sortedcontainers import SortedList
 from tqdm import tqdm
 
-from schedlab.sched import calibration
-from schedlab.sched.cluster import ClusterState
-from schedlab.sched.job import Job, JobSource
-from schedlab.sched.jobtable import JobRecords
-from schedlab.sched.placement import DEFAULT, check_policy, get_strategy
+from schedlab.sched.core import calibration
+from schedlab.sched.core.cluster import ClusterState
+from schedlab.sched.core.job import Job, JobSource
+from schedlab.sched.traces.jobtable import JobRecords
+from schedlab.sched.core.placement import DEFAULT, check_policy, get_strategy
 
 if TYPE_CHECKING:
     from schedlab.sched.policies.base import Policy
-    from schedlab.sched.pools import Orchestrator
-    from schedlab.sched.sharing import SharingModel
+    from schedlab.sched.core.pools import Orchestrator
+    from schedlab.sched.models.sharing import SharingModel
 
 _COMPLETION = 0
 _TIMER = 1
-_CAPACITY = 2  # the loaning orchestrator's period (sched/pools.py)
+_CAPACITY = 2  # the loaning orchestrator's period (sched/core/pools.py)
 # Pending events are split by time: a heap of those before ``_horizon`` and, beyond it, unsorted lists
 # per ``_BUCKET_S`` of time, heapified when the clock reaches them. Pops come in the same (time, seq)
 # order as from one heap, but the heap stays small (far-off timers, e.g. Tiresias' promotions, and
@@ -78,8 +78,8 @@ class EngineResult:
     scheduling_passes: int
     shared_gpu_seconds: float = 0.0  # GPU-seconds with two jobs on the GPU
     occupancy: list[tuple[Job, float, float, tuple[int, ...], int]] | None = None  # see Engine(record_occupancy)
-    pools: Any = None  # the Orchestrator of a replay with loaning (its figures: sched/pools.py)
-    records: JobRecords | None = None  # every job's figures, in job order (sched/metrics.py's job table)
+    pools: Any = None  # the Orchestrator of a replay with loaning (its figures: sched/core/pools.py)
+    records: JobRecords | None = None  # every job's figures, in job order (sched/results/metrics.py's job table)
 
 
 class Engine:
@@ -102,7 +102,7 @@ class Engine:
         GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
         activity distribution, Castor Fig. 9c/12c); off by default, so other replays pay nothing.
 
-        ``jobs``: a list of job records, or a :class:`~schedlab.sched.job.JobSource` (what ``replay``
+        ``jobs``: a list of job records, or a :class:`~schedlab.sched.core.job.JobSource` (what ``replay``
         gives): then the engine makes each record shortly before the job arrives and, once it ends,
         keeps only its figures (``EngineResult.records``), so memory grows with the jobs in flight,
         not with the trace (issue #13 §6); ``jobs`` stays the source, ``EngineResult.jobs`` is None."""
@@ -363,7 +363,7 @@ class Engine:
     def calibrate(self, job: Job, *, shares: dict[int, float] | None = None,
                   batches: dict[int, float] | None = None, stall_s: float = 0.0) -> None:
         """Change running ``job``'s per-GPU MPS caps and/or local batches (Gimbal's LGRR and LISS,
-        ``sched/calibration.py``); its partners' ξ follow, ``stall_s`` stalls the job (3.6 s per LGRR switch)."""
+        ``sched/core/calibration.py``); its partners' ξ follow, ``stall_s`` stalls the job (3.6 s per LGRR switch)."""
         calibration.calibrate(self, job, shares, batches, stall_s)
 
     def worker_view(self, job: Job) -> list[tuple]:

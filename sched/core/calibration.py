@@ -22,10 +22,10 @@ import math
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-from schedlab.sched.job import Job
+from schedlab.sched.core.job import Job
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.engine import Engine
 
 SWITCH_CONTEXT_GIB = 200 / 1024  # Gimbal §6: one extra 200 MB CUDA context alive while switching
 _SUM_TOLERANCE = 1e-6

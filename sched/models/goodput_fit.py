@@ -37,7 +37,7 @@ from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 if TYPE_CHECKING:
-    from schedlab.sched.goodput import GoodputModel
+    from schedlab.sched.models.goodput import GoodputModel
 
 Values = Sequence[float] | np.ndarray
 

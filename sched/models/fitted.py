@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from schedlab.sched.interference import Analytic, _check_mode, micro_batch, mps_from_timeslice
+from schedlab.sched.models.interference import Analytic, _check_mode, micro_batch, mps_from_timeslice
 
 if TYPE_CHECKING:
     import xgboost
 
-    from schedlab.sched.job import Job
+    from schedlab.sched.core.job import Job
 
 SCHEMA_VERSION = 1
 INTERFERENCE_KIND = "interference-ratio"
@@ -40,7 +40,7 @@ _META_KEYS = ("schema_version", "kind", "variant", "feature_names", "job_feature
               "solo", "workload_map", "modes", "target")
 
 
-SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "conf" / "models"
+SHIPPED_MODELS = Path(__file__).resolve().parents[2] / "conf" / "models"
 
 
 class ModelError(ValueError):
@@ -258,13 +258,13 @@ class IterationTimeModel:
 
     @staticmethod
     def _params(p: dict[str, Any]):
-        from schedlab.sched.workloads import IterationParams
+        from schedlab.sched.models.workloads import IterationParams
 
         names = IterationParams.model_fields
         return IterationParams(**{k: v for k, v in p.items() if k in names})
 
     def params(self, workload: str, gpu_type: str | None = None):
-        """:class:`~schedlab.sched.workloads.IterationParams` of ``workload`` (default: its only GPU type)."""
+        """:class:`~schedlab.sched.models.workloads.IterationParams` of ``workload`` (default: its only GPU type)."""
         by_gpu = self.data["workloads"].get(workload)
         if not by_gpu:
             raise KeyError(f"no iteration-time fit for {workload!r}; have {sorted(self.data['workloads'])}")
@@ -275,13 +275,13 @@ class IterationTimeModel:
         return self._params(by_gpu[gpu_type])
 
     def fits(self) -> dict[str, dict[str, Any]]:
-        """Every fitted (workload, GPU type) as :class:`~schedlab.sched.workloads.IterationParams`."""
+        """Every fitted (workload, GPU type) as :class:`~schedlab.sched.models.workloads.IterationParams`."""
         return {wl: {gt: self._params(p) for gt, p in by_gpu.items()} for wl, by_gpu in self.data["workloads"].items()}
 
     def iteration_time(self, workload: str, batch_per_gpu: float, num_gpus: int = 1, servers: int = 1,
                        accumulation_steps: int = 1, gpu_type: str | None = None) -> float:
         """Eq. 3 seconds per iteration, also for batch / accumulation / GPU counts never measured."""
-        from schedlab.sched.workloads import iteration_time
+        from schedlab.sched.models.workloads import iteration_time
 
         return iteration_time(self.params(workload, gpu_type), batch_per_gpu, num_gpus, servers, accumulation_steps)
 
@@ -290,7 +290,7 @@ def make_iteration_time(spec: str | os.PathLike[str] | None):
     """The workload catalog a replay takes iteration times from: ``catalog`` (default: the packaged
     one) or a fitted iteration-time model (a path, a shipped name or ``models:/iteration-time/N``),
     whose parameters replace the catalog's for the workloads and GPU types it covers (Castor §3.1)."""
-    from schedlab.sched.workloads import default_catalog
+    from schedlab.sched.models.workloads import default_catalog
 
     spec = str(spec) if spec is not None else "catalog"
     if spec == "catalog":

@@ -11,7 +11,7 @@ import heapq
 from bisect import bisect_left, insort
 from typing import Callable
 
-from schedlab.sched.job import Job
+from schedlab.sched.core.job import Job
 
 Key = Callable[[Job], float]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from schedlab.sched.annotate import catalog_gpu_type
-from schedlab.sched.cluster import ClusterSpec
-from schedlab.sched.interference import InterferenceSource, make_interference
-from schedlab.sched.job import Job
-from schedlab.sched.workloads import WorkloadCatalog, default_catalog, min_servers
+from schedlab.sched.traces.annotate import catalog_gpu_type
+from schedlab.sched.core.cluster import ClusterSpec
+from schedlab.sched.models.interference import InterferenceSource, make_interference
+from schedlab.sched.core.job import Job
+from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog, min_servers
 
 MAX_JOBS_PER_GPU = 2  # C = 2 (Castor eq. 7)
 DEFAULT_RHO = 0.5  # σ(p) = p^-ρ for sources without a restriction model (specs/gimbal.md M6, OURS)
@@ -37,7 +37,7 @@ class SharingModel:
     def for_cluster(cls, spec: ClusterSpec, interference: str | InterferenceSource | None = None,
                     catalog: WorkloadCatalog | None = None) -> SharingModel:
         """``catalog``: where iteration times come from (default: the packaged catalog; a fitted
-        model's :class:`~schedlab.sched.workloads.FittedCatalog`)."""
+        model's :class:`~schedlab.sched.models.workloads.FittedCatalog`)."""
         catalog = catalog or default_catalog()
         pool = spec.training_pool
         source = interference if not isinstance(interference, (str, type(None))) else make_interference(interference)

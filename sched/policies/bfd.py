@@ -1,6 +1,6 @@
 """Best-fit-decreasing (BFD) worker placement (Lyra EuroSys'23 §5.3; specs/lyra.md §2.5).
 
-Reusable beside ``sched/placement.py``; it looks only at per-server free GPU counts. A job is a
+Reusable beside ``sched/core/placement.py``; it looks only at per-server free GPU counts. A job is a
 list of workers (GPUs each); workers go largest first, each on the **non-empty server that fits it
 best** (fewest free GPUs that still hold it), else on an **empty server** (lowest id). Servers come
 in preference ``tiers`` (Lyra: elastic jobs prefer on-loan inference servers, inelastic jobs

@@ -415,7 +415,7 @@ def default_root() -> Path:
     if env:
         return Path(env).expanduser()
     relative = Path("shared", "data", "profiles", "pollux")
-    beside_repo = Path(__file__).resolve().parents[1].parent / relative
+    beside_repo = Path(__file__).resolve().parents[3] / relative
     beside_cwd = Path.cwd().parent / relative
     return beside_repo if beside_repo.is_dir() or not beside_cwd.is_dir() else beside_cwd
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from schedlab.sched.engine import EngineResult
+from schedlab.sched.core.engine import EngineResult
 
 JOB_COLUMNS = (
     "job_id", "submit_time", "start_time", "end_time", "num_gpus", "duration", "queue_s", "jct_s",

@@ -27,8 +27,8 @@ the next tick will aim for; ``reclaims`` (``ReclaimRecord`` per reclaim), ``time
 inference=LoanOptions(load=...))``, CLI ``--inference-load``, experiment key ``inference:``.
 
 Reclaiming: the servers come from ``policy.choose_reclaim(engine, n) -> list[int]`` when the policy
-defines it, else from the ``reclaim`` strategy (``sched/reclaim.py``) on :meth:`Orchestrator.view`.
-The orchestrator applies :func:`~schedlab.sched.reclaim.plan_for`: elastic jobs whose loss there fits
+defines it, else from the ``reclaim`` strategy (``sched/policies/reclaim.py``) on :meth:`Orchestrator.view`.
+The orchestrator applies :func:`~schedlab.sched.policies.reclaim.plan_for`: elastic jobs whose loss there fits
 their slack (``num_gpus − elastic_min``; :attr:`Orchestrator.slack` may be replaced) shrink via
 ``engine.resize``, the others are preempted (progress lost unless the job checkpoints: the job's
 ``checkpoint`` column, else ``options.lose_progress``, the paper's no-checkpoint default) and pay
@@ -57,10 +57,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from schedlab.sched.cluster import ClusterSpec, ClusterState
-from schedlab.sched.inference import InferenceLoad
-from schedlab.sched.placement import fill
-from schedlab.sched.reclaim import (
+from schedlab.sched.core.cluster import ClusterSpec, ClusterState
+from schedlab.sched.models.inference import InferenceLoad
+from schedlab.sched.core.placement import fill
+from schedlab.sched.policies.reclaim import (
     STRATEGIES,
     ReclaimPlan,
     ReclaimView,
@@ -70,7 +70,7 @@ from schedlab.sched.reclaim import (
 from schedlab.sched.strict import UserModel
 
 if TYPE_CHECKING:
-    from schedlab.sched.engine import Engine
+    from schedlab.sched.core.engine import Engine
 
 TRAINING, INFERENCE, ON_LOAN = 0, 1, 2
 
@@ -386,7 +386,7 @@ class Orchestrator:
 
     def reclaim(self, engine: Engine, n: int) -> ReclaimPlan:
         """Return ``n`` on-loan servers: choose them, shrink or preempt their jobs, take them back."""
-        from schedlab.sched.engine import EngineError
+        from schedlab.sched.core.engine import EngineError
 
         policy = engine.policy
         started = time.perf_counter()
@@ -435,7 +435,7 @@ class Orchestrator:
 
 def pool_summary(result: Any, table) -> dict[str, float]:
     """Lyra's figures for a replay with pools (specs/lyra.md §4.1, §6 A7/A14/A16, §7 item 9), from its
-    job table (:func:`~schedlab.sched.metrics.job_table`, which has the pool columns)."""
+    job table (:func:`~schedlab.sched.results.metrics.job_table`, which has the pool columns)."""
     orch: Orchestrator = result.pools
     cluster = orch.cluster
     start, end = result.first_submit, result.last_end

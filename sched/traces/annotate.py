@@ -34,8 +34,8 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from schedlab.checks import validation_message
 from schedlab.sched.strict import UserModel
 
-from .traces.common import JobError
-from .workloads import DEFAULT_GPUS_PER_SERVER, WorkloadCatalog, default_catalog
+from schedlab.sched.traces.common import JobError
+from schedlab.sched.models.workloads import DEFAULT_GPUS_PER_SERVER, WorkloadCatalog, default_catalog
 
 LAMBDA_RANGE = (1.5, 2.5)  # Gimbal §7.1
 

@@ -1,0 +1,1 @@
+"""The engine core: the event loop, the job record, the cluster, placement and the engine's capabilities."""

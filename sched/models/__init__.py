@@ -1,0 +1,1 @@
+"""Job models: measured data plus interpolation (iteration time, goodput, interference, scaling, load)."""
