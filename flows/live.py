@@ -12,20 +12,36 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from schedlab.tasks import compare, mlflow_view
+from schedlab import settings
+from schedlab.tasks import compare, mlflow_view, plots, report_html
 from schedlab.tasks.config import ExperimentConfig, ReplaySpec
 from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
 #: with nothing finishing, the replays in flight are printed this often (seconds)
 HEARTBEAT_S = 60.0
+#: the headline bars' panels (the first is the ranking metric's when it is one of them)
+BAR_METRICS = ("avg_jct_s", "avg_wait_s", "makespan_s")
+
+
+def artifact_src(run_id: str, path: str) -> str:
+    """A run artifact's address relative to the MLflow UI's page (its ``get-artifact`` endpoint), for
+    images in a run's description, which the UI renders as markdown with ``<img>`` allowed."""
+    return "get-artifact?" + urllib.parse.urlencode({"path": path, "run_uuid": run_id})
+
+
+def group_suffix(trace: str, cluster: str) -> str:
+    return settings.path_name(f"{trace}__{cluster}")
 
 
 def knobs(policy: str, params: dict[str, Any]) -> str:
@@ -63,6 +79,12 @@ class LiveComparison:
         compare.rank(compare.comparison([], self.config.baseline_label), self.rank_by)  # ValueError: unknown metric
         self._knobs = {s.label: knobs(s.policy, s.params) for s in self.specs}
         self._lock = threading.Lock()
+        #: one colour and style per policy for the whole experiment (config order: stable while ranks change)
+        self.styles = plots.policy_styles(list(dict.fromkeys(
+            [e.label or e.name for e in self.config.policy_entries()] + [s.label for s in self.specs])))
+
+    def bar_metrics(self) -> list[str]:
+        return [self.rank_by, *(m for m in BAR_METRICS if m != self.rank_by)]
 
     def finished(self, spec: ReplaySpec, metrics: dict[str, float]) -> None:
         with self._lock:
@@ -117,16 +139,49 @@ class LiveComparison:
                 f" {compare.legend(config.baseline_label)}; knobs: parameters that differ from the policy's"
                 " defaults.\n\n" + compare.to_markdown(table) + "\n")
 
-    def publish(self, running: dict[str, Any] | None = None) -> pd.DataFrame:
-        """Bring the parent run's policy rows, ``comparison.md`` and note up to date; the table."""
+    def publish(self, running: dict[str, Any] | None = None, figures: Sequence[Path] = (),
+                suffix: str = "") -> tuple[pd.DataFrame, str]:
+        """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
+        the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
+        note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
+        ``suffix``: markdown appended to the table (failed replays). Returns the table and markdown."""
         table = self.table(running)
-        text = self.markdown(table)
+        text = self.markdown(table) + suffix
         c = client(self.uri)
-        mlflow_view.log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table,
-                                    self.config.baseline_label, self.policy_params())
-        retrying(lambda: c.log_text(self.parent_run_id, text, "comparison.md"))
-        retrying(lambda: c.set_tag(self.parent_run_id, mlflow_view.NOTE_TAG, mlflow_view.note_text(text)))
-        return table
+        baseline = self.config.baseline_label
+        mlflow_view.log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table, baseline,
+                                    self.policy_params(), colours={k: v["color"] for k, v in self.styles.items()})
+        with self._lock:
+            rows = list(self.rows.values())
+        seeds = pd.DataFrame(rows)
+        with tempfile.TemporaryDirectory(prefix="schedlab-live-") as tmp:
+            out = Path(tmp)
+            (out / "plots").mkdir()
+            bars: list[Path] = []
+            for (trace, cluster), part in table[table["seeds"] > 0].groupby(compare.GROUP, sort=False):
+                if baseline not in set(part["policy"]):
+                    continue
+                mine = seeds[(seeds["trace"] == trace) & (seeds["cluster"] == cluster)] if len(seeds) else None
+                bars.append(plots.headline_bars(part, self.bar_metrics(), baseline,
+                                                out / "plots" / f"headline__{group_suffix(trace, cluster)}.png",
+                                                f"{trace} on {cluster}", seeds=mine, styles=self.styles))
+            shown = [*bars, *figures]
+            done, total = len(self.rows), len(self.specs)
+            page = report_html.comparison_html(
+                table, rows, baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
+                f"{done} of {total} replays finished; {len(self.config.seeds)} seed(s); best first by {self.rank_by}",
+                {k: v["color"] for k, v in self.styles.items()}, [(p.name, p.read_bytes()) for p in shown])
+            (out / "comparison.html").write_text(page)
+            (out / "comparison.md").write_text(text)
+            table.to_csv(out / "comparison.csv", index=False)
+            for name in ("comparison.md", "comparison.csv", "comparison.html"):
+                retrying(lambda: c.log_artifact(self.parent_run_id, str(out / name)))
+            if bars:
+                retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
+        images = "".join(f"![{p.name}]({artifact_src(self.parent_run_id, 'plots/' + p.name)})\n\n" for p in shown)
+        note = (images + "Interactive: the artifact `comparison.html`.\n\n" if images else "") + text
+        retrying(lambda: c.set_tag(self.parent_run_id, mlflow_view.NOTE_TAG, mlflow_view.note_text(note)))
+        return table, text
 
     def policy_params(self) -> dict[str, dict[str, str]]:
         """label -> the params of its policy run (policy, placement, preemption overhead, every parameter)."""
