@@ -260,7 +260,7 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                                           f"{trace} on {cluster}: average JCT and wait vs load")
         if any(plot_dir.iterdir()):
             retrying(lambda: c.log_artifacts(parent_run_id, str(plot_dir), "plots"))
-        return live.publish(figures=figures, suffix=suffix)
+        return live.publish(figures=figures, suffix=suffix, final=True)
 
 
 @flow(name="experiment", log_prints=True, persist_result=False)

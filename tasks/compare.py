@@ -148,19 +148,21 @@ def header(column: str) -> str:
     return f"{column} (h)" if in_hours(column) else column
 
 
-def _number(value: float, metric: str) -> str:
+def _number(value: float, metric: str, like: float | None = None) -> str:
+    """``value`` as a cell shows it; ``like``: the mean a spread goes with (same decimals)."""
     if math.isnan(value):
         return "—"
     if math.isinf(value):
         return "∞"
+    like = value if like is None or math.isnan(like) or math.isinf(like) else like
     if in_hours(metric):
         hours = value / 3600.0
-        return f"{hours:,.2f}" if abs(hours) < 100 else f"{hours:,.0f}"
+        return f"{hours:,.2f}" if abs(like / 3600.0) < 100 else f"{hours:,.0f}"
     if metric in INTEGER:
         return f"{round(value):,d}"
     if metric == "gpu_util" or metric.startswith("smact_"):
         return f"{value:.3f}"
-    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
+    return f"{value:,.1f}" if abs(like) < 100 else f"{value:,.0f}"
 
 
 def _cell(row: dict[str, Any], column: str) -> str:
@@ -170,7 +172,7 @@ def _cell(row: dict[str, Any], column: str) -> str:
     if column in METRICS or column in OPTIONAL:
         spread = row.get(std_key(column), math.nan)
         text = _number(value, column)
-        return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column)}"
+        return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column, value)}"
     if column == SAME_AS:
         return f"= {value}" if value else ""
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)

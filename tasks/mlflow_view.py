@@ -138,14 +138,9 @@ def comparison_view(uri: str, experiment_id: str, rank_by: str = "avg_jct_s") ->
     retrying(lambda: c.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + VIEW_KEY, json.dumps(view)))
 
 
-#: the chart view's cards: metric -> its title (MLflow draws one horizontal bar per policy run, in
-#: the run's colour, its value written on the bar)
-CHARTS = {"avg_jct_speedup": "avg_jct_speedup: baseline ÷ policy (> 1 = faster than the baseline)",
-          "avg_jct_s": "avg_jct_s: mean over seeds (s; ± std: column avg_jct_s_std, comparison.html)",
-          "p95_jct_s": "p95_jct_s: mean over seeds (s)",
-          "avg_wait_s": "avg_wait_s: all time without GPUs, mean over seeds (s)",
-          "makespan_s": "makespan_s: mean over seeds (s)",
-          "gpu_util": "gpu_util: busy GPU-time ÷ all GPU-time, mean over seeds"}
+#: the chart view's cards: one horizontal bar per policy run in the run's colour, its value written on
+#: the bar, the card titled by the metric key
+CHARTS = ("avg_jct_s", "avg_jct_speedup", "p95_jct_s", "avg_wait_s", "makespan_s", "gpu_util")
 #: MLflow's section of metrics without a ``/`` in their key
 MODEL_SECTION = "Model metrics"
 
@@ -158,14 +153,14 @@ def policy_metric_keys() -> list[str]:
 
 def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
     """The chart view of the comparison (the UI's ``compareRunCharts`` and ``compareRunSections``
-    view state, shareable since MLflow 2.x): a bar card per :data:`CHARTS` metric, titled, over all
+    view state, which a shared view carries): a bar card per :data:`CHARTS` metric over all
     runs (``runsCountToCompare``; MLflow's default is the first 10), ``rank_by`` first, two cards a
     row; every other metric of a policy run as a *deleted* card, which the UI keeps hidden (it adds
     a card for any metric that has none). MLflow's bar card has no error bars (its plotly trace sets
     ``x``, ``text`` and the colours only), so the spread is the ``*_std`` columns and comparison.html."""
     section = "schedlab-model-metrics"
     shown = [rank_by, *(m for m in CHARTS if m != rank_by)] if rank_by in CHARTS else list(CHARTS)
-    charts = [{"uuid": f"schedlab-{key}", "type": "BAR", "metricKey": key, "displayName": CHARTS.get(key, key),
+    charts = [{"uuid": f"schedlab-{key}", "type": "BAR", "metricKey": key, "displayName": key,
                "metricSectionId": section, "runsCountToCompare": 1000, "deleted": False, "isGenerated": False}
               for key in shown]
     charts += [{"uuid": f"schedlab-{key}", "type": "BAR", "metricKey": key, "displayName": key,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.colors import hsv_to_rgb, to_hex
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -27,6 +28,8 @@ HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--")
 DAY_S = 86400.0
 #: figures for the MLflow UI are saved at twice the screen resolution
 DPI_2X = 200
+#: the width (pixels) of a comparison figure's SVG copy: about the width of MLflow's run page
+SVG_WIDTH = 1150
 
 
 def _figure(width: float = 6.4, height: float = 4.0, dpi: int = 90) -> Figure:
@@ -168,10 +171,29 @@ def _parts(values: Sequence[pd.Series] | pd.Series) -> list[np.ndarray]:
     return [np.asarray(p, dtype=float)[~np.isnan(np.asarray(p, dtype=float))] for p in parts]
 
 
-def save(fig: Figure, path: Path) -> Path:
-    """At :data:`DPI_2X`, cropped to what is drawn (labels outside the axes are never clipped)."""
+def save(fig: Figure, path: Path, svg_width: int | None = SVG_WIDTH) -> Path:
+    """At :data:`DPI_2X`, cropped to what is drawn (labels outside the axes are never clipped); with
+    ``svg_width``, also ``<name>.svg`` sized to that many pixels wide (sharp at any zoom: the
+    MLflow UI shows an image at its own size, and a run's description allows no ``width``)."""
     fig.savefig(path, dpi=DPI_2X, bbox_inches="tight", pad_inches=0.15)
+    if svg_width:
+        buffer = io.StringIO()
+        with rc_context({"svg.fonttype": "none"}):  # text as text, not paths: a third of the size
+            fig.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.15)
+        path.with_suffix(".svg").write_text(sized_svg(buffer.getvalue(), svg_width))
     return path
+
+
+def sized_svg(text: str, width: int) -> str:
+    """An SVG document whose root is ``width`` pixels wide (height in proportion, from its viewBox)."""
+    head = re.search(r"<svg\b[^>]*>", text)
+    box = re.search(r'viewBox="([\d.\-]+) ([\d.\-]+) ([\d.]+) ([\d.]+)"', head.group(0)) if head else None
+    if box is None:
+        raise ValueError("not an SVG document with a viewBox")
+    height = width * float(box.group(4)) / float(box.group(3))
+    tag = re.sub(r'\s(width|height)="[^"]*"', "", head.group(0))
+    tag = tag.replace("<svg", f'<svg width="{width}px" height="{height:.0f}px"', 1)
+    return text[:head.start()] + tag + text[head.end():]
 
 
 def shown_policies(order: Sequence[str], baseline: str | None, top: int | None) -> list[str]:
@@ -228,9 +250,10 @@ def cdf_grid(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, 
     labels = [lb for lb in (order or series) if lb in series]
     styles = styles or policy_styles(list(series))
     rows = max(1, math.ceil(len(labels) / columns))
-    fig = _figure(3.4 * columns, 2.5 * rows + 0.6, dpi=100)
+    height = 2.5 * rows + 0.9
+    fig = _figure(3.4 * columns, height, dpi=100)
     axes = np.atleast_1d(fig.subplots(rows, columns, sharex=True, sharey=True)).ravel()
-    fig.subplots_adjust(hspace=0.55, wspace=0.12)
+    fig.subplots_adjust(top=1 - 1.0 / height, bottom=0.4 / height, hspace=0.55, wspace=0.12)
     pooled = {lb: np.concatenate(_parts(series[lb]) or [np.empty(0)]) for lb in labels}
     vmax = max([1.0, *(float(v.max()) for v in pooled.values() if v.size)])
     for i, (ax, label) in enumerate(zip(axes, labels)):
@@ -247,7 +270,7 @@ def cdf_grid(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, 
     for ax in axes[len(labels):]:
         ax.set_visible(False)
     fig.suptitle(f"{title}: one panel per policy, best first; grey dashed: {baseline}; dotted: 1 day;"
-                 f" x: {xlabel} (symmetric log), y: fraction of jobs", fontsize=10)
+                 f" x: {xlabel} (symmetric log), y: fraction of jobs", fontsize=10, y=1 - 0.3 / height)
     return save(fig, path)
 
 
@@ -283,11 +306,11 @@ def headline_bars_figure(table: pd.DataFrame, metrics: Sequence[str], baseline: 
     n = len(panels)
     cols = min(n, 2)
     rows = math.ceil(n / cols)
-    per_row = 0.3 * max(len(labels_all), 3) + 1.2
-    height = per_row * rows + 0.8
+    bars_h = 0.3 * max(len(labels_all), 3)  # inches of bars per panel; 1.4 in for its title and x axis
+    height = (bars_h + 1.4) * rows + 0.6
     fig = _figure(8.0 * cols, height, dpi=100)
     axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
-    fig.subplots_adjust(top=1 - 0.9 / height, bottom=0.5 / height, hspace=0.3, wspace=0.5)
+    fig.subplots_adjust(top=1 - 0.9 / height, bottom=0.7 / height, hspace=1.4 / bars_h, wspace=0.5)
     by = table.set_index("policy")
     for ax, key in zip(axes, panels):
         if key == LEADERS:
@@ -337,8 +360,11 @@ def headline_bars_figure(table: pd.DataFrame, metrics: Sequence[str], baseline: 
             if prev is not None and abs(mean - prev[1]) <= max(std, prev[2]):
                 tie = f"  ≈ {prev[0]}"
             ratio_text = "∞" if math.isinf(ratio) else "—" if math.isnan(ratio) else f"{ratio:.2f}x"
-            spread = f" ± {std / scale:,.2f}" if std > 0 else ""
-            text = f"{ratio_text}  {mean / scale:,.2f}{spread}{unit}{tie}"
+            if scale != 1.0 and mean < 36.0:  # under 0.01 h: seconds
+                value = f"{mean:,.1f}" + (f" ± {std:,.1f}" if std > 0 else "") + " s"
+            else:
+                value = f"{mean / scale:,.2f}" + (f" ± {std / scale:,.2f}" if std > 0 else "") + unit
+            text = f"{ratio_text}  {value}{tie}"
             right = max(shown, *ends) if std > 0 else shown
             ax.text(max(right, 1.0) * 1.03, yi, text, va="center", ha="left", fontsize=8)
         ax.set_xscale("log", base=2)

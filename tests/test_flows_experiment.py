@@ -138,10 +138,14 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert {"plots/wait_cdf__syn__4x8.png", "plots/wait_cdf_all__syn__4x8.png", "plots/headline__syn__4x8.png"} <= plots
     page = (Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.html").read_text()
     assert "tiresias" in page and page.count("data:image/png;base64,") == 4  # bars, wait top + all, JCT
-    # the run's overview: the bars and CDFs inline (the UI's get-artifact endpoint), then the table
+    # the run's overview: who wins first (all MLflow shows before "Show more"), then the bars and CDFs
+    # inline (SVG copies through the UI's get-artifact endpoint), then the table
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith(f"![headline__syn__4x8.png](get-artifact?path=plots%2Fheadline__syn__4x8.png&run_uuid={parent.info.run_id})")
-    assert "plots%2Fwait_cdf__syn__4x8.png" in note and note.index("plots%2Fjct_cdf") < note.index("| policy |")
+    first = note.splitlines()[0]
+    assert first.startswith("**syn / 4x8**, best by `avg_jct_s`: 1. **") and "2. **" in first
+    assert f"(get-artifact?path=plots%2Fheadline__syn__4x8.svg&run_uuid={parent.info.run_id})" in note
+    assert "plots%2Fwait_cdf__syn__4x8.svg" in note and note.index("plots%2Fjct_cdf") < note.index("| policy |")
+    assert "plots/headline__syn__4x8.svg" in plots
     table = pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")
     assert sorted(table["policy"]) == ["fifo", "tiresias"] and table["avg_jct_s"].is_monotonic_increasing  # ranked
     assert list(table["done/running/queued"]) == ["2/0/0", "2/0/0"]
