@@ -1,9 +1,11 @@
 """Plots for replay runs and experiment comparisons (matplotlib, no display: Figure + Agg canvas).
 
-Comparison plots are meant to be read in the MLflow UI at a glance: every policy gets its own
-colour *and* line style (20 colours x 4 styles: 80 distinct policies), the legend sits outside the
-axes, seed spread is drawn (a band between the seeds' curves, error bars on the bars), and waiting
-times, which are often exactly 0, are drawn on a symmetric-log axis with 0 on it.
+Comparison plots answer who wins at a glance (issue #29 §5): every policy gets its own colour, line
+style + marker and bar hatch (:func:`policy_styles`), the headline bars show the speed-up over the
+baseline sorted best first with the values written on them and a zoom on the leaders, the CDFs show
+the top policies and the baseline with each tail named (p99, max, jobs over a day) or every policy as
+small multiples, seed spread is drawn (bands, whiskers, seed dots), waiting times, often exactly 0,
+are drawn on a symmetric-log axis with 0 on it, and figures are saved at 2x, cropped to what is drawn.
 """
 
 from __future__ import annotations
