@@ -308,7 +308,8 @@ def _run_and_compare(uri: str, experiment_id: str, parent: str, config: Experime
                      rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
     """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
-    todo = [s for s in specs if s.key not in done]
+    # the baseline's replays first: every speed-up of the live comparison needs them
+    todo = sorted((s for s in specs if s.key not in done), key=lambda s: s.label != config.baseline_label)
     print(f"experiment {config.name!r}: {len(specs)} replays; {len(specs) - len(todo)} already logged,"
           f" {len(todo)} to run")
     live = LiveComparison(uri, experiment_id, parent, config, specs, rank_by)

@@ -312,7 +312,7 @@ def headline_bars_figure(table: pd.DataFrame, metrics: Sequence[str], baseline: 
     height = (bars_h + 1.4) * rows + 0.6
     fig = _figure(8.0 * cols, height, dpi=100)
     axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
-    fig.subplots_adjust(top=1 - 0.9 / height, bottom=0.7 / height, hspace=1.4 / bars_h, wspace=0.5)
+    fig.subplots_adjust(top=1 - 0.9 / height, bottom=0.7 / height, hspace=1.4 / bars_h, wspace=0.7)
     by = table.set_index("policy")
     for ax, key in zip(axes, panels):
         if key == LEADERS:
@@ -369,7 +369,8 @@ def headline_bars_figure(table: pd.DataFrame, metrics: Sequence[str], baseline: 
             text = f"{ratio_text}  {value}{tie}"
             right = max(shown, *ends) if std > 0 else shown
             ax.text(max(right, 1.0) * 1.03, yi, text, va="center", ha="left", fontsize=8)
-        ax.set_xscale("log", base=2)
+        wide = hi_cap / lo_cap > 2 ** 10  # base-2 ticks would crowd: base 10
+        ax.set_xscale("log", base=10 if wide else 2)
         ax.set_xlim(lo_cap, hi_cap * 2.2)  # room for the labels right of the longest bar
         ax.axvline(1.0, color="black", linewidth=1.4)
         ax.set_yticks(y, [r[0] + (" (baseline)" if r[0] == baseline else "") for r in rows_], fontsize=9)

@@ -20,6 +20,8 @@ import pandas as pd
 from schedlab.tasks import compare
 
 STRIP_W, STRIP_H = 240, 22
+#: the strips' scale spans the policies within this fraction of the best (an arrow for the others)
+LEADERS = 0.25
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2em;color:#222}
@@ -51,7 +53,7 @@ def _strip(mean: float, std: float, seeds: Sequence[float], base: float, lo: flo
 
     mid = STRIP_H / 2
     parts = [f'<svg width="{STRIP_W}" height="{STRIP_H}" xmlns="http://www.w3.org/2000/svg">']
-    if not math.isnan(base):
+    if not math.isnan(base) and lo <= base <= hi:  # the baseline's line when it is on the scale
         parts.append(f'<line x1="{x(base):.1f}" x2="{x(base):.1f}" y1="1" y2="{STRIP_H - 1}" stroke="#000" '
                      'stroke-dasharray="2,2"/>')
     if std > 0:
@@ -59,7 +61,11 @@ def _strip(mean: float, std: float, seeds: Sequence[float], base: float, lo: flo
                      'stroke="#333" stroke-width="1.5"/>')
     for v in seeds:
         parts.append(f'<circle cx="{x(v):.1f}" cy="{mid + 6}" r="2.2" fill="{colour}" stroke="#333" stroke-width=".5"/>')
-    parts.append(f'<circle cx="{x(mean):.1f}" cy="{mid}" r="4.5" fill="{colour}" stroke="#111"/>')
+    if mean > hi or mean < lo:  # off the leaders' scale: an arrow at the edge it is beyond
+        tip, back = (STRIP_W - 1, STRIP_W - 9) if mean > hi else (1, 9)
+        parts.append(f'<polygon points="{back},{mid - 5} {tip},{mid} {back},{mid + 5}" fill="{colour}" stroke="#111"/>')
+    else:
+        parts.append(f'<circle cx="{x(mean):.1f}" cy="{mid}" r="4.5" fill="{colour}" stroke="#111"/>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -76,7 +82,8 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
            f"<h1>{html.escape(title)}</h1>",
            f"<p class='meta'>{html.escape(status)}<br>{html.escape(compare.legend(baseline))}; strip"
-           f" ({html.escape(rank_by)}): dot = seed mean, whisker = ± std, small dots = seeds, dashed line ="
+           f" ({html.escape(rank_by)}, on the scale of the policies within {LEADERS:.0%} of the best): dot = seed"
+           f" mean, whisker = ± std, small dots = seeds, arrow = off that scale, dashed line ="
            f" {html.escape(baseline)}; click a column to sort.</p>"]
     for (trace, cluster), part in table.groupby(compare.GROUP, sort=False):
         part = part.reset_index(drop=True)
@@ -84,8 +91,11 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
         scale = 3600.0 if compare.in_hours(rank_by) else 1.0
         means = part[rank_by].astype(float) / scale
         stds = part.get(compare.std_key(rank_by), pd.Series(0.0, index=part.index)).astype(float).fillna(0) / scale
-        values = [*(means - stds).dropna(), *(means + stds).dropna(),
-                  *(mine[rank_by].dropna().astype(float) / scale if rank_by in mine else [])]
+        # the strips' scale spans the leaders (within LEADERS of the best): close policies separate,
+        # the others are an arrow at the edge
+        best = means.max() if compare.RANKABLE.get(rank_by) else means.min()
+        near = (means >= best * (1 - LEADERS)) if compare.RANKABLE.get(rank_by) else (means <= best * (1 + LEADERS))
+        values = [*(means - stds)[near].dropna(), *(means + stds)[near].dropna()]
         lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
         pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
         lo, hi = lo - pad, hi + pad
@@ -98,7 +108,9 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
                 continue
             out.append(f"<th>{html.escape(compare.header(c))}</th>")
             if c == "policy":
-                out.append(f"<th>{html.escape(compare.header(rank_by))}: seeds</th>")
+                unit = " h" if scale != 1.0 else ""
+                out.append(f"<th>{html.escape(compare.header(rank_by))}: {lo:,.2f} to {hi:,.2f}{unit}"
+                           f" (leaders)</th>")
         out.append("</tr></thead><tbody>")
         for i, row in enumerate(part.to_dict("records")):
             label = row["policy"]

@@ -169,6 +169,8 @@ def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
     assert "<link" not in lowered and "src='http" not in lowered and 'src="http' not in lowered
     assert "<script src" not in lowered and "@import" not in lowered and "cdn" not in lowered
     assert page.count("<svg") == 4 and styles["d"]["color"] in page  # a seed strip per policy, its colour
+    # the strips span the leaders (d 1.68 h, c within 25 %): b and fifo are arrows at the edge
+    assert page.count("<polygon") == 2 and "1.6" in page.split("(leaders)")[0][-40:]
 
 
 def _spec(policy: str, params: dict, overhead: float | None = None) -> ReplaySpec:
