@@ -1,6 +1,7 @@
-"""The comparison while an experiment runs (issue #29 §1): after each finished replay the parent run's
-policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), its ``comparison.md`` and its note
-are brought up to date, ranked by the chosen metric, with each policy's replays done / running /
+"""The comparison while an experiment runs (issue #29 §1, §2): after each finished replay the parent
+run's policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), its ``comparison.md``,
+``comparison.csv``, ``comparison.html``, headline bars and note (who leads, then the figures inline,
+then the table) are brought up to date, ranked by the chosen metric, with each policy's replays done / running /
 queued and its knobs (the parameters that differ from the policy's defaults); the terminal gets the
 ranked table every N finished replays and a line per replay in flight.
 
