@@ -1,40 +1,56 @@
-"""Look at the MLflow UI the way a researcher does after the quickstart (issue #12 §2; not in CI).
+"""Look at the MLflow UI the way a researcher does, during and after the quickstart (issues #12 §2, #29; not in CI).
 
-Runs ``schedlab experiment quickstart`` on a scratch ``$SCHEDLAB_HOME``, starts ``schedlab ui`` over
-it, opens the printed links in headless Chromium (playwright) and saves screenshots:
+Starts ``schedlab ui --port 5077`` on a scratch ``$SCHEDLAB_HOME``, then runs ``schedlab experiment
+quickstart`` in the background and, while it runs, opens the link it prints in headless Chromium
+(playwright) as soon as the first replay has finished; it checks that every link printed uses the
+port ``schedlab ui`` serves and that the classic runs view has a policy row with ``avg_jct_s``
+within 60 s of the first finished replay. Screenshots, in ``--out``:
 
-- ``1-runs-table.png``: the link printed by the experiment (classic runs view, one row per policy);
-- ``2-runs-chart.png``: the same runs in MLflow's chart view;
-- ``3-parent-run.png``: the comparison (parent) run: its note holds the table;
-- ``4-headline-plot.png``: the parent run's headline bar plot in the artifact viewer;
-- ``5-experiment-default.png``: the experiment opened without the link's query (what a click from
-  MLflow's home page shows).
+- ``1-live-runs-table.png``: the printed link while the experiment runs (classic runs view, one row
+  per policy with its done/running/queued replays);
+- ``2-live-parent-run.png``: the comparison (parent) run's overview while it runs, description
+  expanded (who leads, the bars once the baseline has a finished replay, the table);
+- ``3-live-comparison-html.png``: its ``comparison.html`` at that moment (downloaded, opened offline);
+- ``4-runs-table.png``, ``5-runs-chart.png``: the runs view and its chart view after the experiment;
+- ``6-parent-run-first-screen.png``: the parent run's overview after it as it opens (the podium:
+  MLflow shows 150 px of a description before "Show more");
+- ``6b-parent-run-expanded.png``: the same with the description expanded (bars and CDFs inline,
+  then the table);
+- ``7-comparison-html.png``: the final ``comparison.html`` (full page);
+- ``8-experiment-default.png``: the experiment opened without the link's query.
 
-Needs playwright (``pip install playwright`` in any venv) and a Chromium: ``--chromium PATH``
-(e.g. ``/usr/bin/chromium`` from the distribution) or playwright's own (``playwright install chromium``)::
+``timings.json`` records when each live screenshot was taken (seconds after the first finished
+replay) and whether the experiment was still running. Needs playwright (``pip install playwright``
+in any venv) and a Chromium executable (``--chromium``, e.g. ``/usr/bin/chromium``; playwright's
+own browsers are not used, ``playwright install`` is not needed)::
 
     python -m venv /tmp/pw && /tmp/pw/bin/pip install playwright
-    /tmp/pw/bin/python benchmarks/ui_screenshots.py --python .venv/bin/python --chromium /usr/bin/chromium
+    /tmp/pw/bin/python benchmarks/ui_screenshots.py --python .venv/bin/python --chromium /usr/bin/chromium \\
+        --out /tmp/screens
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+#: Chromium without sandbox, GPU, network chatter or first-run UI (the page is on 127.0.0.1)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: the live screenshot must show a policy row this soon after the first finished replay (seconds)
+LIVE_WITHIN_S = 60.0
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -42,20 +58,6 @@ def _env(home: Path) -> dict[str, str]:
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
-
-
-def run_quickstart(python: str, home: Path, config: str) -> tuple[str, str]:
-    """Run the experiment; the two MLflow links it prints (runs table, parent run)."""
-    started = time.perf_counter()
-    proc = subprocess.run([python, "-m", "schedlab.cli", "experiment", config], env=_env(home), text=True,
-                          capture_output=True, check=False)
-    print(proc.stdout[-6000:])
-    if proc.returncode != 0:
-        print(proc.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"experiment failed (exit {proc.returncode})")
-    links = re.findall(r"(http://127\.0\.0\.1:5000/#/\S+)", proc.stdout)
-    print(f"experiment: {time.perf_counter() - started:.0f} s")
-    return links[0], links[1]
 
 
 def start_ui(python: str, home: Path, port: int) -> subprocess.Popen:
@@ -95,65 +97,177 @@ def _close_side_panels(page) -> None:
             return
 
 
-def screenshots(runs_link: str, parent_link: str, port: int, out: Path, chromium: str | None) -> list[Path]:
-    from playwright.sync_api import sync_playwright
+class Experiment:
+    """``schedlab experiment CONFIG`` in the background; its output read line by line."""
 
-    base = f"http://127.0.0.1:{port}"
-    runs_link, parent_link = (u.replace("http://127.0.0.1:5000", base) for u in (runs_link, parent_link))
-    experiment_id = re.search(r"/experiments/(\d+)", runs_link).group(1)
-    run_id = re.search(r"/runs/([0-9a-f]{32})", parent_link).group(1)
-    # the artifacts tab with the plots folder open (the file in the path is not selected: clicked below)
-    artifacts = f"{base}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/plots?workflowType=machine_learning"
-    pages = [  # (file, page, artifact to click in the tree)
-        ("1-runs-table.png", runs_link, None),
-        ("2-runs-chart.png", runs_link + "&compareRunsMode=CHART", None),
-        ("3-parent-run.png", parent_link, None),
-        ("4-headline-plot.png", artifacts, "headline__"),
-        ("4b-wait-cdf.png", artifacts, "wait_cdf__"),
-        ("5-experiment-default.png", f"{base}/#/experiments/{experiment_id}", None),
-    ]
-    saved = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1680, "height": 1050})
-        for name, url, artifact in pages:
-            page.goto(url, wait_until="load")
-            time.sleep(8)  # the UI polls (never network-idle); tables and charts render after the data arrives
-            _close_side_panels(page)
-            if artifact:
-                page.get_by_text(artifact).first.click()
-                time.sleep(3)
-            path = out / name
-            page.screenshot(path=str(path), full_page=False)
-            print(f"{path}  <- {url}")
-            saved.append(path)
-        browser.close()
-    return saved
+    def __init__(self, python: str, home: Path, config: str) -> None:
+        self.proc = subprocess.Popen([python, "-m", "schedlab.cli", "experiment", config], env=_env(home), text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        self.started = time.monotonic()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.output.append(line)
+            self.lines.put(line)
+        self.lines.put("")
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match | None:
+        """The first line (from now on) matching ``pattern``; None when the output ends or at the timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if line == "":
+                return None
+            if match := re.search(pattern, line):
+                return match
+        return None
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.running():
+            os.killpg(self.proc.pid, signal.SIGINT)
+            self.proc.wait(timeout=120)
+
+
+def _api(base: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(f"{base}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def parent_run(base: str, experiment_id: str) -> str:
+    runs = _api(base, "runs/search", {"experiment_ids": [experiment_id], "max_results": 5,
+                                      "filter": "tags.`schedlab.kind` = 'experiment'"}).get("runs", [])
+    if not runs:
+        raise SystemExit(f"no comparison run in experiment {experiment_id}")
+    return runs[0]["info"]["run_id"]
+
+
+def download(base: str, run_id: str, path: str, to: Path) -> Path:
+    query = urllib.parse.urlencode({"path": path, "run_uuid": run_id})
+    with urllib.request.urlopen(f"{base}/get-artifact?{query}", timeout=30) as response:
+        to.write_bytes(response.read())
+    return to
+
+
+class Browser:
+    def __init__(self, chromium: str, width: int = 1680, height: int = 1050) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._pw = sync_playwright().start()
+        self._profile = tempfile.mkdtemp(prefix="schedlab-chromium-")  # an empty profile
+        self.context = self._pw.chromium.launch_persistent_context(
+            self._profile, executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": width, "height": height}, device_scale_factor=1)
+        self.page = self.context.new_page()
+
+    def shot(self, url: str, path: Path, settle: float = 6.0, full_page: bool = False,
+             wait_text: str | None = None, timeout: float = 60.0, height: int = 1050,
+             click: str | None = None) -> float:
+        """Open ``url`` in a window ``height`` pixels tall, wait for the UI to render (and for
+        ``wait_text`` when given, reloading every 10 s), click the text ``click`` when there is one
+        (MLflow's "Show more" of a description), save a screenshot; the seconds spent waiting for
+        ``wait_text`` (-1: it never came)."""
+        started = time.monotonic()
+        self.page.set_viewport_size({"width": 1680, "height": height})
+        self.page.goto(url, wait_until="load")
+        time.sleep(settle)  # the UI polls (never network-idle); tables and charts render after the data arrives
+        _close_side_panels(self.page)
+        found = -1.0
+        if wait_text:
+            last = time.monotonic()
+            while time.monotonic() - started < timeout:
+                if wait_text in self.page.inner_text("body"):
+                    found = time.monotonic() - started
+                    break
+                if time.monotonic() - last > 10:
+                    self.page.reload(wait_until="load")
+                    last = time.monotonic()
+                    time.sleep(3)
+                time.sleep(1)
+        if click and self.page.get_by_text(click, exact=True).count():
+            self.page.get_by_text(click, exact=True).first.click()
+            time.sleep(3)
+        self.page.screenshot(path=str(path), full_page=full_page)
+        print(f"{path}  <- {url}", flush=True)
+        return found
+
+    def close(self) -> None:
+        self.context.close()
+        self._pw.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=sys.executable, help="interpreter with schedlab installed")
-    parser.add_argument("--chromium", help="Chromium executable (default: playwright's own)")
+    parser.add_argument("--chromium", default="/usr/bin/chromium", help="Chromium executable")
     parser.add_argument("--home", type=Path, help="scratch SCHEDLAB_HOME (default: a new temporary folder)")
-    parser.add_argument("--reuse", action="store_true", help="--home already holds the experiment: do not run it")
     parser.add_argument("--config", default="quickstart")
+    parser.add_argument("--port", type=int, default=5077, help="the port `schedlab ui` serves (every link must use it)")
     parser.add_argument("--out", type=Path, help="screenshot folder (default: HOME/screenshots)")
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="schedlab-ui-"))
     out = args.out or home / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
-    links_file = home / "links.txt"
-    if args.reuse and links_file.exists():
-        runs_link, parent_link = links_file.read_text().split()
-    else:
-        runs_link, parent_link = run_quickstart(args.python, home, args.config)
-        links_file.write_text(f"{runs_link}\n{parent_link}\n")
-    port = _free_port()
-    ui = start_ui(args.python, home, port)
+    base = f"http://127.0.0.1:{args.port}"
+    ui = start_ui(args.python, home, args.port)
+    browser = Browser(args.chromium)
+    timings: dict[str, object] = {}
+    experiment = None
     try:
-        screenshots(runs_link, parent_link, port, out, args.chromium)
+        experiment = Experiment(args.python, home, args.config)
+        link = experiment.wait_for(r"updated as replays finish: (http://\S+/#/experiments/\S+)", 600)
+        if link is None:
+            raise SystemExit("the experiment printed no MLflow link:\n" + "".join(experiment.output[-40:]))
+        runs_link = link.group(1)
+        first = experiment.wait_for(r"\[1/\d+\] ", 1800)  # Prefect prefixes the line
+        if first is None:
+            raise SystemExit("no replay finished:\n" + "".join(experiment.output[-40:]))
+        t0 = time.monotonic()
+        timings["first_replay_s"] = round(t0 - experiment.started, 1)
+        found = browser.shot(runs_link, out / "1-live-runs-table.png", wait_text="(mean of", timeout=LIVE_WITHIN_S)
+        timings["live_runs_table"] = {"after_first_replay_s": round(time.monotonic() - t0, 1),
+                                      "policy_row_after_s": round(found, 1), "experiment_running": experiment.running()}
+        experiment_id = re.search(r"/experiments/(\d+)", runs_link).group(1)
+        parent = parent_run(base, experiment_id)
+        parent_link = f"{base}/#/experiments/{experiment_id}/runs/{parent}?workflowType=machine_learning"
+        browser.shot(parent_link, out / "2-live-parent-run.png", height=1800, click="Show more")
+        live_html = download(base, parent, "comparison.html", out / "live-comparison.html")
+        browser.shot(live_html.resolve().as_uri(), out / "3-live-comparison-html.png", settle=1, full_page=True)
+        timings["live_parent_and_html"] = {"after_first_replay_s": round(time.monotonic() - t0, 1),
+                                           "experiment_running": experiment.running()}
+        print(json.dumps(timings), flush=True)
+        experiment.proc.wait()
+        timings["experiment_s"] = round(time.monotonic() - experiment.started, 1)
+        text = "".join(experiment.output)
+        (out / "experiment-output.txt").write_text(text)
+        links = re.findall(r"(https?://[\w.\-]+(?::\d+)?)/#/", text)  # the MLflow links (not Prefect's own)
+        timings["links_printed"] = sorted(set(links))
+        timings["all_links_on_port"] = bool(links) and all(u.endswith(f":{args.port}") for u in links)
+        if experiment.proc.returncode != 0:
+            raise SystemExit(f"experiment failed (exit {experiment.proc.returncode}):\n{text[-4000:]}")
+        browser.shot(runs_link, out / "4-runs-table.png")
+        browser.shot(runs_link + "&compareRunsMode=CHART", out / "5-runs-chart.png", settle=10, height=1700)
+        browser.shot(parent_link, out / "6-parent-run-first-screen.png", settle=10)
+        browser.shot(parent_link, out / "6b-parent-run-expanded.png", settle=10, height=4200, click="Show more")
+        final_html = download(base, parent, "comparison.html", out / "comparison.html")
+        browser.shot(final_html.resolve().as_uri(), out / "7-comparison-html.png", settle=1, full_page=True)
+        browser.shot(f"{base}/#/experiments/{experiment_id}", out / "8-experiment-default.png")
     finally:
+        (out / "timings.json").write_text(json.dumps(timings, indent=1))
+        print(json.dumps(timings, indent=1))
+        if experiment is not None:
+            experiment.stop()
+        browser.close()
         stop_ui(ui)
     return 0
 

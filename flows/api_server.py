@@ -127,15 +127,16 @@ def prefect_api() -> Iterator[Future]:
                 raise PrefectUnavailable(_timeout_message(limit, err)) from None
             return url
 
+    hidden = HideLinksTo(url.removesuffix("/api")) if server is not None else None
+    if hidden is not None:  # before the server starts: its "Starting temporary server on …" comes at once
+        for name in ("prefect", "prefect.flow_runs"):
+            logging.getLogger(name).addFilter(hidden)
+    if server is not None:
         # the thread that starts the server lives until the server is stopped: the server's
         # PR_SET_PDEATHSIG follows that thread, not the process
         starter = ThreadPoolExecutor(1, thread_name_prefix="prefect-api")
         started = starter.submit(start)
     os.environ["PREFECT_API_URL"] = url
-    hidden = HideLinksTo(url.removesuffix("/api")) if server is not None else None
-    if hidden is not None:
-        for name in ("prefect", "prefect.flow_runs"):
-            logging.getLogger(name).addFilter(hidden)
     try:
         with temporary_settings({PREFECT_API_URL: url}):
             yield started

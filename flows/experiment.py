@@ -37,7 +37,7 @@ from prefect.futures import as_completed  # noqa: E402
 from prefect.states import Failed  # noqa: E402
 
 from schedlab.flows import lifecycle  # noqa: E402
-from schedlab.flows.live import LiveComparison, heartbeat, replay_row  # noqa: E402
+from schedlab.flows.live import LiveComparison, group_suffix, heartbeat, replay_row  # noqa: E402
 from schedlab.flows.api_server import (  # noqa: E402
     PrefectUnavailable,
     flush_worker_api_logs,
@@ -63,6 +63,8 @@ log = logging.getLogger("schedlab.experiment")
 INFRA_RETRIES = 2
 #: the ranked table is printed every this many finished replays (``--table-every``)
 TABLE_EVERY = 5
+#: the CDF plots draw the best this many policies and the baseline (small multiples draw all)
+CDF_TOP = 6
 
 
 class DaskUnreachable(RuntimeError):
@@ -184,16 +186,20 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
 
 
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
-                    specs: list[ReplaySpec], done: dict[str, Any], live: LiveComparison) -> tuple[Any, str]:
-    """Comparison table (CSV + markdown; also the parent run's note), one child run per policy with
-    the seed means and spreads, bars of the headline metrics, JCT/wait/queueing CDFs per policy, the
-    SM-activity CDF per policy when the replays computed it (``smact_profiles``) and, when load is swept, average JCT and wait vs load; all logged to the parent run.
-    Returns (table, markdown)."""
+                    specs: list[ReplaySpec], done: dict[str, Any], live: LiveComparison,
+                    suffix: str = "") -> tuple[Any, str]:
+    """The full comparison on the parent run: the figures that need every replay's jobs (per policy,
+    JCT/wait/queueing CDFs: the top 6 by rank and the baseline, and small multiples of all; the
+    SM-activity CDF when the replays computed it (``smact_profiles``); average JCT and wait vs load
+    when load is swept), logged under ``plots/``, then :meth:`LiveComparison.publish` (table, policy
+    runs, headline bars, ``comparison.html``, the note with the bars and CDFs inline). Returns
+    (table, markdown)."""
     import pandas as pd
 
     c = client(uri)
     baseline = config.baseline_label
     rows, jobs, smact = [], {}, {}
+    figures: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="schedlab-compare-") as tmp:
         out = Path(tmp)
         for spec in specs:
@@ -213,10 +219,7 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                     smact[spec.key] = pd.read_parquet(path)
                 except Exception as err:  # noqa: BLE001 - a plot less, not a failed experiment
                     log.warning("no smact.parquet for run %s: %s", run.info.run_id, err)
-        table = live.table()
-        markdown = live.markdown(table)
-        table.to_csv(out / "comparison.csv", index=False)
-        (out / "comparison.md").write_text(markdown)
+        ranked = live.table()
         plot_dir = out / "plots"
         plot_dir.mkdir()
         groups: dict[tuple[str, str], dict[str, list]] = {}
@@ -225,27 +228,28 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
                     jobs[spec.key])
         for (trace_label, cluster), by_policy in groups.items():
-            suffix = settings.path_name(f"{trace_label}__{cluster}")
-            for column, name, what in (("jct_s", "jct", "JCT"), ("wait_s", "wait", "wait: all time without GPUs"),
+            suffix_ = group_suffix(trace_label, cluster)
+            order = [p for p in ranked.loc[(ranked["trace"] == trace_label) & (ranked["cluster"] == cluster), "policy"]
+                     if p in by_policy]
+            for column, name, what in (("wait_s", "wait", "wait: all time without GPUs"), ("jct_s", "jct", "JCT"),
                                        ("queue_s", "queue", "queueing delay to first start")):
-                plots.cdf_comparison({k: [f[column] for f in frames] for k, frames in by_policy.items()},
-                                     plot_dir / f"{name}_cdf__{suffix}.png",
-                                     f"{what}, CDF per policy: {trace_label} on {cluster} (seeds pooled)",
-                                     f"{column} (s)")
+                series = {k: [f[column] for f in frames] for k, frames in by_policy.items()}
+                top = plots.cdf_comparison(series, plot_dir / f"{name}_cdf__{suffix_}.png",
+                                           f"{what}: {trace_label} on {cluster}, seeds pooled", f"{column} (s)",
+                                           order=order, top=CDF_TOP, baseline=baseline, styles=live.styles)
+                grid = plots.cdf_grid(series, plot_dir / f"{name}_cdf_all__{suffix_}.png",
+                                      f"{what}: {trace_label} on {cluster}", f"{column} (s)", order=order,
+                                      baseline=baseline, styles=live.styles)
+                if column != "queue_s":
+                    figures += [top, grid] if column == "wait_s" else [top]
         smact_groups: dict[tuple[str, str], dict[str, list]] = {}
         for spec in specs:
             if spec.key in smact:
                 smact_groups.setdefault((spec.trace_label, spec.cluster), {}).setdefault(spec.label, []).append(
                     smact[spec.key])
         for (trace_label, cluster), by_policy in smact_groups.items():
-            suffix = settings.path_name(f"{trace_label}__{cluster}")
-            plots.smact_cdf(by_policy, plot_dir / f"smact_cdf__{suffix}.png",
+            plots.smact_cdf(by_policy, plot_dir / f"smact_cdf__{group_suffix(trace_label, cluster)}.png",
                             f"SM activity over all GPUs, CDF per policy: {trace_label} on {cluster}")
-        for (trace_label, cluster), part in table[table["seeds"] > 0].groupby(["trace", "cluster"], sort=False):
-            plots.metric_bars(part, {"avg_jct_s": "avg_jct_s", "avg_wait_s": "avg_wait_s",
-                                     "avg_queue_s": "avg_queue_s", "makespan_s": "makespan_s"},
-                              plot_dir / f"headline__{settings.path_name(f'{trace_label}__{cluster}')}.png",
-                              f"{trace_label} on {cluster}")
         if config.sweeps_load and rows:
             frame = pd.DataFrame(rows)
             means = frame.groupby(["trace_name", "cluster", "policy", "load"], sort=False)[
@@ -254,11 +258,9 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
                 if group["load"].nunique() > 1:
                     plots.load_sweep_plot(group, plot_dir / f"vs_load__{settings.path_name(f'{trace}__{cluster}')}.png",
                                           f"{trace} on {cluster}: average JCT and wait vs load")
-        retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.csv")))
-        retrying(lambda: c.log_artifact(parent_run_id, str(out / "comparison.md")))
-        retrying(lambda: c.log_artifacts(parent_run_id, str(plot_dir), "plots"))
-    mlflow_view.log_policy_runs(uri, experiment_id, parent_run_id, table, baseline, live.policy_params())
-    return table, markdown
+        if any(plot_dir.iterdir()):
+            retrying(lambda: c.log_artifacts(parent_run_id, str(plot_dir), "plots"))
+        return live.publish(figures=figures, suffix=suffix, final=True)
 
 
 @flow(name="experiment", log_prints=True, persist_result=False)
@@ -306,7 +308,8 @@ def _run_and_compare(uri: str, experiment_id: str, parent: str, config: Experime
                      rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
     """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
-    todo = [s for s in specs if s.key not in done]
+    # the baseline's replays first: every speed-up of the live comparison needs them
+    todo = sorted((s for s in specs if s.key not in done), key=lambda s: s.label != config.baseline_label)
     print(f"experiment {config.name!r}: {len(specs)} replays; {len(specs) - len(todo)} already logged,"
           f" {len(todo)} to run")
     live = LiveComparison(uri, experiment_id, parent, config, specs, rank_by)
@@ -362,11 +365,10 @@ def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig,
             live: LiveComparison, failures: dict[str, str], todo: list[ReplaySpec], started: float) -> dict[str, Any]:
     """The full comparison (table, plots, policy runs), the counts and the parent run's end; the report."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
-    table, markdown = _log_comparison(uri, experiment_id, parent, config, specs, done, live)
     labels = {s.key: s.run_name for s in specs}
-    if failures:
-        markdown += "\n**Failed replays** (their MLflow runs are FAILED, with `error.txt`):\n\n" + "\n".join(
-            f"- {labels[k]}: {msg}" for k, msg in failures.items()) + "\n"
+    failed = ("\n**Failed replays** (their MLflow runs are FAILED, with `error.txt`):\n\n" + "\n".join(
+        f"- {labels[k]}: {msg}" for k, msg in failures.items()) + "\n") if failures else ""
+    table, markdown = _log_comparison(uri, experiment_id, parent, config, specs, done, live, failed)
     create_markdown_artifact(markdown, key=_artifact_key(config.name),
                              description=f"experiment {config.name}: comparison against {config.baseline_label}")
     c = client(uri)
@@ -377,7 +379,6 @@ def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig,
               "replays_run": len(todo), "replays_skipped": len(specs) - len(todo),
               "experiment_wall_s": time.perf_counter() - started}
     retrying(lambda: c.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()]))
-    retrying(lambda: c.set_tag(parent, mlflow_view.NOTE_TAG, mlflow_view.note_text(markdown)))
     retrying(lambda: c.set_terminated(parent, status="FAILED" if failures else "FINISHED"))
     report = {
         "experiment": config.name, "experiment_id": experiment_id, "parent_run_id": parent,
@@ -397,7 +398,7 @@ def _update(live: LiveComparison, show: bool) -> None:
     and the replays in flight printed too. A failed update is a warning: the next one catches up."""
     try:
         running = live.running()
-        table = live.publish(running)
+        table, _ = live.publish(running)
     except Exception as err:  # noqa: BLE001 - the comparison is redone in full at the end
         log.warning("the live comparison could not be updated: %s", err)
         return

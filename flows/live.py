@@ -1,6 +1,7 @@
-"""The comparison while an experiment runs (issue #29 §1): after each finished replay the parent run's
-policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), its ``comparison.md`` and its note
-are brought up to date, ranked by the chosen metric, with each policy's replays done / running /
+"""The comparison while an experiment runs (issue #29 §1, §2): after each finished replay the parent
+run's policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), its ``comparison.md``,
+``comparison.csv``, ``comparison.html``, headline bars and note (who leads, then the figures inline,
+then the table) are brought up to date, ranked by the chosen metric, with each policy's replays done / running /
 queued and its knobs (the parameters that differ from the policy's defaults); the terminal gets the
 ranked table every N finished replays and a line per replay in flight.
 
@@ -12,20 +13,46 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from schedlab.tasks import compare, mlflow_view
+from schedlab import settings
+from schedlab.tasks import compare, mlflow_view, plots, report_html
 from schedlab.tasks.config import ExperimentConfig, ReplaySpec
 from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
 #: with nothing finishing, the replays in flight are printed this often (seconds)
 HEARTBEAT_S = 60.0
+#: while replays run, the headline bars are redrawn at most this often (seconds; each costs seconds
+#: of the flow's CPU), always for the first finished replay and at the end
+BARS_EVERY_S = 30.0
+#: the headline bars' panels (the first is the ranking metric's when it is one of them)
+BAR_METRICS = ("avg_jct_s", "avg_wait_s", "makespan_s")
+
+
+def artifact_src(run_id: str, path: str) -> str:
+    """A run artifact's address relative to the MLflow UI's page (its ``get-artifact`` endpoint), for
+    images in a run's description, which the UI renders as markdown with ``<img>`` allowed."""
+    return "get-artifact?" + urllib.parse.urlencode({"path": path, "run_uuid": run_id})
+
+
+def svg_or_png(png: Path) -> Path:
+    """The copy of a figure shown in a run's description: its SVG when :func:`plots.save` wrote one."""
+    svg = png.with_suffix(".svg")
+    return svg if svg.exists() else png
+
+
+def group_suffix(trace: str, cluster: str) -> str:
+    return settings.path_name(f"{trace}__{cluster}")
 
 
 def knobs(policy: str, params: dict[str, Any]) -> str:
@@ -63,6 +90,14 @@ class LiveComparison:
         compare.rank(compare.comparison([], self.config.baseline_label), self.rank_by)  # ValueError: unknown metric
         self._knobs = {s.label: knobs(s.policy, s.params) for s in self.specs}
         self._lock = threading.Lock()
+        self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
+        self._bars: dict[str, bytes] = {}  # their PNGs (logged under plots/, with an SVG copy each)
+        #: one colour and style per policy for the whole experiment (config order: stable while ranks change)
+        self.styles = plots.policy_styles(list(dict.fromkeys(
+            [e.label or e.name for e in self.config.policy_entries()] + [s.label for s in self.specs])))
+
+    def bar_metrics(self) -> list[str]:
+        return [self.rank_by, *(m for m in BAR_METRICS if m != self.rank_by)]
 
     def finished(self, spec: ReplaySpec, metrics: dict[str, float]) -> None:
         with self._lock:
@@ -117,16 +152,75 @@ class LiveComparison:
                 f" {compare.legend(config.baseline_label)}; knobs: parameters that differ from the policy's"
                 " defaults.\n\n" + compare.to_markdown(table) + "\n")
 
-    def publish(self, running: dict[str, Any] | None = None) -> pd.DataFrame:
-        """Bring the parent run's policy rows, ``comparison.md`` and note up to date; the table."""
+    def publish(self, running: dict[str, Any] | None = None, figures: Sequence[Path] = (),
+                suffix: str = "", final: bool = False) -> tuple[pd.DataFrame, str]:
+        """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
+        the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
+        note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
+        ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
+        :data:`BARS_EVERY_S` at most unless ``final``. Returns the table and markdown."""
         table = self.table(running)
-        text = self.markdown(table)
+        text = self.markdown(table) + suffix
         c = client(self.uri)
-        mlflow_view.log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table,
-                                    self.config.baseline_label, self.policy_params())
-        retrying(lambda: c.log_text(self.parent_run_id, text, "comparison.md"))
-        retrying(lambda: c.set_tag(self.parent_run_id, mlflow_view.NOTE_TAG, mlflow_view.note_text(text)))
-        return table
+        baseline = self.config.baseline_label
+        mlflow_view.log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table, baseline,
+                                    self.policy_params(), colours={k: v["color"] for k, v in self.styles.items()})
+        with self._lock:
+            rows = list(self.rows.values())
+        seeds = pd.DataFrame(rows)
+        with tempfile.TemporaryDirectory(prefix="schedlab-live-") as tmp:
+            out = Path(tmp)
+            (out / "plots").mkdir()
+            if final or time.monotonic() - self._bars_at >= BARS_EVERY_S:
+                drawn: dict[str, bytes] = {}
+                for (trace, cluster), part in table[table["seeds"] > 0].groupby(compare.GROUP, sort=False):
+                    if baseline not in set(part["policy"]):
+                        continue
+                    mine = seeds[(seeds["trace"] == trace) & (seeds["cluster"] == cluster)] if len(seeds) else None
+                    path = plots.headline_bars(part, self.bar_metrics(), baseline,
+                                               out / "plots" / f"headline__{group_suffix(trace, cluster)}.png",
+                                               f"{trace} on {cluster}", seeds=mine, styles=self.styles)
+                    drawn[path.name] = path.read_bytes()
+                if drawn:  # none before the baseline has a finished replay
+                    self._bars, self._bars_at = drawn, time.monotonic()
+                    retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
+            shown = [*self._bars.items(), *((p.name, p.read_bytes()) for p in figures)]
+            done, total = len(self.rows), len(self.specs)
+            page = report_html.comparison_html(
+                table, rows, baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
+                f"{done} of {total} replays finished; {len(self.config.seeds)} seed(s); best first by {self.rank_by}",
+                {k: v["color"] for k, v in self.styles.items()}, shown)
+            (out / "comparison.html").write_text(page)
+            (out / "comparison.md").write_text(text)
+            table.to_csv(out / "comparison.csv", index=False)
+            for name in ("comparison.md", "comparison.csv", "comparison.html"):
+                retrying(lambda: c.log_artifact(self.parent_run_id, str(out / name)))
+        inline = [*(name.removesuffix(".png") + ".svg" for name in self._bars), *(svg_or_png(p).name for p in figures)]
+        images = "".join(f"![{name}]({artifact_src(self.parent_run_id, 'plots/' + name)})\n\n" for name in inline)
+        note = self.podium(table) + images + text
+        retrying(lambda: c.set_tag(self.parent_run_id, mlflow_view.NOTE_TAG, mlflow_view.note_text(note)))
+        return table, text
+
+    def podium(self, table: pd.DataFrame, top: int = 3) -> str:
+        """The first lines of the parent run's description (all MLflow shows before "Show more"): per
+        trace and cluster, the best ``top`` policies with the ranking metric, the speed-up over the
+        baseline and ties."""
+        baseline, lines = self.config.baseline_label, []
+        for (trace, cluster), part in table.groupby(compare.GROUP, sort=False):
+            part = part.dropna(subset=[self.rank_by]).head(top)
+            if part.empty:
+                continue
+            ratio = compare.RATIOS.get(self.rank_by)
+            cells = []
+            for i, row in enumerate(part.to_dict("records")):
+                speed = f", {row[ratio]:.2f}x {baseline}" if ratio and pd.notna(row.get(ratio)) else ""
+                tie = f" ({row[compare.TIE]})" if row.get(compare.TIE) else ""
+                cells.append(f"{i + 1}. **{row['policy']}** {compare._cell(row, self.rank_by)}"
+                             f"{' h' if compare.in_hours(self.rank_by) else ''}{speed}{tie}")
+            lines.append(f"**{trace} / {cluster}**, best by `{self.rank_by}`: " + " · ".join(cells))
+        done = f"{len(self.rows)} of {len(self.specs)} replays finished"
+        return ("  \n".join(lines) + f"  \n{done}; interactive table and plots: artifact `comparison.html`"
+                " (Artifacts tab); bars and CDFs below.\n\n") if lines else ""
 
     def policy_params(self) -> dict[str, dict[str, str]]:
         """label -> the params of its policy run (policy, placement, preemption overhead, every parameter)."""

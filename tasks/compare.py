@@ -28,6 +28,9 @@ RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makes
 INTEGER = frozenset({"preemptions"})
 GROUP = ["trace", "cluster"]
 SAME_AS = "same_as"
+#: a ranked table's column: ``≈ <label>`` when the row's ranking metric is within the seed spread
+#: (the larger sample std of the two) of the row ranked just above it
+TIE = "tie"
 #: optional columns of a live comparison: parameters that differ from the policy's defaults, and the
 #: policy's replays done / running / queued
 KNOBS, PROGRESS = "knobs", "done/running/queued"
@@ -107,27 +110,59 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
 
 def rank(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Each (trace, cluster) group's rows best first by ``metric`` (:data:`RANKABLE`), rows without
-    a value last; groups keep their order."""
+    a value last, ties within the seed spread marked (:data:`TIE`); groups keep their order."""
     if metric not in RANKABLE:
         raise ValueError(f"cannot rank by {metric!r}: one of {', '.join(RANKABLE)}")
     if table.empty:
-        return table
+        return table.assign(**{TIE: pd.Series(dtype=str)})
     order = table.assign(_group=table.groupby(GROUP, sort=False).ngroup())
     order = order.sort_values(["_group", metric], ascending=[True, not RANKABLE[metric]], na_position="last",
-                              kind="stable")
-    return order.drop(columns="_group").reset_index(drop=True)
+                              kind="stable").drop(columns="_group").reset_index(drop=True)
+    order[TIE] = ties(order, metric)
+    return order
 
 
-def _number(value: float, metric: str) -> str:
+def ties(ranked: pd.DataFrame, metric: str) -> list[str]:
+    """Per row of a ranked table: ``≈ <label above>`` when its ``metric`` differs from the row just
+    above (same trace and cluster) by no more than the larger of the two seed standard deviations,
+    else ``""``. One seed (no spread) ties only on equal values."""
+    out = [""] * len(ranked)
+    std = ranked[std_key(metric)] if std_key(metric) in ranked else pd.Series(math.nan, index=ranked.index)
+    for i in range(1, len(ranked)):
+        above, row = ranked.iloc[i - 1], ranked.iloc[i]
+        if tuple(above[GROUP]) != tuple(row[GROUP]) or pd.isna(above[metric]) or pd.isna(row[metric]):
+            continue
+        spread = max(0.0 if pd.isna(std.iloc[i - 1]) else float(std.iloc[i - 1]),
+                     0.0 if pd.isna(std.iloc[i]) else float(std.iloc[i]))
+        if abs(float(row[metric]) - float(above[metric])) <= spread:
+            out[i] = f"≈ {above['policy']}"
+    return out
+
+
+def in_hours(metric: str) -> bool:
+    """Seconds metrics are shown in hours (``avg_jct_s`` -> column ``avg_jct_s (h)``)."""
+    return metric.endswith("_s") and (metric in METRICS or metric in OPTIONAL)
+
+
+def header(column: str) -> str:
+    return f"{column} (h)" if in_hours(column) else column
+
+
+def _number(value: float, metric: str, like: float | None = None) -> str:
+    """``value`` as a cell shows it; ``like``: the mean a spread goes with (same decimals)."""
     if math.isnan(value):
         return "—"
     if math.isinf(value):
         return "∞"
+    like = value if like is None or math.isnan(like) or math.isinf(like) else like
+    if in_hours(metric):
+        hours = value / 3600.0
+        return f"{hours:,.2f}" if abs(like / 3600.0) < 100 else f"{hours:,.0f}"
     if metric in INTEGER:
         return f"{round(value):,d}"
     if metric == "gpu_util" or metric.startswith("smact_"):
         return f"{value:.3f}"
-    return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
+    return f"{value:,.1f}" if abs(like) < 100 else f"{value:,.0f}"
 
 
 def _cell(row: dict[str, Any], column: str) -> str:
@@ -137,10 +172,10 @@ def _cell(row: dict[str, Any], column: str) -> str:
     if column in METRICS or column in OPTIONAL:
         spread = row.get(std_key(column), math.nan)
         text = _number(value, column)
-        return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column)}"
+        return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column, value)}"
     if column == SAME_AS:
         return f"= {value}" if value else ""
-    return str(value)
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
 def shown_columns(table: pd.DataFrame) -> list[str]:
@@ -150,21 +185,23 @@ def shown_columns(table: pd.DataFrame) -> list[str]:
         cols.insert(4, SAME_AS)
     if PROGRESS in table.columns:
         cols.insert(cols.index("seeds") + 1, PROGRESS)
+    if TIE in table.columns and (table[TIE].fillna("") != "").any():
+        cols.insert(cols.index(PROGRESS if PROGRESS in cols else "seeds") + 1, TIE)
     if KNOBS in table.columns and (table[KNOBS] != "").any():
         cols.append(KNOBS)
     return cols
 
 
 def legend(baseline: str) -> str:
-    return (f"cells: mean ± sample std over seeds; *_speedup = {baseline} ÷ policy (> 1: better than {baseline});"
+    return (f"cells: mean ± sample std over seeds, times in hours; *_speedup = {baseline} ÷ policy (> 1: better than {baseline});"
             " avg_wait_s = all time without GPUs (incl. after preemptions), avg_queue_s = to first start;"
-            " same_as: identical results, seed by seed")
+            " same_as: identical results, seed by seed; tie ≈ X: within the seed spread of X, ranked just above")
 
 
 def to_markdown(table: pd.DataFrame) -> str:
     head = shown_columns(table)
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS) else "---:" for c in head) + "|"]
+    lines = ["| " + " | ".join(header(c) for c in head) + " |",
+             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS, TIE) else "---:" for c in head) + "|"]
     for row in table.to_dict("records"):
         lines.append("| " + " | ".join(_cell(row, c) for c in head) + " |")
     return "\n".join(lines)
@@ -175,9 +212,9 @@ def to_text(table: pd.DataFrame) -> str:
     head = shown_columns(table)
     if len(table) and len(table[GROUP].drop_duplicates()) == 1:
         head = [c for c in head if c not in GROUP]
-    cells = [head] + [[_cell(row, c) for c in head] for row in table.to_dict("records")]
+    cells = [[header(c) for c in head]] + [[_cell(row, c) for c in head] for row in table.to_dict("records")]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
-    left = {*GROUP, "policy", SAME_AS, KNOBS}
+    left = {*GROUP, "policy", SAME_AS, KNOBS, TIE}
     lines = ["  ".join(c.ljust(w) if h in left else c.rjust(w) for c, w, h in zip(r, widths, head)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if GROUP[0] not in head and len(table):

@@ -38,6 +38,8 @@ POLICY_ROW_TAG = "schedlab.policy_row"  # a policy run's identity within its com
 COMPARISON_TAG = "schedlab.comparison_run"  # a policy run -> the experiment's parent run
 POLICY_KIND = "policy"
 REPLAYS_TAG = "schedlab.replays"  # a policy run's replays done/running/queued (live comparison)
+TIE_TAG = "schedlab.tie"  # "≈ <label>": within the seed spread of the policy ranked just above
+RUN_COLOR_TAG = "mlflow.runColor"  # the UI's colour of a run (its table swatch, its bars and lines)
 #: the runs view of a comparison: one row per policy
 COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
 #: MLflow's shared view states are experiment tags with this prefix (read by the UI's
@@ -45,8 +47,8 @@ COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 VIEW_KEY = "schedlab-comparison"
 #: the runs table's columns in the comparison view
-VIEW_COLUMNS = ("seeds", "avg_jct_s", "avg_jct_s_std", "avg_wait_s", "avg_wait_s_std", "avg_queue_s", "avg_queue_s_std",
-                "makespan_s", "makespan_s_std", "avg_jct_speedup", "p95_jct_s", "gpu_util", "preemptions")
+VIEW_COLUMNS = ("seeds", "avg_jct_s", "avg_jct_s_std", "avg_jct_speedup", "avg_wait_s", "avg_wait_s_std", "avg_queue_s", "avg_queue_s_std",
+                "makespan_s", "makespan_s_std", "p95_jct_s", "gpu_util", "preemptions")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,13 +126,49 @@ def comparison_view(uri: str, experiment_id: str, rank_by: str = "avg_jct_s") ->
     chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
     import json
 
-    columns = [f"metrics.`{m}`" for m in VIEW_COLUMNS] + ["tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"]
+    columns = ([f"metrics.`{m}`" for m in VIEW_COLUMNS]
+               + [f"tags.`{TIE_TAG}`", "tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"])
+    charts, sections = chart_config(rank_by)
     view = {"searchFilter": COMPARISON_FILTER, "orderByKey": f"metrics.`{rank_by}`",
             "orderByAsc": not compare.RANKABLE[rank_by],
             "selectedColumns": columns, "columnOrder": columns,
-            "runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True}
+            "runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True,
+            "compareRunCharts": charts, "compareRunSections": sections, "isAccordionReordered": True}
     c = client(uri)
     retrying(lambda: c.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + VIEW_KEY, json.dumps(view)))
+
+
+#: the chart view's cards: one horizontal bar per policy run in the run's colour, its value written on
+#: the bar, the card titled by the metric key
+CHARTS = ("avg_jct_s", "avg_jct_speedup", "p95_jct_s", "avg_wait_s", "makespan_s", "gpu_util")
+#: MLflow's section of metrics without a ``/`` in their key
+MODEL_SECTION = "Model metrics"
+
+
+def policy_metric_keys() -> list[str]:
+    """Every metric key a policy run can have (:func:`log_policy_runs`)."""
+    return ["seeds", *(k for m in (*compare.METRICS, *compare.OPTIONAL) for k in (m, compare.std_key(m))),
+            *compare.RATIOS.values()]
+
+
+def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
+    """The chart view of the comparison (the UI's ``compareRunCharts`` and ``compareRunSections``
+    view state, which a shared view carries): a bar card per :data:`CHARTS` metric over all
+    runs (``runsCountToCompare``; MLflow's default is the first 10), ``rank_by`` first, two cards a
+    row; every other metric of a policy run as a *deleted* card, which the UI keeps hidden (it adds
+    a card for any metric that has none). MLflow's bar card has no error bars (its plotly trace sets
+    ``x``, ``text`` and the colours only), so the spread is the ``*_std`` columns and comparison.html."""
+    section = "schedlab-model-metrics"
+    shown = [rank_by, *(m for m in CHARTS if m != rank_by)] if rank_by in CHARTS else list(CHARTS)
+    charts = [{"uuid": f"schedlab-{key}", "type": "BAR", "metricKey": key, "displayName": key,
+               "metricSectionId": section, "runsCountToCompare": 1000, "deleted": False, "isGenerated": False}
+              for key in shown]
+    charts += [{"uuid": f"schedlab-{key}", "type": "BAR", "metricKey": key, "displayName": key,
+                "metricSectionId": section, "runsCountToCompare": 1000, "deleted": True, "isGenerated": True}
+               for key in policy_metric_keys() if key not in shown]
+    sections = [{"uuid": section, "name": MODEL_SECTION, "display": True, "isReordered": True, "deleted": False,
+                 "isGenerated": False, "columns": 2, "cardHeight": 520}]
+    return charts, sections
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,13 +209,15 @@ def _shown(key: str, value: float) -> float:
 
 
 def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, baseline: str,
-                    params_of: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+                    params_of: dict[str, dict[str, str]] | None = None,
+                    colours: dict[str, str] | None = None) -> dict[str, str]:
     """One FINISHED run per row of the comparison ``table``, tagged with ``parent_run_id`` but at the
     top level (MLflow's table shows children collapsed; a shared view cannot expand them); rows with no
     finished seed yet are skipped, and a run is renamed when its seed count grows: metrics are the
     row's seed means (replay keys), ``<key>_std`` spreads and ``*_speedup`` ratios; params the policy's
-    (``params_of``: label -> params). The same runs are updated when the experiment is re-run.
-    Returns row key -> run id."""
+    (``params_of``: label -> params); ``colours``: label -> the colour of its plots, the run's colour in
+    MLflow's table and charts (tag ``mlflow.runColor``). The same runs are updated when the experiment
+    is re-run. Returns row key -> run id."""
     from mlflow.entities import Metric, Param, RunTag
 
     c = client(uri)
@@ -215,6 +255,8 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
                                                       if _finite(v)],
                                      tags=[RunTag(NOTE_TAG, note), RunTag("schedlab.same_as", row.get(compare.SAME_AS) or ""),
+                                           RunTag(TIE_TAG, row.get(compare.TIE) or ""),
+                                           *([RunTag(RUN_COLOR_TAG, colours[label])] if colours and label in colours else []),
                                            *([RunTag(REPLAYS_TAG, row[compare.PROGRESS])] if compare.PROGRESS in row else [])]))
         if run.info.status != "FINISHED":
             retrying(lambda: c.set_terminated(run_id, status="FINISHED"))

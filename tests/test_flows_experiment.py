@@ -132,10 +132,20 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
 
     assert parent.info.status == "FINISHED"
     names = {a.path for a in c.list_artifacts(parent.info.run_id)}
-    assert {"comparison.csv", "comparison.md", "plots", "exp.yaml"} <= names
+    assert {"comparison.csv", "comparison.md", "comparison.html", "plots", "exp.yaml"} <= names
     plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
     assert "plots/jct_cdf__syn__4x8.png" in plots
-    assert {"plots/wait_cdf__syn__4x8.png", "plots/headline__syn__4x8.png"} <= plots
+    assert {"plots/wait_cdf__syn__4x8.png", "plots/wait_cdf_all__syn__4x8.png", "plots/headline__syn__4x8.png"} <= plots
+    page = (Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.html").read_text()
+    assert "tiresias" in page and page.count("data:image/png;base64,") == 4  # bars, wait top + all, JCT
+    # the run's overview: who wins first (all MLflow shows before "Show more"), then the bars and CDFs
+    # inline (SVG copies through the UI's get-artifact endpoint), then the table
+    note = parent.data.tags["mlflow.note.content"]
+    first = note.splitlines()[0]
+    assert first.startswith("**syn / 4x8**, best by `avg_jct_s`: 1. **") and "2. **" in first
+    assert f"(get-artifact?path=plots%2Fheadline__syn__4x8.svg&run_uuid={parent.info.run_id})" in note
+    assert "plots%2Fwait_cdf__syn__4x8.svg" in note and note.index("plots%2Fjct_cdf") < note.index("| policy |")
+    assert "plots/headline__syn__4x8.svg" in plots
     table = pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")
     assert sorted(table["policy"]) == ["fifo", "tiresias"] and table["avg_jct_s"].is_monotonic_increasing  # ranked
     assert list(table["done/running/queued"]) == ["2/0/0", "2/0/0"]
@@ -160,6 +170,11 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     view = json.loads(exp.tags["mlflow.sharedViewState.schedlab-comparison"])
     assert "viewStateShareKey=schedlab-comparison" in report["ui_url"]
     assert view["searchFilter"] == "tags.`schedlab.kind` = 'policy'" and "metrics.`avg_wait_s_std`" in view["selectedColumns"]
+    shown = [card["metricKey"] for card in view["compareRunCharts"] if not card["deleted"]]
+    assert shown[0] == "avg_jct_s" and "avg_jct_speedup" in shown and not any(k.endswith("_std") for k in shown)
+    hidden = {card["metricKey"] for card in view["compareRunCharts"] if card["deleted"]}
+    assert set(fifo.data.metrics) <= set(shown) | hidden  # no metric left for the UI to add a chart of its own
+    assert fifo.data.tags["mlflow.runColor"] != policy_runs["tiresias"].data.tags["mlflow.runColor"]
     assert fifo.data.metrics["avg_jct_s"] == pytest.approx(sum(fifo_jct) / 2, abs=0.05)  # rounded to 0.1 s
     assert fifo.data.metrics["avg_jct_s_std"] == pytest.approx(abs(fifo_jct[0] - fifo_jct[1]) / 2 ** 0.5, abs=0.05)
     assert {"avg_wait_s", "avg_wait_s_std", "makespan_s", "makespan_s_std", "seeds"} <= set(fifo.data.metrics)

@@ -26,23 +26,24 @@ def _rows(policy: str, jcts: list[float], preemptions: list[int], wait: float = 
 
 
 def test_table_has_seed_spread_integer_preemptions_mlflow_keys_and_flags_identical_policies():
-    rows = (_rows("fifo", [100.0, 300.0], [0, 0]) + _rows("ssf", [50.0, 70.0], [3, 4], wait=9.0)
+    rows = (_rows("fifo", [3600.0, 10800.0], [0, 0]) + _rows("ssf", [50.0, 70.0], [3, 4], wait=9.0)
             + _rows("lucid", [50.0, 70.0], [3, 4], wait=9.0) + _rows("sjf", [50.0, 70.0], [3, 5], wait=9.0))
     table = compare.comparison(rows, "fifo", ["fifo", "ssf", "lucid", "sjf"])
     by = table.set_index("policy")
-    assert by.loc["fifo", "avg_jct_s"] == 200.0
-    assert by.loc["fifo", "avg_jct_s_std"] == pytest.approx(np.std([100.0, 300.0], ddof=1))
+    assert by.loc["fifo", "avg_jct_s"] == 7200.0
+    assert by.loc["fifo", "avg_jct_s_std"] == pytest.approx(np.std([3600.0, 10800.0], ddof=1))
     assert by.loc["ssf", "preemptions"] == 3.5 and by.loc["ssf", "avg_wait_s"] == 9.0
     # lucid's results equal ssf's seed by seed; sjf differs in one seed's preemptions
     assert by.loc["lucid", "same_as"] == "ssf" and by.loc["sjf", "same_as"] == "" and by.loc["ssf", "same_as"] == ""
     text = compare.to_text(table)
     header = text.splitlines()[1].split()
     assert {"avg_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "preemptions", "avg_jct_speedup", "same_as"} <= set(header)
+    assert "avg_jct_s (h)" in text.splitlines()[1]  # seconds metrics in hours, under their MLflow keys
     assert text.splitlines()[0] == "trace t, cluster c"
     lucid = next(line for line in text.splitlines() if line.startswith("lucid "))
-    assert "= ssf" in lucid and "200 ± 141" not in lucid
+    assert "= ssf" in lucid and "2.00 ± 1.41" not in lucid
     fifo = next(line for line in text.splitlines() if line.startswith("fifo "))
-    assert "200 ± 141" in fifo  # mean ± sample std over the two seeds
+    assert "2.00 ± 1.41" in fifo  # mean ± sample std over the two seeds, in hours
     ssf = next(line for line in text.splitlines() if line.startswith("ssf "))
     assert " 4 ± 1 " in ssf and "3.5" not in ssf  # preemptions as whole numbers
     assert "| same_as |" in compare.to_markdown(table) and "= ssf" in compare.to_markdown(table)
@@ -55,10 +56,27 @@ def test_table_without_identical_policies_has_no_same_as_column_and_one_seed_no_
 
 
 def test_policy_styles_distinct_for_many_policies():
-    labels = [f"p{i}" for i in range(24)]
+    labels = [f"p{i}" for i in range(25)]
     styles = plots.policy_styles(labels)
-    assert len({(s["color"], s["linestyle"]) for s in styles.values()}) == 24
-    assert len({s["color"] for s in list(styles.values())[:20]}) == 20  # colours first
+    assert len({s["color"] for s in styles.values()}) == 25  # a colour of its own (today fifo = tiresias)
+    assert len({(s["linestyle"], s["marker"]) for s in styles.values()}) == 25  # and a line style + marker
+    assert len({s["hatch"] for s in list(styles.values())[:7]}) == 7
+    assert len({s["color"] for s in plots.policy_styles([f"p{i}" for i in range(80)]).values()}) == 80
+
+
+def test_rank_sorts_by_the_metric_and_marks_ties_within_the_seed_spread():
+    rows = (_rows("fifo", [30000.0, 30100.0], [0, 0]) + _rows("a", [14400.0, 14000.0], [0, 0])
+            + _rows("b", [14100.0, 14200.0], [0, 0]) + _rows("c", [9000.0, 9050.0], [0, 0]))
+    table = compare.rank(compare.comparison(rows, "fifo", ["fifo", "a", "b", "c"]), "avg_jct_s")
+    assert list(table["policy"]) == ["c", "b", "a", "fifo"]  # not the config's order, not the finishing order
+    # b (3.93 h ± 0.02) and a (3.94 h ± 0.08): 0.01 h apart, within a's spread -> a tie; c is clearly ahead
+    assert list(table[compare.TIE]) == ["", "", "≈ b", ""]
+    markdown = compare.to_markdown(table)
+    assert "| tie |" in markdown and "≈ b" in markdown.splitlines()[4]
+    assert [line.split("|")[3].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
+    assert "3.94 ± 0.08" in markdown.splitlines()[4]  # a: (14400 + 14000) / 2 s in hours
+    gpu = compare.rank(compare.comparison(rows, "fifo"), "gpu_util")
+    assert list(gpu[compare.TIE][1:]) == ["≈ " + p for p in gpu["policy"][:-1]]  # equal utilisation: all tied
 
 
 def test_zero_waits_make_a_visible_cdf_step_at_zero():
@@ -76,25 +94,83 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data)
 
 
-def test_comparison_plots_are_large_with_legend_outside_and_seed_band(tmp_path):
+def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     rng = np.random.default_rng(0)
-    series = {f"policy-{i}": [pd.Series(rng.exponential(1000, 200)), pd.Series(np.zeros(200))] for i in range(22)}
-    path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)")
+    gandiva = np.zeros(1000)
+    gandiva[:5] = 354_428.0  # 0.5 % of the jobs wait four days: not "100% at 0 s"
+    series = {f"policy-{i}": [pd.Series(rng.exponential(1000, 200)), pd.Series(rng.exponential(900, 200))]
+              for i in range(22)}
+    series["gandiva"] = [pd.Series(gandiva)]
+    order = ["gandiva", *(f"policy-{i}" for i in range(1, 22)), "policy-0"]
+    t = plots.tail(gandiva)
+    assert t["max"] == 354_428.0 and t["over_day"] == 5 and plots.tail_text(t).endswith("99% at 0 s")
+    path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
+                                baseline="policy-0")
     width, height = _png_size(path)
-    assert width >= 1200 and height >= 600
-    table = compare.comparison([r for i in range(22) for r in _rows(f"policy-{i}", [100.0 + i, 120.0], [i, i])], "policy-0")
-    width, _ = _png_size(plots.metric_bars(table, {"avg_jct_s": "avg_jct_s", "avg_wait_s": "avg_wait_s"},
-                                           tmp_path / "bars.png", "bars"))
-    assert width >= 1200
+    assert width >= 2000 and height >= 1000  # 2x
+    labels = []  # the legend: the top 3 and the baseline, each with its tail
+    original = plots._cdf
+
+    def spy(ax, values, label=None, **kw):
+        labels.append(label)
+        return original(ax, values, label=label, **kw)
+
+    plots._cdf = spy
+    try:
+        plots.cdf_comparison(series, tmp_path / "w2.png", "wait", "wait_s (s)", order=order, top=3, baseline="policy-0")
+    finally:
+        plots._cdf = original
+    assert [lb.split(":")[0] for lb in labels] == ["gandiva", "policy-1", "policy-2", "policy-0 (baseline)"]
+    assert labels[0] == "gandiva: p99 0 s, max 4.1 d, 5 jobs > 1 d, 99% at 0 s"
+    grid = plots.cdf_grid(series, tmp_path / "grid.png", "wait", "wait_s (s)", order=order, baseline="policy-0")
+    assert _png_size(grid)[1] > _png_size(grid)[0]  # 23 panels, 4 a row
 
 
-def test_headline_bars_have_one_colour_per_policy_and_whiskers_not_below_zero():
-    table = compare.comparison([r for i in range(12) for r in _rows(f"p{i}", [100.0 + i, 3000.0], [i, i])], "p0")
-    fig = plots.metric_bars_figure(table, {"avg_jct_s": "avg_jct_s"}, "bars")
-    bars = fig.axes[0].patches
-    assert len(bars) == 12 and len({tuple(b.get_facecolor()) for b in bars}) == 12
-    lowest = min(seg[:, 1].min() for c in fig.axes[0].collections for seg in c.get_segments())
-    assert lowest >= 0.0  # std (~2,000 s) > mean's distance to 0 would draw below 0 unclipped
+def _bars(table, **kw):
+    fig = plots.headline_bars_figure(table, ["avg_jct_s", "avg_wait_s"], "fifo", "t", **kw)
+    return fig, fig.axes[0]
+
+
+def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(tmp_path):
+    rows = [r for i, p in enumerate(["fifo", *(f"p{i}" for i in range(1, 22))])
+            for r in _rows(p, [40000.0 if p == "fifo" else 14000.0 + 40 * i, 14100.0 + 40 * i], [0, 0])]
+    table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s")
+    fig, ax = _bars(table, seeds=pd.DataFrame(rows))
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    assert names[0] == "p1" and names[-1] == "fifo (baseline)"  # best first (at the top)
+    widths = [b.get_width() for b in ax.patches]  # drawn best first: speed-up - 1, decreasing
+    assert widths == sorted(widths, reverse=True) and len(widths) == 22
+    assert len({tuple(b.get_facecolor()) for b in ax.patches}) == 22
+    assert any(line.get_xdata()[0] == 1.0 and line.get_xdata()[1] == 1.0 for line in ax.lines)  # baseline line
+    assert ax.get_xscale() == "log"
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 22 and texts[0] == "1.92x  3.91 ± 0.02 h"  # fifo 27,050 s ÷ p1 14,090 s
+    assert any("≈ p1" in t for t in texts)  # p2 is within p1's seed spread
+    assert len(ax.collections) == 22  # one set of seed dots per policy
+    leaders = fig.axes[1]  # the zoom on the leaders separates 3.9-4.2 h
+    assert leaders.get_xscale() == "linear" and leaders.get_xlim()[1] - leaders.get_xlim()[0] < 1.0
+    path = plots.headline_bars(table, ["avg_jct_s", "avg_wait_s"], "fifo", tmp_path / "bars.png", "t")
+    assert _png_size(path)[0] >= 2000
+
+
+def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
+    from schedlab.tasks import report_html
+
+    rows = [r for i, p in enumerate(["fifo", "b<x>", "c", "d"]) for r in _rows(p, [9000.0 - 1000 * i, 9100.0 - 1000 * i], [0, 0])]
+    table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s")
+    styles = plots.policy_styles(["fifo", "b<x>", "c", "d"])
+    page = report_html.comparison_html(table, rows, "fifo", "avg_jct_s", "quick", "4 of 8 replays finished",
+                                       {k: v["color"] for k, v in styles.items()}, [("bars", b"\x89PNG fake")])
+    for policy in ("fifo", "b&lt;x&gt;", "c", "d"):
+        assert f"</span>{policy}" in page
+    assert page.index("</span>d") < page.index("</span>c") < page.index("</span>b&lt;x&gt;") < page.index("</span>fifo")
+    assert "<details" not in page and "data:image/png;base64," in page  # open, figures inline
+    lowered = page.lower()
+    assert "<link" not in lowered and "src='http" not in lowered and 'src="http' not in lowered
+    assert "<script src" not in lowered and "@import" not in lowered and "cdn" not in lowered
+    assert page.count("<svg") == 4 and styles["d"]["color"] in page  # a seed strip per policy, its colour
+    # the strips span the leaders (d 1.68 h, c within 25 %): b and fifo are arrows at the edge
+    assert page.count("<polygon") == 2 and "1.6" in page.split("(leaders)")[0][-40:]
 
 
 def _spec(policy: str, params: dict, overhead: float | None = None) -> ReplaySpec:
