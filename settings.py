@@ -118,11 +118,12 @@ def registry_uri(tracking: str) -> str:
 
 
 @contextlib.contextmanager
-def mlflow_env(tracking: str) -> Iterator[None]:
-    """``$MLFLOW_TRACKING_URI`` = ``tracking`` and ``$MLFLOW_REGISTRY_URI`` = its registry while the
-    ``with`` lasts. MLflow resolves ``models:/…`` through the registry the environment names (else
-    ``./mlflow.db``), whatever URIs the call is given: set both wherever a model is loaded."""
-    wanted = {"MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": registry_uri(tracking)}
+def mlflow_env(tracking: str, registry: str | None = None) -> Iterator[None]:
+    """``$MLFLOW_TRACKING_URI`` = ``tracking`` and ``$MLFLOW_REGISTRY_URI`` = ``registry`` (default: its
+    registry) while the ``with`` lasts. MLflow resolves ``models:/…`` through the registry the
+    environment names (else ``./mlflow.db``), whatever URIs the call is given: set both wherever a
+    model is downloaded (:func:`schedlab.tasks.model_tracking.fetcher`)."""
+    wanted = {"MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": registry or registry_uri(tracking)}
     previous = {key: os.environ.get(key) for key in wanted}
     os.environ.update(wanted)
     try:

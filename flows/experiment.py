@@ -44,7 +44,7 @@ from schedlab.flows.api_server import (  # noqa: E402
     prefect_api,
     wait_for_api,
 )
-from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ReplaySpec, load_config  # noqa: E402
+from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ExperimentReplay, load_config  # noqa: E402
 from schedlab.tasks.model_tracking import resolve_latest  # noqa: E402
 from schedlab.tasks import compare, mlflow_view, plots, tracking  # noqa: E402
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
@@ -150,12 +150,12 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
 # the flow
 
 
-def experiment_key(config: ExperimentConfig, specs: list[ReplaySpec]) -> str:
+def experiment_key(config: ExperimentConfig, specs: list[ExperimentReplay]) -> str:
     blob = config.name + "\n" + "\n".join(sorted(s.key for s in specs))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: list[ReplaySpec],
+def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: list[ExperimentReplay],
                 config_path: Path) -> str:
     """The experiment's parent run: the same one again when the same experiment is re-run."""
     c = client(uri)
@@ -184,7 +184,7 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
 
 
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
-                    specs: list[ReplaySpec], done: dict[str, Any], live: LiveComparison) -> tuple[Any, str]:
+                    specs: list[ExperimentReplay], done: dict[str, Any], live: LiveComparison) -> tuple[Any, str]:
     """Comparison table (CSV + markdown; also the parent run's note), one child run per policy with
     the seed means and spreads, bars of the headline metrics, JCT/wait/queueing CDFs per policy, the
     SM-activity CDF per policy when the replays computed it (``smact_profiles``) and, when load is swept, average JCT and wait vs load; all logged to the parent run.
@@ -302,7 +302,7 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
             raise
 
 
-def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ReplaySpec],
+def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
                      rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
     """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
@@ -358,8 +358,8 @@ def _run_and_compare(uri: str, experiment_id: str, parent: str, config: Experime
         return _finish(uri, experiment_id, parent, config, specs, live, failures, todo, started)
 
 
-def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ReplaySpec],
-            live: LiveComparison, failures: dict[str, str], todo: list[ReplaySpec], started: float) -> dict[str, Any]:
+def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
+            live: LiveComparison, failures: dict[str, str], todo: list[ExperimentReplay], started: float) -> dict[str, Any]:
     """The full comparison (table, plots, policy runs), the counts and the parent run's end; the report."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
     table, markdown = _log_comparison(uri, experiment_id, parent, config, specs, done, live)

@@ -11,11 +11,37 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schedlab.settings import apply_env, artifact_root, tracking_uri
+from schedlab.settings import apply_env, artifact_root, mlflow_env, registry_uri, tracking_uri
+
+if TYPE_CHECKING:
+    from schedlab.sched.models.fitted import Fetch
 
 EXPERIMENT = "models"
+
+
+def fetcher(tracking: str, registry: str | None = None) -> Fetch:
+    """The :data:`~schedlab.sched.models.fitted.Fetch` that downloads ``models:/…`` and ``runs:/…``
+    artifacts from the tracking store ``tracking`` and its model registry (``registry``, default
+    :func:`schedlab.settings.registry_uri`): what the replay entry points (CLI, experiment worker) hand
+    to :func:`schedlab.sched.replay.run`, so that sched/ never imports MLflow. A failed download raises
+    :class:`~schedlab.sched.models.fitted.ModelError` naming the URI and the store."""
+    registry = registry or registry_uri(tracking)
+
+    def fetch(spec: str, dst: Path) -> Path:
+        from schedlab.sched.models.fitted import ModelError
+
+        import mlflow
+
+        try:
+            with mlflow_env(tracking, registry):  # MLflow reads the registry for models:/… from the environment
+                return Path(mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=str(dst),
+                                                                tracking_uri=tracking, registry_uri=registry))
+        except Exception as err:  # noqa: BLE001 - MLflow raises several kinds
+            raise ModelError(f"{spec}: cannot download the model from MLflow ({tracking}): {err}") from None
+
+    return fetch
 
 
 def log_model(artifact: Path, registered_name: str, metrics: dict[str, Any], *, params: dict[str, Any] | None = None,

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from schedlab.sched.policies import POLICIES
 from schedlab.tasks import compare, mlflow_view, plots
-from schedlab.tasks.config import ReplaySpec
+from schedlab.tasks.config import ExperimentReplay
 from schedlab.tasks.replay import run_params
 
 
@@ -97,8 +97,8 @@ def test_headline_bars_have_one_colour_per_policy_and_whiskers_not_below_zero():
     assert lowest >= 0.0  # std (~2,000 s) > mean's distance to 0 would draw below 0 unclipped
 
 
-def _spec(policy: str, params: dict, overhead: float | None = None) -> ReplaySpec:
-    return ReplaySpec(experiment="e", trace="syn", trace_label="syn", source=None, format="synthetic",
+def _spec(policy: str, params: dict, overhead: float | None = None) -> ExperimentReplay:
+    return ExperimentReplay(experiment="e", trace="syn", trace_label="syn", source=None, format="synthetic",
                       options={"num_jobs": 10, "seed": 0}, annotate=False, load=1.0, cluster="4x8", policy=policy,
                       label=policy, params=params, seed=3, placement="consolidated", preemption_overhead_s=overhead,
                       models={"interference": "analytic", "iteration_time": "catalog"}, code_version="v")

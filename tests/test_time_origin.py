@@ -163,10 +163,10 @@ def test_cli_experiment_and_benchmark_agree_with_the_study(policy, tmp_path, mon
     benchmark = study.replay_cell(str(STUDY_DATA), policy, 3, 2.0)["avg_jct_s"]
     cli = study.cli_cell(str(STUDY_DATA), policy, 3, 2.0)
 
-    from schedlab.tasks.config import ReplaySpec
+    from schedlab.tasks.config import ExperimentReplay
     from schedlab.tasks.replay import execute
 
-    spec = ReplaySpec(experiment="e", trace="w3", trace_label="w3", source=str(study.workload_path(STUDY_DATA, 3, 2.0)),
+    spec = ExperimentReplay(experiment="e", trace="w3", trace_label="w3", source=str(study.workload_path(STUDY_DATA, 3, 2.0)),
                       format="pollux", options={}, annotate=False, load=1.0, cluster=study.CLUSTER, policy=policy,
                       label=policy, params={}, seed=0, placement="consolidated", preemption_overhead_s=None,
                       models={}, code_version="v")
