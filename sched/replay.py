@@ -94,6 +94,12 @@ class ReplaySpec(UserModel):
             return tuple({"name": v} if isinstance(v, str) else v for v in value)
         return value
 
+    @field_validator("trace", "iteration_time", "goodput_root", "smact_profiles", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> Any:
+        """A path given as a :class:`~pathlib.Path`: kept as its text (the spec is plain data)."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
     @field_validator("format")
     @classmethod
     def _format(cls, value: str | None) -> str | None:

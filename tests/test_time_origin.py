@@ -21,7 +21,7 @@ from helpers import FIXTURES, SHARED_DATA
 from schedlab.cli import main
 from schedlab.sched.core.cluster import load_cluster
 from schedlab.sched.policies.elastic import STUDY_STALL_S
-from schedlab.sched.replay import prepare_table, replay
+from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, TraceError, load_trace
 
 POLLUX = FIXTURES / "pollux"  # the toy goodput model
@@ -45,8 +45,8 @@ def two_jobs(tmp_path: Path) -> Path:
 
 def _replay(path: Path, policy: str, origin: str | None):
     table, _ = load_trace(path, "pollux", LoadOptions(time_origin=origin))
-    prepared, _ = prepare_table(table, load_cluster("2x4"), goodput_root=POLLUX)
-    return prepared, replay(prepared, "2x4", policy, goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, load_cluster("2x4"), goodput_root=POLLUX)
+    return prepared, replay_table(prepared, "2x4", policy, goodput_root=POLLUX)
 
 
 # ---- the loader -------------------------------------------------------------------------------
