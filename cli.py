@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
+    # built once here and passed down (args.settings); exported before any command imports prefect or mlflow
+    args.settings = settings.Settings.from_env().apply()
     try:
         return int(args.func(args) or 0)
     except (TraceError, ClusterError, ValueError) as err:
@@ -218,12 +220,12 @@ def _check_replay(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
         cluster = load_cluster(args.cluster)
     except ClusterError as err:
         raise ValueError(f"--cluster: {err}") from None
-    tracking_uri = _check_tracking() if args.track else None
+    tracking_uri = _check_tracking(args.settings) if args.track else None
     fetch = None
     if is_uri(args.iteration_time) or "models:/" in args.interference or "runs:/" in args.interference:
         from schedlab.tasks.model_tracking import fetcher
 
-        fetch = fetcher(tracking_uri or settings.tracking_uri())
+        fetch = fetcher(args.settings.tracking_uri, args.settings.registry_uri)
     try:
         make_interference(args.interference, fetch)
     except (ValueError, OSError) as err:
@@ -298,7 +300,7 @@ def _replay(args: argparse.Namespace) -> int:
     problem = path_problem(Path(args.trace), folder=True) if args.trace else None
     if problem is not None:
         raise ValueError(f"--trace {args.trace}: {problem}")
-    out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
+    out = Path(args.out) if args.out else fresh_folder(settings.replays_dir(args.settings.home))
     # a file, read-only, busy or non-empty --out fails here, before the replay
     lock = claim(out, overwrite=args.overwrite, created=not args.out)
     try:
@@ -353,12 +355,11 @@ def counted(reasons: dict[str, int]) -> str:
                                     for why, n in reasons.items() if n) + ")"
 
 
-def _check_tracking() -> str:
+def _check_tracking(conf: settings.Settings) -> str:
     """``--track``: the tracking store, checked before any replay (exit 2 when it cannot be used)."""
-    from schedlab import settings
     from schedlab.tasks.tracking import TrackingError, check_tracking
 
-    uri = settings.tracking_uri(settings.apply_env())
+    uri = conf.tracking_uri
     try:
         check_tracking(uri)
     except TrackingError as err:
@@ -394,7 +395,7 @@ def _tracked(args: argparse.Namespace, uri: str | None, spec: Any, source: str, 
         "preemption_overhead_s": mlflow_view.preemption_overhead(policy.name, spec.preemption_overhead_s),
         **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(policy.name, policy.params).items()}}
         for policy in spec.policies}}
-    root = None if uri.startswith(("http://", "https://")) else settings.artifact_root()
+    root = None if uri.startswith(("http://", "https://")) else args.settings.artifact_root
     with interrupted_by(signal.SIGTERM), adhoc_runs(uri, args.experiment, root, config, total_gpus, out) as runs:
         yield runs
 

@@ -29,26 +29,24 @@ from typing import Any
 
 from schedlab import settings
 
-settings.prefect_env()  # before prefect is imported
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.futures import as_completed
+from prefect.states import Failed
 
-from prefect import flow  # noqa: E402
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-from prefect.futures import as_completed  # noqa: E402
-from prefect.states import Failed  # noqa: E402
-
-from schedlab.flows import lifecycle  # noqa: E402
-from schedlab.flows.live import LiveComparison, heartbeat, replay_row  # noqa: E402
-from schedlab.flows.api_server import (  # noqa: E402
+from schedlab.flows import lifecycle
+from schedlab.flows.live import LiveComparison, heartbeat, replay_row
+from schedlab.flows.api_server import (
     PrefectUnavailable,
     flush_worker_api_logs,
     prefect_api,
     wait_for_api,
 )
-from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ExperimentReplay, load_config  # noqa: E402
-from schedlab.tasks.model_tracking import resolve_latest  # noqa: E402
-from schedlab.tasks import compare, mlflow_view, plots, tracking  # noqa: E402
-from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
-from schedlab.tasks.tracking import (  # noqa: E402
+from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ExperimentReplay, load_config
+from schedlab.tasks.model_tracking import resolve_latest
+from schedlab.tasks import compare, mlflow_view, plots, tracking
+from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up
+from schedlab.tasks.tracking import (
     EXPERIMENT_KEY_TAG,
     KIND_TAG,
     TrackingError,
@@ -74,11 +72,15 @@ class DaskUnreachable(RuntimeError):
 
 
 def check_dask(address: str, timeout: float = 3.0) -> int:
-    """Connect to an existing Dask scheduler; the number of its workers. Raises DaskUnreachable."""
+    """Connect to an existing Dask scheduler and have its workers apply the project's settings
+    (:class:`~schedlab.flows.workers.ProjectSettings`); the number of its workers. Raises DaskUnreachable."""
     from distributed import Client
+
+    from schedlab.flows.workers import ProjectSettings
 
     try:
         with Client(address, timeout=timeout, set_as_default=False) as dask_client:
+            dask_client.register_plugin(ProjectSettings())
             return len(dask_client.scheduler_info(n_workers=-1).get("workers", {}))
     except (OSError, TimeoutError, ValueError) as err:
         raise DaskUnreachable(f"Dask scheduler {address} is unreachable ({err}); start one"
@@ -455,7 +457,7 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
         raise ValueError(f"cannot rank by {rank_by!r}: one of {', '.join(compare.RANKABLE)}")
     if table_every < 1:
         raise ValueError(f"the table is printed every N finished replays: N must be at least 1, got {table_every}")
-    home = settings.apply_env(home)
+    home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the in-process scheduler's chatter
     config = load_config(config_path)  # ConfigError names the file and field
     path = str(config._path or Path(config_path).resolve())

@@ -14,7 +14,6 @@ from typing import Any
 
 from schedlab import settings
 
-settings.apply_env()
 
 DEFAULT_FLOW = "schedlab.flows.nightly:nightly_profile"
 DEFAULT_CRON = "0 2 * * *"

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schedlab.settings import apply_env, artifact_root, mlflow_env, registry_uri, tracking_uri
+from schedlab.settings import artifact_root, mlflow_env, registry_uri, tracking_uri
 
 if TYPE_CHECKING:
     from schedlab.sched.models.fitted import Fetch
@@ -48,7 +48,6 @@ def log_model(artifact: Path, registered_name: str, metrics: dict[str, Any], *, 
               tags: dict[str, str] | None = None, uri: str | None = None) -> dict[str, str]:
     """Log ``artifact`` (a directory or one file) with its metrics; register a new model version.
     Returns ``run_id``, ``version`` and ``model_uri``."""
-    apply_env()
     from schedlab.tasks.tracking import check_tracking, client, code_version, ensure_experiment, flat_metrics, retrying
 
     uri = uri or tracking_uri()

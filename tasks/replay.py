@@ -23,18 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from schedlab.settings import prefect_env
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
-prefect_env()  # the environment and PREFECT_HOME before prefect is imported
-
-from prefect import task  # noqa: E402
-from prefect.cache_policies import NO_CACHE  # noqa: E402
-
-from schedlab.tasks.config import ExperimentReplay  # noqa: E402
-from schedlab.tasks.model_tracking import fetcher, lineage  # noqa: E402
-from schedlab.tasks import tracking  # noqa: E402
-from schedlab.tasks.mlflow_view import standard_tags  # noqa: E402
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying  # noqa: E402
+from schedlab.tasks.config import ExperimentReplay
+from schedlab.tasks.model_tracking import fetcher, lineage
+from schedlab.tasks import tracking
+from schedlab.tasks.mlflow_view import standard_tags
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
 if TYPE_CHECKING:
     from schedlab.sched.core.cluster import ClusterSpec
