@@ -3,8 +3,9 @@
 A fit is one MLflow run in the ``models`` experiment: metrics (flattened), parameters, the training
 data's hash and the profile store version as tags, the artifact under ``model/``; then a new version
 of the registered model whose source is ``runs:/<run>/model``. Load it back with
-``InterferenceModel.load("models:/interference-ratio/<version>")``. The tracking store is
-``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (``schedlab.settings``).
+``InterferenceModel.load("models:/interference-ratio/<version>", fetcher(uri))``: :func:`fetcher` is how
+a ``models:/`` or ``runs:/`` URI reaches sched/, which reads files only. The tracking store is
+``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (:class:`schedlab.settings.Settings`).
 """
 
 from __future__ import annotations
