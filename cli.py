@@ -26,7 +26,7 @@ from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES, canonica
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
-from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, load_trace, path_problem
+from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, path_problem
 
 DEFAULT_CLUSTER = "castor-sim"
 

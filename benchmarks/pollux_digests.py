@@ -51,9 +51,9 @@ def run_all(data: Path, trace: str, hours: list[float]) -> dict[str, dict]:
     cases = [("workload-6", lambda: run(study_spec(data, 6))[0])]
     cases += [(f"lyra-{h:g}h", lambda h=h: run(lyra, prepare(lyra, lyra_table(trace, h)))[0]) for h in hours]
     found = {}
-    for name, run in cases:
+    for name, replay_case in cases:
         wall, cpu = time.perf_counter(), time.process_time()
-        result = run()
+        result = replay_case()
         found[name] = {"table": table_digest(result.jobs), "jobs": len(result.jobs),
                        "rounds": result.summary["pollux_rounds"], "wall_s": round(time.perf_counter() - wall, 2),
                        "cpu_s": round(time.process_time() - cpu, 2)}
