@@ -26,7 +26,7 @@ from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES, canonica
 from schedlab.tasks.fit_cli import register as register_fit
 from schedlab.tasks.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
-from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, load_trace, path_problem
+from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, path_problem
 
 DEFAULT_CLUSTER = "castor-sim"
 
@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
+    # built once here and passed down (args.settings); exported before any command imports prefect or mlflow
+    args.settings = settings.Settings.from_env().apply()
     try:
         return int(args.func(args) or 0)
     except (TraceError, ClusterError, ValueError) as err:
@@ -188,11 +190,15 @@ LOAD_OPTION_NAMES = {"start": "--start", "end": "--end", "vcs": "--vc", "max_job
                      "time_origin": "--time-origin"}
 
 
-def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], Any, LoadOptions, str | None]:
+def _check_replay(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
     """Every ``replay`` option that argparse cannot check alone, before any work: policies and their
-    ``--set`` parameters, the cluster, the ξ source and the trace window."""
+    ``--set`` parameters, the cluster, the model sources and the trace window; returns the replay as a
+    :class:`~schedlab.sched.replay.ReplaySpec` (``annotate: auto`` unless ``--annotate``), the fetch for
+    models named by MLflow URI (None without one) and the tracking store of ``--track``."""
+    from schedlab.sched.models.fitted import is_uri, make_iteration_time
     from schedlab.sched.models.interference import make_interference
     from schedlab.sched.policies import make_policy
+    from schedlab.sched.replay import AUTO, ReplaySpec
 
     unknown = [p for p in args.policy if p not in POLICIES]
     if unknown:
@@ -214,23 +220,25 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         cluster = load_cluster(args.cluster)
     except ClusterError as err:
         raise ValueError(f"--cluster: {err}") from None
-    tracking_uri = _check_tracking() if args.track else None
+    tracking_uri = _check_tracking(args.settings) if args.track else None
+    fetch = None
+    if is_uri(args.iteration_time) or "models:/" in args.interference or "runs:/" in args.interference:
+        from schedlab.tasks.model_tracking import fetcher
+
+        fetch = fetcher(args.settings.tracking_uri, args.settings.registry_uri)
     try:
-        make_interference(args.interference)
+        make_interference(args.interference, fetch)
     except (ValueError, OSError) as err:
         raise ValueError(f"--interference: {err}") from None
-    from schedlab.sched.models.fitted import make_iteration_time
-
     try:
-        args.iteration_catalog = make_iteration_time(args.iteration_time)
+        make_iteration_time(args.iteration_time, fetch)
     except (ValueError, OSError) as err:
         raise ValueError(f"--iteration-time: {err}") from None
-    args.loan = _loan_options(args, cluster)
-    args.smact = None
+    loan = _loan_options(args, cluster)
     if args.smact_profiles:
         from schedlab.profiling.smact import smact_profile
 
-        args.smact = smact_profile(args.smact_profiles, cluster.training_pool.gpu_type)  # ValueError names the folder
+        smact_profile(args.smact_profiles, cluster.training_pool.gpu_type)  # ValueError names the folder
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise ValueError(f"--end ({args.end:g}) must be greater than --start ({args.start:g})")
     try:
@@ -243,7 +251,14 @@ def _check_replay(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], 
         )
     except ValidationError as err:
         raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
-    return params, cluster, options, tracking_uri
+    spec = ReplaySpec(
+        trace=args.trace, format=args.format, options=options, annotate=True if args.annotate else AUTO,
+        cluster=args.cluster, policies=[{"name": name, "params": params[name]} for name in args.policy],
+        seed=args.seed, placement=args.placement, preemption_overhead_s=args.preemption_overhead,
+        interference=args.interference, iteration_time=args.iteration_time,
+        smact_profiles=args.smact_profiles, inference=loan,
+    )
+    return spec, fetch, tracking_uri
 
 
 #: LoanOptions fields as the replay options that set them (their ``dest``; ``--keep-progress`` clears
@@ -281,52 +296,44 @@ def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
 def _replay(args: argparse.Namespace) -> int:
     from schedlab.sched.results.outdir import claim, fresh_folder
 
-    params, cluster, options, tracking_uri = _check_replay(args)
+    spec, fetch, tracking_uri = _check_replay(args)
     problem = path_problem(Path(args.trace), folder=True) if args.trace else None
     if problem is not None:
         raise ValueError(f"--trace {args.trace}: {problem}")
-    out = Path(args.out) if args.out else fresh_folder(settings.replays_dir())
+    out = Path(args.out) if args.out else fresh_folder(settings.replays_dir(args.settings.home))
     # a file, read-only, busy or non-empty --out fails here, before the replay
     lock = claim(out, overwrite=args.overwrite, created=not args.out)
     try:
-        return _run_replay(args, params, cluster, options, out, tracking_uri)
+        return _run_replay(args, spec, fetch, out, tracking_uri)
     finally:
         lock.release()
 
 
-def _run_replay(args: argparse.Namespace, params: dict[str, dict[str, Any]], cluster: Any, options: LoadOptions,
-                out: Path, tracking_uri: str | None) -> int:
-    from schedlab.sched.replay import prepare_table, replay, write_atomic
+def _run_replay(args: argparse.Namespace, spec: Any, fetch: Any, out: Path, tracking_uri: str | None) -> int:
+    """Replay ``spec`` (:func:`schedlab.sched.replay.run`): each policy's results written, and logged
+    with ``--track``, as it ends; then the comparison."""
+    from schedlab.sched.replay import prepare, run, write_atomic
 
-    table, report = load_trace(args.trace, args.format, options)
-    needs_workloads = any(POLICIES[p].shares_gpus for p in args.policy) and "model" not in table.columns
-    if needs_workloads and not args.annotate:
+    prepared = prepare(spec, fetch=fetch)
+    report, notes, cluster = prepared.report, prepared.notes, prepared.cluster
+    if notes.get("annotated") and not args.annotate:
         print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")
-    table, notes = prepare_table(table, cluster, annotate_workloads=args.annotate or needs_workloads, seed=args.seed,
-                                 iteration_time=getattr(args, "iteration_catalog", None), report=report)
     print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
           f" dropped {counted(report.dropped)}, repaired {counted(report.repaired)}")
     if "iteration_time_note" in notes:
         print(f"iteration times: {notes['iteration_time_note']}")
-    rows, results = [], []
-    with _tracked(args, tracking_uri, params, report.source, cluster.total_gpus, out) as runs:
-        for name in args.policy:
-            result = replay(
-                table, cluster, name, params[name], placement=args.placement, seed=args.seed,
-                preemption_overhead_s=args.preemption_overhead, interference=args.interference,
-                iteration_time=getattr(args, "iteration_catalog", None), load_report={**report.to_dict(), **notes},
-                progress=not args.no_progress and sys.stderr.isatty(), smact=args.smact,
-                inference=args.loan,
-            )
-            result.write(out / name if len(args.policy) > 1 else out)
+    with _tracked(args, tracking_uri, spec, report.source, cluster.total_gpus, out) as runs:
+        def finished(result: Any) -> None:
+            result.write(out / result.policy if len(spec.policies) > 1 else out)
             if runs is not None:
                 runs.log(result)
-            rows.append(result.summary)
-            results.append(result)
-        comparison = comparison_table(rows)
+
+        results = run(spec, prepared, fetch=fetch, progress=not args.no_progress and sys.stderr.isatty(),
+                      each=finished)
+        comparison = comparison_table([result.summary for result in results])
         write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
         link = runs.finish(results) if runs is not None else None
-    print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {args.placement}, seed: {args.seed}")
+    print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {spec.placement}, seed: {spec.seed}")
     print(format_table(comparison))
     print(f"results: {out}/")
     if link is not None:
@@ -348,12 +355,11 @@ def counted(reasons: dict[str, int]) -> str:
                                     for why, n in reasons.items() if n) + ")"
 
 
-def _check_tracking() -> str:
+def _check_tracking(conf: settings.Settings) -> str:
     """``--track``: the tracking store, checked before any replay (exit 2 when it cannot be used)."""
-    from schedlab import settings
     from schedlab.tasks.tracking import TrackingError, check_tracking
 
-    uri = settings.tracking_uri(settings.apply_env())
+    uri = conf.tracking_uri
     try:
         check_tracking(uri)
     except TrackingError as err:
@@ -366,7 +372,7 @@ TRACKED_LOAD_OPTIONS = ("max_jobs", "num_jobs", "load", "start", "end", "vc", "t
 
 
 @contextlib.contextmanager
-def _tracked(args: argparse.Namespace, uri: str | None, params: dict, source: str, total_gpus: int,
+def _tracked(args: argparse.Namespace, uri: str | None, spec: Any, source: str, total_gpus: int,
              out: Path) -> Iterator[Any]:
     """``--track``: the replay's MLflow runs (:mod:`schedlab.tasks.adhoc`), created before the first
     policy is replayed, a SIGTERM turned into an interruption meanwhile (the runs not done end KILLED);
@@ -384,12 +390,12 @@ def _tracked(args: argparse.Namespace, uri: str | None, params: dict, source: st
               "iteration_time": args.iteration_time, "trace.annotate": args.annotate,
               "code_version": tracking.code_version(),
               **{f"trace.option.{k}": getattr(args, k) for k in TRACKED_LOAD_OPTIONS if getattr(args, k) is not None},
-              **{f"inference.{k}": v for k, v in (args.loan.model_dump() if args.loan else {}).items()}}
-    config = {"*": shared, **{name: {
-        "preemption_overhead_s": mlflow_view.preemption_overhead(name, args.preemption_overhead),
-        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(name, params[name]).items()}}
-        for name in args.policy}}
-    root = None if uri.startswith(("http://", "https://")) else settings.artifact_root()
+              **{f"inference.{k}": v for k, v in (spec.inference.model_dump() if spec.inference else {}).items()}}
+    config = {"*": shared, **{policy.name: {
+        "preemption_overhead_s": mlflow_view.preemption_overhead(policy.name, spec.preemption_overhead_s),
+        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(policy.name, policy.params).items()}}
+        for policy in spec.policies}}
+    root = None if uri.startswith(("http://", "https://")) else args.settings.artifact_root
     with interrupted_by(signal.SIGTERM), adhoc_runs(uri, args.experiment, root, config, total_gpus, out) as runs:
         yield runs
 

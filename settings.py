@@ -1,8 +1,12 @@
 """The project data directory and the environment every flow, task and Dask worker runs under.
 
-Nothing here imports prefect or mlflow: :func:`apply_env` must run *before* they are imported
-(``schedlab.flows`` and ``schedlab.tasks`` call it on import), because both read part of their
-configuration once, at import time.
+:class:`Settings` says where schedlab keeps its data and which stores it talks to. An entry point
+(the ``schedlab`` command, a test session, a benchmark's ``main``) builds it once
+(:meth:`Settings.from_env`) and applies it (:meth:`Settings.apply`: telemetry off, ``PREFECT_HOME``,
+exported so that Dask workers and sub-processes inherit them) *before* prefect or mlflow is imported,
+because both read part of their configuration once, at import time; a command that runs Prefect
+then calls :meth:`Settings.prefect_ready`. Importing any schedlab module changes nothing: nothing
+here imports prefect or mlflow, and no module applies settings on import.
 
 ``$SCHEDLAB_HOME`` (default ``./.schedlab``) holds everything the embedded defaults write::
 
@@ -29,7 +33,8 @@ import hashlib
 import ipaddress
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 #: Telemetry off: none of these processes tries the network on its own.
@@ -118,13 +123,12 @@ def registry_uri(tracking: str) -> str:
 
 
 @contextlib.contextmanager
-def mlflow_env(tracking: str) -> Iterator[None]:
-    """``$MLFLOW_TRACKING_URI`` = ``tracking`` and ``$MLFLOW_REGISTRY_URI`` = its registry while the
-    ``with`` lasts. MLflow resolves ``models:/…`` through the registry the environment names (else
-    ``./mlflow.db``), whatever URIs the call is given: set both wherever a model is loaded."""
-    wanted = {"MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": registry_uri(tracking)}
-    previous = {key: os.environ.get(key) for key in wanted}
-    os.environ.update(wanted)
+def environ(values: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` while the ``with`` lasts, each variable restored (or removed)
+    afterwards: for what reads the environment during a call (MLflow's registry for ``models:/…``)
+    or inherits it (Dask worker processes started meanwhile). The one place a variable is swapped."""
+    previous = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -133,6 +137,14 @@ def mlflow_env(tracking: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def mlflow_env(tracking: str, registry: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """``$MLFLOW_TRACKING_URI`` = ``tracking`` and ``$MLFLOW_REGISTRY_URI`` = ``registry`` (default: its
+    registry) while the ``with`` lasts. MLflow resolves ``models:/…`` through the registry the
+    environment names (else ``./mlflow.db``), whatever URIs the call is given: set both wherever a
+    model is downloaded (:func:`schedlab.tasks.model_tracking.fetcher`)."""
+    return environ({"MLFLOW_TRACKING_URI": tracking, "MLFLOW_REGISTRY_URI": registry or registry_uri(tracking)})
 
 
 #: a name kept as it is in a path: letters, digits, ``_.@-``, not starting with a dot
@@ -150,30 +162,56 @@ def path_name(name: str) -> str:
     return f"{stem}-{digest}" if stem else digest
 
 
-def apply_env(home: Path | None = None) -> Path:
-    """Set telemetry off and ``PREFECT_HOME`` inside ``$SCHEDLAB_HOME`` (values the user set win).
-
-    Exported to the environment so that Dask workers and ``prefect``/``mlflow`` sub-processes
-    started from here inherit them. Returns the data directory."""
-    home = home or schedlab_home()
-    for key, value in TELEMETRY_ENV.items():
+def export(values: Mapping[str, str]) -> None:
+    """Put ``values`` into this process's environment, a variable the user set winning (what
+    :meth:`Settings.apply` does, and a Dask worker's plugin: ``schedlab.flows.workers``)."""
+    for key, value in values.items():
         os.environ.setdefault(key, value)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # Dask's INFO chatter off (workers too)
-    os.environ.setdefault("SCHEDLAB_HOME", str(home))
-    os.environ.setdefault("PREFECT_HOME", str(prefect_home(home)))
-    return home
 
 
-def prefect_env() -> Path:
-    """:func:`apply_env`, and ``PREFECT_HOME`` created: call it before importing prefect, which creates
-    its home when imported and only warns if it cannot (a missing parent). An OS error (read-only, a
-    file in the way, no permission) raises :class:`HomeError` naming the folder."""
-    home = apply_env()
-    folder = Path(os.environ["PREFECT_HOME"])
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise HomeError(f"Prefect home (PREFECT_HOME) {folder}: cannot create the folder ({err.strerror or err});"
-                        " set SCHEDLAB_HOME to a writable folder") from None
-    return home
+@dataclass(frozen=True)
+class Settings:
+    """Where schedlab keeps its data and which stores it talks to (module docstring): built once by
+    an entry point and passed down."""
+
+    home: Path  # $SCHEDLAB_HOME
+    tracking_uri: str  # MLflow tracking store: $MLFLOW_TRACKING_URI, else home/mlflow.db
+    registry_uri: str  # MLflow model registry: $MLFLOW_REGISTRY_URI, else the tracking store
+    artifact_root: Path  # a sqlite store's artifacts
+    prefect_home: Path  # $PREFECT_HOME, else home/prefect
+
+    @classmethod
+    def from_env(cls, home: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+        """From the environment ``env`` (default: this process's); ``home`` overrides ``$SCHEDLAB_HOME``."""
+        env = os.environ if env is None else env
+        home = home or Path(env.get("SCHEDLAB_HOME") or ".schedlab").expanduser().resolve()
+        tracking = env.get("MLFLOW_TRACKING_URI") or sqlite_uri(home)
+        return cls(home=home, tracking_uri=tracking, registry_uri=env.get("MLFLOW_REGISTRY_URI") or tracking,
+                   artifact_root=artifact_root(home), prefect_home=Path(env.get("PREFECT_HOME") or prefect_home(home)))
+
+    @property
+    def ui(self) -> str:
+        """The MLflow UI address links point at (:func:`ui_base`: read when asked, ``schedlab ui`` may move it)."""
+        return ui_base(self.home)
+
+    def environment(self) -> dict[str, str]:
+        """What prefect, mlflow and Dask read from the environment: telemetry off, the homes."""
+        return {**TELEMETRY_ENV, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+                "DASK_LOGGING__DISTRIBUTED": "warning",  # Dask's INFO chatter off (workers too)
+                "SCHEDLAB_HOME": str(self.home), "PREFECT_HOME": str(self.prefect_home)}
+
+    def apply(self) -> Settings:
+        """Export :meth:`environment` (values the user set win), before prefect or mlflow is imported."""
+        export(self.environment())
+        return self
+
+    def prefect_ready(self) -> Settings:
+        """``PREFECT_HOME`` created: call it before importing prefect, which creates its home when imported
+        and only warns if it cannot (a missing parent). An OS error (read-only, a file in the way, no
+        permission) raises :class:`HomeError` naming the folder."""
+        try:
+            self.prefect_home.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise HomeError(f"Prefect home (PREFECT_HOME) {self.prefect_home}: cannot create the folder"
+                            f" ({err.strerror or err}); set SCHEDLAB_HOME to a writable folder") from None
+        return self

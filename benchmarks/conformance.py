@@ -106,12 +106,14 @@ def write_trace(df: pd.DataFrame, path: Path) -> Path:
 
 def run_ours(trace_csv: Path, case: str) -> pd.DataFrame:
     """schedlab on the simulator-format trace: ``job_id`` (int), ``jct_s``, ``duration``, ``preemptions``."""
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import load_trace
 
     policy, params, _, _, scheme = CASES[case]
     table, _ = load_trace(trace_csv, "tiresias")
-    result = replay(table, CLUSTER, policy, params, placement=PLACEMENTS[scheme], preemption_overhead_s=0.0)
+    spec = ReplaySpec(cluster=CLUSTER, policies=[{"name": policy, "params": params or {}}],
+                      placement=PLACEMENTS[scheme], preemption_overhead_s=0.0)
+    [result] = run(spec, prepare(spec, table))
     return per_job(result.jobs)
 
 

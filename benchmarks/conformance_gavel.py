@@ -72,10 +72,12 @@ def job_table(peer: pd.DataFrame) -> pd.DataFrame:
 def run_ours(case: str, peer: pd.DataFrame | None = None) -> pd.DataFrame:
     """schedlab's ``gavel`` on the case's jobs: ``job_id`` (int), ``submit_time``, ``jct_s``, ``duration``,
     ``preemptions``."""
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
 
     peer = load_expected(case) if peer is None else peer
-    result = replay(job_table(peer), CLUSTER, "gavel", CASES[case][1], preemption_overhead_s=0.0)
+    spec = ReplaySpec(cluster=CLUSTER, policies=[{"name": "gavel", "params": CASES[case][1] or {}}],
+                      preemption_overhead_s=0.0)
+    [result] = run(spec, prepare(spec, job_table(peer)))
     jobs = result.jobs
     return pd.DataFrame({"job_id": jobs["job_id"].astype(int).to_numpy(), "submit_time": jobs["submit_time"].to_numpy(),
                          "jct_s": jobs["jct_s"].to_numpy(), "duration": jobs["duration"].to_numpy(),

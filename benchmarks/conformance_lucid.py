@@ -119,15 +119,17 @@ def write_trace(df: pd.DataFrame, path: Path) -> Path:
 def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
     """schedlab on the Lucid-format trace on ``nodes`` x 8 GPUs under ``strict-best-fit``: ``job_id`` (int),
     ``submit_time``, ``jct_s``, ``duration``, ``preemptions``."""
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import load_trace
 
     policy, params, _, workload = CASES[case]
     _, ours, interference = WORKLOADS[workload]
     table, _ = load_trace(trace_csv, "helios")
     table["model"], table["batch_size"] = ours  # the helios loader reads no workload columns
-    return per_job(replay(table, f"{nodes}x{GPUS_PER_NODE}", policy, params, placement="strict-best-fit",
-                          preemption_overhead_s=0.0, interference=interference).jobs)
+    spec = ReplaySpec(cluster=f"{nodes}x{GPUS_PER_NODE}", policies=[{"name": policy, "params": params or {}}],
+                      placement="strict-best-fit", preemption_overhead_s=0.0, interference=interference)
+    [result] = run(spec, prepare(spec, table))
+    return per_job(result.jobs)
 
 
 def main() -> None:

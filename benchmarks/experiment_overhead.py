@@ -61,6 +61,9 @@ def main() -> None:
     home = Path(args.home or tempfile.mkdtemp(prefix="schedlab-bench-"))
     os.environ["SCHEDLAB_HOME"] = str(home)
     os.environ.setdefault("SCHEDLAB_CODE_VERSION", "benchmark")
+    from schedlab.settings import Settings
+
+    Settings.from_env().apply().prefect_ready()  # this entry point's settings, before prefect is imported
     stamp = time.strftime("%Y%m%d-%H%M%S")
     serial = run(home, f"bench-serial-{stamp}", args.jobs, workers=1)
     parallel = run(home, f"bench-parallel-{stamp}", args.jobs, workers=2)

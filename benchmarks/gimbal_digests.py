@@ -34,8 +34,7 @@ def digests(result) -> dict[str, str]:
 def run_all(trace: str, policies: list[str], jobs: int, gavel_jobs: int) -> dict[str, dict[str, str]]:
     from schedlab.sched.traces.annotate import annotate
     from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.models.fitted import make_iteration_time
-    from schedlab.sched.replay import prepare_table, replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
     interference = f"mpscap:gavel:{GAVEL_TABLE}"
@@ -43,14 +42,14 @@ def run_all(trace: str, policies: list[str], jobs: int, gavel_jobs: int) -> dict
     for policy in policies:
         n = gavel_jobs if policy in ROUND_BASED else jobs
         table, _ = load_trace(trace, "philly", LoadOptions(max_jobs=n, max_gpus=512))
-        result = replay(annotate(table, seed=0), "philly-512", policy, interference=interference)
+        spec = ReplaySpec(cluster="philly-512", policies=[policy], interference=interference)
+        [result] = run(spec, prepare(spec, annotate(table, seed=0)))
         out[f"philly-512/{n}/{policy}"] = digests(result)
         cluster = load_cluster("gimbal")
         gpus = cluster.training_pool.servers * cluster.training_pool.gpus_per_server
-        table, _ = load_trace(trace, "philly", LoadOptions(max_gpus=gpus, **SETUP_150))
-        timing = make_iteration_time("catalog")
-        table, _ = prepare_table(table, cluster, annotate_workloads=ANNOTATE_150, seed=0, iteration_time=timing)
-        result = replay(table, cluster, policy, seed=0, interference=interference, iteration_time=timing)
+        spec = ReplaySpec(trace=trace, format="philly", options=LoadOptions(max_gpus=gpus, **SETUP_150),
+                          annotate=ANNOTATE_150, cluster=cluster, policies=[policy], seed=0, interference=interference)
+        [result] = run(spec)
         out[f"gimbal-150/{policy}"] = digests(result)
         for key in (f"philly-512/{n}/{policy}", f"gimbal-150/{policy}"):
             print(f"{key:34s} table {out[key]['table'][:16]} summary {out[key]['summary'][:16]}", flush=True)

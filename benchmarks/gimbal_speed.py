@@ -99,14 +99,16 @@ def instrument() -> tuple[array, list[float]]:
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, interference: str) -> dict:
     from schedlab.sched.traces.annotate import annotate
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
     table, _ = load_trace(trace, "philly", LoadOptions(max_jobs=max_jobs or None, max_gpus=512))
     table = annotate(table, seed=0)
+    spec = ReplaySpec(cluster=cluster, policies=[policy], interference=interference)
+    prepared = prepare(spec, table)
     steps, base_s = instrument()
     started, cpu_started = time.perf_counter(), time.process_time()
-    result = replay(table, cluster, policy, interference=interference)
+    [result] = run(spec, prepared)
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     summary = result.summary
     return {

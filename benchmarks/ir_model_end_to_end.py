@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.replay import prepare_table, replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
     cluster = load_cluster(args.cluster)
@@ -54,12 +54,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{'median SB':>10s} {'fallbacks':>9s} {'s':>5s}")
     diffs = []
     for seed in args.seeds:
-        table, _ = load_trace(None, None, LoadOptions(num_jobs=args.jobs, seed=seed, load=args.load))
-        table, _ = prepare_table(table, cluster, annotate_workloads=True, seed=seed)
+        table, _ = load_trace(None, None, LoadOptions(num_jobs=args.jobs, seed=seed, load=args.load))  # 64 GPUs' load
+        replay = ReplaySpec(annotate=True, cluster=cluster, seed=seed, interference=truth,
+                            policies=[{"name": "castor", "params": {"mode": args.mode, "predictor": spec}}
+                                      for spec in sources.values()])
+        prepared = prepare(replay, table)
         out = {}
-        for label, spec in sources.items():
+        for label, policy in zip(sources, replay.policies):
             t = time.time()
-            res = replay(table, cluster, "castor", {"mode": args.mode, "predictor": spec}, seed=seed, interference=truth)
+            [res] = run(replay.model_copy(update={"policies": (policy,)}), prepared)
             s = res.summary
             j = res.jobs[res.jobs["exclusive_jct_estimate"].notna()]
             s["median_sharing_benefit"] = float((j["exclusive_jct_estimate"] / j["jct_s"]).median())

@@ -64,15 +64,18 @@ def run_case(table, case: str, inference_path: str, params: dict | None = None, 
     """Replay ``table`` as ``case`` (CASES) on ``lyra-sim`` (``params`` replace the policy's, ``loan``
     adds LoanOptions fields); returns (result, wall seconds, CPU seconds)."""
     from schedlab.sched.core.pools import LoanOptions
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
 
     policy, default_params, loaning = CASES[case]
-    spec = lyra_sim()
+    cluster = lyra_sim()
     if not loaning:  # the training pool alone
-        spec = spec.model_copy(update={"pools": spec.pools[:1]})
+        cluster = cluster.model_copy(update={"pools": cluster.pools[:1]})
     inference = LoanOptions(load=str(inference_path), **(loan or {})) if loaning else None
+    spec = ReplaySpec(cluster=cluster, inference=inference, policies=[
+        {"name": policy, "params": (params if params is not None else default_params) or {}}])
+    prepared = prepare(spec, table)
     started, cpu = time.perf_counter(), time.process_time()
-    result = replay(table, spec, policy, params if params is not None else default_params, inference=inference)
+    [result] = run(spec, prepared)
     return result, time.perf_counter() - started, time.process_time() - cpu
 
 

@@ -27,13 +27,12 @@ from result_digests import table_digest, write_digests
 LYRA_WINDOW_START_S = 3_456_000.0  # lyra-scaling.yaml's window (the busiest 15 days of Philly)
 
 
-def study_table(data: Path, workload: int):
-    from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.replay import prepare_table
-    from schedlab.sched.traces import load_trace
+def study_spec(data: Path, workload: int):
+    """A study workload on the study's cluster, read on the file's clock (the format's default)."""
+    from schedlab.sched.replay import ReplaySpec
 
-    table, _ = load_trace(data / "workloads" / f"workload-{workload}.csv", "pollux")  # the file's clock
-    return prepare_table(table, load_cluster(CLUSTER), goodput_root=data)[0]
+    return ReplaySpec(trace=str(data / "workloads" / f"workload-{workload}.csv"), format="pollux", cluster=CLUSTER,
+                      policies=["pollux"], goodput_root=str(data))
 
 
 def lyra_table(trace: str, hours: float):
@@ -46,14 +45,15 @@ def lyra_table(trace: str, hours: float):
 
 
 def run_all(data: Path, trace: str, hours: list[float]) -> dict[str, dict]:
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
 
-    cases = [("workload-6", lambda: replay(study_table(data, 6), CLUSTER, "pollux", goodput_root=data))]
-    cases += [(f"lyra-{h:g}h", lambda h=h: replay(lyra_table(trace, h), "lyra-sim", "pollux")) for h in hours]
+    lyra = ReplaySpec(cluster="lyra-sim", policies=["pollux"])
+    cases = [("workload-6", lambda: run(study_spec(data, 6))[0])]
+    cases += [(f"lyra-{h:g}h", lambda h=h: run(lyra, prepare(lyra, lyra_table(trace, h)))[0]) for h in hours]
     found = {}
-    for name, run in cases:
+    for name, replay_case in cases:
         wall, cpu = time.perf_counter(), time.process_time()
-        result = run()
+        result = replay_case()
         found[name] = {"table": table_digest(result.jobs), "jobs": len(result.jobs),
                        "rounds": result.summary["pollux_rounds"], "wall_s": round(time.perf_counter() - wall, 2),
                        "cpu_s": round(time.process_time() - cpu, 2)}

@@ -43,15 +43,14 @@ def main() -> None:
     from schedlab.sched.policies.pollux_ga import GeneticSolver
     from schedlab.sched.policies.pollux_opt import solve
     from schedlab.sched.policies.pollux_problem import Problem
-    from schedlab.sched.replay import prepare_table
-    from schedlab.sched.traces import load_trace
+    from schedlab.sched.replay import ReplaySpec, prepare
 
     path = Path(args.data) / FOLDERS[args.load] / f"workload-{args.workload}.csv"
-    table, _ = load_trace(path, "pollux")
     cluster = load_cluster("16x4:t4")
-    prepared, _ = prepare_table(table, cluster, goodput_root=args.data)
+    spec = ReplaySpec(trace=str(path), format="pollux", cluster=cluster, policies=["pollux"], goodput_root=args.data)
+    prepared = prepare(spec).table
     policy = make_policy("pollux")
-    policy.recorded = []
+    policy.recorded = []  # the optimiser's problems, which a replay through run() would not hand back
     Engine(jobs_from_table(prepared, load_applications(args.data)), ClusterState(cluster), policy).run()
     states = [p for p in policy.recorded if len(p.jobs) >= 2]
     step = max(1, len(states) // args.states)

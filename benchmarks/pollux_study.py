@@ -58,16 +58,16 @@ def replay_cell(data: str, policy: str, workload: int, load: float, knowledge: s
     """One replay (runs on a Dask worker): the average JCT and its wall time (``knowledge`` is pollux's);
     with ``check_cli`` also the CLI's average JCT for the same cell (``cli_avg_jct_s``)."""
     os.environ["SCHEDLAB_POLLUX_DATA"] = data
-    from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.replay import prepare_table, replay
-    from schedlab.sched.traces import load_trace
+    from schedlab.sched.replay import ReplaySpec, prepare, run
+    from schedlab.sched.traces import LoadOptions
 
-    table, _ = load_trace(workload_path(data, workload, load), "pollux")
-    cluster = load_cluster(CLUSTER)
-    prepared, _ = prepare_table(table, cluster, goodput_root=data)
+    params = {"knowledge": knowledge} if policy == "pollux" else {}
+    spec = ReplaySpec(trace=str(workload_path(data, workload, load)), format="pollux",
+                      options=LoadOptions(max_gpus=None), cluster=CLUSTER,
+                      policies=[{"name": policy, "params": params}], goodput_root=data)
+    prepared = prepare(spec)
     start, cpu = time.perf_counter(), time.process_time()
-    params = {"knowledge": knowledge} if policy == "pollux" else None
-    result = replay(prepared, cluster, policy, params, goodput_root=data)
+    [result] = run(spec, prepared)
     cell = {"policy": policy, "workload": workload, "load": load, "avg_jct_s": result.summary["avg_jct_s"],
             "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
     if check_cli:

@@ -16,12 +16,14 @@ from common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 
 def one(trace: str, policy: str, size: int, cluster: str) -> dict:
-    from schedlab.sched.replay import replay
-    from schedlab.sched.traces import LoadOptions, load_trace
+    from schedlab.sched.replay import ReplaySpec, prepare, run
 
-    table, _ = load_trace(trace, "philly", LoadOptions(max_jobs=size or None, max_gpus=512))
+    spec = ReplaySpec(trace=trace, format="philly", options={"max_jobs": size or None, "max_gpus": 512},
+                      cluster=cluster, policies=[policy])
+    prepared = prepare(spec)
+    table = prepared.table
     started = time.perf_counter()
-    result = replay(table, cluster, policy)
+    [result] = run(spec, prepared)
     seconds = time.perf_counter() - started
     return {
         "policy": policy,

@@ -71,6 +71,9 @@ def cached_run(spec, cache: str | None):
 
 
 def main() -> None:
+    from schedlab.settings import Settings
+
+    Settings.from_env().apply().prefect_ready()  # before prefect is imported (tasks.replay), for the workers too
     from dask.distributed import Client, LocalCluster
     from schedlab.sched.results.reproduce import (
         HOUR,

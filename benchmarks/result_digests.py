@@ -47,14 +47,16 @@ def write_digests(path: Path, found: dict) -> None:
 def one(trace: str, policy: str, max_jobs: int, cluster: str, out: str) -> dict:
     from schedlab.sched.traces.annotate import annotate
     from schedlab.sched.policies import SHARING
-    from schedlab.sched.replay import replay
+    from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
     table, _ = load_trace(trace, "philly", LoadOptions(max_jobs=max_jobs or None, max_gpus=512))
     if policy in SHARING:
         table = annotate(table, seed=0)
+    spec = ReplaySpec(cluster=cluster, policies=[policy])
+    prepared = prepare(spec, table)
     started = time.perf_counter()
-    result = replay(table, cluster, policy)
+    [result] = run(spec, prepared)
     seconds = time.perf_counter() - started
     result.jobs.to_parquet(Path(out) / f"{policy}.parquet", index=False)
     return {

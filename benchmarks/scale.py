@@ -38,15 +38,17 @@ def generate(directory: Path, jobs: int) -> Path:
 
 
 def one(path: str, policy: str, cluster: str, head: int) -> dict:
-    from schedlab.sched.replay import replay
-    from schedlab.sched.traces import LoadOptions, load_trace
+    from schedlab.sched.replay import ReplaySpec, prepare, run
 
+    spec = ReplaySpec(trace=path, format="canonical", options={"max_jobs": head or None, "max_gpus": 512},
+                      cluster=cluster, policies=[policy])
     started = time.perf_counter()
-    table, _ = load_trace(path, "canonical", LoadOptions(max_jobs=head or None, max_gpus=512))
+    prepared = prepare(spec)
+    table = prepared.table
     loaded = time.perf_counter()
     seconds = 0.0
     if not head:
-        replay(table, cluster, policy)
+        run(spec, prepared)
         seconds = time.perf_counter() - loaded
     return {"jobs": len(table), "load_s": loaded - started, "replay_s": seconds, "peak_mb": peak_mb()}
 

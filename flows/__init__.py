@@ -1,9 +1,6 @@
-"""schedlab.flows: Prefect flows (thin wiring). Importing it sets the project environment
-(``$SCHEDLAB_HOME``, ``PREFECT_HOME``, telemetry off) before prefect or mlflow is imported."""
-
-from schedlab.settings import apply_env as _apply_env
-
-_apply_env()
+"""schedlab.flows: Prefect flows (thin wiring). Importing it changes nothing: the entry point applies
+the project's :class:`~schedlab.settings.Settings` (``$SCHEDLAB_HOME``, ``PREFECT_HOME``, telemetry off)
+before prefect or mlflow is imported."""
 
 #: what ``schedlab reproduce`` runs without arguments (names in conf/experiments/); here, not in
 #: :mod:`schedlab.flows.reproduce`, so that ``--help`` lists them without importing prefect

@@ -29,11 +29,9 @@ from pathlib import Path
 
 from schedlab import settings
 
-settings.prefect_env()  # before prefect is imported
+from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
-from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS  # noqa: E402
-
-from schedlab.tasks.locks import LockTimeout, file_lock  # noqa: E402
+from schedlab.tasks.locks import LockTimeout, file_lock
 
 #: how long an ephemeral server may take to start unless PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS says
 STARTUP_TIMEOUT_S = 600
@@ -94,6 +92,16 @@ def ephemeral_server(port: int):
     return EphemeralServer(port=port)
 
 
+def exported_api_url(url: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """``$PREFECT_API_URL`` = ``url`` (default: the API this process uses, if any) while the ``with``
+    lasts: Dask worker processes started meanwhile report their task runs to the flow's API, not to
+    an ephemeral one of their own. The one place the variable is swapped (:func:`settings.environ`)."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = url or PREFECT_API_URL.value()
+    return settings.environ({"PREFECT_API_URL": url} if url else {})
+
+
 @contextlib.contextmanager
 def prefect_api() -> Iterator[Future]:
     """Make Dask workers talk to the flow's Prefect API. With no ``PREFECT_API_URL`` Prefect runs an
@@ -103,7 +111,6 @@ def prefect_api() -> Iterator[Future]:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     url = PREFECT_API_URL.value()
-    previous = os.environ.get("PREFECT_API_URL")
     server = starter = None
     if url:
         started: Future = Future()
@@ -136,15 +143,10 @@ def prefect_api() -> Iterator[Future]:
         # PR_SET_PDEATHSIG follows that thread, not the process
         starter = ThreadPoolExecutor(1, thread_name_prefix="prefect-api")
         started = starter.submit(start)
-    os.environ["PREFECT_API_URL"] = url
     try:
-        with temporary_settings({PREFECT_API_URL: url}):
+        with exported_api_url(url), temporary_settings({PREFECT_API_URL: url}):
             yield started
     finally:
-        if previous is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = previous
         if server is not None:
             with contextlib.suppress(Exception):
                 started.result()

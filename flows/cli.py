@@ -110,6 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _experiment(args: argparse.Namespace) -> int:
+    args.settings.prefect_ready()
     from schedlab.flows.experiment import run_experiment
 
     if args.workers is not None and args.workers < 1:
@@ -209,8 +210,7 @@ def _ui(args: argparse.Namespace) -> int:
         print(f"schedlab ui: error: cannot listen on {args.host}:{args.port} ({busy.strerror or busy});"
               " is another `schedlab ui` or MLflow server running? Choose another --port", file=sys.stderr)
         return 2
-    home = settings.apply_env()
-    uri = settings.tracking_uri(home)
+    home, uri = args.settings.home, args.settings.tracking_uri
     if uri.startswith(("http://", "https://")):
         print(f"MLFLOW_TRACKING_URI is a tracking server: its UI is at {uri}")
         return 0
@@ -315,6 +315,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    args.settings.prefect_ready()
     from schedlab.flows.serve import ServeError, check_server, load_flow, serve_flow, validate_schedule
 
     try:
@@ -358,6 +359,7 @@ def _run(command: str, args: argparse.Namespace, run, render) -> int:
 
 
 def _nightly(args: argparse.Namespace) -> int:
+    args.settings.prefect_ready()
     from schedlab.flows.nightly import run_nightly
 
     def render(report: dict) -> int | None:
@@ -378,6 +380,7 @@ def _nightly(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    args.settings.prefect_ready()
     from schedlab.flows.reproduce import run_reproduce
 
     def render(report: dict) -> None:
@@ -389,6 +392,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _end_to_end(args: argparse.Namespace) -> int:
+    args.settings.prefect_ready()
     from schedlab.flows.end_to_end import run_end_to_end
 
     def render(report: dict) -> None:

@@ -27,16 +27,14 @@ from typing import Any
 
 from schedlab import settings
 
-settings.prefect_env()  # before prefect is imported
-
-import yaml  # noqa: E402
-from prefect import flow  # noqa: E402
-from prefect.states import Failed  # noqa: E402
-from schedlab.tasks.config import load_config  # noqa: E402
-from schedlab.tasks import tracking  # noqa: E402
-from schedlab.tasks.fit import KINDS, fit_task  # noqa: E402
-from schedlab.tasks.profile import profile_task, read_sweep  # noqa: E402
-from schedlab.tasks.tracking import client, retrying  # noqa: E402
+import yaml
+from prefect import flow
+from prefect.states import Failed
+from schedlab.tasks.config import load_config
+from schedlab.tasks import tracking
+from schedlab.tasks.fit import KINDS, fit_task
+from schedlab.tasks.profile import profile_task, read_sweep
+from schedlab.tasks.tracking import client, retrying
 
 DEFAULT_SWEEP = "smoke"
 DEFAULT_EXPERIMENT = "quickstart"
@@ -75,7 +73,7 @@ def end_to_end(dask_address: str, sweep: str = DEFAULT_SWEEP, experiment: str = 
     from prefect_dask import DaskTaskRunner
     from schedlab.flows.experiment import experiment_flow
 
-    home = settings.apply_env()
+    home = settings.Settings.from_env().apply().home
     uri = tracking_uri or settings.tracking_uri(home)
     store_dir = str(Path(store).expanduser().resolve() if store else home / "profiles")
     models = str(Path(models_dir).expanduser().resolve() if models_dir else home / "models")
@@ -121,7 +119,7 @@ def run_end_to_end(sweep: str = DEFAULT_SWEEP, experiment: str = DEFAULT_EXPERIM
     ValueError (sweep), ConfigError, TrackingError or DaskUnreachable before any work."""
     from schedlab.flows.experiment import orchestration
 
-    home = settings.apply_env(home)
+    home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)
     read_sweep(sweep)
     load_config(experiment)

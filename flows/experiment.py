@@ -29,26 +29,24 @@ from typing import Any
 
 from schedlab import settings
 
-settings.prefect_env()  # before prefect is imported
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.futures import as_completed
+from prefect.states import Failed
 
-from prefect import flow  # noqa: E402
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-from prefect.futures import as_completed  # noqa: E402
-from prefect.states import Failed  # noqa: E402
-
-from schedlab.flows import lifecycle  # noqa: E402
-from schedlab.flows.live import LiveComparison, group_suffix, heartbeat, replay_row  # noqa: E402
-from schedlab.flows.api_server import (  # noqa: E402
+from schedlab.flows import lifecycle
+from schedlab.flows.live import LiveComparison, group_suffix, heartbeat, replay_row
+from schedlab.flows.api_server import (
     PrefectUnavailable,
     flush_worker_api_logs,
     prefect_api,
     wait_for_api,
 )
-from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ReplaySpec, load_config  # noqa: E402
-from schedlab.tasks.model_tracking import resolve_latest  # noqa: E402
-from schedlab.tasks import compare, mlflow_view, plots, tracking  # noqa: E402
-from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up  # noqa: E402
-from schedlab.tasks.tracking import (  # noqa: E402
+from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ExperimentReplay, load_config
+from schedlab.tasks.model_tracking import resolve_latest
+from schedlab.tasks import compare, mlflow_view, plots, tracking
+from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up
+from schedlab.tasks.tracking import (
     EXPERIMENT_KEY_TAG,
     KIND_TAG,
     TrackingError,
@@ -76,11 +74,15 @@ class DaskUnreachable(RuntimeError):
 
 
 def check_dask(address: str, timeout: float = 3.0) -> int:
-    """Connect to an existing Dask scheduler; the number of its workers. Raises DaskUnreachable."""
+    """Connect to an existing Dask scheduler and have its workers apply the project's settings
+    (:class:`~schedlab.flows.workers.ProjectSettings`); the number of its workers. Raises DaskUnreachable."""
     from distributed import Client
+
+    from schedlab.flows.workers import ProjectSettings
 
     try:
         with Client(address, timeout=timeout, set_as_default=False) as dask_client:
+            dask_client.register_plugin(ProjectSettings())
             return len(dask_client.scheduler_info(n_workers=-1).get("workers", {}))
     except (OSError, TimeoutError, ValueError) as err:
         raise DaskUnreachable(f"Dask scheduler {address} is unreachable ({err}); start one"
@@ -152,12 +154,12 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
 # the flow
 
 
-def experiment_key(config: ExperimentConfig, specs: list[ReplaySpec]) -> str:
+def experiment_key(config: ExperimentConfig, specs: list[ExperimentReplay]) -> str:
     blob = config.name + "\n" + "\n".join(sorted(s.key for s in specs))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: list[ReplaySpec],
+def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: list[ExperimentReplay],
                 config_path: Path) -> str:
     """The experiment's parent run: the same one again when the same experiment is re-run."""
     c = client(uri)
@@ -186,7 +188,7 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
 
 
 def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
-                    specs: list[ReplaySpec], done: dict[str, Any], live: LiveComparison,
+                    specs: list[ExperimentReplay], done: dict[str, Any], live: LiveComparison,
                     suffix: str = "") -> tuple[Any, str]:
     """The full comparison on the parent run: the figures that need every replay's jobs (per policy,
     JCT/wait/queueing CDFs: the top 6 by rank and the baseline, and small multiples of all; the
@@ -304,7 +306,7 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
             raise
 
 
-def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ReplaySpec],
+def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
                      rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
     """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
@@ -361,8 +363,8 @@ def _run_and_compare(uri: str, experiment_id: str, parent: str, config: Experime
         return _finish(uri, experiment_id, parent, config, specs, live, failures, todo, started)
 
 
-def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ReplaySpec],
-            live: LiveComparison, failures: dict[str, str], todo: list[ReplaySpec], started: float) -> dict[str, Any]:
+def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
+            live: LiveComparison, failures: dict[str, str], todo: list[ExperimentReplay], started: float) -> dict[str, Any]:
     """The full comparison (table, plots, policy runs), the counts and the parent run's end; the report."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
     labels = {s.key: s.run_name for s in specs}
@@ -456,7 +458,7 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
         raise ValueError(f"cannot rank by {rank_by!r}: one of {', '.join(compare.RANKABLE)}")
     if table_every < 1:
         raise ValueError(f"the table is printed every N finished replays: N must be at least 1, got {table_every}")
-    home = settings.apply_env(home)
+    home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the in-process scheduler's chatter
     config = load_config(config_path)  # ConfigError names the file and field
     path = str(config._path or Path(config_path).resolve())

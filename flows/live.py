@@ -27,7 +27,7 @@ import pandas as pd
 
 from schedlab import settings
 from schedlab.tasks import compare, mlflow_view, plots, report_html
-from schedlab.tasks.config import ExperimentConfig, ReplaySpec
+from schedlab.tasks.config import ExperimentConfig, ExperimentReplay
 from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
 #: with nothing finishing, the replays in flight are printed this often (seconds)
@@ -61,7 +61,7 @@ def knobs(policy: str, params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(given.items()) if default.get(k) != v)
 
 
-def replay_row(spec: ReplaySpec, metrics: dict[str, float]) -> dict[str, Any]:
+def replay_row(spec: ExperimentReplay, metrics: dict[str, float]) -> dict[str, Any]:
     """One finished replay as a row of :func:`schedlab.tasks.compare.comparison`."""
     return {"trace": spec.trace_label, "trace_name": spec.trace, "load": spec.load, "cluster": spec.cluster,
             "policy": spec.label, "seed": spec.seed, **metrics}
@@ -81,7 +81,7 @@ class LiveComparison:
     experiment_id: str
     parent_run_id: str
     config: ExperimentConfig
-    specs: list[ReplaySpec]
+    specs: list[ExperimentReplay]
     rank_by: str = "avg_jct_s"
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # replay key -> row
     failed: set[str] = field(default_factory=set)
@@ -99,7 +99,7 @@ class LiveComparison:
     def bar_metrics(self) -> list[str]:
         return [self.rank_by, *(m for m in BAR_METRICS if m != self.rank_by)]
 
-    def finished(self, spec: ReplaySpec, metrics: dict[str, float]) -> None:
+    def finished(self, spec: ExperimentReplay, metrics: dict[str, float]) -> None:
         with self._lock:
             self.rows[spec.key] = replay_row(spec, metrics)
 

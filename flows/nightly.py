@@ -34,14 +34,14 @@ from typing import Any
 
 from schedlab import settings
 
-settings.prefect_env()  # before prefect is imported
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.states import Failed
 
-from prefect import flow  # noqa: E402
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-from prefect.states import Failed  # noqa: E402
-from schedlab.tasks import tracking  # noqa: E402
-from schedlab.tasks.fit import KINDS, fit_task  # noqa: E402
-from schedlab.tasks.profile import (  # noqa: E402
+from schedlab.flows.api_server import exported_api_url
+from schedlab.tasks import tracking
+from schedlab.tasks.fit import KINDS, fit_task
+from schedlab.tasks.profile import (
     GPU_RESOURCE,
     gpu_workers,
     local_gpu_count,
@@ -49,7 +49,7 @@ from schedlab.tasks.profile import (  # noqa: E402
     profile_task,
     read_sweep,
 )
-from schedlab.tasks.tracking import ERROR_TAG, KIND_TAG, PARENT_TAG, client, retrying  # noqa: E402
+from schedlab.tasks.tracking import ERROR_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
 log = logging.getLogger("schedlab.nightly")
 
@@ -61,24 +61,6 @@ NO_GPU_WORKER = "no GPU worker in the Dask cluster"
 EXPERIMENT = "models"
 NIGHTLY_TAG = "schedlab.nightly_run_id"
 PROFILE_TAG = "schedlab.profile_run_id"
-
-
-@contextlib.contextmanager
-def exported_api_url() -> Iterator[None]:
-    """Put the current Prefect API URL into the environment while Dask worker processes start, so
-    that they report their task runs to the flow's API (not to an ephemeral one of their own)."""
-    from prefect.settings import PREFECT_API_URL
-
-    url, previous = PREFECT_API_URL.value(), os.environ.get("PREFECT_API_URL")
-    if url:
-        os.environ["PREFECT_API_URL"] = url
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = previous
 
 
 @contextlib.contextmanager
@@ -179,7 +161,7 @@ def nightly_profile(sweep: str = DEFAULT_SWEEP, cpu_fallback: bool = False, cpu_
     store (default ``$SCHEDLAB_HOME/profiles``), refit both models into ``models_dir`` (default
     ``$SCHEDLAB_HOME/models``), log and register them. Returns the report (``status``: ``ok``,
     ``failed`` — a profiling task or a fit failed — or ``no-gpu-worker``)."""
-    home = settings.apply_env()
+    home = settings.Settings.from_env().apply().home
     uri = tracking_uri or settings.tracking_uri(home)
     store_dir = str(Path(store).expanduser().resolve() if store else home / "profiles")
     models = str(Path(models_dir).expanduser().resolve() if models_dir else home / "models")
@@ -297,7 +279,7 @@ def run_nightly(sweep: str = DEFAULT_SWEEP, *, cpu_fallback: bool = False, cpu_s
     from schedlab.flows.api_server import prefect_api, wait_for_api
     from schedlab.flows.experiment import check_dask
 
-    home = settings.apply_env(home)
+    home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)
     read_sweep(sweep)
     if cpu_fallback:

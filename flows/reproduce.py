@@ -35,15 +35,13 @@ from typing import Any
 from schedlab import settings
 from schedlab.flows import REPRODUCE_CONFIGS
 
-settings.prefect_env()  # before prefect is imported
-
-import pandas as pd  # noqa: E402
-from prefect import flow  # noqa: E402
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-from prefect.states import Failed  # noqa: E402
-from schedlab.tasks.config import load_config  # noqa: E402
-from schedlab.tasks import tracking  # noqa: E402
-from schedlab.tasks.tracking import KIND_TAG, client, retrying  # noqa: E402
+import pandas as pd
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.states import Failed
+from schedlab.tasks.config import load_config
+from schedlab.tasks import tracking
+from schedlab.tasks.tracking import KIND_TAG, client, retrying
 
 log = logging.getLogger("schedlab.reproduce")
 
@@ -212,7 +210,7 @@ def run_reproduce(configs: list[str] | None = None, *, dask_address: str | None 
     ConfigError, TrackingError or DaskUnreachable before any work."""
     from schedlab.flows.experiment import orchestration
 
-    home = settings.apply_env(home)
+    home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)
     paths = [str(load_config(c)._path) for c in (configs or DEFAULT_CONFIGS)]  # ConfigError first
     with orchestration(home, tracking_uri, dask_address, workers) as run:

@@ -12,10 +12,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from schedlab import settings
-
-settings.apply_env()
-
 DEFAULT_FLOW = "schedlab.flows.nightly:nightly_profile"
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"

@@ -46,7 +46,7 @@ def collect(mark_killed: bool = False) -> Status:
     from schedlab.tasks import tracking
     from schedlab.tasks.locks import is_locked
 
-    home = settings.apply_env()
+    home = settings.Settings.from_env().apply().home
     uri = settings.tracking_uri(home)
     tracking.check_tracking(uri)
     remote = uri.startswith(("http://", "https://"))
@@ -84,7 +84,7 @@ def schedules() -> list[str] | None:
     next run (from the cron, as the server's scheduler computes it; "paused" when the schedule is off,
     as ``schedlab serve`` leaves it when stopped); None when no server is configured (the ephemeral
     API keeps no schedule)."""
-    settings.prefect_env()
+    settings.Settings.from_env().apply().prefect_ready()
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():

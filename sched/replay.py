@@ -1,4 +1,9 @@
-"""Replay one canonical job table through one policy on one cluster: the unit every experiment fans out."""
+"""Replay one job trace through one or more policies on one cluster: :class:`ReplaySpec` says what
+(plain data: names, paths, options), :func:`run` does it; every caller (the CLI's ``replay``, the
+experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so
+each rule (trace loading and capacity check, workload annotation, solo durations from the iteration-
+time model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity)
+lives here once (DESIGN.md, "How the engine works")."""
 
 from __future__ import annotations
 
@@ -7,27 +12,144 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
-from schedlab.sched.results.metrics import job_table, summarize
-from schedlab.sched.results.outdir import OutputError, os_reason
-from schedlab.sched.core.placement import DEFAULT, canonical_placement
-from schedlab.sched.policies import make_policy
+from schedlab.sched.core.placement import DEFAULT, canonical_placement, check_policy
+from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.models.fitted import Fetch, make_iteration_time
+from schedlab.sched.models.interference import make_interference
 from schedlab.sched.models.scaling import use_elastic_scaling
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.smact import SmactProfile, replay_smact
-from schedlab.sched.traces.common import JobError, LoadReport
 from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog
+from schedlab.sched.policies import POLICIES, make_policy
+from schedlab.sched.results.metrics import job_table, summarize
+from schedlab.sched.results.outdir import OutputError, os_reason
+from schedlab.sched.strict import UserModel
+from schedlab.sched.traces import FORMATS, LoadOptions, load_trace
+from schedlab.sched.traces.annotate import annotate, annotation_scheme, catalog_gpu_type, fill_durations
+from schedlab.sched.traces.common import JobError, LoadReport
+
+#: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
+#: trace gives no workloads (no ``model`` column): sharing policies need them (Castor §9.1)
+AUTO = "auto"
+
+
+class PolicyRun(UserModel):
+    """One policy of a replay and its parameters (validated as :func:`make_policy` does)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known(self) -> PolicyRun:
+        make_policy(self.name, self.params)  # an unknown policy or parameter: ValueError naming it
+        return self
+
+
+class ReplaySpec(UserModel):
+    """One replay: a trace (file or the synthetic generator) and how it is read, a cluster, one or more
+    policies replayed on the same prepared table, and the models and options of the engine. Plain,
+    frozen data (pickled to Dask workers, dumped to JSON); every field validated on construction.
+
+    ``iteration_time`` and the ξ source ``interference`` may name MLflow URIs (``models:/…``): :func:`run`
+    then needs a ``fetch`` (:func:`schedlab.tasks.model_tracking.fetcher`); sched/ itself reads files only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    trace: str | None = None  # a trace file or folder; None: the built-in synthetic trace
+    format: str | None = None  # None: detected from the file
+    options: LoadOptions = Field(default_factory=LoadOptions)  # max_gpus unset: the cluster's training GPUs
+    annotate: bool | str | dict[str, Any] = False  # a scheme (annotate.py), or ``auto`` (:data:`AUTO`)
+    cluster: str | ClusterSpec = "castor-sim"
+    policies: tuple[PolicyRun, ...] = Field(min_length=1)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    placement: str = DEFAULT
+    preemption_overhead_s: float | None = Field(default=None, ge=0)  # None: the engine's default
+    allocation_stall_s: float | None = Field(default=None, ge=0)
+    interference: str = "analytic"  # make_interference's sources
+    iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
+    goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
+    smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d)
+    inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _policy_names(cls, value: Any) -> Any:
+        """A policy given by name alone: no parameters."""
+        if isinstance(value, (list, tuple)):
+            return tuple({"name": v} if isinstance(v, str) else v for v in value)
+        return value
+
+    @field_validator("trace", "iteration_time", "goodput_root", "smact_profiles", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> Any:
+        """A path given as a :class:`~pathlib.Path`: kept as its text (the spec is plain data)."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: str | None) -> str | None:
+        if value is not None and value not in FORMATS:
+            raise ValueError(f"unknown trace format {value!r}; choose one of {sorted(FORMATS)}")
+        return value
+
+    @field_validator("annotate")
+    @classmethod
+    def _annotate(cls, value: bool | str | dict[str, Any]) -> bool | str | dict[str, Any]:
+        if value is not False and value != AUTO:
+            annotation_scheme(value)  # raises naming the scheme's bad field
+        return value
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | ClusterSpec) -> str | ClusterSpec:
+        if isinstance(value, str):
+            load_cluster(value)  # ClusterError (a ValueError) naming the file or the size
+        return value
+
+    @model_validator(mode="after")
+    def _placement(self) -> ReplaySpec:
+        """The strategy's canonical name (what the summary records), checked against each policy."""
+        placement = canonical_placement(self.placement)
+        for policy in self.policies:
+            check_policy(placement, policy.name, POLICIES[policy.name].waits_when_refused)
+        object.__setattr__(self, "placement", placement)
+        return self
+
+    def cluster_spec(self) -> ClusterSpec:
+        return load_cluster(self.cluster) if isinstance(self.cluster, str) else self.cluster
+
+
+@dataclass
+class Prepared:
+    """A spec's trace, loaded and prepared once for all its policies: the job table (workloads
+    annotated, solo durations filled), the load report and notes, and the models read for it."""
+
+    cluster: ClusterSpec
+    table: pd.DataFrame
+    notes: dict[str, Any]
+    timing: WorkloadCatalog
+    report: LoadReport | None = None  # None: a table given in memory
+    smact: SmactProfile | None = None
+
+    @property
+    def load_report(self) -> dict[str, Any]:
+        """What the summaries record under ``load_report``: the load's figures and the notes."""
+        return {**self.report.to_dict(), **self.notes} if self.report is not None else dict(self.notes)
 
 
 @dataclass
@@ -51,17 +173,32 @@ class ReplayResult:
         return out
 
 
-def prepare_table(
-    table: pd.DataFrame, cluster: ClusterSpec, *, annotate_workloads: bool | str | dict = False, seed: int = 0,
-    goodput_root: str | Path | None = None, iteration_time: str | WorkloadCatalog | None = None,
-    report: LoadReport | None = None,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Optionally annotate workloads, then fill solo durations from the catalog where a trace gives
-    ``model, batch_size, iterations`` only. Iteration times are for the cluster's training GPU type,
-    or the catalog's reference type when the catalog has no figures for it (reported in the notes).
+def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | None = None,
+        progress: bool | Callable[[int, int], None] = False,
+        each: Callable[[ReplayResult], None] | None = None) -> list[ReplayResult]:
+    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
+    each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
+    called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
+    MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``."""
+    prepared = prepared if prepared is not None else prepare(spec, fetch=fetch)
+    results = []
+    for policy in spec.policies:
+        result = _replay(spec, prepared, policy, fetch, progress)
+        if each is not None:
+            each(result)
+        results.append(result)
+    return results
 
-    ``iteration_time`` (``catalog``, a fitted model's path or URI, or a catalog object from
-    :func:`~schedlab.sched.models.fitted.make_iteration_time`) decides the solo durations: a fitted model's
+
+def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
+            fetch: Fetch | None = None) -> Prepared:
+    """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
+    it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
+    trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
+    only. Iteration times are for the cluster's training GPU type, or the catalog's reference type when
+    the catalog has no figures for it (reported in the notes).
+
+    ``spec.iteration_time`` (``catalog`` or a fitted model) decides the solo durations: a fitted model's
     parameters replace the catalog's for the workloads and GPU types it covers. Annotation (the work
     of a trace job in iterations) always uses the packaged catalog, so a fitted model changes how long
     the same work takes.
@@ -70,19 +207,35 @@ def prepare_table(
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
     (specs/pollux.md); that is what SJF-like policies see as the job's length.
 
-    ``report``: the load report of ``table`` (as :func:`~schedlab.sched.traces.load_trace` returned
-    both): an error about a job then names the trace file, the job's data row and the file's column."""
+    An error about a job names the trace file, the job's data row and the file's column."""
+    cluster = spec.cluster_spec()
+    timing = make_iteration_time(spec.iteration_time, fetch)
+    if table is None:
+        pool = cluster.training_pool
+        options = spec.options
+        if options.max_gpus is None:  # the capacity check: no job larger than the cluster
+            options = options.model_copy(update={"max_gpus": pool.servers * pool.gpus_per_server})
+        table, report = load_trace(spec.trace, spec.format, options)
+    smact = None
+    if spec.smact_profiles is not None:
+        from schedlab.profiling.smact import smact_profile
+
+        smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)  # ValueError naming the folder
+    scheme = spec.annotate
+    if scheme == AUTO:
+        scheme = "model" not in table.columns and any(POLICIES[p.name].shares_gpus for p in spec.policies)
     try:
-        return _prepare_table(table, cluster, annotate_workloads, seed, goodput_root, iteration_time)
+        table, notes = _prepare_table(table, cluster, scheme, spec.seed, spec.goodput_root, timing)
     except JobError as err:
         if report is None:
             raise
         raise report.locate(err) from None
+    return Prepared(cluster, table, notes, timing, report, smact)
 
 
 def _prepare_table(
     table: pd.DataFrame, cluster: ClusterSpec, annotate_workloads: bool | str | dict, seed: int,
-    goodput_root: str | Path | None, iteration_time: str | WorkloadCatalog | None,
+    goodput_root: str | Path | None, timing: WorkloadCatalog,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     pool = cluster.training_pool
     if "global_batch" in table.columns:
@@ -97,7 +250,6 @@ def _prepare_table(
         table = annotate(table, catalog, seed=seed, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server,
                          scheme=scheme)
         notes["annotated"] = True if annotate_workloads is True else annotate_workloads
-    timing = iteration_catalog(iteration_time)
     if isinstance(timing, FittedCatalog):
         gpu_type = catalog_gpu_type(timing, pool.gpu_type)
         used = sorted(set(timing.covered(gpu_type)) & set(table["model"].dropna()) if "model" in table else ())
@@ -107,15 +259,6 @@ def _prepare_table(
             notes.pop("iteration_time_note", None)
     table = fill_durations(table, timing, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
     return table, notes
-
-
-def iteration_catalog(spec: str | WorkloadCatalog | None) -> WorkloadCatalog:
-    """The catalog a replay takes iteration times from (``spec`` as :func:`make_iteration_time`)."""
-    if isinstance(spec, WorkloadCatalog):
-        return spec
-    from schedlab.sched.models.fitted import make_iteration_time
-
-    return make_iteration_time(spec)
 
 
 def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
@@ -156,64 +299,42 @@ def gc_paused():
 
 
 @gc_paused()
-def replay(
-    table: pd.DataFrame,
-    cluster: ClusterSpec | str,
-    policy: str,
-    params: dict[str, Any] | None = None,
-    *,
-    placement: str = DEFAULT,
-    seed: int = 0,
-    preemption_overhead_s: float | None = None,
-    interference: str | None = None,
-    iteration_time: str | WorkloadCatalog | None = None,
-    load_report: dict[str, Any] | None = None,
-    progress: bool | Callable[[int, int], None] = False,
-    allocation_stall_s: float | None = None,
-    goodput_root: str | Path | None = None,
-    smact: SmactProfile | None = None,
-    inference: Any = None,
-) -> ReplayResult:
-    """Replay ``table`` through ``policy``. ``interference`` is the ξ source that decides how fast
-    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``);
-    ``iteration_time`` the catalog or fitted model of solo speeds the sharing model uses (the table's
-    durations come from :func:`prepare_table` with the same source). With ``smact`` (profiled SMACT,
-    :func:`schedlab.profiling.smact.smact_profile`) the engine records who held which GPU and the
-    summary gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With
-    ``inference`` (:class:`~schedlab.sched.core.pools.LoanOptions`) the cluster's inference pool lends
-    servers to a policy that borrows them (``sched/core/pools.py``) and the summary gains Lyra's figures."""
-    for option, value in (("preemption_overhead_s", preemption_overhead_s), ("allocation_stall_s", allocation_stall_s)):
-        if value is not None and not 0 <= value < math.inf:
-            raise ValueError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
-    placement = canonical_placement(placement)  # the summary names the strategy, not an alias
-    spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
-    timing = iteration_catalog(iteration_time)
-    sharing = SharingModel.for_cluster(spec, interference, timing)
-    decider = make_policy(policy, params)
+def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetch | None,
+            progress: bool | Callable[[int, int], None]) -> ReplayResult:
+    """One policy on the prepared table. ``spec.interference`` is the ξ source that decides how fast
+    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), read
+    anew per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
+    model its solo speeds. With SMACT profiles the engine records who held which GPU and the summary
+    gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With ``inference``
+    the cluster's inference pool lends servers to a policy that borrows them (``sched/core/pools.py``)
+    and the summary gains Lyra's figures."""
+    cluster, table, timing = prepared.cluster, prepared.table, prepared.timing
+    sharing = SharingModel.for_cluster(cluster, make_interference(spec.interference, fetch), timing)
+    decider = make_policy(policy.name, policy.params)
     goodput_models = None
     if "global_batch" in table.columns:
         from schedlab.sched.models.goodput import load_applications
 
-        goodput_models = load_applications(goodput_root)
+        goodput_models = load_applications(spec.goodput_root)
         decider.for_goodput_jobs()
-    state, orchestrator = ClusterState(spec), None
-    if inference is not None:
-        from schedlab.sched.models.inference import load_inference
+    state, orchestrator = ClusterState(cluster), None
+    if spec.inference is not None:
         from schedlab.sched.core.pools import Orchestrator, PooledCluster
+        from schedlab.sched.models.inference import load_inference
 
-        state = PooledCluster(spec, inference)
-        orchestrator = Orchestrator(load_inference(inference.load), inference, seed)
+        state = PooledCluster(cluster, spec.inference)
+        orchestrator = Orchestrator(load_inference(spec.inference.load), spec.inference, spec.seed)
     engine = Engine(
         JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
         state,
         decider,
-        placement=placement,
-        preemption_overhead_s=preemption_overhead_s,
-        seed=seed,
+        placement=spec.placement,
+        preemption_overhead_s=spec.preemption_overhead_s,
+        seed=spec.seed,
         progress=progress,
         sharing=sharing,
-        allocation_stall_s=allocation_stall_s,
-        record_occupancy=smact is not None,
+        allocation_stall_s=spec.allocation_stall_s,
+        record_occupancy=prepared.smact is not None,
         orchestrator=orchestrator,
     )
     use_elastic_scaling(engine)
@@ -230,26 +351,27 @@ def replay(
     if isinstance(timing, FittedCatalog):
         summary["iteration_time"] = timing.source
     distribution = None
-    if smact is not None:
-        smact_metrics, distribution, smact_notes = replay_smact(result, smact)
+    load_report = prepared.load_report
+    if prepared.smact is not None:
+        smact_metrics, distribution, smact_notes = replay_smact(result, prepared.smact)
         summary.update(smact_metrics)
-        load_report = {**(load_report or {}), **smact_notes}
+        load_report = {**load_report, **smact_notes}
     summary = {
-        "policy": policy,
-        "cluster": spec.name,
-        "placement": placement,
-        "seed": seed,
+        "policy": policy.name,
+        "cluster": cluster.name,
+        "placement": spec.placement,
+        "seed": spec.seed,
         **summary,
-        "jobs_read": (load_report or {}).get("read", summary["jobs"]),
-        "jobs_dropped": sum((load_report or {}).get("dropped", {}).values()),
-        "load_report": load_report or {},
+        "jobs_read": load_report.get("read", summary["jobs"]),
+        "jobs_dropped": sum(load_report.get("dropped", {}).values()),
+        "load_report": load_report,
     }
     utilization = pd.DataFrame(result.utilization_timeline, columns=["time", "busy_gpus"])
     if orchestrator is not None:
         from schedlab.sched.core.pools import utilization_with_capacity
 
         utilization = utilization_with_capacity(utilization, result.pools)
-    return ReplayResult(policy=policy, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
+    return ReplayResult(policy=policy.name, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
 
 
 def write_atomic(path: Path, write) -> None:

@@ -1,6 +1,3 @@
 """schedlab.tasks: Prefect tasks, small wrappers around schedlab.sched (and, later, profiling).
-Importing it sets the project environment before prefect or mlflow is imported."""
-
-from schedlab.settings import apply_env as _apply_env
-
-_apply_env()
+Importing it changes nothing: the entry point applies the project's :class:`~schedlab.settings.Settings`
+before prefect or mlflow is imported."""

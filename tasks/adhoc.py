@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import schedlab.tasks  # noqa: F401  (environment first)
 from schedlab.tasks import compare, plots, tracking
 from schedlab.tasks.mlflow_view import describe_experiment, run_url, standard_tags
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying

@@ -29,7 +29,9 @@
                                      #   gpu_equivalence: 3, lose_progress: true}: inference servers
                                      #   lent to training (Lyra; clusters need an inference pool)
 
-Every (trace, load, cluster, policy, params, seed) is one replay, identified by :attr:`ReplaySpec.key`
+Every (trace, load, cluster, policy, params, seed) is one replay, an :class:`ExperimentReplay`: the
+experiment's names for it (label, trace label) and, through :meth:`ExperimentReplay.spec`, the
+:class:`schedlab.sched.replay.ReplaySpec` a worker runs. It is identified by :attr:`ExperimentReplay.key`
 (a hash of everything that determines its result plus the code version): the idempotency key
 the MLflow runs are tagged with.
 """
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from schedlab.checks import did_you_mean, error_loc, load_yaml, plain
 from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.replay import PolicyRun, ReplaySpec
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import FORMATS, LoadOptions
 
@@ -244,7 +247,7 @@ class ExperimentConfig(UserModel):
             load = (self.resolve_source(head) or head) + (f":{model}" if model else "")
         return self.inference.model_copy(update={"load": load}).model_dump()
 
-    def grid(self, code_version: str) -> list[ReplaySpec]:
+    def grid(self, code_version: str) -> list[ExperimentReplay]:
         """Every replay of the experiment, in a stable order (trace, load, cluster, policy, seed)."""
         specs = []
         for trace in self.traces:
@@ -254,7 +257,7 @@ class ExperimentConfig(UserModel):
                         for seed in self.seeds:
                             options = {**trace.options, "load": load}
                             options.setdefault("seed", seed)
-                            specs.append(ReplaySpec(
+                            specs.append(ExperimentReplay(
                                 experiment=self.name, trace=trace.name,
                                 trace_label=f"{trace.name}@{load:g}x" if trace.sweeps_load else trace.name,
                                 source=self.resolve_source(trace.source), format=trace.format,
@@ -273,8 +276,9 @@ class ExperimentConfig(UserModel):
         return any(t.sweeps_load for t in self.traces)
 
 
-class ReplaySpec(BaseModel):
-    """One replay of an experiment: everything a worker needs (paths and options, no tables)."""
+class ExperimentReplay(BaseModel):
+    """One replay of an experiment: everything a worker needs (paths and options, no tables) and the
+    names the experiment's runs and tables give it; :meth:`spec` is the replay itself."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -297,6 +301,20 @@ class ReplaySpec(BaseModel):
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
     inference: dict[str, Any] | None = None  # LoanOptions (not in ``identity`` when None)
+
+    def spec(self) -> ReplaySpec:
+        """The replay as :func:`schedlab.sched.replay.run` takes it (one policy; the trace's options with
+        the cluster's size as the capacity check unless given). An MLflow URI among the models stays a
+        name here: the worker passes a fetch for it (:func:`schedlab.tasks.model_tracking.fetcher`)."""
+        return ReplaySpec(
+            trace=self.source, format=self.format, options=LoadOptions.model_validate(self.options),
+            annotate=self.annotate, cluster=self.cluster, policies=[PolicyRun(name=self.policy, params=self.params)],
+            seed=self.seed, placement=self.placement, preemption_overhead_s=self.preemption_overhead_s,
+            interference=self.models.get("interference", "analytic"),
+            iteration_time=self.models.get("iteration_time", "catalog"),
+            smact_profiles=self.smact_profiles,
+            inference=LoanOptions.model_validate(self.inference) if self.inference else None,
+        )
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -20,12 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from schedlab.settings import prefect_env
-
-prefect_env()  # the environment and PREFECT_HOME before prefect is imported
-
-from prefect import task  # noqa: E402
-from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 #: fit kind -> registered model name
 KINDS = {"iteration-time": "iteration-time", "interference": "interference-ratio"}

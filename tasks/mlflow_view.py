@@ -27,7 +27,6 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import schedlab.tasks  # noqa: F401  (environment first)
 from schedlab.tasks import compare
 from schedlab.tasks.tracking import KIND_TAG, client, retrying
 

@@ -3,26 +3,52 @@
 A fit is one MLflow run in the ``models`` experiment: metrics (flattened), parameters, the training
 data's hash and the profile store version as tags, the artifact under ``model/``; then a new version
 of the registered model whose source is ``runs:/<run>/model``. Load it back with
-``InterferenceModel.load("models:/interference-ratio/<version>")``. The tracking store is
-``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (``schedlab.settings``).
+``InterferenceModel.load("models:/interference-ratio/<version>", fetcher(uri))``: :func:`fetcher` is how
+a ``models:/`` or ``runs:/`` URI reaches sched/, which reads files only. The tracking store is
+``$MLFLOW_TRACKING_URI`` or ``sqlite:///$SCHEDLAB_HOME/mlflow.db`` (:class:`schedlab.settings.Settings`).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schedlab.settings import apply_env, artifact_root, tracking_uri
+from schedlab.settings import artifact_root, mlflow_env, registry_uri, tracking_uri
+
+if TYPE_CHECKING:
+    from schedlab.sched.models.fitted import Fetch
 
 EXPERIMENT = "models"
+
+
+def fetcher(tracking: str, registry: str | None = None) -> Fetch:
+    """The :data:`~schedlab.sched.models.fitted.Fetch` that downloads ``models:/…`` and ``runs:/…``
+    artifacts from the tracking store ``tracking`` and its model registry (``registry``, default
+    :func:`schedlab.settings.registry_uri`): what the replay entry points (CLI, experiment worker) hand
+    to :func:`schedlab.sched.replay.run`, so that sched/ never imports MLflow. A failed download raises
+    :class:`~schedlab.sched.models.fitted.ModelError` naming the URI and the store."""
+    registry = registry or registry_uri(tracking)
+
+    def fetch(spec: str, dst: Path) -> Path:
+        from schedlab.sched.models.fitted import ModelError
+
+        import mlflow
+
+        try:
+            with mlflow_env(tracking, registry):  # MLflow reads the registry for models:/… from the environment
+                return Path(mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=str(dst),
+                                                                tracking_uri=tracking, registry_uri=registry))
+        except Exception as err:  # noqa: BLE001 - MLflow raises several kinds
+            raise ModelError(f"{spec}: cannot download the model from MLflow ({tracking}): {err}") from None
+
+    return fetch
 
 
 def log_model(artifact: Path, registered_name: str, metrics: dict[str, Any], *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None, uri: str | None = None) -> dict[str, str]:
     """Log ``artifact`` (a directory or one file) with its metrics; register a new model version.
     Returns ``run_id``, ``version`` and ``model_uri``."""
-    apply_env()
     from schedlab.tasks.tracking import check_tracking, client, code_version, ensure_experiment, flat_metrics, retrying
 
     uri = uri or tracking_uri()

@@ -15,12 +15,8 @@ import time
 import uuid
 from typing import Any
 
-from schedlab.settings import prefect_env
-
-prefect_env()  # the environment and PREFECT_HOME before prefect is imported
-
-from prefect import task  # noqa: E402
-from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 #: the Dask resource a GPU node's worker advertises (``dask worker ADDR --resources GPU=1``)
 GPU_RESOURCE = "GPU"

@@ -21,20 +21,21 @@ import traceback
 from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schedlab.settings import mlflow_env, prefect_env
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
-prefect_env()  # the environment and PREFECT_HOME before prefect is imported
+from schedlab.tasks.config import ExperimentReplay
+from schedlab.tasks.model_tracking import fetcher, lineage
+from schedlab.tasks import tracking
+from schedlab.tasks.mlflow_view import standard_tags
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
-from prefect import task  # noqa: E402
-from prefect.cache_policies import NO_CACHE  # noqa: E402
-
-from schedlab.tasks.config import ReplaySpec  # noqa: E402
-from schedlab.tasks.model_tracking import lineage  # noqa: E402
-from schedlab.tasks import tracking  # noqa: E402
-from schedlab.tasks.mlflow_view import standard_tags  # noqa: E402
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying  # noqa: E402
+if TYPE_CHECKING:
+    from schedlab.sched.core.cluster import ClusterSpec
+    from schedlab.sched.models.fitted import Fetch
+    from schedlab.sched.replay import ReplayResult
 
 #: how often a replay whose key another live process is logging looks again
 OWNER_POLL_S = 1.0
@@ -51,7 +52,7 @@ class ReplayFailed(RuntimeError):
         return (ReplayFailed, (self.label, self.run_id, self.message))
 
 
-def run_params(spec: ReplaySpec) -> dict[str, str]:
+def run_params(spec: ExperimentReplay) -> dict[str, str]:
     """The run's effective configuration: policy and *every* parameter of it (defaults included),
     the preemption overhead the engine charges (and whether it is the policy's default), trace and
     loader options, cluster, seed, model sources and code version."""
@@ -75,43 +76,27 @@ def run_params(spec: ReplaySpec) -> dict[str, str]:
     return {k: str(v)[:6000] for k, v in params.items()}
 
 
-def model_params(spec: ReplaySpec) -> dict[str, Any]:
+def model_params(spec: ExperimentReplay) -> dict[str, Any]:
     """The model sources a replay uses (``model.<name>``); the hook where model-version lineage goes."""
     return {f"model.{k}": v for k, v in sorted(spec.models.items())}
 
 
-def execute(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> tuple[Any, Any]:
-    """Load the trace, fill durations and replay (no tracking): ``(ReplayResult, cluster spec)``;
-    ``progress(jobs done, jobs)`` is called as the replay advances (every 1,000 jobs)."""
-    from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.models.fitted import make_iteration_time
-    from schedlab.sched.core.pools import LoanOptions
-    from schedlab.sched.replay import prepare_table, replay
-    from schedlab.sched.traces import LoadOptions, load_trace
+def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None = None,
+            fetch: Fetch | None = None) -> tuple[ReplayResult, ClusterSpec]:
+    """Run ``spec``'s replay (no tracking) through :func:`schedlab.sched.replay.run`: ``(ReplayResult,
+    cluster spec)``, the summary with ``load_wall_s`` (loading and preparing the trace); ``fetch``
+    downloads the models named by MLflow URI; ``progress(jobs done, jobs)`` is called as the replay
+    advances (every 1,000 jobs)."""
+    from schedlab.sched.replay import prepare, run
 
     _thread_lock_for_progress_bars()
-    cluster = load_cluster(spec.cluster)
-    options = dict(spec.options)
-    options.setdefault("max_gpus", cluster.training_pool.servers * cluster.training_pool.gpus_per_server)
+    replay = spec.spec()
     started = time.perf_counter()
-    table, report = load_trace(spec.source, spec.format, LoadOptions.model_validate(options))
-    timing = make_iteration_time(spec.models.get("iteration_time"))
-    smact = None
-    if spec.smact_profiles:
-        from schedlab.profiling.smact import smact_profile
-
-        smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)
-    table, notes = prepare_table(table, cluster, annotate_workloads=spec.annotate, seed=spec.seed,
-                                 iteration_time=timing, report=report)
+    prepared = prepare(replay, fetch=fetch)
     load_s = time.perf_counter() - started
-    result = replay(table, cluster, spec.policy, spec.params, placement=spec.placement, seed=spec.seed,
-                    preemption_overhead_s=spec.preemption_overhead_s,
-                    interference=spec.models.get("interference"), iteration_time=timing,
-                    load_report={**report.to_dict(), **notes}, smact=smact,
-                    inference=LoanOptions.model_validate(spec.inference) if spec.inference else None,
-                    progress=progress or False)
+    [result] = run(replay, prepared, fetch=fetch, progress=progress or False)
     result.summary["load_wall_s"] = load_s
-    return result, cluster
+    return result, prepared.cluster
 
 
 def _thread_lock_for_progress_bars() -> None:
@@ -140,7 +125,7 @@ class JobsDone:
         return f"{self.done:,}/{self.total:,} jobs" if self.total else None
 
 
-def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
+def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
     """Run one replay and log it as one MLflow run (exactly once per key). Plain function: the
     Prefect task below wraps it; tests and serial benchmarks call it directly."""
     from schedlab.tasks import plots
@@ -178,8 +163,7 @@ def log_replay(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: st
         retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()],
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
-        with mlflow_env(uri):  # models:/… specs resolve against the experiment's store and registry
-            result, cluster = execute(spec, progress.update)
+        result, cluster = execute(spec, progress.update, fetcher(uri))  # models:/… from the experiment's store
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
@@ -246,5 +230,5 @@ class _QuietCancel:
 
 
 @task(name="replay", cache_policy=NO_CACHE, retries=0, task_run_name="{spec.run_name}")
-def replay_task(spec: ReplaySpec, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
+def replay_task(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
     return log_replay(spec, uri, experiment_id, parent_run_id)

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import schedlab.tasks  # noqa: F401  (environment first)
 from schedlab.settings import path_name, registry_uri
 from schedlab.tasks.locks import LockTimeout, file_lock, owner_alive
 

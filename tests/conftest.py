@@ -14,6 +14,12 @@ import pytest  # noqa: E402
 
 os.environ.setdefault("SCHEDLAB_HOME", tempfile.mkdtemp(prefix="schedlab-test-home-"))
 
+# the test session is an entry point: it applies the project's settings once, before any test imports
+# prefect or mlflow (importing schedlab.flows / schedlab.tasks changes nothing: tests/test_settings_env.py)
+from schedlab.settings import Settings  # noqa: E402
+
+Settings.from_env().apply().prefect_ready()
+
 # A runner started in the background by a non-interactive shell ignores SIGINT; its children would
 # inherit that and never see the Ctrl-C the process tests send them (tests/test_flows_ui.py,
 # test_flows_serve.py). Take the default back, as a run from a terminal has.

@@ -47,3 +47,22 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 30
 
     return subprocess.run([sys.executable, "-m", "schedlab.cli", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, **popen)
+
+
+def replay_table(table: pd.DataFrame, cluster, policy: str, params: dict | None = None, **fields):
+    """``policy`` on the in-memory job ``table`` through the one entry point, :func:`schedlab.sched.replay.run`:
+    ``fields`` are :class:`~schedlab.sched.replay.ReplaySpec`'s (seed, placement, interference, …)."""
+    from schedlab.sched.replay import ReplaySpec, prepare, run
+
+    spec = ReplaySpec(cluster=cluster, policies=[{"name": policy, "params": params or {}}], **fields)
+    [result] = run(spec, prepare(spec, table))
+    return result
+
+
+def prepared_table(table: pd.DataFrame, cluster, report=None, **fields) -> tuple[pd.DataFrame, dict]:
+    """``table`` as :func:`schedlab.sched.replay.prepare` leaves it, and its notes (``fields`` as in
+    :func:`replay_table`; ``report``: the table's load report, for errors naming the file)."""
+    from schedlab.sched.replay import ReplaySpec, prepare
+
+    prepared = prepare(ReplaySpec(cluster=cluster, policies=["fifo"], **fields), table, report=report)
+    return prepared.table, prepared.notes

@@ -10,7 +10,7 @@ import pytest
 
 from schedlab import __version__
 from schedlab.cli import build_parser, main
-from schedlab.sched.replay import replay
+from helpers import replay_table
 from schedlab.sched.traces import LoadOptions, load_trace
 
 SMALL = ["replay", "--policy", "fifo", "--num-jobs", "12", "--no-progress"]
@@ -101,9 +101,9 @@ def test_library_replay_refuses_negative_and_non_finite_overheads():
     table, _ = load_trace(None, "synthetic", LoadOptions(num_jobs=5, max_gpus=32))
     for bad in (-1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="preemption_overhead_s"):
-            replay(table, "4x8", "tiresias", preemption_overhead_s=bad)
+            replay_table(table, "4x8", "tiresias", preemption_overhead_s=bad)
         with pytest.raises(ValueError, match="allocation_stall_s"):
-            replay(table, "4x8", "fifo", allocation_stall_s=bad)
+            replay_table(table, "4x8", "fifo", allocation_stall_s=bad)
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,7 @@ def test_ctrl_c_exits_130_without_a_traceback_and_releases_the_folder(tmp_path, 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(replay_module, "replay", interrupted)
+    monkeypatch.setattr(replay_module, "_replay", interrupted)  # the replay of each policy
     out = tmp_path / "out"
     assert main([*SMALL, "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err

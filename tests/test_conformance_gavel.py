@@ -19,7 +19,7 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.gavel_lp import build_problem, solve
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -67,7 +67,7 @@ def test_a_resolve_at_time_zero_does_not_start_the_interval(after_start, started
     frame = pd.DataFrame({"job_id": ["big", "small"], "submit_time": [0.0, 100.0], "num_gpus": [2, 1],
                           "duration": [5000.0, 5000.0]})
     params = {"space_sharing": False, "resolve_after_start": after_start}
-    jobs = replay(frame, "2x1", "gavel", params, preemption_overhead_s=0.0).jobs.set_index("job_id")
+    jobs = replay_table(frame, "2x1", "gavel", params, preemption_overhead_s=0.0).jobs.set_index("job_id")
     assert jobs.loc["small", "start_time"] == started
     assert jobs.loc["big", "preemptions"] >= 1
 

@@ -8,7 +8,7 @@ from schedlab.sched.core.cluster import ClusterError, ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 # One 4-GPU server. A blocks B (4 GPUs); C and D are small and arrive while B waits.
 TRACE = make_table([("A", 0, 2, 10), ("B", 1, 4, 5), ("C", 2, 1, 3), ("D", 3, 2, 4)])
@@ -21,7 +21,7 @@ def _times(result) -> dict[str, tuple[float, float]]:
 
 def test_fifo_matches_hand_computation():
     # Strict FIFO: C fits at t=2 but may not pass B; B starts when A ends (10), then C and D at 15.
-    result = replay(TRACE, "1x4", "fifo")
+    result = replay_table(TRACE, "1x4", "fifo")
     assert _times(result) == {"A": (0, 10), "B": (10, 15), "C": (15, 18), "D": (15, 19)}
     summary = result.summary
     assert summary["avg_jct_s"] == pytest.approx((10 + 14 + 16 + 16) / 4)
@@ -33,29 +33,29 @@ def test_fifo_matches_hand_computation():
 
 def test_sjf_lets_short_jobs_pass():
     # C runs at once (2..5); at 5 D (4 s) is the shortest that fits; B waits for A.
-    assert _times(replay(TRACE, "1x4", "sjf")) == {"A": (0, 10), "B": (10, 15), "C": (2, 5), "D": (5, 9)}
+    assert _times(replay_table(TRACE, "1x4", "sjf")) == {"A": (0, 10), "B": (10, 15), "C": (2, 5), "D": (5, 9)}
 
 
 def test_ssf_orders_by_gpu_service():
     trace = make_table([("A", 0, 4, 10), ("big", 1, 4, 3), ("small", 1, 1, 10)])
     # at 10: big = 12 GPU-s, small = 10 GPU-s -> small first, then big must wait for it
-    times = _times(replay(trace, "1x4", "ssf"))
+    times = _times(replay_table(trace, "1x4", "ssf"))
     assert times["small"] == (10, 20) and times["big"] == (20, 23)
 
 
 def test_backfill_respects_the_reservation():
     # B's reservation is at 10 (A ends). C (ends 5) and D (ends 9) finish before it; E (ends 13) may not.
     trace = make_table([*TRACE.itertuples(index=False), ("E", 3.5, 1, 9.5)])
-    times = _times(replay(trace, "1x4", "backfill"))
+    times = _times(replay_table(trace, "1x4", "backfill"))
     assert times["C"] == (2, 5) and times["D"] == (5, 9) and times["B"] == (10, 15)
     assert times["E"][0] >= 10
 
 
 def test_srtf_preempts_and_pays_restore_overhead():
     trace = make_table([("long", 0, 2, 100), ("short", 10, 1, 5)])
-    free = _times(replay(trace, "1x2", "srtf", preemption_overhead_s=0))
+    free = _times(replay_table(trace, "1x2", "srtf", preemption_overhead_s=0))
     assert free == {"long": (0, 105), "short": (10, 15)}
-    paid = replay(trace, "1x2", "srtf")  # default: 63 s checkpoint-restore (Lyra §7.5)
+    paid = replay_table(trace, "1x2", "srtf")  # default: 63 s checkpoint-restore (Lyra §7.5)
     assert _times(paid)["long"] == (0, 15 + 63 + 90)
     assert paid.summary["preemptions"] == 1
 
@@ -63,7 +63,7 @@ def test_srtf_preempts_and_pays_restore_overhead():
 def test_tiresias_demotes_at_the_threshold():
     trace = make_table([("A", 0, 1, 300), ("B", 50, 1, 20)])
     params = {"queue_thresholds": [100], "promote_knob": 0}
-    result = replay(trace, "1x1", "tiresias", params, preemption_overhead_s=0)
+    result = replay_table(trace, "1x1", "tiresias", params, preemption_overhead_s=0)
     # A keeps the GPU (same queue, earlier) until its service reaches 100 GPU-s at t=100, then B runs.
     assert _times(result) == {"A": (0, 320), "B": (100, 120)}
 
@@ -71,7 +71,7 @@ def test_tiresias_demotes_at_the_threshold():
 def test_tiresias_promotes_starving_jobs():
     trace = make_table([("A", 0, 1, 150), ("B", 50, 1, 1000), ("C", 60, 1, 1000)])
     params = {"queue_thresholds": [100], "promote_knob": 1}
-    result = replay(trace, "1x1", "tiresias", params, preemption_overhead_s=0)
+    result = replay_table(trace, "1x1", "tiresias", params, preemption_overhead_s=0)
     # A is demoted at 100 (service 100), B runs 100..200 and is demoted; A waited 100 >= 1 x 100 s
     # executed -> promoted at 200, ahead of C, which never ran and so is still in queue 0 only by order.
     jobs = result.jobs.set_index("job_id")
@@ -80,14 +80,14 @@ def test_tiresias_promotes_starving_jobs():
 
 
 def test_exclusive_jobs_run_exactly_their_duration():
-    result = replay(TRACE, "2x2", "sjf")
+    result = replay_table(TRACE, "2x2", "sjf")
     jobs = result.jobs
     assert ((jobs["end_time"] - jobs["start_time"]) == jobs["duration"]).all()
 
 
 def test_oversize_job_is_a_clear_error():
     with pytest.raises(EngineError, match="needs 8 GPUs but the cluster has 4"):
-        replay(make_table([("x", 0, 8, 1)]), "1x4", "fifo")
+        replay_table(make_table([("x", 0, 8, 1)]), "1x4", "fifo")
 
 
 def test_unknown_policy_and_bad_params():

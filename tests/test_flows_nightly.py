@@ -115,10 +115,10 @@ def test_nightly_without_gpu_worker(tmp_path, tmp_path_factory, prefect_harness,
         assert Path(fit["path"]).parent == tmp_path / "models"
     assert "rmse" in c.get_run(report["fits"]["interference-ratio"]["run_id"]).data.metrics
     from schedlab.sched.models.fitted import InterferenceModel
+    from schedlab.tasks.model_tracking import fetcher
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # models:/ URIs resolve against the tracking store
-    InterferenceModel.load(report["fits"]["interference-ratio"]["model_uri"])  # registered, loadable
-    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    # registered, loadable: models:/ URIs resolve against the tracking store (the tasks layer's fetch)
+    InterferenceModel.load(report["fits"]["interference-ratio"]["model_uri"], fetcher(uri))
 
     # the end-to-end test starts from this store when the session has it (the sweep is resumable)
     shutil.copytree(tmp_path / "store", tmp_path_factory.getbasetemp() / SHARED_STORE, dirs_exist_ok=True)

@@ -14,7 +14,7 @@ import pytest
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.sched.core.cluster import load_cluster
 from schedlab.sched.models.fitted import ModelError, make_iteration_time
-from schedlab.sched.replay import prepare_table, replay
+from helpers import replay_table
 from schedlab.sched.models.workloads import FittedCatalog, GpuParams, default_catalog, iteration_time
 from schedlab.tasks.fit import fit_model
 
@@ -47,9 +47,7 @@ def trace() -> pd.DataFrame:
 
 
 def replay_with(model: str, policy: str = "fifo") -> dict:
-    cluster = load_cluster("2x4:h100")
-    table, notes = prepare_table(trace(), cluster, iteration_time=model)
-    return replay(table, cluster, policy, iteration_time=model, load_report=notes).summary
+    return replay_table(trace(), load_cluster("2x4:h100"), policy, iteration_time=model).summary
 
 
 def test_changed_profile_changes_the_replay(tmp_path: Path) -> None:
@@ -101,7 +99,8 @@ def test_replay_cli_takes_iteration_time(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path, monkeypatch) -> None:
     from schedlab.tasks.config import ConfigError, load_config
-    from schedlab.tasks.model_tracking import lineage, log_model, resolve_latest
+    from schedlab.sched.models.fitted import ModelError
+    from schedlab.tasks.model_tracking import fetcher, lineage, log_model, resolve_latest
 
     exp = tmp_path / "exp.yaml"
     exp.write_text("name: x\ntraces: [{name: syn}]\nclusters: [2x4]\npolicies: [fifo]\nmodels: latest\n")
@@ -119,8 +118,10 @@ def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path
     assert params == {"model.iteration_time.name": "iteration-time", "model.iteration_time.version": "2",
                       "model.iteration_time.run_id": logged["run_id"]}
     assert tags["schedlab.model_link.iteration-time"] == "#/models/iteration-time/versions/2"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the registered (content-named) artifact loads by URI
-    assert make_iteration_time("models:/iteration-time/2").covered("h100") == ["ncf"]
+    with pytest.raises(ModelError, match="models:/iteration-time/2: an MLflow URI"):  # sched/ alone reads files
+        make_iteration_time("models:/iteration-time/2")
+    # the registered (content-named) artifact loads by URI through the tasks layer's fetch, no MLFLOW_* set
+    assert make_iteration_time("models:/iteration-time/2", fetcher(uri)).covered("h100") == ["ncf"]
     exp.write_text(f"name: x\ntraces: [{{name: syn}}]\nclusters: [2x4]\nmodels: {{iteration_time: {tmp_path}/no.json}}\n")
     with pytest.raises(ConfigError, match="models.iteration_time: .*no.json"):
         load_config(exp)

@@ -19,7 +19,7 @@ from schedlab.sched.core.job import Job, jobs_from_table
 from schedlab.sched.policies.mckp import concave_counts, solve, solve_concave
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.replay import replay
+from helpers import replay_table
 from schedlab.sched.models.scaling import elastic_speed, speed
 from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -295,7 +295,7 @@ def test_policy_end_to_end(basic_table, name, params, capped):
 
 
 def test_lyra_beats_fifo_on_queueing_and_jct(basic_table):
-    runs = {name: replay(basic_table, "8x8", name).summary for name in ("fifo", "lyra")}
+    runs = {name: replay_table(basic_table, "8x8", name).summary for name in ("fifo", "lyra")}
     assert runs["lyra"]["avg_queue_s"] < runs["fifo"]["avg_queue_s"]
     assert runs["lyra"]["avg_jct_s"] < runs["fifo"]["avg_jct_s"]
     assert runs["lyra"]["scaling_ops"] > 0 and runs["fifo"]["scaling_ops"] == 0

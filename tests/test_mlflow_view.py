@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from schedlab.sched.policies import POLICIES
 from schedlab.tasks import compare, mlflow_view, plots
-from schedlab.tasks.config import ReplaySpec
+from schedlab.tasks.config import ExperimentReplay
 from schedlab.tasks.replay import run_params
 
 
@@ -173,8 +173,8 @@ def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
     assert page.count("<polygon") == 2 and "1.6" in page.split("(leaders)")[0][-40:]
 
 
-def _spec(policy: str, params: dict, overhead: float | None = None) -> ReplaySpec:
-    return ReplaySpec(experiment="e", trace="syn", trace_label="syn", source=None, format="synthetic",
+def _spec(policy: str, params: dict, overhead: float | None = None) -> ExperimentReplay:
+    return ExperimentReplay(experiment="e", trace="syn", trace_label="syn", source=None, format="synthetic",
                       options={"num_jobs": 10, "seed": 0}, annotate=False, load=1.0, cluster="4x8", policy=policy,
                       label=policy, params=params, seed=3, placement="consolidated", preemption_overhead_s=overhead,
                       models={"interference": "analytic", "iteration_time": "catalog"}, code_version="v")

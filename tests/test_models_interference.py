@@ -114,8 +114,10 @@ def test_save_load_and_mlflow_reproduce_exactly(fitted: tuple[Path, Interference
     run = MlflowClient(uri).get_run(versions[0].run_id)
     assert run.data.tags["schedlab.data_sha256"] == local.meta["training"]["data_sha256"]
     assert "schedlab.profile_store" in run.data.tags and run.data.metrics["rmse_job0"] >= 0
+    from schedlab.tasks.model_tracking import fetcher
+
     for spec in (f"models:/interference-ratio/{versions[0].version}", f"runs:/{versions[0].run_id}/model"):
-        logged = make_interference(f"model:{spec}")
+        logged = make_interference(f"model:{spec}", fetcher(uri))
         assert np.array_equal(logged.predict(x), local.predict(x))
 
 

@@ -13,7 +13,7 @@ from schedlab.sched.core.engine import Engine, EngineError
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.core.placement import canonical_placement, strict_consolidated
 from schedlab.sched.policies import make_policy
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 
 def _state(cluster: str, taken: list[tuple[int, int]]) -> ClusterState:
@@ -60,7 +60,7 @@ STRICT = {"fifo": {**COUNT, "c": 1100.0}, "tiresias": {**COUNT, "c": 1100.0}, "s
 @pytest.mark.parametrize("policy", sorted(STRICT))
 @pytest.mark.parametrize("placement", ["fewest-servers", "consolidated", "strict-consolidated"])
 def test_three_jobs_show_the_difference(policy, placement):
-    result = replay(make_table(THREE_JOBS), "2x4", policy, placement=placement, preemption_overhead_s=0.0)
+    result = replay_table(make_table(THREE_JOBS), "2x4", policy, placement=placement, preemption_overhead_s=0.0)
     jct = dict(zip(result.jobs["job_id"], result.jobs["jct_s"], strict=True))
     assert jct == (STRICT[policy] if placement == "strict-consolidated" else COUNT)
     assert result.summary["placement"] == canonical_placement(placement)  # logged under its own name
@@ -69,8 +69,8 @@ def test_three_jobs_show_the_difference(policy, placement):
 def test_strict_fifo_blocks_at_the_head_and_srtf_lets_later_jobs_pass():
     # C (2 GPUs) cannot be placed at t = 0; D (1 GPU, 50 s) arrives behind it
     jobs = [*THREE_JOBS, ("d", 1, 1, 50)]
-    fifo = replay(make_table(jobs), "2x4", "fifo", placement="strict-consolidated")
-    srtf = replay(make_table(jobs), "2x4", "srtf", placement="strict-consolidated", preemption_overhead_s=0.0)
+    fifo = replay_table(make_table(jobs), "2x4", "fifo", placement="strict-consolidated")
+    srtf = replay_table(make_table(jobs), "2x4", "srtf", placement="strict-consolidated", preemption_overhead_s=0.0)
     assert dict(zip(fifo.jobs["job_id"], fifo.jobs["start_time"], strict=True))["d"] == 1000.0  # behind C
     assert dict(zip(srtf.jobs["job_id"], srtf.jobs["start_time"], strict=True))["d"] == 1.0
 

@@ -18,7 +18,7 @@ from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.policies.pollux_ga import GeneticSolver
 from schedlab.sched.policies.pollux_opt import solve
 from schedlab.sched.policies.pollux_problem import JobSpec, Problem, exhaustive, min_node_shapes
-from schedlab.sched.replay import prepare_table, replay
+from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, load_trace
 
 POLLUX = FIXTURES / "pollux"
@@ -131,7 +131,7 @@ def fixture_engine(policy: str, params: dict | None = None, cluster: str = "2x4"
                    time_origin: str | None = None) -> Engine:
     table, _ = load_trace(WORKLOAD, options=LoadOptions(time_origin=time_origin))
     spec = load_cluster(cluster)
-    prepared, _ = prepare_table(table, spec, goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, spec, goodput_root=POLLUX)
     decider = make_policy(policy, params)
     decider.for_goodput_jobs()
     checked = Checked(decider)
@@ -154,8 +154,8 @@ def test_policy_end_to_end_with_invariants(policy, cluster):
 @pytest.mark.parametrize("policy", ELASTIC)
 def test_policy_replay_summary(policy):
     table, _ = load_trace(WORKLOAD)
-    prepared, _ = prepare_table(table, load_cluster("2x4"), goodput_root=POLLUX)
-    result = replay(prepared, "2x4", policy, goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, load_cluster("2x4"), goodput_root=POLLUX)
+    result = replay_table(prepared, "2x4", policy, goodput_root=POLLUX)
     assert result.summary["jobs"] == 6 and result.jobs["end_time"].notna().all()
 
 
@@ -163,8 +163,8 @@ def test_job_table_keeps_the_trace_gpu_count():
     """The job table's ``num_gpus`` is what the trace asked for, whatever pollux last allocated, so
     the papers' large/small classes (Castor Table 5, SJF-BSBF Table III) are the trace's."""
     table, _ = load_trace(WORKLOAD)
-    prepared, _ = prepare_table(table, load_cluster("2x4"), goodput_root=POLLUX)
-    result = replay(prepared, "2x4", "pollux", goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, load_cluster("2x4"), goodput_root=POLLUX)
+    result = replay_table(prepared, "2x4", "pollux", goodput_root=POLLUX)
     assert result.jobs["num_gpus"].tolist() == prepared["num_gpus"].tolist()
 
 

@@ -12,7 +12,7 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, SHARING, make_policy
 from schedlab.sched.policies.gavel_lp import build_problem, effective_throughputs, solve
-from schedlab.sched.replay import replay
+from helpers import replay_table
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.traces import load_trace
 from schedlab.sched.traces.common import LoadOptions
@@ -96,7 +96,7 @@ def engine_for(frame, cluster, params=None, interference="analytic", overhead=0.
 
 
 def test_small_xi_jobs_run_as_a_pair():
-    result = replay(table([("A", 0, 1, 100), ("B", 0, 1, 100)]), "1x1", "gavel", interference="analytic:1.2")
+    result = replay_table(table([("A", 0, 1, 100), ("B", 0, 1, 100)]), "1x1", "gavel", interference="analytic:1.2")
     jobs = result.jobs.set_index("job_id")
     assert list(jobs["end_time"]) == pytest.approx([120, 120])  # together at 1/1.2 speed
     assert (jobs["shared_s"] > 0).all() and result.summary["preemptions"] == 0
@@ -125,7 +125,7 @@ def test_round_timer_fires_every_round_s():
 
 def test_jobs_chosen_again_keep_running():
     # Gavel's lease extension (§5): a job chosen round after round is never checkpointed
-    result = replay(table([("A", 0, 1, 2000), ("B", 0, 2, 1500)]), "1x4", "gavel", interference="analytic:3")
+    result = replay_table(table([("A", 0, 1, 2000), ("B", 0, 2, 1500)]), "1x4", "gavel", interference="analytic:3")
     jobs = result.jobs.set_index("job_id")
     assert result.summary["preemptions"] == 0
     assert list(jobs["end_time"]) == pytest.approx([2000, 1500])
@@ -133,7 +133,7 @@ def test_jobs_chosen_again_keep_running():
 
 def test_makespan_objective_replays():
     frame = table([("short", 0, 1, 100), ("long", 0, 1, 3000), ("mid", 5, 1, 700)])
-    result = replay(frame, "1x1", "gavel", {"objective": "makespan"}, interference="analytic:3")
+    result = replay_table(frame, "1x1", "gavel", {"objective": "makespan"}, interference="analytic:3")
     assert result.summary["jobs"] == 3 and result.jobs["end_time"].notna().all()
 
 
@@ -179,7 +179,7 @@ def test_engine_invariants_under_contention(objective):
 
 
 def test_synthetic_300_job_replay_finishes():
-    result = replay(synthetic(300, max_gpus=64, load=2.0), "16x8", "gavel", interference="analytic")
+    result = replay_table(synthetic(300, max_gpus=64, load=2.0), "16x8", "gavel", interference="analytic")
     assert result.summary["jobs"] == 300
     assert result.jobs["end_time"].notna().all()
     assert (result.jobs["jct_s"] >= result.jobs["duration"] - 1e-6).all()
@@ -188,7 +188,7 @@ def test_synthetic_300_job_replay_finishes():
 def test_replay_with_gavels_measured_table():
     path = shared_data("profiles", "gavel", "simulation_throughputs.json")
     frame = synthetic(150, max_gpus=16, load=4.0, seed=1)
-    result = replay(frame, "2x8", "gavel", interference=f"gavel:{path}")
+    result = replay_table(frame, "2x8", "gavel", interference=f"gavel:{path}")
     assert result.summary["jobs"] == 150 and result.jobs["end_time"].notna().all()
     assert result.summary["interference"] == "gavel:v100"
 

@@ -306,11 +306,11 @@ COLUMNS = ["job_id", "start_time", "end_time", "preemptions"]
 def test_base_policy_unchanged_with_gimbal_off(gimbal):
     from schedlab.sched.results.metrics import job_table
     from schedlab.sched.traces import LoadOptions, load_trace
-    from schedlab.sched.replay import prepare_table
+    from helpers import prepared_table
 
     spec = load_cluster("4x2:a40")
     trace, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=80, load=2.5, seed=5))
-    trace, _ = prepare_table(trace[trace["num_gpus"] <= 8], spec, annotate_workloads=True, seed=5)
+    trace, _ = prepared_table(trace[trace["num_gpus"] <= 8], spec, annotate=True, seed=5)
     source = Analytic(timeslice=1.1, mps=1.1)  # one ξ for both modes: the proxy's MPS packs change nothing
     wrapped = make_policy(gimbal, {"unequal": False, "liss": False, "lgrr": False})
     base = make_policy(wrapped.params.base, wrapped.base.params.model_dump())  # the same base, unwrapped
@@ -347,13 +347,13 @@ def test_registered_with_paper_and_simplified():
 # ---- end to end ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", ["gimbal-jct", "gimbal-deadline", "gimbal-makespan"])
 def test_end_to_end_replay(policy):
-    from schedlab.sched.replay import prepare_table, replay
+    from helpers import prepared_table, replay_table
     from schedlab.sched.traces import LoadOptions, load_trace
 
     spec = load_cluster("4x2:a40")
     trace, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=60, load=2.5, seed=11))
-    trace, _ = prepare_table(trace[trace["num_gpus"] <= 8], spec, annotate_workloads=True, seed=11)
-    result = replay(trace, spec, policy, interference="mpscap:analytic:1.1", seed=11)
+    trace, _ = prepared_table(trace[trace["num_gpus"] <= 8], spec, annotate=True, seed=11)
+    result = replay_table(trace, spec, policy, interference="mpscap:analytic:1.1", seed=11)
     summary = result.summary
     assert summary["jobs"] == len(trace) and summary["interference"].startswith("mpscap:rho=0.5:eta=2:analytic")
     for key in ("gimbal_searches", "gimbal_search_mean_s", "gimbal_search_p95_s", "gimbal_lgrr_switches",
@@ -364,14 +364,14 @@ def test_end_to_end_replay(policy):
 
 
 def test_end_to_end_on_gavel_measured_pairs():
-    from schedlab.sched.replay import prepare_table, replay
+    from helpers import prepared_table, replay_table
     from schedlab.sched.traces import LoadOptions, load_trace
 
     path = shared_data("profiles", "gavel", "simulation_throughputs.json")
     spec = load_cluster("4x2:a40")
     trace, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=60, load=2.5, seed=2))
-    trace, _ = prepare_table(trace[trace["num_gpus"] <= 8], spec, annotate_workloads=True, seed=2)
-    result = replay(trace, spec, "gimbal-jct", interference=f"mpscap:gavel:{path}", seed=2)
+    trace, _ = prepared_table(trace[trace["num_gpus"] <= 8], spec, annotate=True, seed=2)
+    result = replay_table(trace, spec, "gimbal-jct", interference=f"mpscap:gavel:{path}", seed=2)
     assert result.summary["jobs"] == len(trace) and result.summary["gimbal_searches"] > 0
 
 

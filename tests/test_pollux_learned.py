@@ -16,7 +16,7 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.models.goodput import GoodputModel, load_applications
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.replay import prepare_table, replay
+from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, load_trace
 
 POLLUX = FIXTURES / "pollux"
@@ -42,8 +42,8 @@ def table_digest(jobs: pd.DataFrame) -> str:
 def toy_replay(cluster: str, knowledge: str):
     # the digests were recorded when the loader re-based pollux workloads on their first arrival
     table, _ = load_trace(POLLUX / "workload-toy.csv", options=LoadOptions(time_origin="first-job"))
-    prepared, _ = prepare_table(table, load_cluster(cluster), goodput_root=POLLUX)
-    return replay(prepared, cluster, "pollux", {"knowledge": knowledge}, goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, load_cluster(cluster), goodput_root=POLLUX)
+    return replay_table(prepared, cluster, "pollux", {"knowledge": knowledge}, goodput_root=POLLUX)
 
 
 def study_replay(knowledge: str):
@@ -51,8 +51,8 @@ def study_replay(knowledge: str):
     path = data / "workloads" / "workload-6.csv"
     table, _ = load_trace(path, "pollux")  # on the study's clock (time_origin: file)
     cluster = load_cluster("16x4:t4")
-    prepared, _ = prepare_table(table, cluster, goodput_root=data)
-    return replay(prepared, cluster, "pollux", {"knowledge": knowledge}, goodput_root=data)
+    prepared, _ = prepared_table(table, cluster, goodput_root=data)
+    return replay_table(prepared, cluster, "pollux", {"knowledge": knowledge}, goodput_root=data)
 
 
 @pytest.mark.parametrize("cluster", ["2x4", "8x4"])
@@ -62,8 +62,8 @@ def test_oracle_reproduces_the_results_before_learning(cluster):
 
 def test_learned_is_the_default_and_differs_from_the_oracle():
     table, _ = load_trace(POLLUX / "workload-toy.csv", options=LoadOptions(time_origin="first-job"))
-    prepared, _ = prepare_table(table, load_cluster("2x4"), goodput_root=POLLUX)
-    default = replay(prepared, "2x4", "pollux", goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, load_cluster("2x4"), goodput_root=POLLUX)
+    default = replay_table(prepared, "2x4", "pollux", goodput_root=POLLUX)
     assert table_digest(default.jobs) == table_digest(toy_replay("2x4", "learned").jobs)
     assert table_digest(default.jobs) != ORACLE_DIGESTS["toy-2x4"]
 
@@ -71,8 +71,8 @@ def test_learned_is_the_default_and_differs_from_the_oracle():
 def test_fixed_duration_jobs_replay_the_same_in_both_modes():
     """Jobs without a goodput model (Lyra's, Castor's Philly set-ups) have nothing to learn."""
     table, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=60, load=2.0, seed=3))
-    table, _ = prepare_table(table, load_cluster("4x4"))
-    runs = [replay(table, "4x4", "pollux", {"knowledge": k}).jobs for k in ("learned", "oracle")]
+    table, _ = prepared_table(table, load_cluster("4x4"))
+    runs = [replay_table(table, "4x4", "pollux", {"knowledge": k}).jobs for k in ("learned", "oracle")]
     assert table_digest(runs[0]) == table_digest(runs[1])
 
 
@@ -84,7 +84,7 @@ def test_knowledge_is_validated():
 def toy_engine(knowledge: str) -> Engine:
     table, _ = load_trace(POLLUX / "workload-toy.csv")
     spec = load_cluster("2x4")
-    prepared, _ = prepare_table(table, spec, goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, spec, goodput_root=POLLUX)
     policy = make_policy("pollux", {"knowledge": knowledge})
     policy.for_goodput_jobs()
     return Engine(jobs_from_table(prepared, load_applications(POLLUX)), ClusterState(spec), policy, seed=0)

@@ -20,7 +20,7 @@ from schedlab.sched.core.pools import (
     PoolError,
     place_on,
 )
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 
 def spec(training: int = 2, inference: int = 4, per: int = 8) -> ClusterSpec:
@@ -231,18 +231,18 @@ def test_no_job_ever_sits_on_an_inference_server_property():
 
 def test_non_lending_policy_is_bit_identical_with_pools():
     from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.replay import prepare_table
+    from helpers import prepared_table
     from schedlab.sched.traces import LoadOptions, load_trace
     from test_replay_digests import COLUMNS
 
     table, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=300, load=3.0, seed=7))
     plain_spec = load_cluster("16x4")
-    table, _ = prepare_table(table, plain_spec, annotate_workloads=True, seed=7)
+    table, _ = prepared_table(table, plain_spec, annotate=True, seed=7)
     pooled_spec = ClusterSpec(name="16x4+4x4", pools=[*plain_spec.pools, PoolSpec(
         name="inference", servers=4, gpus_per_server=4, gpu_type="t4", gpu_memory_gb=16)])
     for policy in ("fifo", "tiresias", "sjf-bsbf"):
-        plain = replay(table, plain_spec, policy, seed=7)
-        pooled = replay(table, pooled_spec, policy, seed=7, inference=LoanOptions(load="constant:0.3"))
+        plain = replay_table(table, plain_spec, policy, seed=7)
+        pooled = replay_table(table, pooled_spec, policy, seed=7, inference=LoanOptions(load="constant:0.3"))
         pd.testing.assert_frame_equal(plain.jobs[COLUMNS], pooled.jobs[COLUMNS])
         assert pooled.summary["gpu_util"] == pytest.approx(plain.summary["gpu_util"])
         assert pooled.summary["loan_ops"] == 0 and pooled.summary["training_usage"] == pytest.approx(
@@ -268,7 +268,7 @@ def test_pool_summary_in_replay(monkeypatch):
     from schedlab.sched import policies
 
     monkeypatch.setitem(policies.POLICIES, "loan-fifo", LoanFifo)
-    result = replay(table, spec(), "loan-fifo", inference=LoanOptions(load="constant:0"))
+    result = replay_table(table, spec(), "loan-fifo", inference=LoanOptions(load="constant:0"))
     s = result.summary
     assert s["loan_ops"] == 1 and s["servers_lent"] == 3 and s["reclaim_ops"] == 0
     assert s["jobs_ran_on_loan"] == 1 and s["preemption_ratio"] == 0
@@ -309,7 +309,7 @@ def test_servegen_on_the_testbed(monkeypatch):
     table = make_table([(f"j{i}", float(t), int(g), float(d)) for i, (t, g, d) in enumerate(zip(
         np.sort(rng.uniform(0, 3 * 86400, n)), rng.choice([1, 2, 4, 8], n), rng.uniform(600, 20000, n)))])
     table["fungible"] = rng.random(n) < 0.5
-    result = replay(table, "lyra-testbed", "loan-fifo", inference=LoanOptions(load=str(path)))
+    result = replay_table(table, "lyra-testbed", "loan-fifo", inference=LoanOptions(load=str(path)))
     util = result.utilization
     assert util["servers_on_loan"].max() == 1 and util["servers_on_loan"].min() == 0
     assert (util["busy_gpus"] <= util["capacity_gpus"]).all()

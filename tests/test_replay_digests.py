@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from schedlab.sched.replay import prepare_table, replay
-from schedlab.sched.core.cluster import load_cluster
-from schedlab.sched.traces import LoadOptions, load_trace
+from schedlab.sched.replay import ReplaySpec, run
 
 DIGESTS = Path(__file__).resolve().parent / "fixtures" / "replay_digests.json"
 COLUMNS = ["job_id", "submit_time", "start_time", "end_time", "num_gpus", "preemptions", "queue_s", "jct_s",
@@ -38,11 +36,11 @@ PLACEMENTS = {"fifo-strict": "strict-consolidated", "tiresias-strict": "strict-c
 
 def digest(case: str) -> str:
     policy, cluster, interference = CASES[case]
-    spec = load_cluster(cluster)
-    table, _ = load_trace(None, fmt="synthetic", options=LoadOptions(num_jobs=400, load=3.0, seed=7))
-    table, _ = prepare_table(table, spec, annotate_workloads=True, seed=7)
-    result = replay(table, spec, policy, PARAMS.get(case), seed=7, interference=interference,
-                    placement=PLACEMENTS.get(case, "fewest-servers"))
+    spec = ReplaySpec(format="synthetic", options={"num_jobs": 400, "load": 3.0, "seed": 7},
+                      annotate=True, cluster=cluster, policies=[{"name": policy, "params": PARAMS.get(case, {})}],
+                      seed=7, interference=interference or "analytic",
+                      placement=PLACEMENTS.get(case, "fewest-servers"))
+    [result] = run(spec)
     text = result.jobs[COLUMNS].to_csv(index=False, float_format=lambda x: repr(float(x)))
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -9,7 +9,7 @@ import pytest
 
 from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
 from schedlab.sched.core.pools import LoanOptions
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 
 def pooled(training: int = 2, inference: int = 4, per: int = 8) -> ClusterSpec:
@@ -27,7 +27,7 @@ def table() -> pd.DataFrame:
 
 @pytest.mark.parametrize("policy", ["afs", "pollux"])
 def test_round_policy_uses_only_training_servers_when_nothing_is_lent(policy):
-    result = replay(table(), pooled(), policy, seed=0, inference=LoanOptions(load="constant:0.2"))
+    result = replay_table(table(), pooled(), policy, seed=0, inference=LoanOptions(load="constant:0.2"))
     jobs = result.jobs.set_index("job_id")
     assert jobs["end_time"].notna().all()
     assert jobs.loc["c", "start_time"] == 120.0  # the first round after its arrival: 3 + 1 GPUs

@@ -34,7 +34,7 @@ from schedlab.sched.policies.sharing_sjf import (
     sharing_threshold,
     theorem1,
 )
-from schedlab.sched.replay import replay
+from helpers import replay_table
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.traces import LoadOptions, load_trace
 from test_engine_properties import CheckedEngine
@@ -275,10 +275,10 @@ def synthetic_traces():
 @pytest.mark.parametrize("mode", ["timeslice", "mps"])
 def test_fast_bsbf_search_equals_direct(direct_policies, synthetic_traces, seed, source, mode):
     table = synthetic_traces[seed]
-    fast = replay(table, "4x8", "sjf-bsbf", {"mode": mode}, interference=source)
+    fast = replay_table(table, "4x8", "sjf-bsbf", {"mode": mode}, interference=source)
     assert fast.summary["shared_job_fraction"] > 0  # the traces do exercise sharing
     for name in (DirectBSBF.name, FullyDirectBSBF.name):
-        direct = replay(table, "4x8", name, {"mode": mode}, interference=source)
+        direct = replay_table(table, "4x8", name, {"mode": mode}, interference=source)
         pd.testing.assert_frame_equal(fast.jobs, direct.jobs)
 
 
@@ -286,8 +286,8 @@ def test_fast_bsbf_search_equals_direct_gavel(direct_policies, synthetic_traces)
     if not GAVEL_JSON.exists():
         pytest.skip(f"shared data not present: {GAVEL_JSON}")
     source = f"gavel:{GAVEL_JSON}"  # ξ differs per workload pair: the grouping matters
-    fast = replay(synthetic_traces[1], "4x8", "sjf-bsbf", interference=source)
-    direct = replay(synthetic_traces[1], "4x8", DirectBSBF.name, interference=source)
+    fast = replay_table(synthetic_traces[1], "4x8", "sjf-bsbf", interference=source)
+    direct = replay_table(synthetic_traces[1], "4x8", DirectBSBF.name, interference=source)
     pd.testing.assert_frame_equal(fast.jobs, direct.jobs)
 
 
@@ -305,7 +305,7 @@ def test_bsbf_never_starts_a_pair_that_cannot_run(tmp_path):
         ("imagenet", 32, "cifar10", 64, "timeslice", 50, math.inf, math.inf),
     ])
     rows = [("P1", 0, 1, 500, "bert", 12), ("P2", 0, 1, 1001, "cifar10", 64), ("J", 1, 2, 100, "imagenet", 128)]
-    jobs = replay(workload_table(rows), str(cluster), "sjf-bsbf", interference=f"table:{table}").jobs
+    jobs = replay_table(workload_table(rows), str(cluster), "sjf-bsbf", interference=f"table:{table}").jobs
     assert (jobs["end_time"] - jobs["submit_time"] >= jobs["duration"]).all()
 
 
@@ -349,7 +349,7 @@ def test_engine_refuses_a_forced_start_that_does_not_fit(tmp_path):
 def test_greedy_sharing_waits_when_memory_is_short():
     # sjf-ffs on one 16 GiB GPU: B (bert 12, 15 GiB) cannot go beside A (bert 4): it waits for A.
     rows = [("A", 0, 1, 100, "bert", 4), ("B", 1, 1, 10, "bert", 12), ("C", 2, 1, 10, "cifar10", 32)]
-    jobs = replay(workload_table(rows), "1x1:t4", "sjf-ffs").jobs.set_index("job_id")
+    jobs = replay_table(workload_table(rows), "1x1:t4", "sjf-ffs").jobs.set_index("job_id")
     # C (0.63 GiB) shares with A at 2 (ξ 1.5): ends at 17; B starts alone at A's end
     assert jobs.at["C", "start_time"] == 2 and jobs.at["C", "end_time"] == pytest.approx(17)
     assert jobs.at["A", "end_time"] == pytest.approx(105)  # 15 s beside C at 1/1.5 speed: 5 s lost
@@ -406,7 +406,7 @@ def test_straggler_runs_at_the_slowest_pace_and_speeds_up(straggler_table):
 def test_straggler_under_sjf_ffs(straggler_table):
     """The same scenario chosen by a real policy: P1 and P2 take both GPUs, J goes beside them."""
     rows = [("P1", 0, 1, 100, "cifar10", 64), ("P2", 0, 1, 30, "ncf", 256), ("J", 0.5, 2, 60, "imagenet", 64)]
-    jobs = replay(workload_table(rows), "1x2", "sjf-ffs", interference=f"table:{straggler_table}").jobs
+    jobs = replay_table(workload_table(rows), "1x2", "sjf-ffs", interference=f"table:{straggler_table}").jobs
     jobs = jobs.set_index("job_id")
     # from 0.5: P2 has 29.5 left at 1/1.5 -> ends 44.75; J did 44.25/2; then pace 1.2
     j_left = 60 - 44.25 / 2
@@ -640,7 +640,7 @@ def test_sharing_metrics_by_hand():
 def test_sharing_metrics_through_replay():
     # sjf-ffs on one GPU: A (100 s) at 0, B (10 s) at 1 shares at once (ξ 1.5): B ends 16, A 105.
     rows = [("A", 0, 1, 100, "cifar10", 64), ("B", 1, 1, 10, "cifar10", 64)]
-    result = replay(workload_table(rows), "1x1", "sjf-ffs")
+    result = replay_table(workload_table(rows), "1x1", "sjf-ffs")
     summary = result.summary
     assert summary["shared_job_fraction"] == 1.0
     assert summary["shared_gpu_time_fraction"] == pytest.approx(15 / 105)

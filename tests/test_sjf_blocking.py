@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import make_table
 from pydantic import ValidationError
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 # One 4-GPU server: A holds 2 GPUs for 10 s; B (the shortest, 2 s) needs all 4; C (5 s) needs 1.
 TRACE = make_table([("A", 0, 2, 10), ("B", 1, 4, 2), ("C", 2, 1, 5)])
@@ -17,16 +17,16 @@ def _times(result) -> dict[str, tuple[float, float]]:
 
 
 def test_default_sjf_lets_a_longer_job_pass_the_shortest():
-    assert _times(replay(TRACE, "1x4", "sjf")) == {"A": (0, 10), "B": (10, 12), "C": (2, 7)}
+    assert _times(replay_table(TRACE, "1x4", "sjf")) == {"A": (0, 10), "B": (10, 12), "C": (2, 7)}
 
 
 def test_blocking_sjf_waits_behind_the_shortest_job():
-    result = replay(TRACE, "1x4", "sjf", {"blocking": True})
+    result = replay_table(TRACE, "1x4", "sjf", {"blocking": True})
     assert _times(result) == {"A": (0, 10), "B": (10, 12), "C": (12, 17)}
 
 
 def test_blocking_must_be_a_boolean():
     with pytest.raises((ValidationError, ValueError)):
-        replay(TRACE, "1x4", "sjf", {"blocking": "sometimes"})
+        replay_table(TRACE, "1x4", "sjf", {"blocking": "sometimes"})
     with pytest.raises((ValidationError, ValueError)):
-        replay(TRACE, "1x4", "sjf", {"block": True})
+        replay_table(TRACE, "1x4", "sjf", {"block": True})

@@ -13,7 +13,7 @@ from schedlab.profiling.smact import smact_profile
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.sched.core.cluster import load_cluster
 from schedlab.sched.core.job import Job
-from schedlab.sched.replay import prepare_table, replay
+from helpers import prepared_table, replay_table
 from schedlab.sched.models.smact import SmactProfile, smact_distribution
 from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -83,7 +83,7 @@ def synthetic(cluster: str, seed: int = 3) -> pd.DataFrame:
     spec = load_cluster(cluster)
     options = LoadOptions(num_jobs=60, load=2.0, seed=seed, max_gpus=spec.total_gpus)
     table, _ = load_trace(None, fmt="synthetic", options=options)
-    table, _ = prepare_table(table, spec, annotate_workloads=True, seed=seed)
+    table, _ = prepared_table(table, spec, annotate=True, seed=seed)
     return table
 
 
@@ -94,8 +94,8 @@ def test_exclusive_replay_smact_matches_the_job_table(tmp_path, policy):
     write_store(tmp_path, pairs=False)
     profile = smact_profile(tmp_path, "h100")
     table = synthetic("4x4:h100")
-    plain = replay(table, "4x4:h100", policy, seed=3)
-    result = replay(table, "4x4:h100", policy, seed=3, smact=profile)
+    plain = replay_table(table, "4x4:h100", policy, seed=3)
+    result = replay_table(table, "4x4:h100", policy, seed=3, smact_profiles=str(tmp_path))
     pd.testing.assert_frame_equal(plain.jobs, result.jobs)  # recording occupancy changes nothing
     s = result.summary
     assert policy == "fifo" or s["preemptions"] > 0
@@ -112,18 +112,18 @@ def test_exclusive_replay_smact_matches_the_job_table(tmp_path, policy):
 def test_sharing_replay_uses_pair_smact_and_absent_when_unprofiled(tmp_path):
     write_store(tmp_path / "all")
     table = synthetic("2x4:h100", seed=5)
-    shared = replay(table, "2x4:h100", "sjf-ffs", seed=5, smact=smact_profile(tmp_path / "all", "h100"))
+    shared = replay_table(table, "2x4:h100", "sjf-ffs", seed=5, smact_profiles=str(tmp_path / "all"))
     assert shared.summary["shared_gpu_time_fraction"] > 0
     dist = shared.smact
     assert dist is not None and dist.loc[np.isclose(dist["smact"], 0.925), "gpu_s"].sum() > 0
     write_store(tmp_path / "solo", pairs=False)
-    partial = replay(table, "2x4:h100", "sjf-ffs", seed=5, smact=smact_profile(tmp_path / "solo", "h100"))
+    partial = replay_table(table, "2x4:h100", "sjf-ffs", seed=5, smact_profiles=str(tmp_path / "solo"))
     assert not any(k.startswith("smact_") for k in partial.summary if k != "load_report")
     report = partial.summary["load_report"]
     assert "(pair)" in report["smact_note"] and partial.smact is None
     assert all(v > 0 for v in report["smact_missing"].values())
     ProfileStore(tmp_path / "empty")
-    none = replay(table, "2x4:h100", "fifo", seed=5, smact=smact_profile(tmp_path / "empty", "h100"))
+    none = replay_table(table, "2x4:h100", "fifo", seed=5, smact_profiles=str(tmp_path / "empty"))
     assert "smact_mean" not in none.summary and "(solo)" in none.summary["load_report"]["smact_note"]
 
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 from helpers import make_table
-from schedlab.sched.replay import replay
+from helpers import replay_table
 
 # 2x2. A and B (1 GPU each) fill server 0 (best fit), C server 1; B ends at 50, leaving one free GPU
 # on each server. D (2 GPUs, 60 s) fits one server only: refused until A and C end at 1000, although
@@ -20,7 +20,7 @@ XI = "mpscap:analytic:2.5"
 
 
 def _starts(policy: str, params: dict, placement: str) -> dict[str, float]:
-    result = replay(TRACE, "2x2", policy, params, placement=placement, interference=XI)
+    result = replay_table(TRACE, "2x2", policy, params, placement=placement, interference=XI)
     jobs = result.jobs.set_index("job_id")
     assert sorted(jobs.index) == list("ABCDE") and (jobs["end_time"] >= jobs["start_time"]).all()
     return {job: float(jobs.at[job, "start_time"]) for job in jobs.index}
@@ -91,7 +91,7 @@ def test_every_job_ends_under_strict_placement(policy, params):
     """No refused job is lost or started twice, and no pass loops, on random traces (2x2 and 4x2)."""
     for seed in range(6):
         table = _random_trace(seed)
-        jobs = replay(table, ("2x2", "4x2")[seed % 2], policy, params, placement="strict-best-fit",
+        jobs = replay_table(table, ("2x2", "4x2")[seed % 2], policy, params, placement="strict-best-fit",
                       interference=("mpscap:analytic:1.1", "mpscap:analytic:2.5")[seed % 2], seed=seed).jobs
         assert sorted(jobs["job_id"]) == sorted(table["job_id"]) and jobs["end_time"].notna().all()
         assert (jobs["start_time"] >= jobs["submit_time"]).all()

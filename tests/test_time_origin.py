@@ -21,7 +21,7 @@ from helpers import FIXTURES, SHARED_DATA
 from schedlab.cli import main
 from schedlab.sched.core.cluster import load_cluster
 from schedlab.sched.policies.elastic import STUDY_STALL_S
-from schedlab.sched.replay import prepare_table, replay
+from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, TraceError, load_trace
 
 POLLUX = FIXTURES / "pollux"  # the toy goodput model
@@ -45,8 +45,8 @@ def two_jobs(tmp_path: Path) -> Path:
 
 def _replay(path: Path, policy: str, origin: str | None):
     table, _ = load_trace(path, "pollux", LoadOptions(time_origin=origin))
-    prepared, _ = prepare_table(table, load_cluster("2x4"), goodput_root=POLLUX)
-    return prepared, replay(prepared, "2x4", policy, goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, load_cluster("2x4"), goodput_root=POLLUX)
+    return prepared, replay_table(prepared, "2x4", policy, goodput_root=POLLUX)
 
 
 # ---- the loader -------------------------------------------------------------------------------
@@ -163,10 +163,10 @@ def test_cli_experiment_and_benchmark_agree_with_the_study(policy, tmp_path, mon
     benchmark = study.replay_cell(str(STUDY_DATA), policy, 3, 2.0)["avg_jct_s"]
     cli = study.cli_cell(str(STUDY_DATA), policy, 3, 2.0)
 
-    from schedlab.tasks.config import ReplaySpec
+    from schedlab.tasks.config import ExperimentReplay
     from schedlab.tasks.replay import execute
 
-    spec = ReplaySpec(experiment="e", trace="w3", trace_label="w3", source=str(study.workload_path(STUDY_DATA, 3, 2.0)),
+    spec = ExperimentReplay(experiment="e", trace="w3", trace_label="w3", source=str(study.workload_path(STUDY_DATA, 3, 2.0)),
                       format="pollux", options={}, annotate=False, load=1.0, cluster=study.CLUSTER, policy=policy,
                       label=policy, params={}, seed=0, placement="consolidated", preemption_overhead_s=None,
                       models={}, code_version="v")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from schedlab.sched.policies.srtf import SRTF, SRTFParams
 from schedlab.sched.policies.tiresias import Tiresias, TiresiasParams
-from schedlab.sched.replay import replay
+from helpers import replay_table
 from schedlab.sched.traces import load_trace
 
 
@@ -24,7 +24,7 @@ def _jobs(tmp_path, rows: list[tuple[int, int, int]], cluster: str, policy: str,
     lines += [f"{i},{g},{s},{d},resnet50,{d},0" for i, (g, s, d) in enumerate(rows, 1)]
     path.write_text("\n".join(lines) + "\n")
     table, _ = load_trace(path, "tiresias")
-    jobs = replay(table, cluster, policy, params, preemption_overhead_s=0.0).jobs
+    jobs = replay_table(table, cluster, policy, params, preemption_overhead_s=0.0).jobs
     ids = jobs["job_id"].astype(int)
     return dict(zip(ids, jobs["jct_s"])), dict(zip(ids, jobs["preemptions"]))
 

@@ -553,13 +553,13 @@ WORKLOAD_HEADER = "job_id,submit_time,num_gpus,model,batch_size,iterations\n"
 
 def test_unknown_model_in_workload_trace_names_file_row_and_models(tmp_path: Path) -> None:
     from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.replay import prepare_table
+    from helpers import prepared_table
 
     # row 2 is submitted first: the table's first job, named by its row in the file
     p = write(tmp_path, "w.csv", WORKLOAD_HEADER + "a,9,1,bert,8,100\nb,0,1,nosuch,8,100\n")
     table, report = load_trace(p)
     with pytest.raises(TraceError) as info:
-        prepare_table(table, load_cluster("16x8"), report=report)
+        prepared_table(table, load_cluster("16x8"), report=report)
     err = info.value
     assert (err.file, err.row, err.column, err.value, err.job) == (str(p), 2, "model", "nosuch", "b")
     assert "unknown model; the catalog's models: bert, cifar10," in str(err)
@@ -568,7 +568,7 @@ def test_unknown_model_in_workload_trace_names_file_row_and_models(tmp_path: Pat
     table, report = load_trace(p)
     with pytest.raises(TraceError, match=r"g.csv, row 1 \(job 'a'\), column 'model': catalog entry 'gpt' has no "
                        "published parameters"):
-        prepare_table(table, load_cluster("16x8"), report=report)
+        prepared_table(table, load_cluster("16x8"), report=report)
 
 
 def test_cli_unknown_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import FIXTURES, SHARED_DATA
 from schedlab.sched.models.goodput import load_applications
-from schedlab.sched.replay import prepare_table, replay
+from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, TraceError, detect_format, load_trace
 from schedlab.sched.traces.pollux import generate
 
@@ -63,7 +63,7 @@ def test_pollux_missing_column(tmp_path):
 
 def test_nominal_duration_is_the_run_alone():
     table, _ = load_trace(WORKLOAD)
-    prepared, notes = prepare_table(table, _cluster(), goodput_root=POLLUX)
+    prepared, notes = prepared_table(table, _cluster(), goodput_root=POLLUX)
     toy = load_applications(POLLUX)["toy"]
     assert notes == {"goodput": True}
     assert prepared["duration"].iloc[0] == pytest.approx(600.0)  # 1 GPU at B0, by hand in test_goodput
@@ -79,10 +79,10 @@ def _cluster():
 @pytest.mark.parametrize("policy", ["fifo", "sjf", "tiresias"])
 def test_replay_fixture_workload(policy):
     table, rep = load_trace(WORKLOAD)
-    prepared, _ = prepare_table(table, _cluster(), goodput_root=POLLUX)
+    prepared, _ = prepared_table(table, _cluster(), goodput_root=POLLUX)
     # tiresias' default on goodput workloads is the study's round-based TunedJobs mode (own tests)
     params = {"mode": "las"} if policy == "tiresias" else None
-    result = replay(prepared, "2x4", policy, params, goodput_root=POLLUX)
+    result = replay_table(prepared, "2x4", policy, params, goodput_root=POLLUX)
     jobs = result.jobs.set_index("job_id")
     assert len(jobs) == 6 and jobs["end_time"].notna().all()
     # the first job runs alone from its arrival on its packed GPUs: its JCT is its nominal run time
@@ -207,9 +207,9 @@ def test_real_busiest_240_replays():
     opts = LoadOptions(seed=1, busiest_hours=8, num_jobs=240, max_gpus=64)
     df, rep = load_trace(real_philly(), "pollux-philly", opts)
     assert len(df) == 240 and df["submit_time"].max() < 8 * 3600
-    prepared, _ = prepare_table(df, _cluster16x4())
+    prepared, _ = prepared_table(df, _cluster16x4())
     assert np.isfinite(prepared["duration"]).all() and (prepared["duration"] > 0).all()
-    result = replay(prepared, "sjf-bsbf-sim", "fifo")
+    result = replay_table(prepared, "sjf-bsbf-sim", "fifo")
     assert result.jobs["end_time"].notna().all() and math.isfinite(result.summary["avg_jct_s"])
 
 
@@ -246,9 +246,9 @@ def test_infeasible_job_names_the_job(tmp_path):
     path.write_text("name,time,application,num_replicas,batch_size\nok,0,toy,1,8\nbig,5,toy,16,32\n")
     table, report = load_trace(path, "pollux")
     with pytest.raises(ValueError, match=r"^job table, row 2 \(job 'big'\): 16 GPUs, global batch 32: toy: "):
-        prepare_table(table, _cluster(), goodput_root=POLLUX)
+        prepared_table(table, _cluster(), goodput_root=POLLUX)
     with pytest.raises(TraceError, match=rf"^{path}, row 2 \(job 'big'\): 16 GPUs, global batch 32: toy: "):
-        prepare_table(table, _cluster(), goodput_root=POLLUX, report=report)
+        prepared_table(table, _cluster(), goodput_root=POLLUX, report=report)
 
 
 def test_unknown_application_names_file_row_and_column(tmp_path):
@@ -257,7 +257,7 @@ def test_unknown_application_names_file_row_and_column(tmp_path):
     path.write_text("name,time,application,num_replicas,batch_size\na,5,toy,1,8\nb,1,nosuch,1,8\n")
     table, report = load_trace(path, "pollux")
     with pytest.raises(TraceError) as info:
-        prepare_table(table, _cluster(), goodput_root=POLLUX, report=report)
+        prepared_table(table, _cluster(), goodput_root=POLLUX, report=report)
     err = info.value
     assert (err.file, err.row, err.column, err.value, err.job) == (str(path), 2, "application", "nosuch", "b")
     assert str(err) == (f"{path}, row 2 (job 'b'), column 'application': no goodput model for this application; "

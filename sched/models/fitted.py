@@ -8,9 +8,10 @@ An **interference-ratio** artifact is a directory::
                  workload mapping, target transform, metrics, training-data hash, data provenance
 
 An **iteration-time** artifact is one plain JSON file (see :mod:`schedlab.profiling.fitting`). Both
-load from a path or an MLflow URI (``models:/NAME/VERSION``, ``runs:/RUN/PATH``); nothing is
-pickled. A missing file, corrupt JSON or another schema version raises :class:`ModelError`
-naming the file.
+load from a path, or from an MLflow URI (``models:/NAME/VERSION``, ``runs:/RUN/PATH``) through a
+:data:`Fetch` the caller passes (:func:`schedlab.tasks.model_tracking.fetcher`: the tasks layer knows
+the tracking store; this module imports no MLflow and reads no environment); nothing is pickled. A
+missing file, corrupt JSON or another schema version raises :class:`ModelError` naming the file.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,11 +52,16 @@ def is_uri(spec: str) -> bool:
     return spec.startswith(("models:/", "runs:/", "mlflow-artifacts:/"))
 
 
+#: downloads an MLflow artifact URI into a folder and returns the local path of what it downloaded
+#: (``fetch(uri, folder)``); raises :class:`ModelError` naming the URI and the store when it cannot
+Fetch = Callable[[str, Path], Path]
+
+
 @contextlib.contextmanager
-def local_artifact(spec: str | os.PathLike[str]) -> Iterator[Path]:
-    """A local path for ``spec`` while the ``with`` lasts: the path itself, or the MLflow artifacts
-    downloaded into a temporary folder removed afterwards (tracking store ``$MLFLOW_TRACKING_URI`` or
-    ``$SCHEDLAB_HOME/mlflow.db``, its model registry with it, never MLflow's default ``./mlflow.db``)."""
+def local_artifact(spec: str | os.PathLike[str], fetch: Fetch | None = None) -> Iterator[Path]:
+    """A local path for ``spec`` while the ``with`` lasts: the path itself (or a model shipped in
+    ``conf/models/``, by name), or an MLflow URI's artifacts fetched by ``fetch`` into a temporary
+    folder removed afterwards."""
     spec = str(spec)
     if not is_uri(spec):
         path = Path(spec).expanduser()
@@ -65,20 +71,12 @@ def local_artifact(spec: str | os.PathLike[str]) -> Iterator[Path]:
             raise ModelError(f"{path}: model not found (nor a shipped model in {SHIPPED_MODELS})")
         yield path
         return
-    from schedlab.settings import apply_env, mlflow_env, registry_uri, tracking_uri
-
-    apply_env()
-    import mlflow
-
-    uri = tracking_uri()
+    if fetch is None:
+        raise ModelError(f"{spec}: an MLflow URI, which only a caller that knows the tracking store can fetch"
+                         " (schedlab replay, schedlab experiment; in code: pass"
+                         " fetch=schedlab.tasks.model_tracking.fetcher(settings))")
     with tempfile.TemporaryDirectory(prefix="schedlab-model-") as dst:
-        try:
-            with mlflow_env(uri):
-                path = Path(mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=dst, tracking_uri=uri,
-                                                                registry_uri=registry_uri(uri)))
-        except Exception as err:  # noqa: BLE001 - MLflow raises several kinds
-            raise ModelError(f"{spec}: cannot download the model from MLflow ({uri}): {err}") from None
-        yield path
+        yield fetch(spec, Path(dst))
 
 
 def read_json(path: Path, kind: str) -> dict[str, Any]:
@@ -134,11 +132,11 @@ class InterferenceModel:
 
     # ----------------------------------------------------------------- loading / saving
     @classmethod
-    def load(cls, spec: str | os.PathLike[str]) -> InterferenceModel:
-        """From an artifact directory or an MLflow ``models:/…`` / ``runs:/…`` URI."""
+    def load(cls, spec: str | os.PathLike[str], fetch: Fetch | None = None) -> InterferenceModel:
+        """From an artifact directory or an MLflow ``models:/…`` / ``runs:/…`` URI (through ``fetch``)."""
         import xgboost as xgb
 
-        with local_artifact(spec) as root:
+        with local_artifact(spec, fetch) as root:
             meta_path = find_artifact(root, "meta.json")
             meta = read_json(meta_path, INTERFERENCE_KIND)
             missing = [k for k in _META_KEYS if k not in meta]
@@ -236,8 +234,8 @@ class IterationTimeModel:
         self.data = data
 
     @classmethod
-    def load(cls, spec: str | os.PathLike[str]) -> IterationTimeModel:
-        with local_artifact(spec) as root:
+    def load(cls, spec: str | os.PathLike[str], fetch: Fetch | None = None) -> IterationTimeModel:
+        with local_artifact(spec, fetch) as root:
             path = find_artifact(root, "iteration-time*.json")  # fits are content-named when registered
             data = read_json(path, ITERATION_KIND)
         if not isinstance(data.get("workloads"), dict):
@@ -286,9 +284,10 @@ class IterationTimeModel:
         return iteration_time(self.params(workload, gpu_type), batch_per_gpu, num_gpus, servers, accumulation_steps)
 
 
-def make_iteration_time(spec: str | os.PathLike[str] | None):
+def make_iteration_time(spec: str | os.PathLike[str] | None, fetch: Fetch | None = None):
     """The workload catalog a replay takes iteration times from: ``catalog`` (default: the packaged
-    one) or a fitted iteration-time model (a path, a shipped name or ``models:/iteration-time/N``),
+    one) or a fitted iteration-time model (a path, a shipped name or ``models:/iteration-time/N``
+    through ``fetch``),
     whose parameters replace the catalog's for the workloads and GPU types it covers (Castor §3.1)."""
     from schedlab.sched.models.workloads import default_catalog
 
@@ -298,12 +297,12 @@ def make_iteration_time(spec: str | os.PathLike[str] | None):
     if spec == "latest":
         raise ModelError("iteration time 'latest' names the newest registered version: an experiment resolves it"
                          " through MLflow; pass a path or models:/iteration-time/N here")
-    model = IterationTimeModel.load(spec)
+    model = IterationTimeModel.load(spec, fetch)
     try:
         return default_catalog().with_fitted(model.fits(), spec)
     except KeyError as err:
         raise ModelError(str(err.args[0])) from None
 
 
-__all__ = ["INTERFERENCE_KIND", "IterationTimeModel", "ITERATION_KIND", "InterferenceModel", "ModelError", "SCHEMA_VERSION",
+__all__ = ["Fetch", "INTERFERENCE_KIND", "IterationTimeModel", "ITERATION_KIND", "InterferenceModel", "ModelError", "SCHEMA_VERSION",
            "find_artifact", "is_uri", "local_artifact", "make_iteration_time", "read_json"]

@@ -43,6 +43,7 @@ import yaml
 
 if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
+    from schedlab.sched.models.fitted import Fetch
 
 GAVEL_MAPPING = Path(__file__).resolve().parents[2] / "conf" / "interference" / "gavel.yaml"
 MODES = ("timeslice", "mps")
@@ -277,9 +278,10 @@ def _mean_throughput(x: float, y: float) -> float:
     return 0.0 if x <= 0 or y <= 0 else (x + y) / 2
 
 
-def make_interference(spec: str | None) -> InterferenceSource:
+def make_interference(spec: str | None, fetch: Fetch | None = None) -> InterferenceSource:
     """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH|NAME``, ``model:PATH|NAME|models:/NAME/VERSION``,
-    ``mpscap[:rho=R][:eta=E]:BASE`` (BASE any of the others)."""
+    ``mpscap[:rho=R][:eta=E]:BASE`` (BASE any of the others); an MLflow URI through ``fetch``
+    (:data:`schedlab.sched.models.fitted.Fetch`)."""
     spec = spec or "analytic"
     kind, _, rest = spec.partition(":")
     if kind == "mpscap":
@@ -293,7 +295,7 @@ def make_interference(spec: str | None) -> InterferenceSource:
             rest = rest.partition(":")[2]
         if not rest or rest.startswith("mpscap"):
             raise InterferenceError(f"interference {spec!r}: mpscap needs a base source, e.g. mpscap:gavel:PATH")
-        return MpsCap(make_interference(rest), **options)
+        return MpsCap(make_interference(rest, fetch), **options)
     if kind == "analytic":
         try:
             xi = float(rest) if rest else None
@@ -309,7 +311,7 @@ def make_interference(spec: str | None) -> InterferenceSource:
     if kind == "model":
         from schedlab.sched.models.fitted import InterferenceModel
 
-        return InterferenceModel.load(rest)
+        return InterferenceModel.load(rest, fetch)
     raise InterferenceError(
         f"unknown interference source {spec!r}: use analytic[:XI], gavel:PATH[:WORKER], table:PATH,"
         " model:PATH|URI or mpscap[:rho=R][:eta=E]:BASE"

@@ -46,7 +46,7 @@ class AnnotationError(ValueError):
 
 class JobAnnotationError(JobError, AnnotationError):
     """An AnnotationError about the table's jobs or columns: names the first bad job's row (the N-th
-    row of the table, 1-based; the trace file's data row once ``prepare_table`` is given the load
+    row of the table, 1-based; the trace file's data row once ``sched.replay.prepare`` is given the load
     report), its job id and the column, and counts the other bad jobs."""
 
 

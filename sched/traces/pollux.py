@@ -3,7 +3,7 @@
 ``pollux``: ``name,time,application,num_replicas,batch_size`` (``time`` in seconds, ``batch_size``
 the *global* batch). Jobs run until convergence, so there is no duration: the table has ``model``
 (the application), ``num_gpus`` (the file's GPU count), ``global_batch`` and ``batch_size`` (per-GPU,
-``ceil(global / GPUs)``); ``schedlab.sched.replay.prepare_table`` gives each job its nominal
+``ceil(global / GPUs)``); ``schedlab.sched.replay.prepare`` gives each job its nominal
 ``duration`` (alone, at that GPU count and batch) from the goodput model.
 
 Times keep the file's clock (``time_origin='file'`` by default, :mod:`.common`): the study's
