@@ -25,6 +25,7 @@ class Script(Policy):
 
     name = "script-test"  # never registered: defined in a test module
     summary = paper = ""
+    capabilities = (calibration.Calibration,)
 
     def __init__(self, plan: dict, actions: dict | None = None, gpus: dict | None = None) -> None:
         super().__init__()

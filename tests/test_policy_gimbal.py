@@ -235,7 +235,7 @@ def test_stale_timers_are_ignored():
         def on_timer(self, engine, payload):
             coordinator = engine._gimbal.coordinator
             (sid, search), = coordinator.searches.items()
-            version, seq = search.version, search.seq
+            version, seq = search.generation, search.seq
             before = (search.iterations, search.failures, {j: dict(j.shares) for j in search.jobset.members})
             for stale in ((TAG, sid, version - 1, seq), (TAG, sid, version, seq - 1), (TAG, sid + 99, version, seq)):
                 coordinator.on_timer(engine._engine, stale)

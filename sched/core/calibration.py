@@ -14,18 +14,24 @@ holds, an MPS cap ``shares[g]`` (fraction of the GPU, 0.1 … 1.0), a local batc
 
 Untracked jobs never reach this module: the engine calls it only behind ``worker_xi is not None``
 checks, so replays that do not calibrate are bit-identical. Costs are O(GPUs of the jobs touched).
+
+The engine reaches this module only through :class:`Calibration`, a capability (``sched/core/protocol.py``)
+that a policy declares (``Policy.capabilities``); a policy calls it as ``engine.calibration``. Here the
+engine is a :class:`~schedlab.sched.core.protocol.CapabilityHost`: progress is settled and rates are
+refreshed through its public ``settle`` and ``refresh_rate``.
 """
 
 from __future__ import annotations
 
 import math
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from schedlab.sched.core.job import Job
+from schedlab.sched.core.protocol import Capability
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
+    from schedlab.sched.core.protocol import CapabilityHost as Engine
 
 SWITCH_CONTEXT_GIB = 200 / 1024  # Gimbal §6: one extra 200 MB CUDA context alive while switching
 _SUM_TOLERANCE = 1e-6
@@ -197,9 +203,9 @@ def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
         for other in engine.cluster.holders[g]:
             if other is not job:
                 others[other] = None
-    engine._settle(job)
+    engine.settle(job)
     for other in others:
-        engine._settle(other)
+        engine.settle(other)
         _ensure(engine, other)
     for g in changed:
         job.shares[g] = float(shares[g])
@@ -207,10 +213,10 @@ def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
         job.batches = None if all(b == job.batch_size for b in batches.values()) else {g: float(b) for g, b in batches.items()}
     job.overhead_left += stall_s
     refresh(engine, job)
-    engine._refresh_rate(job, force=True)
+    engine.refresh_rate(job, force=True)
     for other in others:
         refresh(engine, other)
-        engine._refresh_rate(other)
+        engine.refresh_rate(other)
 
 
 def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: float = 1.0,
@@ -284,3 +290,51 @@ def liss_batches(engine: Engine, job: Job) -> dict[int, float]:
     split = liss_split([job.worker_xi[g] for g in gpus], alpha, beta, total, 1.0, his,
                        integer=float(job.batch_size).is_integer())
     return dict(zip(gpus, split))
+
+
+class Calibration(Capability):
+    """Per-worker calibration as an engine capability. The engine calls :meth:`on_start`,
+    :meth:`on_partners_changed` and :meth:`pace` for tracked jobs only; a policy calls the rest as
+    ``engine.calibration.<method>`` (Gimbal's coordinator and runtime monitor)."""
+
+    role: ClassVar[str] = "calibration"
+
+    # ---- the engine's hooks (tracked jobs) --------------------------------------------------------
+    def on_start(self, job: Job) -> None:
+        """A tracked job (re)started: every worker at 100 % and the nominal batch."""
+        reset_worker(job)
+
+    def on_partners_changed(self, job: Job) -> None:
+        """A partner joined or left one of the job's GPUs: its per-GPU ξ again (M1)."""
+        refresh(self.engine, job)
+
+    def pace(self, job: Job) -> float:
+        """The slowest worker's iteration time over the nominal one (M2-M3)."""
+        return pace(self.engine, job)
+
+    # ---- what a policy calls --------------------------------------------------------------------
+    track = staticmethod(track)
+    share_of = staticmethod(share_of)
+    local_batch = staticmethod(local_batch)
+
+    def worker_view(self, job: Job) -> list[tuple[int, Job | None, float, float, float, float]]:
+        """See :func:`worker_view`."""
+        return worker_view(self.engine, job)
+
+    def worker_times(self, job: Job) -> list[tuple[int, float]]:
+        """See :func:`worker_times`."""
+        return worker_times(self.engine, job)
+
+    def check(self, job: Job, shares: dict[int, float] | None, batches: dict[int, float] | None,
+              switching: bool) -> str | None:
+        """See :func:`check`."""
+        return check(self.engine, job, shares, batches, switching)
+
+    def liss_batches(self, job: Job) -> dict[int, float]:
+        """See :func:`liss_batches`."""
+        return liss_batches(self.engine, job)
+
+    def calibrate(self, job: Job, shares: dict[int, float] | None = None, batches: dict[int, float] | None = None,
+                  stall_s: float = 0.0, checked: bool = False) -> None:
+        """See :func:`calibrate`."""
+        calibrate(self.engine, job, shares, batches, stall_s, checked)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from schedlab.sched.core.goodput_rates import GoodputRates
 from schedlab.sched.traces.jobtable import in_canonical_order
+
+if TYPE_CHECKING:
+    from schedlab.sched.core.protocol import Capability
 
 
 @dataclass(slots=True, eq=False)
@@ -101,6 +105,16 @@ class Job:
     def gpu_service(self) -> float:
         """GPUs x duration: the job's total GPU-time demand (SSF's key)."""
         return self.num_gpus * self.duration
+
+
+def job_capabilities(jobs: list[Job] | JobSource) -> list[Capability]:
+    """The engine capabilities these jobs' extension states need: goodput epochs when any job has a
+    goodput model (specs/pollux.md), none for fixed-duration jobs."""
+    if isinstance(jobs, JobSource):
+        goodput = "global_batch" in jobs.table.columns
+    else:
+        goodput = any(job.goodput is not None for job in jobs)
+    return [GoodputRates()] if goodput else []
 
 
 def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None = None) -> list[Job]:
