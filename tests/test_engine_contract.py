@@ -10,10 +10,18 @@ from pathlib import Path
 
 import pytest
 from helpers import make_table
+from schedlab.sched.core import calibration
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
 from schedlab.sched.core.job import Job, jobs_from_table
-from schedlab.sched.core.protocol import POLICY_MEMBERS, CapabilityHost, PolicyEngine, members
+from schedlab.sched.core.protocol import (
+    JOB_VIEW_MEMBERS,
+    POLICY_MEMBERS,
+    CapabilityHost,
+    JobView,
+    PolicyEngine,
+    members,
+)
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.gimbal import _EngineProxy
 
@@ -131,6 +139,7 @@ def _engine_expr(node: ast.expr) -> bool:
 
 PROXY_EXTRAS = {k for k in vars(_EngineProxy) if not k.startswith("_")}  # Gimbal's view adds these
 JOB_FIELDS = {f.name for f in dataclasses.fields(Job)}
+HIDDEN_JOB_FIELDS = JOB_FIELDS - JOB_VIEW_MEMBERS  # the engine's bookkeeping (version, last_update, ...)
 
 
 def contract_breaches(source: str) -> list[str]:
@@ -161,9 +170,10 @@ def contract_breaches(source: str) -> list[str]:
             if node.args and isinstance(node.args[1] if len(node.args) > 1 else None, ast.Constant) \
                     and node.args[1].value in JOB_FIELDS:
                 found.append(f"line {node.lineno}: {ast.unparse(node)} writes a field of the job record")
-        if isinstance(node, ast.Attribute) and node.attr == "version" and isinstance(node.ctx, ast.Load) \
-                and isinstance(node.value, ast.Name) and node.value.id in ("job", "j", "obj"):
-            found.append(f"line {node.lineno}: {ast.unparse(node)}: use engine.version_of(job)")
+        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in HIDDEN_JOB_FIELDS
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                and not _engine_expr(node.value)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)} reads a job field outside JobView")
     return found
 
 
@@ -177,8 +187,9 @@ def schedule(self, engine, job):
     job.accumulation_steps = 2
     job.remaining -= 1
     stamp = job.version
+    due = job.last_update + job.overhead_left
 """
-    assert len(contract_breaches(bad)) == 7
+    assert len(contract_breaches(bad)) == 9
     assert len(contract_breaches("def forward(self, name):\n    return getattr(self._engine, name)")) == 1
     fine = """
 def schedule(self, engine, job):
@@ -218,10 +229,12 @@ def _engine(policy: str = "fifo", **kwargs) -> Engine:
     return Engine(jobs_from_table(table), ClusterState(load_cluster("1x4:a40")), make_policy(policy), **kwargs)
 
 
-def test_the_engine_has_every_member_of_both_protocols():
+def test_the_engine_and_the_job_have_every_member_of_their_protocols():
     engine = _engine()
     assert {m for m in members(PolicyEngine) if not hasattr(engine, m)} == set()
     assert {m for m in members(CapabilityHost) if not hasattr(engine, m)} == set()
+    assert {m for m in members(JobView) if not hasattr(engine.jobs[0], m)} == set()
+    assert {"version", "last_update", "overhead_left", "end_key"} <= HIDDEN_JOB_FIELDS
     assert engine.calibration is None and engine.orchestrator is None
 
 
@@ -238,7 +251,7 @@ def test_calibration_without_the_capability_is_a_clear_error():
     engine = _engine()
     job = engine.jobs[0]
     engine.calibration = None
-    job.worker_xi = {}  # tracked, as Gimbal marks a job
+    calibration.track(job)  # as Gimbal marks a job
     with pytest.raises(EngineError, match=r"job .* is calibrated but policy fifo declares no calibration"):
         engine.start(job)
 
@@ -248,6 +261,17 @@ def test_one_capability_per_role():
 
     with pytest.raises(EngineError, match="two calibration capabilities"):
         _engine("gimbal-jct", capabilities=[Calibration()])
+
+
+def test_stalled_while_the_restore_overhead_lasts():
+    engine = _engine("fifo", preemption_overhead_s=5.0, allocation_stall_s=2.0)
+    job = engine.jobs[0]
+    engine.start(job)
+    assert engine.stalled(job)  # the first start's allocation stall
+    engine.now = 2.0
+    assert engine.stalled(job)
+    engine.now = 2.5
+    assert not engine.stalled(job)
 
 
 def test_accumulating_is_a_what_if_for_pending_jobs_only():

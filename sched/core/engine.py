@@ -236,11 +236,11 @@ class Engine:
             self._goodput.on_allocation(job)
         job.last_start = self.now
         self.running[job] = None
-        if job.worker_xi is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
+        if job.workers is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
             self._calibrating(job).on_start(job)
         if pairs:
             self._join_partners(job, share_gpus, pairs)
-        if job.worker_xi is not None and pairs:  # alone, on_start's ξ (1 on every GPU) is what a refresh gives
+        if job.workers is not None and pairs:  # alone, on_start's ξ (1 on every GPU) is what a refresh gives
             self.calibration.on_partners_changed(job)
         self._refresh_rate(job)
         return True
@@ -391,6 +391,10 @@ class Engine:
     def worker_view(self, job: Job) -> list[tuple]:
         """``[(gpu, partner, cap, local batch, ξ_w, t_w)]`` of running ``job`` (Gimbal's runtime monitor)."""
         return self._calibrating(job).worker_view(job)
+
+    def stalled(self, job: Job) -> bool:
+        """Whether running ``job`` is still paying its restore or allocation stall now."""
+        return self.now - job.last_update <= job.overhead_left
 
     def version_of(self, job: Job) -> int:
         """An opaque stamp that changes whenever ``job``'s rate changes, it stops or restarts."""
@@ -578,6 +582,10 @@ class Engine:
 
     settle = _settle  # the CapabilityHost's name for it (sched/core/protocol.py)
 
+    def add_stall(self, job: Job, seconds: float) -> None:
+        """``job`` (settled now) makes no progress for ``seconds`` more (a capability's switch cost)."""
+        job.overhead_left += seconds
+
     def _completion_time(self, job: Job) -> float:
         """When the job ends at its current rate (for a goodput job, if its epoch rate held)."""
         return job.last_update + job.overhead_left + job.remaining / job.rate
@@ -593,7 +601,7 @@ class Engine:
         """Re-compute ``job``'s pace and rate from its partners (and, for a goodput job, from its
         placement, batch and epoch); re-schedule its completion."""
         self.state_version += 1
-        if job.worker_xi is not None:  # tracked (Gimbal): the slowest worker's iteration time (M2-M3)
+        if job.workers is not None:  # tracked (Gimbal): the slowest worker's iteration time (M2-M3)
             pace = self.calibration.pace(job)
         else:
             pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
@@ -654,7 +662,7 @@ class Engine:
             if partner.partners is None:
                 partner.partners = {}
             partner.partners[job] = [count, xi_partner]
-            if partner.worker_xi is not None:
+            if partner.workers is not None:
                 self.calibration.on_partners_changed(partner)
             self._refresh_rate(partner)
 
@@ -733,7 +741,7 @@ class Engine:
             for partner in partners:
                 self._settle(partner)
                 del partner.partners[job]
-                if partner.worker_xi is not None:  # its vacated GPUs run alone now: σ(p) (Gimbal A10)
+                if partner.workers is not None:  # its vacated GPUs run alone now: σ(p) (Gimbal A10)
                     self.calibration.on_partners_changed(partner)
                 self._refresh_rate(partner)
 

@@ -68,10 +68,8 @@ class Job:
     epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
     placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
 
-    # per-worker calibration (Gimbal, sched/core/calibration.py): None unless a Gimbal policy tracks the job
-    shares: dict | None = None  # GPU -> MPS cap (fraction of the GPU) of this job's worker there
-    batches: dict | None = None  # GPU -> local batch (LISS); None: every worker at ``batch_size``
-    worker_xi: dict | None = None  # GPU -> ξ of this job's worker there; not None marks a tracked job
+    # per-worker calibration (Gimbal): a sched/core/calibration.Workers, None unless a Gimbal policy tracks the job
+    workers: Any = None
 
     # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
     fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)

@@ -1,8 +1,8 @@
 """The engine's two contracts (issue #27): what a policy may call and read, and how a capability plugs in.
 
 :class:`PolicyEngine` is everything a policy (``sched/policies/``) may touch on the engine it is handed;
-``tests/test_engine_contract.py`` fails on a policy that reaches for anything else, or that writes a job
-field the engine owns. :class:`CapabilityHost` is what an engine extension (a :class:`Capability`:
+``tests/test_engine_contract.py`` fails on a policy that reaches for anything else, that writes a job
+field, or that reads one outside :class:`JobView`. :class:`CapabilityHost` is what an engine extension (a :class:`Capability`:
 Gimbal's per-worker calibration, Pollux's goodput epochs, Lyra's pools) may use: settle a job's progress,
 re-compute its rate, and the capacity-driven resizes and preemptions. The engine (``engine.py``) keeps the
 event queue and the loop and implements both; it imports this module, never a capability's, so the
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from sortedcontainers import SortedList
 
-    from schedlab.sched.core.calibration import Calibration
+    from schedlab.sched.core.calibration import Calibration, Workers
     from schedlab.sched.core.cluster import ClusterState
     from schedlab.sched.core.job import Job
     from schedlab.sched.core.pools import Orchestrator
@@ -114,6 +114,10 @@ class PolicyEngine(Protocol):
         payload that carries it is stale when the stamps differ."""
         ...
 
+    def stalled(self, job: Job) -> bool:
+        """Whether running ``job`` is still paying its restore or allocation stall now (no progress yet)."""
+        ...
+
     def worker_view(self, job: Job) -> list[tuple]:
         """``[(gpu, partner, cap, local batch, ξ_w, t_w)]`` of running ``job`` (needs :attr:`calibration`)."""
         ...
@@ -152,6 +156,98 @@ class PolicyEngine(Protocol):
         ...
 
 
+class JobView(Protocol):
+    """The job fields a policy may read (``sched/core/job.py`` holds them all); it writes none.
+
+    Trace fields never change during a replay. Run-state fields are the engine's, as of the job's
+    last start, stop or rate change: ``remaining`` is exact only at those instants (use
+    :meth:`PolicyEngine.remaining` for now). Extension fields are set only for jobs that use the
+    capability (goodput jobs; jobs Gimbal calibrates)."""
+
+    # trace
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def submit_time(self) -> float: ...
+    @property
+    def duration(self) -> float:
+        """Solo seconds of work (nominal seconds for a goodput job; seconds at ``elastic_min`` GPUs for
+        a Lyra elastic job)."""
+    @property
+    def index(self) -> int:
+        """Position in the trace: the tie-break everywhere."""
+    @property
+    def deadline(self) -> float: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def batch_size(self) -> float:
+        """Per-GPU batch (a goodput job's follows its global batch and GPU count)."""
+    @property
+    def requested_gpus(self) -> int:
+        """GPUs the trace asked for (``num_gpus`` is the current allocation)."""
+    @property
+    def gpu_service(self) -> float: ...
+    @property
+    def fungible(self) -> bool: ...
+    @property
+    def heterogeneous(self) -> bool: ...
+    @property
+    def checkpoint(self) -> bool | None: ...
+    @property
+    def elastic_min(self) -> int: ...
+    @property
+    def elastic_max(self) -> int: ...
+    @property
+    def scaling_loss(self) -> float: ...
+    @property
+    def goodput(self) -> Any:
+        """The application's goodput model, or None for a fixed-duration job."""
+
+    # run state (the engine's)
+    @property
+    def num_gpus(self) -> int: ...
+    @property
+    def gpus(self) -> tuple[int, ...]: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def remaining(self) -> float: ...
+    @property
+    def start_time(self) -> float: ...
+    @property
+    def end_time(self) -> float: ...
+    @property
+    def last_start(self) -> float: ...
+    @property
+    def last_stop(self) -> float: ...
+    @property
+    def run_time(self) -> float: ...
+    @property
+    def preemptions(self) -> int: ...
+    @property
+    def accumulation_steps(self) -> int: ...
+    @property
+    def solo_speed(self) -> float: ...
+    @property
+    def partners(self) -> dict | None: ...
+    @property
+    def pace(self) -> float: ...
+
+    # extension states
+    @property
+    def global_batch(self) -> int: ...
+    @property
+    def epoch_start(self) -> float: ...
+    @property
+    def placement_shape(self) -> tuple[int, ...]: ...
+    @property
+    def workers(self) -> Workers | None:
+        """Per-worker MPS caps, local batches and ξ of a job Gimbal calibrates (``calibration.Workers``)."""
+
+
 class CapabilityHost(Protocol):
     """What a :class:`Capability` may use: the policy's reads, plus the engine's integration steps.
 
@@ -171,6 +267,10 @@ class CapabilityHost(Protocol):
 
     def settle(self, job: Job) -> None:
         """Integrate ``job``'s progress (and its shared time) up to now at its current rate."""
+        ...
+
+    def add_stall(self, job: Job, seconds: float) -> None:
+        """``job``, settled now, makes no progress for ``seconds`` more (e.g. an MPS cap switch, Gimbal M7)."""
         ...
 
     def refresh_rate(self, job: Job, force: bool = False) -> None:
@@ -217,3 +317,5 @@ def members(protocol: type) -> frozenset[str]:
 
 #: what a policy may touch on its engine (see :class:`PolicyEngine`)
 POLICY_MEMBERS: frozenset[str] = members(PolicyEngine)
+#: the job fields a policy may read (see :class:`JobView`)
+JOB_VIEW_MEMBERS: frozenset[str] = members(JobView)

@@ -53,7 +53,8 @@ class Search:
 
 
 def _config(job: Job) -> tuple[dict, dict | None]:
-    return dict(job.shares), (None if job.batches is None else dict(job.batches))
+    w = job.workers
+    return dict(w.shares), (None if w.batches is None else dict(w.batches))
 
 
 class Coordinator:
@@ -120,7 +121,7 @@ class Coordinator:
         """The 30 s monitor: reset jobs that left a set (A10), start the pending searches."""
         for job in list(self.sets.released):
             del self.sets.released[job]
-            if job.running and job not in self.sets.of and job.worker_xi is not None:
+            if job.running and job not in self.sets.of and job.workers is not None:
                 self._apply(engine, job, dict.fromkeys(job.gpus, 1.0), None)
         pending, self.pending = list(self.pending), {}
         for sid in pending:
@@ -187,7 +188,7 @@ class Coordinator:
         kind, changes = plan
         for job, value in changes.items():
             if kind == "lgrr":
-                self._apply(engine, job, value, job.batches, checked=True)
+                self._apply(engine, job, value, job.workers.batches, checked=True)
             else:
                 engine.calibrate(job, batches=value)
                 self.liss_steps += 1
@@ -207,7 +208,7 @@ class Coordinator:
                 batches = engine.calibration.liss_batches(jmax)
             except CalibrationError:  # the global batch does not fit the workers' memory bounds
                 return None
-            current = jmax.batches or dict.fromkeys(jmax.gpus, jmax.batch_size)
+            current = jmax.workers.batches or dict.fromkeys(jmax.gpus, jmax.batch_size)
             return None if batches == current else ("liss", {jmax: batches})
         workers: dict[Job, list[int]] = {}  # lines 19-20: squeeze the partners of the slow workers
         for g in slow:
@@ -220,8 +221,9 @@ class Coordinator:
         step, floor = self.p.granularity, self.p.min_share
         changes = {}
         for job, gpus in workers.items():
-            shares = {g: round(max(floor, job.shares[g] - step), 6) for g in gpus}
-            if any(shares[g] != job.shares[g] for g in gpus):
+            current = job.workers.shares
+            shares = {g: round(max(floor, current[g] - step), 6) for g in gpus}
+            if any(shares[g] != current[g] for g in gpus):
                 if engine.calibration.check(job, shares, None, switching=True) is not None:
                     return None  # no room for the switching context: the search cannot go on
                 changes[job] = shares
@@ -247,7 +249,7 @@ class Coordinator:
         self._measure(search.jobset)
         self.search_seconds.append(engine.now - search.started)
         self.lgrr_iterations.append(search.lgrr_iterations)
-        self.final_shares.extend(p for j in search.jobset.members for p in j.shares.values())
+        self.final_shares.extend(p for j in search.jobset.members for p in j.workers.shares.values())
         if self.p.research_s is not None:
             payload = (TAG, search.jobset.sid, search.jobset.generation, "research")
             engine.set_timer(engine.now + self.p.research_s, payload)
@@ -289,8 +291,9 @@ class Coordinator:
         """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed.
         ``checked``: :meth:`_squeeze` has just checked these caps (the same check ``calibrate`` would
         repeat; caps changed since on other jobs do not enter it, only batches do), so it is skipped."""
-        switch = any(job.shares.get(g) != p for g, p in shares.items())
-        same_batches = (job.batches is None and batches is None) or job.batches == batches
+        w = job.workers
+        switch = any(w.shares.get(g) != p for g, p in shares.items())
+        same_batches = (w.batches is None and batches is None) or w.batches == batches
         if not switch and same_batches:
             return False
         target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)

@@ -53,7 +53,7 @@ class LearnedGoodput:
     def observe(self, engine: PolicyEngine, job: Job, epoch_ended: bool = False) -> None:
         """``job`` reports the configuration it runs (at an epoch boundary: the epoch that ended)
         if it has computed at it: past its allocation stall, or at an epoch boundary."""
-        if not job.running or not (epoch_ended or engine.now - job.last_update > job.overhead_left):
+        if not job.running or not (epoch_ended or not engine.stalled(job)):
             return
         model = job.goodput
         epoch = model.epoch(job.epoch_start) - (1 if epoch_ended else 0)
