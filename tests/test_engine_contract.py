@@ -13,7 +13,7 @@ from helpers import make_table
 from schedlab.sched.core import calibration
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
-from schedlab.sched.core.job import Job, jobs_from_table
+from schedlab.sched.core.job import SPEC_FIELDS, Job, jobs_from_table
 from schedlab.sched.core.protocol import (
     JOB_VIEW_MEMBERS,
     POLICY_MEMBERS,
@@ -220,6 +220,20 @@ def test_no_module_calls_a_private_engine_member():
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Attribute) and _engine_expr(node.value) and node.attr.startswith("_")
                     and not node.attr.startswith("__")):
+                offenders.append(f"{path.relative_to(SCHEDLAB)}:{node.lineno} {ast.unparse(node)}")
+    assert not offenders
+
+
+def test_nothing_in_sched_writes_a_job_spec_field_once_made():
+    spec = set(SPEC_FIELDS)
+    assert spec <= JOB_FIELDS
+    offenders = []
+    for name, path in MODULES.items():
+        if name == "schedlab.sched.core.job":  # where records are made from the trace
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr in spec
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                 offenders.append(f"{path.relative_to(SCHEDLAB)}:{node.lineno} {ast.unparse(node)}")
     assert not offenders
 
