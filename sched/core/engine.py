@@ -28,7 +28,7 @@ Contracts (issue #27; ``sched/core/protocol.py``): a policy sees the engine only
 :class:`~schedlab.sched.core.protocol.PolicyEngine`; calibration (``calibration.py``), goodput epochs
 (``goodput_rates.py``) and pools (``pools.py``) are :class:`~schedlab.sched.core.protocol.Capability`
 objects registered at construction, which reach the engine only as a
-:class:`~schedlab.sched.core.protocol.CapabilityHost`. This module imports neither.
+:class:`~schedlab.sched.core.protocol.CapabilityHost`. This module imports no capability.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 :class:`PolicyEngine` is everything a policy (``sched/policies/``) may touch on the engine it is handed;
 ``tests/test_engine_contract.py`` fails on a policy that reaches for anything else, that writes a job
-field, or that reads one outside :class:`JobView`. :class:`CapabilityHost` is what an engine extension (a :class:`Capability`:
-Gimbal's per-worker calibration, Pollux's goodput epochs, Lyra's pools) may use: settle a job's progress,
-re-compute its rate, and the capacity-driven resizes and preemptions. The engine (``engine.py``) keeps the
+field, or that reads one outside :class:`JobView`. :class:`CapabilityHost` is what an engine extension
+(a :class:`Capability`: Gimbal's per-worker calibration, Pollux's goodput epochs, Lyra's pools) may use:
+settle a job's progress, add a stall, re-compute its rate, and the capacity-driven resizes and
+preemptions. The engine (``engine.py``) keeps the
 event queue and the loop and implements both; it imports this module, never a capability's, so the
 engine core has no import circle (``tests/test_engine_contract.py`` checks that too).
 
@@ -36,8 +37,8 @@ class EngineError(RuntimeError):
 class PolicyEngine(Protocol):
     """What a policy may read and call (DESIGN.md, "One engine, small policies").
 
-    Reads are views of state the engine owns: a policy never assigns to them, nor to a job's runtime
-    fields (``sched/core/job.py``: everything below "runtime state"). Every read is O(1) unless its
+    Reads are views of state the engine owns: a policy never assigns to them, nor to any job field
+    (it reads jobs as :class:`JobView`\ s). Every read is O(1) unless its
     docstring says otherwise. Actions change state only through the engine, which keeps progress
     exact (settled before any rate change) and re-schedules the completions they move."""
 
