@@ -9,7 +9,7 @@ preemptions. The engine (``engine.py``) keeps the
 event queue and the loop and implements both; it imports this module, never a capability's, so the
 engine core has no import circle (``tests/test_engine_contract.py`` checks that too).
 
-Both are :class:`typing.Protocol`\\ s: a policy is type-checked against :class:`PolicyEngine`, and
+Both are typing Protocols: a policy is type-checked against :class:`PolicyEngine`, and
 anything that forwards the same members (Gimbal's view for its base policy) serves as one.
 """
 
@@ -38,7 +38,7 @@ class PolicyEngine(Protocol):
     """What a policy may read and call (DESIGN.md, "One engine, small policies").
 
     Reads are views of state the engine owns: a policy never assigns to them, nor to any job field
-    (it reads jobs as :class:`JobView`\ s). Every read is O(1) unless its
+    (it reads jobs through :class:`JobView`). Every read is O(1) unless its
     docstring says otherwise. Actions change state only through the engine, which keeps progress
     exact (settled before any rate change) and re-schedules the completions they move."""
 
