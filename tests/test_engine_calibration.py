@@ -25,6 +25,7 @@ class Script(Policy):
 
     name = "script-test"  # never registered: defined in a test module
     summary = paper = ""
+    capabilities = (calibration.Calibration,)
 
     def __init__(self, plan: dict, actions: dict | None = None, gpus: dict | None = None) -> None:
         super().__init__()
@@ -186,7 +187,7 @@ def test_checks_refuse_bad_configurations_before_changing_anything():
             with pytest.raises(CalibrationError):
                 engine.calibrate(j, **kwargs)
             errors.append(kwargs)
-        assert j.version == version and j.batches is None
+        assert j.version == version and j.workers.batches is None
 
     engine, jobs = two_small_beside_a_large({10.0: bad})
     engine.run()
@@ -215,7 +216,7 @@ def test_untracked_jobs_keep_none_fields():
                     sharing=SharingModel.for_cluster(spec, "analytic:1.1"))
     engine.run()
     assert engine.jobs[1].shared_seconds > 0  # they shared
-    assert all(j.shares is None and j.batches is None and j.worker_xi is None for j in engine.jobs)
+    assert all(j.workers is None for j in engine.jobs)
 
 
 def test_mpscap_conditions_and_parsing():

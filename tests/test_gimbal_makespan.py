@@ -49,7 +49,7 @@ def observe(engine):
     def on_pass(view):
         schedule(view)
         a, b = (next(j for j in engine.jobs if j.job_id == name) for name in "AB")
-        passes.append({"now": engine.now, "rounds": len(base.round_times), "b_shares": dict(b.shares or {}),
+        passes.append({"now": engine.now, "rounds": len(base.round_times), "b_shares": dict(b.workers.shares or {}) if b.workers else {},
                        "a_rate": 1 / a.pace, "b_rate": 1 / b.pace, "b_running": b.running, "searching": bool(coordinator.searches), "aborted": coordinator.aborted,
                        "switches": coordinator.lgrr_switches, "searches": len(coordinator.search_seconds)})
 

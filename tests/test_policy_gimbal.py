@@ -67,7 +67,7 @@ def test_algorithm_1_swells_the_job_the_prose_names(objective, durations, deadli
                        params={"objective": objective})
     assert engine.policy.coordinator.swelled[0] == (swelled,)
     assert engine.policy.coordinator.metrics()["gimbal_searches"] == 1
-    assert jobs[swelled].shares is not None
+    assert jobs[swelled].workers.shares is not None
 
 
 def test_early_exit_restores_the_best_configuration():
@@ -82,7 +82,7 @@ def test_early_exit_restores_the_best_configuration():
     assert coordinator.final_shares == pytest.approx([best, 1.0])
     assert coordinator.lgrr_iterations == [best_index + 3]  # three unsuccessful squeezes past the best
     assert coordinator.lgrr_switches == best_index + 3 + 1 + 1  # + the restore, + A back to 100 % once B ended (A10)
-    assert set(jobs["A"].shares.values()) == {1.0}
+    assert set(jobs["A"].workers.shares.values()) == {1.0}
     assert coordinator.search_seconds == [pytest.approx(9 + 39 * (best_index + 3))]
 
 
@@ -235,12 +235,12 @@ def test_stale_timers_are_ignored():
         def on_timer(self, engine, payload):
             coordinator = engine._gimbal.coordinator
             (sid, search), = coordinator.searches.items()
-            version, seq = search.version, search.seq
-            before = (search.iterations, search.failures, {j: dict(j.shares) for j in search.jobset.members})
+            version, seq = search.generation, search.seq
+            before = (search.iterations, search.failures, {j: dict(j.workers.shares) for j in search.jobset.members})
             for stale in ((TAG, sid, version - 1, seq), (TAG, sid, version, seq - 1), (TAG, sid + 99, version, seq)):
                 coordinator.on_timer(engine._engine, stale)
             seen["same"] = before == (search.iterations, search.failures,
-                                      {j: dict(j.shares) for j in search.jobset.members})
+                                      {j: dict(j.workers.shares) for j in search.jobset.members})
             seen["calibrating"] = all(engine.calibrating(j) for j in search.jobset.members)
 
         def schedule(self, engine):
@@ -321,7 +321,8 @@ def test_base_policy_unchanged_with_gimbal_off(gimbal):
         results.append(job_table(result)[COLUMNS].to_csv(index=False, float_format=repr))
         if name == gimbal:
             assert engine.policy.coordinator.metrics()["gimbal_searches"] == 0
-            assert all(j.batches is None and set(j.shares.values()) <= {1.0} for j in engine.jobs if j.shares)
+            assert all(j.workers.batches is None and set(j.workers.shares.values()) <= {1.0}
+                       for j in engine.jobs if j.workers and j.workers.shares)
     assert results[0] == results[1]
 
 

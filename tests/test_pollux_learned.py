@@ -31,7 +31,8 @@ STUDY_WORKLOAD_6_POLLUX_S = 2446  # the study's results-jobload/pollux-1.0 (benc
 # the truth a scheduler must not read in learned mode: throughput, efficiency and their products
 TRUTH = ("goodput", "best_batch", "efficiency", "iteration_time", "step_sync", "grad_stats", "run_time",
          "_efficiency_at", "_efficiency_table", "_best_per_epoch", "_interpolate")
-MAY_READ_TRUTH = ("schedlab.sched.core.engine", "schedlab.sched.models.goodput_fit")  # progress; the agent's measurement
+MAY_READ_TRUTH = ("schedlab.sched.core.engine", "schedlab.sched.core.goodput_rates",  # progress
+                  "schedlab.sched.models.goodput_fit")  # the agent's measurement
 
 
 def table_digest(jobs: pd.DataFrame) -> str:

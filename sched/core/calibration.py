@@ -1,8 +1,9 @@
 """Per-worker calibration of shared jobs (Gimbal §4, specs/gimbal.md §1.5 and §7.2 items 1-5).
 
-A *tracked* job (``job.worker_xi is not None``; only Gimbal's policies track jobs) keeps, per GPU it
-holds, an MPS cap ``shares[g]`` (fraction of the GPU, 0.1 … 1.0), a local batch ``batches[g]``
-(``None``: every worker at the nominal per-GPU batch b̄) and its worker slowdown ``worker_xi[g]``:
+A *tracked* job (``job.workers`` is a :class:`Workers`, its extension state; only Gimbal's policies
+track jobs) keeps, per GPU it holds, an MPS cap ``shares[g]`` (fraction of the GPU, 0.1 … 1.0), a local
+batch ``batches[g]`` (``None``: every worker at the nominal per-GPU batch b̄) and its worker slowdown
+``xi[g]``:
 
 - M1: ξ_w = the pair's ξ under MPS caps ``(p_w, p_partner)`` when the GPU is shared, else the
   restricted-solo slowdown σ(p_w) (1 at 100 %). Tracked jobs share under MPS (``mode="mps"``).
@@ -12,20 +13,27 @@ holds, an MPS cap ``shares[g]`` (fraction of the GPU, 0.1 … 1.0), a local batc
   once, keeping Σ_w b_w = B; remaining work is never touched (M5), only the rate.
 - M7 (LGRR): a cap change stalls the job ``stall_s`` (3.6 s, Gimbal §7.4) while its partners run on.
 
-Untracked jobs never reach this module: the engine calls it only behind ``worker_xi is not None``
+Untracked jobs never reach this module: the engine calls it only behind ``job.workers is not None``
 checks, so replays that do not calibrate are bit-identical. Costs are O(GPUs of the jobs touched).
+
+The engine reaches this module only through :class:`Calibration`, a capability (``sched/core/protocol.py``)
+that a policy declares (``Policy.capabilities``); a policy calls it as ``engine.calibration``. Here the
+engine is a :class:`~schedlab.sched.core.protocol.CapabilityHost`: progress is settled and rates are
+refreshed through its public ``settle`` and ``refresh_rate``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from schedlab.sched.core.job import Job
+from schedlab.sched.core.protocol import Capability
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import Job
+    from schedlab.sched.core.protocol import CapabilityHost as Engine
 
 SWITCH_CONTEXT_GIB = 200 / 1024  # Gimbal §6: one extra 200 MB CUDA context alive while switching
 _SUM_TOLERANCE = 1e-6
@@ -35,41 +43,54 @@ class CalibrationError(RuntimeError):
     pass
 
 
+@dataclass(slots=True, eq=False)
+class Workers:
+    """A tracked job's per-worker state (its calibration extension state, ``job.workers``)."""
+
+    shares: dict[int, float] | None = None  # GPU -> MPS cap of this job's worker there; None before its start
+    batches: dict[int, float] | None = None  # GPU -> local batch (LISS); None: every worker at ``batch_size``
+    xi: dict[int, float] = field(default_factory=dict)  # GPU -> ξ of this job's worker there
+
+
 def track(job: Job) -> None:
     """Mark ``job`` as calibratable: from its next start the engine keeps its per-GPU state."""
-    if job.worker_xi is None:
-        job.worker_xi = {}
+    if job.workers is None:
+        job.workers = Workers()
 
 
 def reset_worker(job: Job) -> None:
     """A (re)started tracked job: every worker at 100 % and the nominal batch (ξ filled by :func:`refresh`)."""
-    job.shares = dict.fromkeys(job.gpus, 1.0)
-    job.batches = None
-    job.worker_xi = dict.fromkeys(job.gpus, 1.0)
+    w = job.workers
+    if w is None:
+        w = job.workers = Workers()
+    w.shares = dict.fromkeys(job.gpus, 1.0)
+    w.batches = None
+    w.xi = dict.fromkeys(job.gpus, 1.0)
 
 
 def share_of(job: Job, gpu: int) -> float:
     """The MPS cap of ``job`` on ``gpu`` (1.0 for an untracked job: free competition)."""
-    return job.shares.get(gpu, 1.0) if job.worker_xi is not None and job.shares is not None else 1.0
+    return w.shares.get(gpu, 1.0) if (w := job.workers) is not None and w.shares is not None else 1.0
 
 
 def refresh(engine: Engine, job: Job) -> None:
     """Re-compute ``job``'s per-GPU ξ from the current holders and caps (M1), and keep
     ``job.partners[partner][1]`` = its largest ξ beside that partner. Does not touch the rate."""
     source, holders = engine.sharing.interference, engine.cluster.holders  # workloads checked at the start
-    if job.shares is None:
+    if job.workers.shares is None:
         reset_worker(job)
-    xi = job.worker_xi
+    w = job.workers
+    xi, shares = w.xi, w.shares
     beside: dict[Job, float] = {}
     # ξ of a worker is a function of (partner, p, q) (the sources are deterministic and cache by
     # workload), so each distinct triple is asked once per refresh: same values, fewer calls
     known: dict[tuple, float] = {}
     for g in job.gpus:
-        p = job.shares.setdefault(g, 1.0)
+        p = shares.setdefault(g, 1.0)
         on = holders[g]
         if len(on) == 2:
             other = on[0] if on[1] is job else on[1]
-            q = other.shares.get(g, 1.0) if other.worker_xi is not None and other.shares is not None else 1.0  # share_of
+            q = ow.shares.get(g, 1.0) if (ow := other.workers) is not None and ow.shares is not None else 1.0  # share_of
             if (value := known.get(key := (other, p, q))) is None:
                 value = known[key] = source.ratio(job, other, "mps", None if p == q == 1.0 else (100.0 * p, 100.0 * q))[0]
             if value > beside.get(other, 0.0):
@@ -90,49 +111,52 @@ def refresh(engine: Engine, job: Job) -> None:
 
 def pace(engine: Engine, job: Job) -> float:
     """M2-M3: the slowest worker's iteration time over the nominal one."""
-    xi = job.worker_xi
-    if job.batches is None:
+    w = job.workers
+    xi, batches = w.xi, w.batches
+    if batches is None:
         return max(map(xi.get, job.gpus, repeat(1.0)), default=1.0)  # xi.get(g, 1.0) for each g
     compute = engine.sharing.compute_time
     nominal = compute(job, job.batch_size)
-    return max(xi.get(g, 1.0) * compute(job, job.batches[g]) for g in job.gpus) / nominal
+    return max(xi.get(g, 1.0) * compute(job, batches[g]) for g in job.gpus) / nominal
 
 
 def worker_view(engine: Engine, job: Job) -> list[tuple[int, Job | None, float, float, float, float]]:
     """``[(gpu, partner or None, cap p, local batch b_w, ξ_w, t_w seconds)]`` of a running job."""
     if not job.running:
         return []
-    if job.worker_xi is None or job.shares is None:
+    if job.workers is None or job.workers.shares is None:
         track(job)
         reset_worker(job)
         refresh(engine, job)
+    w = job.workers
     compute = engine.sharing.compute_time
     out = []
     for g in job.gpus:
         on = engine.cluster.holders[g]
         partner = next((o for o in on if o is not job), None)
-        b = job.batch_size if job.batches is None else job.batches[g]
-        xi = job.worker_xi[g]
-        out.append((g, partner, job.shares[g], b, xi, xi * compute(job, b)))
+        b = job.batch_size if w.batches is None else w.batches[g]
+        xi = w.xi[g]
+        out.append((g, partner, w.shares[g], b, xi, xi * compute(job, b)))
     return out
 
 
 def worker_times(engine: Engine, job: Job) -> list[tuple[int, float]]:
     """``[(gpu, t_w seconds)]`` of a running job: :func:`worker_view`'s first and last columns
     without building the others (same floats: ξ_w · g(b_w), g computed once when b_w is nominal)."""
-    xi = job.worker_xi
-    if not job.running or xi is None or job.shares is None:
+    w = job.workers
+    if not job.running or w is None or w.shares is None:
         return [(view[0], view[5]) for view in worker_view(engine, job)]
+    xi = w.xi
     compute = engine.sharing.compute_time
-    if job.batches is None:
+    if w.batches is None:
         nominal = compute(job, job.batch_size)
         return [(g, xi[g] * nominal) for g in job.gpus]
-    batches = job.batches
+    batches = w.batches
     return [(g, xi[g] * compute(job, batches[g])) for g in job.gpus]
 
 
 def _ensure(engine: Engine, job: Job) -> None:
-    if job.worker_xi is None or job.shares is None or len(job.shares) != len(job.gpus):
+    if (w := job.workers) is None or w.shares is None or len(w.shares) != len(job.gpus):
         track(job)
         reset_worker(job)
         refresh(engine, job)
@@ -160,7 +184,7 @@ def check(engine: Engine, job: Job, shares: dict[int, float] | None, batches: di
     sharing = engine.sharing
     extra = SWITCH_CONTEXT_GIB if switching else 0.0
     for g in (batches or {}) if not switching else job.gpus:
-        b = batches[g] if batches is not None else (job.batch_size if job.batches is None else job.batches[g])
+        b = batches[g] if batches is not None else local_batch(job, g)
         need = sharing.memory_at(job, b) + extra
         for other in engine.cluster.holders[g]:
             if other is not job:
@@ -171,7 +195,8 @@ def check(engine: Engine, job: Job, shares: dict[int, float] | None, batches: di
 
 
 def local_batch(job: Job, gpu: int) -> float:
-    return job.batches[gpu] if job.worker_xi is not None and job.batches is not None else job.batch_size
+    """The local batch of ``job``'s worker on ``gpu`` (the nominal per-GPU batch unless LISS changed it)."""
+    return w.batches[gpu] if (w := job.workers) is not None and w.batches is not None else job.batch_size
 
 
 def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
@@ -188,7 +213,8 @@ def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
     if not 0.0 <= stall_s < math.inf:
         raise CalibrationError(f"calibrate: stall_s must be a finite number >= 0, got {stall_s!r}")
     _ensure(engine, job)
-    changed = [g for g, p in (shares or {}).items() if p != job.shares.get(g)] if shares is not None else []
+    w = job.workers
+    changed = [g for g, p in (shares or {}).items() if p != w.shares.get(g)] if shares is not None else []
     reason = None if checked else check(engine, job, shares, batches, switching=bool(changed))
     if reason is not None:
         raise CalibrationError(f"calibrate job {job.job_id}: {reason}")
@@ -197,20 +223,20 @@ def calibrate(engine: Engine, job: Job, shares: dict[int, float] | None = None,
         for other in engine.cluster.holders[g]:
             if other is not job:
                 others[other] = None
-    engine._settle(job)
+    engine.settle(job)
     for other in others:
-        engine._settle(other)
+        engine.settle(other)
         _ensure(engine, other)
     for g in changed:
-        job.shares[g] = float(shares[g])
+        w.shares[g] = float(shares[g])
     if batches is not None:
-        job.batches = None if all(b == job.batch_size for b in batches.values()) else {g: float(b) for g, b in batches.items()}
-    job.overhead_left += stall_s
+        w.batches = None if all(b == job.batch_size for b in batches.values()) else {g: float(b) for g, b in batches.items()}
+    engine.add_stall(job, stall_s)
     refresh(engine, job)
-    engine._refresh_rate(job, force=True)
+    engine.refresh_rate(job, force=True)
     for other in others:
         refresh(engine, other)
-        engine._refresh_rate(other)
+        engine.refresh_rate(other)
 
 
 def liss_split(xis: list[float], alpha: float, beta: float, total: float, lo: float = 1.0,
@@ -281,6 +307,54 @@ def liss_batches(engine: Engine, job: Job) -> dict[int, float]:
         partner_gib = sum(sharing.memory_at(o, local_batch(o, g)) for o in engine.cluster.holders[g] if o is not job)
         his.append(sharing.max_batch(job, partner_gib))
     total = job.batch_size * len(gpus)
-    split = liss_split([job.worker_xi[g] for g in gpus], alpha, beta, total, 1.0, his,
+    split = liss_split([job.workers.xi[g] for g in gpus], alpha, beta, total, 1.0, his,
                        integer=float(job.batch_size).is_integer())
     return dict(zip(gpus, split))
+
+
+class Calibration(Capability):
+    """Per-worker calibration as an engine capability. The engine calls :meth:`on_start`,
+    :meth:`on_partners_changed` and :meth:`pace` for tracked jobs only; a policy calls the rest as
+    ``engine.calibration.<method>`` (Gimbal's coordinator and runtime monitor)."""
+
+    role: ClassVar[str] = "calibration"
+
+    # ---- the engine's hooks (tracked jobs) --------------------------------------------------------
+    def on_start(self, job: Job) -> None:
+        """A tracked job (re)started: every worker at 100 % and the nominal batch."""
+        reset_worker(job)
+
+    def on_partners_changed(self, job: Job) -> None:
+        """A partner joined or left one of the job's GPUs: its per-GPU ξ again (M1)."""
+        refresh(self.engine, job)
+
+    def pace(self, job: Job) -> float:
+        """The slowest worker's iteration time over the nominal one (M2-M3)."""
+        return pace(self.engine, job)
+
+    # ---- what a policy calls --------------------------------------------------------------------
+    track = staticmethod(track)
+    share_of = staticmethod(share_of)
+    local_batch = staticmethod(local_batch)
+
+    def worker_view(self, job: Job) -> list[tuple[int, Job | None, float, float, float, float]]:
+        """See :func:`worker_view`."""
+        return worker_view(self.engine, job)
+
+    def worker_times(self, job: Job) -> list[tuple[int, float]]:
+        """See :func:`worker_times`."""
+        return worker_times(self.engine, job)
+
+    def check(self, job: Job, shares: dict[int, float] | None, batches: dict[int, float] | None,
+              switching: bool) -> str | None:
+        """See :func:`check`."""
+        return check(self.engine, job, shares, batches, switching)
+
+    def liss_batches(self, job: Job) -> dict[int, float]:
+        """See :func:`liss_batches`."""
+        return liss_batches(self.engine, job)
+
+    def calibrate(self, job: Job, shares: dict[int, float] | None = None, batches: dict[int, float] | None = None,
+                  stall_s: float = 0.0, checked: bool = False) -> None:
+        """See :func:`calibrate`."""
+        calibrate(self.engine, job, shares, batches, stall_s, checked)

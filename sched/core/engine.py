@@ -24,7 +24,11 @@ Pools (specs/lyra.md §1; ``sched/core/pools.py``): with an ``orchestrator`` the
 :class:`~schedlab.sched.core.pools.PooledCluster` whose capacity changes at the orchestrator's timer
 events (inference servers lent to training and taken back); without one nothing here changes.
 
-Policies see the engine only through the methods under "policy API" below.
+Contracts (issue #27; ``sched/core/protocol.py``): a policy sees the engine only as a
+:class:`~schedlab.sched.core.protocol.PolicyEngine`; calibration (``calibration.py``), goodput epochs
+(``goodput_rates.py``) and pools (``pools.py``) are :class:`~schedlab.sched.core.protocol.Capability`
+objects registered at construction, which reach the engine only as a
+:class:`~schedlab.sched.core.protocol.CapabilityHost`. This module imports no capability.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -39,16 +45,20 @@ import numpy as np
 from sortedcontainers import SortedList
 from tqdm import tqdm
 
-from schedlab.sched.core import calibration
 from schedlab.sched.core.cluster import ClusterState
-from schedlab.sched.core.job import Job, JobSource
+from schedlab.sched.core.job import Job, JobSource, job_capabilities
+from schedlab.sched.core.protocol import Capability, EngineError
 from schedlab.sched.traces.jobtable import JobRecords
 from schedlab.sched.core.placement import DEFAULT, check_policy, get_strategy
 
 if TYPE_CHECKING:
-    from schedlab.sched.policies.base import Policy
+    from schedlab.sched.core.calibration import Calibration
+    from schedlab.sched.core.goodput_rates import GoodputRates
     from schedlab.sched.core.pools import Orchestrator
     from schedlab.sched.models.sharing import SharingModel
+    from schedlab.sched.policies.base import Policy
+
+__all__ = ["Engine", "EngineError", "EngineResult"]
 
 _COMPLETION = 0
 _TIMER = 1
@@ -61,10 +71,6 @@ _BUCKET_S = 3600.0
 # A streamed replay (jobs from a JobSource) makes job records this many at a time, as they arrive,
 # and stores finished jobs' figures this many at a time (issue #13 §6)
 _BATCH = 4096
-
-
-class EngineError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -97,6 +103,7 @@ class Engine:
         record_occupancy: bool = False,
         orchestrator: Orchestrator | None = None,
         job_speed: Callable[[Job], float] | None = None,
+        capabilities: Sequence[Capability] = (),
     ) -> None:
         """``record_occupancy`` keeps every stint of a job on a fixed set of GPUs as ``(job, from, to,
         GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
@@ -105,7 +112,11 @@ class Engine:
         ``jobs``: a list of job records, or a :class:`~schedlab.sched.core.job.JobSource` (what ``replay``
         gives): then the engine makes each record shortly before the job arrives and, once it ends,
         keeps only its figures (``EngineResult.records``), so memory grows with the jobs in flight,
-        not with the trace (issue #13 §6); ``jobs`` stays the source, ``EngineResult.jobs`` is None."""
+        not with the trace (issue #13 §6); ``jobs`` stays the source, ``EngineResult.jobs`` is None.
+
+        ``capabilities``: engine extensions (``sched/core/protocol.py``); with them come the policy's
+        (``Policy.capabilities``, classes made here), the jobs' (goodput epochs when they have goodput
+        models) and ``orchestrator`` (the pools). One per role."""
         if isinstance(jobs, JobSource):
             gpus = jobs.table["num_gpus"].to_numpy()
             oversize = np.flatnonzero(gpus > cluster.total_gpus)
@@ -154,9 +165,20 @@ class Engine:
         #: a job's speed factor on its current GPUs (GPU type, elastic scaling), applied at start and
         #: resize; None (the default) costs nothing
         self.job_speed = job_speed
-        self.orchestrator = orchestrator
-        if orchestrator is not None:
-            orchestrator.attach(self)
+        registered: dict[str, Capability] = {}
+        extra = [orchestrator] if orchestrator is not None else []
+        for capability in [*capabilities, *(make() for make in policy.capabilities), *job_capabilities(jobs), *extra]:
+            if capability.role in registered:
+                raise EngineError(f"two {capability.role} capabilities:"
+                                  f" {registered[capability.role]!r} and {capability!r}")
+            registered[capability.role] = capability
+        self.capabilities = registered
+        #: the per-worker calibration capability (Gimbal), None unless registered
+        self.calibration: Calibration | None = registered.get("calibration")  # type: ignore[assignment]
+        self._goodput: GoodputRates | None = registered.get("goodput")  # type: ignore[assignment]
+        self.orchestrator: Orchestrator | None = registered.get("pools")  # type: ignore[assignment]
+        for capability in registered.values():
+            capability.attach(self)
 
     # ---- policy API --------------------------------------------------------------------------
     def start(
@@ -211,15 +233,15 @@ class Engine:
         if self._occupancy is not None:
             self._held_since[job] = self.now
         if job.goodput is not None:
-            job.placement_shape = self._shape(job.gpus)
+            self._goodput.on_allocation(job)
         job.last_start = self.now
         self.running[job] = None
-        if job.worker_xi is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
-            calibration.reset_worker(job)
+        if job.workers is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
+            self._calibrating(job).on_start(job)
         if pairs:
             self._join_partners(job, share_gpus, pairs)
-        if job.worker_xi is not None and pairs:  # alone, reset_worker's ξ (1 on every GPU) is what refresh gives
-            calibration.refresh(self, job)
+        if job.workers is not None and pairs:  # alone, on_start's ξ (1 on every GPU) is what a refresh gives
+            self.calibration.on_partners_changed(job)
         self._refresh_rate(job)
         return True
 
@@ -292,7 +314,7 @@ class Engine:
             job.solo_speed *= factor / job.speed_factor
             job.speed_factor = factor
         if job.goodput is not None:
-            job.placement_shape = self._shape(job.gpus)
+            self._goodput.on_allocation(job)
         self._refresh_rate(job, force=True)
         return True
 
@@ -364,11 +386,30 @@ class Engine:
                   batches: dict[int, float] | None = None, stall_s: float = 0.0) -> None:
         """Change running ``job``'s per-GPU MPS caps and/or local batches (Gimbal's LGRR and LISS,
         ``sched/core/calibration.py``); its partners' ξ follow, ``stall_s`` stalls the job (3.6 s per LGRR switch)."""
-        calibration.calibrate(self, job, shares, batches, stall_s)
+        self._calibrating(job).calibrate(job, shares, batches, stall_s)
 
     def worker_view(self, job: Job) -> list[tuple]:
         """``[(gpu, partner, cap, local batch, ξ_w, t_w)]`` of running ``job`` (Gimbal's runtime monitor)."""
-        return calibration.worker_view(self, job)
+        return self._calibrating(job).worker_view(job)
+
+    def stalled(self, job: Job) -> bool:
+        """Whether running ``job`` is still paying its restore or allocation stall now."""
+        return self.now - job.last_update <= job.overhead_left
+
+    def version_of(self, job: Job) -> int:
+        """An opaque stamp that changes whenever ``job``'s rate changes, it stops or restarts."""
+        return job.version
+
+    @contextmanager
+    def accumulating(self, job: Job, steps: int) -> Iterator[None]:
+        """Pending ``job`` reads as running with ``steps`` accumulation steps inside the block (what-if ξ)."""
+        if job.gpus:
+            raise EngineError(f"policy {self.policy.name}: accumulating() is for pending jobs; job {job.job_id} runs")
+        saved, job.accumulation_steps = job.accumulation_steps, steps
+        try:
+            yield
+        finally:
+            job.accumulation_steps = saved
 
     def set_timer(self, at: float, payload: Any = None) -> None:
         """Call ``policy.on_timer(engine, payload)`` at time ``at`` (>= now)."""
@@ -422,8 +463,8 @@ class Engine:
                 _, _, kind, obj, version = heappop(heap)
                 if kind == _COMPLETION:
                     if obj.version == version and obj.gpus:  # current, and the job still runs
-                        if obj.goodput is not None and self._epoch_breakpoint(obj) > 0:
-                            self._next_epoch(obj)
+                        if obj.goodput is not None and self._goodput.mid_run(obj):
+                            self._goodput.next_epoch(obj)
                         else:
                             self._complete(obj)
                             done += 1
@@ -539,44 +580,34 @@ class Engine:
             job.shared_seconds += elapsed
         job.last_update = now
 
+    settle = _settle  # the CapabilityHost's name for it (sched/core/protocol.py)
+
+    def add_stall(self, job: Job, seconds: float) -> None:
+        """``job`` (settled now) makes no progress for ``seconds`` more (a capability's switch cost)."""
+        job.overhead_left += seconds
+
     def _completion_time(self, job: Job) -> float:
         """When the job ends at its current rate (for a goodput job, if its epoch rate held)."""
         return job.last_update + job.overhead_left + job.remaining / job.rate
 
-    def _epoch_breakpoint(self, job: Job) -> float:
-        """Nominal seconds left when the goodput job's current epoch ends (0 in its last epoch)."""
-        return max(0.0, (job.goodput.total_progress - job.epoch_end) / job.progress_scale)
-
-    def _next_event_time(self, job: Job) -> float:
-        """The job's next own event: its completion, or for a goodput job the end of its epoch."""
-        if job.goodput is None:
-            return self._completion_time(job)
-        to_go = max(0.0, job.remaining - self._epoch_breakpoint(job))
-        return job.last_update + job.overhead_left + to_go / job.rate
-
-    def _next_epoch(self, job: Job) -> None:
-        """A goodput job reached an epoch boundary: its statistical efficiency changes (specs/pollux.md)."""
-        self._settle(job)
-        job.remaining = self._epoch_breakpoint(job)  # exactly on the boundary
-        job.epoch_start = job.epoch_end
-        job.epoch_end = job.goodput.epoch_end(job.epoch_start)
-        if job.epoch_end <= job.epoch_start:
-            raise EngineError(f"job {job.job_id}: the goodput model gives no progress after {job.epoch_start}")
-        self._refresh_rate(job, force=True)
-        self.policy.on_epoch(self, job)
+    def _calibrating(self, job: Job) -> Calibration:
+        """The calibration capability, or an error naming the job that needs it."""
+        if self.calibration is None:
+            raise EngineError(f"job {job.job_id} is calibrated but policy {self.policy.name} declares no"
+                              " calibration capability (Policy.capabilities)")
+        return self.calibration
 
     def _refresh_rate(self, job: Job, force: bool = False) -> None:
         """Re-compute ``job``'s pace and rate from its partners (and, for a goodput job, from its
         placement, batch and epoch); re-schedule its completion."""
         self.state_version += 1
-        if job.worker_xi is not None:  # tracked (Gimbal): the slowest worker's iteration time (M2-M3)
-            pace = calibration.pace(self, job)
+        if job.workers is not None:  # tracked (Gimbal): the slowest worker's iteration time (M2-M3)
+            pace = self.calibration.pace(job)
         else:
             pace = max((xi for _, xi in job.partners.values()), default=1.0) if job.partners else 1.0
         rate = job.solo_speed / pace
         if job.goodput is not None:
-            goodput = job.goodput.goodput(job.placement_shape, job.global_batch, job.epoch_start)
-            rate *= goodput / job.progress_scale
+            rate = self._goodput.rate(job, rate)
         if job.rate > 0:
             if rate == job.rate and not force:
                 return
@@ -595,7 +626,10 @@ class Engine:
             by_end.add(key)
         job.end_key = key
         self._seq += 1
-        self._enqueue((end if job.goodput is None else self._next_event_time(job), self._seq, _COMPLETION, job, job.version))
+        self._enqueue((end if job.goodput is None else self._goodput.next_event_time(job), self._seq, _COMPLETION, job,
+                       job.version))
+
+    refresh_rate = _refresh_rate  # the CapabilityHost's name for it (sched/core/protocol.py)
 
     def _check_sharing(
         self, job: Job, gpus: tuple[int, ...], mode: str, shares, accumulation_steps: int
@@ -628,8 +662,8 @@ class Engine:
             if partner.partners is None:
                 partner.partners = {}
             partner.partners[job] = [count, xi_partner]
-            if partner.worker_xi is not None:
-                calibration.refresh(self, partner)
+            if partner.workers is not None:
+                self.calibration.on_partners_changed(partner)
             self._refresh_rate(partner)
 
     def _set_gpu_count(self, job: Job, num_gpus: int, running: bool = False) -> None:
@@ -639,14 +673,6 @@ class Engine:
         job.num_gpus = num_gpus
         if job.goodput is not None and job.global_batch:
             job.batch_size = -(-job.global_batch // num_gpus)
-
-    def _shape(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
-        """GPUs per server of an allocation, largest first (what a goodput model's placement is)."""
-        per = self.cluster.gpus_per_server
-        counts: dict[int, int] = {}
-        for g in gpus:
-            counts[g // per] = counts.get(g // per, 0) + 1
-        return tuple(sorted(counts.values(), reverse=True))
 
     def _grow_placement(self, job: Job, extra: int) -> list[tuple[int, int]] | None:
         """Extra GPUs for a growing job: its own servers first (most free first), then the strategy."""
@@ -715,8 +741,8 @@ class Engine:
             for partner in partners:
                 self._settle(partner)
                 del partner.partners[job]
-                if partner.worker_xi is not None:  # its vacated GPUs run alone now: σ(p) (Gimbal A10)
-                    calibration.refresh(self, partner)
+                if partner.workers is not None:  # its vacated GPUs run alone now: σ(p) (Gimbal A10)
+                    self.calibration.on_partners_changed(partner)
                 self._refresh_rate(partner)
 
     def _complete(self, job: Job) -> None:

@@ -4,18 +4,38 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from schedlab.sched.core.goodput_rates import GoodputRates
 from schedlab.sched.traces.jobtable import in_canonical_order
+
+if TYPE_CHECKING:
+    from schedlab.sched.core.protocol import Capability
+
+
+#: the job's spec: set from its trace row by :class:`JobSource` (or the constructor) and never written
+#: afterwards by the engine, a capability or a policy (``tests/test_engine_contract.py`` checks
+#: ``sched/``); ``num_gpus`` and ``batch_size`` start from the trace but are run state (elastic
+#: allocations, a goodput job's per-GPU batch)
+SPEC_FIELDS: tuple[str, ...] = (
+    "job_id", "submit_time", "duration", "index", "deadline", "model", "requested_gpus", "fungible",
+    "heterogeneous", "checkpoint", "elastic_min", "elastic_max", "scaling_loss", "goodput", "progress_scale",
+)
 
 
 @dataclass(slots=True, eq=False)
 class Job:
     """One training job. Work is measured in solo seconds: a job running alone on its own GPUs
-    progresses at ``rate = 1`` solo second per second; sharing or squeezing lowers the rate."""
+    progresses at ``rate = 1`` solo second per second; sharing or squeezing lowers the rate.
+
+    Three parts (issue #27): the spec (:data:`SPEC_FIELDS`, frozen once made), the run state the engine
+    owns, and extension states a capability owns (``workers``: calibration; the goodput epoch fields).
+    The record stays one flat slotted object so that the event loop reads every field as a slot; who
+    may write what is the contract (``sched/core/protocol.py``; policies read through ``JobView``).
+    Slots rather than a nested frozen spec: a property read costs ~8x a slot read on CPython 3.11."""
 
     job_id: str
     submit_time: float
@@ -64,10 +84,8 @@ class Job:
     epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
     placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
 
-    # per-worker calibration (Gimbal, sched/core/calibration.py): None unless a Gimbal policy tracks the job
-    shares: dict | None = None  # GPU -> MPS cap (fraction of the GPU) of this job's worker there
-    batches: dict | None = None  # GPU -> local batch (LISS); None: every worker at ``batch_size``
-    worker_xi: dict | None = None  # GPU -> ξ of this job's worker there; not None marks a tracked job
+    # per-worker calibration (Gimbal): a sched/core/calibration.Workers, None unless a Gimbal policy tracks the job
+    workers: Any = None
 
     # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
     fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)
@@ -101,6 +119,16 @@ class Job:
     def gpu_service(self) -> float:
         """GPUs x duration: the job's total GPU-time demand (SSF's key)."""
         return self.num_gpus * self.duration
+
+
+def job_capabilities(jobs: list[Job] | JobSource) -> list[Capability]:
+    """The engine capabilities these jobs' extension states need: goodput epochs when any job has a
+    goodput model (specs/pollux.md), none for fixed-duration jobs."""
+    if isinstance(jobs, JobSource):
+        goodput = "global_batch" in jobs.table.columns
+    else:
+        goodput = any(job.goodput is not None for job in jobs)
+    return [GoodputRates()] if goodput else []
 
 
 def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None = None) -> list[Job]:

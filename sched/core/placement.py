@@ -189,12 +189,20 @@ def get_strategy(name: str) -> Strategy:
     return STRATEGIES[canonical_placement(name)]
 
 
+_waiting_policies: Callable[[], list[str]] = list
+
+
+def register_waiting_policies(names: Callable[[], list[str]]) -> None:
+    """The policy registry (``sched/policies/__init__.py``) tells :func:`check_policy` which policies
+    wait when refused (its message names them), so that placement never imports the policies."""
+    global _waiting_policies  # noqa: PLW0603 (one registry, set once at import)
+    _waiting_policies = names
+
+
 def check_policy(placement: str, policy: str, waits_when_refused: bool) -> None:
     """A clear error for a policy that assumes any free GPUs will do under a strategy that may refuse."""
     name = canonical_placement(placement)
     if name in REFUSE_WITH_FREE_GPUS and not waits_when_refused:
-        from schedlab.sched.policies import POLICIES
-
-        able = sorted(n for n, cls in POLICIES.items() if cls.waits_when_refused)
+        able = _waiting_policies()
         raise ValueError(f"placement {name!r} may refuse a job although enough GPUs are free, and policy"
                          f" {policy!r} assumes any free GPUs will do; with {name!r} use one of {', '.join(able)}")

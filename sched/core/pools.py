@@ -53,13 +53,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
 from schedlab.sched.core.cluster import ClusterSpec, ClusterState
 from schedlab.sched.models.inference import InferenceLoad
 from schedlab.sched.core.placement import fill
+from schedlab.sched.core.protocol import Capability, EngineError
 from schedlab.sched.policies.reclaim import (
     STRATEGIES,
     ReclaimPlan,
@@ -70,7 +71,7 @@ from schedlab.sched.policies.reclaim import (
 from schedlab.sched.strict import UserModel
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import CapabilityHost as Engine
 
 TRAINING, INFERENCE, ON_LOAN = 0, 1, 2
 
@@ -286,8 +287,15 @@ class ReclaimRecord:
 
 
 @dataclass
-class Orchestrator:
-    """Lyra's resource orchestrator (§3): executes the inference scheduler's loan/reclaim decisions."""
+class Orchestrator(Capability):
+    """Lyra's resource orchestrator (§3): executes the inference scheduler's loan/reclaim decisions.
+
+    The engine's ``"pools"`` capability (``sched/core/protocol.py``): the engine calls :meth:`attach`
+    when built, then :meth:`tick`, :meth:`keep_ticking` and :meth:`next_tick` at its capacity events and
+    :meth:`finish` at the end. A reclaim shrinks and preempts jobs through the host's ``resize`` and
+    ``preempt`` (the capacity, not the policy, forces them), then tells the policy (``on_reclaimed``)."""
+
+    role: ClassVar[str] = "pools"
 
     load: InferenceLoad
     options: LoanOptions
@@ -386,8 +394,6 @@ class Orchestrator:
 
     def reclaim(self, engine: Engine, n: int) -> ReclaimPlan:
         """Return ``n`` on-loan servers: choose them, shrink or preempt their jobs, take them back."""
-        from schedlab.sched.core.engine import EngineError
-
         policy = engine.policy
         started = time.perf_counter()
         view = self._view = self.view(engine)

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from schedlab.checks import bool_as_number, bool_message, did_you_mean, finite_floats, validation_message
+from schedlab.sched.core.placement import register_waiting_policies
 from schedlab.sched.policies.base import Policy
 
 
@@ -28,6 +29,7 @@ def _discover() -> dict[str, type[Policy]]:
 POLICIES: dict[str, type[Policy]] = _discover()
 BASELINES: tuple[str, ...] = ("fifo", "sjf", "ssf", "srtf", "tiresias", "backfill")
 SHARING: tuple[str, ...] = tuple(name for name, cls in POLICIES.items() if cls.shares_gpus)
+register_waiting_policies(lambda: sorted(name for name, cls in POLICIES.items() if cls.waits_when_refused))
 
 
 def parameter_list(name: str) -> str:

@@ -32,7 +32,7 @@ from schedlab.sched.policies.elastic import (
 from schedlab.sched.models.scaling import speed
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -47,7 +47,7 @@ class Afs(RoundPolicy):
     simplified = "goodput model's scaling at the workload batch; non-preemptive; 60 s rounds; placement ours"
     Params = AfsParams
 
-    def decide(self, engine: Engine) -> None:
+    def decide(self, engine: PolicyEngine) -> None:
         cluster = engine.cluster
         per = cluster.gpus_per_server
         left = cluster.total_gpus
@@ -71,7 +71,7 @@ class Afs(RoundPolicy):
     def _base(self, job: Job) -> int:
         return 1 if self.params.base == "one" and job.goodput is not None else job.requested_gpus
 
-    def _gain(self, engine: Engine, job: Job, w: int, per: int) -> float:
+    def _gain(self, engine: PolicyEngine, job: Job, w: int, per: int) -> float:
         if job.goodput is None:  # Lyra's elastic jobs: completion-rate gain per GPU (specs/lyra.md §6 A10)
             if not job.elastic_max:
                 return 0.0
@@ -86,7 +86,7 @@ class Afs(RoundPolicy):
     def _rate(job: Job, w: int, per: int) -> float:
         return job.goodput.goodput(packed_shape(w, per), job.global_batch, job.epoch_start)
 
-    def _place(self, engine: Engine, count: dict[Job, int]) -> dict[Job, dict[int, int]]:
+    def _place(self, engine: PolicyEngine, count: dict[Job, int]) -> dict[Job, dict[int, int]]:
         per = engine.cluster.gpus_per_server
         free = server_capacity(engine)  # lent-out or absent servers offer nothing (pools.py)
         targets: dict[Job, dict[int, int]] = {}

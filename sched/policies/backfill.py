@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -49,10 +49,10 @@ class Backfill(Policy):
         # left the front (a dict skips their deleted slots on every iteration)
         self.queue: OrderedDict[Job, None] = OrderedDict()
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self.queue[job] = None
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         queue = self.queue
         cluster = engine.cluster
         while queue:
@@ -85,7 +85,7 @@ class Backfill(Policy):
             del queue[job]
 
     @staticmethod
-    def _reservation(engine: Engine, head: Job) -> tuple[float, int]:
+    def _reservation(engine: PolicyEngine, head: Job) -> tuple[float, int]:
         """(shadow time, GPUs spare at shadow time) for the blocked head job."""
         available = engine.cluster.free_gpus
         for end, _, job in engine.by_end:

@@ -1,20 +1,23 @@
 """What a policy is: a small object that decides, never loops (DESIGN.md, "One engine, small policies").
 
 The engine calls ``on_arrival`` / ``on_finish`` / ``on_timer`` to keep the policy's own queues up to
-date, then ``schedule`` once per instant. A policy acts only through the engine's policy API:
-``start``, ``preempt``, ``resize``, ``set_batch``, ``set_timer``, and reads ``now``, ``cluster``, ``running``, ``remaining``,
-``attained_service`` and ``expected_end``.
+date, then ``schedule`` once per instant. A policy sees the engine only as a
+:class:`~schedlab.sched.core.protocol.PolicyEngine` (``sched/core/protocol.py``: every member a policy
+may read or call, with its guarantees); it reads a job's fields but never writes those the engine owns.
+``tests/test_engine_contract.py`` enforces both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
     from schedlab.sched.core.job import Job
+    from schedlab.sched.core.protocol import Capability
+    from schedlab.sched.core.protocol import PolicyEngine
 
 # Lyra §7.5 measured 63 s on average to checkpoint, relaunch and restore a preempted job; the
 # preemptive baselines (Tiresias, SRTF) pay it on every restart unless a run sets another value.
@@ -38,23 +41,26 @@ class Policy:
     #: whether a start the placement strategy refuses although enough GPUs are free (``strict-consolidated``)
     #: leaves the job waiting; a policy that assumes any free GPUs will do cannot run under such a strategy
     waits_when_refused: ClassVar[bool] = False
+    #: engine capabilities this policy uses, made afresh for every engine (``sched/core/protocol.py``;
+    #: Gimbal: per-worker calibration)
+    capabilities: ClassVar[tuple[Callable[[], Capability], ...]] = ()
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         raise NotImplementedError
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         """A running job completed (its GPUs are already free)."""
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         """A timer this policy set has fired."""
 
-    def on_epoch(self, engine: Engine, job: Job) -> None:
+    def on_epoch(self, engine: PolicyEngine, job: Job) -> None:
         """A running goodput job began a new epoch (its rate was just recomputed)."""
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         raise NotImplementedError
 
     def for_goodput_jobs(self) -> None:

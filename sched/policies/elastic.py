@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 STUDY_STALL_S = 30.0  # Pollux's simulator: every allocation change, the first start included
@@ -55,16 +55,16 @@ class RoundPolicy(Policy):
         self._round_due = False
         self.rounds = 0
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self.active[job.index] = job
         if not self._timer_pending and not self._round_due:
             round_s = self.params.round_s
             self._arm(engine, max(round_s, math.ceil(engine.now / round_s - 1e-9) * round_s))
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         del self.active[job.index]
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         if isinstance(payload, tuple) and payload[0] == "round":
             if payload[1] == self._timer_seq:
                 self._timer_pending = False
@@ -72,10 +72,10 @@ class RoundPolicy(Policy):
         else:
             self.on_other_timer(engine, payload)
 
-    def on_other_timer(self, engine: Engine, payload: Any) -> None:
+    def on_other_timer(self, engine: PolicyEngine, payload: Any) -> None:
         """A timer a subclass set itself."""
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         if not (self._round_due or self.params.event_driven):
             return
         due, self._round_due = self._round_due, False
@@ -84,10 +84,10 @@ class RoundPolicy(Policy):
         if due and self.active and not self._timer_pending:
             self._arm(engine, engine.now + self.params.round_s)
 
-    def decide(self, engine: Engine) -> None:
+    def decide(self, engine: PolicyEngine) -> None:
         raise NotImplementedError
 
-    def _arm(self, engine: Engine, at: float) -> None:
+    def _arm(self, engine: PolicyEngine, at: float) -> None:
         self._timer_seq += 1
         self._timer_pending = True
         engine.set_timer(at, ("round", self._timer_seq))
@@ -129,7 +129,8 @@ def emptiest_first(free: list[int], demand: int) -> dict[int, int] | None:
 
 
 def apply_allocations(
-    engine: Engine, targets: dict[Job, dict[int, int]], batch_for: Callable[[Job, dict[int, int]], int] | None = None
+    engine: PolicyEngine, targets: dict[Job, dict[int, int]],
+    batch_for: Callable[[Job, dict[int, int]], int] | None = None,
 ) -> list[Job]:
     """Make the running set equal ``targets`` (job -> GPUs per server; a job not in it, or with no
     GPUs, is preempted). Returns the jobs whose allocation changed (started, resized or moved).
@@ -192,11 +193,11 @@ def grow_by_gain(count: dict[Job, int], left: int, heap: list[tuple[float, int, 
             heapq.heappush(heap, (-more, order, job))
 
 
-def free_per_server(engine: Engine) -> list[int]:
+def free_per_server(engine: PolicyEngine) -> list[int]:
     return [len(stack) for stack in engine.cluster.free_by_server]
 
 
-def server_capacity(engine: Engine) -> list[int]:
+def server_capacity(engine: PolicyEngine) -> list[int]:
     """GPUs each server offers the policy now: its free GPUs plus those its running jobs hold. On a
     pooled cluster (``sched/core/pools.py``) an inference server that is not lent offers none (its free
     stack is empty), so a policy never targets it."""

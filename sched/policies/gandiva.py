@@ -57,7 +57,7 @@ from schedlab.sched.core.job import Job
 from schedlab.sched.policies.packing import PackingPolicy, workload
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
 
 
 class GandivaParams(BaseModel):
@@ -100,16 +100,16 @@ class Gandiva(PackingPolicy):
         deadline = job.deadline
         return deadline if deadline is not None and not math.isnan(deadline) else math.inf
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         self._start_free(engine)
         if self.waiting.token:  # whatever still waits does not fit: the cluster is overloaded, pack
             self._pack(engine, self.params.max_pack_gpus or engine.cluster.total_gpus)
         self.dirty.clear()
 
-    def on_packed(self, engine: Engine, job: Job, partner: Job) -> None:
+    def on_packed(self, engine: PolicyEngine, job: Job, partner: Job) -> None:
         engine.set_timer(engine.now + self.params.profile_s, (job, partner))
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         """Introspection: keep the pair if its measured normalized throughput beats time-slicing."""
         job, partner = payload
         member = self.host.get(job) is partner  # unequal: job is a member of partner's set
@@ -133,7 +133,7 @@ class Gandiva(PackingPolicy):
             self._enqueue(job)
             self._alone(partner)
 
-    def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
+    def choose(self, engine: PolicyEngine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """The compatible class head with the smallest memory footprint, earliest-submitted on a tie."""
         job = entry[3]
         best, best_key = None, None
@@ -144,12 +144,12 @@ class Gandiva(PackingPolicy):
                 best, best_key = i, key
         return best
 
-    def _memory_of(self, engine: Engine, job: Job, wl: tuple) -> float:
+    def _memory_of(self, engine: PolicyEngine, job: Job, wl: tuple) -> float:
         if (memory := self._memory.get(wl)) is None:
             memory = self._memory[wl] = engine.sharing.memory_gib(job)
         return memory
 
-    def fits(self, engine: Engine, job: Job, wl: tuple, partner: Job, pwl: tuple) -> bool:
+    def fits(self, engine: PolicyEngine, job: Job, wl: tuple, partner: Job, pwl: tuple) -> bool:
         """Memory fits (``engine.can_share``; a pair the ξ source says cannot co-run, ξ = inf, counts
         as not fitting) and the pair has not failed introspection."""
         if (key := (wl, pwl)) in self.bad:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -41,16 +41,16 @@ class GandivaElastic(Policy):
         self.growth: list[Job] = []  # one entry per grown worker, newest last
         self.scale_ops = 0
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self.queue.append(job)
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         self.elastic.pop(job, None)
 
     def metrics(self) -> dict[str, float]:
         return {"gandiva_scale_ops": self.scale_ops}
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         cluster = engine.cluster
         g = self.params.gpus_per_worker
         while self.queue:
@@ -73,7 +73,7 @@ class GandivaElastic(Policy):
                     self.scale_ops += 1
                     grew = True
 
-    def _shrink_for(self, engine: Engine, gpus: int) -> None:
+    def _shrink_for(self, engine: PolicyEngine, gpus: int) -> None:
         g = self.params.gpus_per_worker
         while gpus > 0 and self.growth:
             job = self.growth.pop()

@@ -77,7 +77,7 @@ from schedlab.sched.policies.packing import fewest_servers
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 ALLOCATION_FLOOR = 1e-6  # LP values below this are solver dust, not an allocation
@@ -160,14 +160,14 @@ class Gavel(Policy):
         return {"lp_solves": len(self.lp_solve_times), "lp_solve_mean_s": float(times.mean()),
                 "lp_solve_p99_s": float(np.percentile(times, 99))}
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self.active[job.index] = job
         self._refill([job.index])
         self.stale = True
         if not engine.running:
             self.round_due = True  # idle cluster: start a round now (a pending timer becomes stale)
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         del self.active[job.index]
         self.stale = True
         i = job.index
@@ -182,11 +182,11 @@ class Gavel(Policy):
             self.current.pop(key, None)
         self.fill_of.pop(i, None)  # its entry in ``fill`` no longer counts
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         if payload == (_ROUND, self.timer_seq):
             self.round_due = True
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         if not self.round_due:
             return
         self.round_due = False
@@ -213,7 +213,7 @@ class Gavel(Policy):
         engine.set_timer(now + self.params.round_s, (_ROUND, self.timer_seq))
 
     # ---- allocation (Gavel §3.1, §4) ---------------------------------------------------------
-    def _reallocate(self, engine: Engine) -> None:
+    def _reallocate(self, engine: PolicyEngine) -> None:
         now = engine.now
         span = now - self.last_solve
         deficit, pair_deficits = self.deficit, self.pair_deficits
@@ -266,7 +266,7 @@ class Gavel(Policy):
         moved.update(i for (i, *rest) in alloc if not rest)
         self._refill([i for i in moved if (i,) not in alloc and i in active], [i for i in moved if (i,) in alloc])
 
-    def _combinations(self, engine: Engine, jobs: list[Job]):
+    def _combinations(self, engine: PolicyEngine, jobs: list[Job]):
         """Every job alone, then for each job its ``max_partners_per_job`` best pairs: partners with
         the same GPU count (Gavel packs equal scale factors only), best combined throughput first,
         oldest first among equals. Pair rates are computed once per workload kind, not per job pair."""
@@ -310,7 +310,7 @@ class Gavel(Policy):
             rates.append(chosen[key])
         return combos, rates
 
-    def _lp_rates(self, engine: Engine, a: Job, b: Job) -> tuple[float, float] | None:
+    def _lp_rates(self, engine: PolicyEngine, a: Job, b: Job) -> tuple[float, float] | None:
         """The LP column of pair (a, b): the rates ``measured_rates`` supplies (Gavel's physical
         scheduler feeds its LP the throughputs measured while a pair runs, §6), else the estimate of
         :meth:`_pair_rates`. Measured rates are used as they are, even if the pair lost: Gavel's code
@@ -321,7 +321,7 @@ class Gavel(Policy):
                 return measured
         return self._pair_rates(engine, a, b)
 
-    def _pair_rates(self, engine: Engine, a: Job, b: Job) -> tuple[float, float] | None:
+    def _pair_rates(self, engine: PolicyEngine, a: Job, b: Job) -> tuple[float, float] | None:
         """Normalised throughputs (1/ξ_a, 1/ξ_b) of a useful pair, or None (cached per workload pair).
         Unequal pairs: the larger job's rate with LISS over its shared and unshared workers (A14)."""
         na, nb = a.num_gpus, b.num_gpus
@@ -369,7 +369,7 @@ class Gavel(Policy):
         if len(fill) > len(fill_of) + (len(fill_of) >> 2) + 64:  # replaced entries: more than a quarter
             fill[:] = [e for e in fill if fill_of.get(e[1]) is e]
 
-    def _plan(self, engine: Engine) -> dict[tuple[int, ...], int]:
+    def _plan(self, engine: PolicyEngine) -> dict[tuple[int, ...], int]:
         """The combinations to run this round (Gavel §5), in the order chosen, with the GPUs each holds."""
         now, seed = engine.now, self.params.round_s / 2
         alloc, table = self.alloc, self.table
@@ -424,14 +424,14 @@ class Gavel(Policy):
         for _, i in solo[s:-1]:
             yield i
 
-    def _partners(self, engine: Engine, job: Job) -> list[Job]:
+    def _partners(self, engine: PolicyEngine, job: Job) -> list[Job]:
         """The jobs sharing ``job``'s GPUs (equal pairs hold identical GPU sets: its first GPU says it)."""
         holders = engine.cluster.holders
         if not self.params.unequal:
             return [p for p in holders[job.gpus[0]] if p is not job]
         return list(dict.fromkeys(p for g in job.gpus for p in holders[g] if p is not job))
 
-    def _apply(self, engine: Engine, plan: dict[tuple[int, ...], int]) -> None:
+    def _apply(self, engine: PolicyEngine, plan: dict[tuple[int, ...], int]) -> None:
         target = {i: key for key in plan for i in key}
         running = list(engine.running)
         for job in running:  # not chosen for the next round
@@ -477,7 +477,7 @@ class Gavel(Policy):
                     engine.start(b, share_gpus=gpus, mode=self.params.mode)
 
     @staticmethod
-    def _start_alone(engine: Engine, job: Job) -> bool:
+    def _start_alone(engine: PolicyEngine, job: Job) -> bool:
         """Start ``job`` on free GPUs. The plan counted GPUs only, so a strict placement
         (``strict-best-fit``, ``strict-consolidated``) may refuse it although enough are free: then it
         does not run this round (no time received; its GPUs stay idle until the next round, as GPUs

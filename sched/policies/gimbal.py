@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedlab.sched.core import calibration
+from schedlab.sched.core.calibration import Calibration
+from schedlab.sched.core.protocol import POLICY_MEMBERS
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gimbal_search import TAG, Coordinator
 from schedlab.sched.policies.gimbal_sets import JobSets
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 _BASE = "gimbal-base"
@@ -110,10 +111,12 @@ class _EngineProxy:
 
     __slots__ = ("_engine", "_gimbal")
 
-    def __init__(self, engine: Engine, gimbal: Gimbal) -> None:
+    def __init__(self, engine: PolicyEngine, gimbal: Gimbal) -> None:
         self._engine, self._gimbal = engine, gimbal
 
     def __getattr__(self, name: str) -> Any:
+        if name not in POLICY_MEMBERS:  # the base policy sees the engine as any policy does
+            raise AttributeError(f"{name!r} is not part of the policy API (sched/core/protocol.py: PolicyEngine)")
         return getattr(self._engine, name)
 
     def start(self, job: Job, placement=None, *, share_gpus=(), **kwargs) -> bool:
@@ -154,6 +157,7 @@ class Gimbal(Policy):
     #: every base (lucid, gandiva, gavel) leaves a job its placement refuses waiting; the wrapper passes
     #: the refusal through (``_start`` returns the engine's answer and changes no set)
     waits_when_refused = True
+    capabilities = (Calibration,)  # per-worker caps, batches and ξ (sched/core/calibration.py)
 
     def __init__(self, params: GimbalParams | None = None) -> None:
         super().__init__(params)
@@ -171,13 +175,13 @@ class Gimbal(Policy):
         self._proxy: _EngineProxy | None = None
         self._base_due = True  # an event the base policy sees happened since its last pass
 
-    def _view(self, engine: Engine) -> _EngineProxy:
+    def _view(self, engine: PolicyEngine) -> _EngineProxy:
         if self._proxy is None or self._proxy._engine is not engine:
             self._proxy = _EngineProxy(engine, self)
         return self._proxy
 
     # ---- observed actions of the base ------------------------------------------------------------
-    def _start(self, engine: Engine, job: Job, placement, share_gpus: tuple[int, ...], kwargs: dict) -> bool:
+    def _start(self, engine: PolicyEngine, job: Job, placement, share_gpus: tuple[int, ...], kwargs: dict) -> bool:
         hosts: list[Job] = []
         if share_gpus:
             reason = self.sets.violation(engine.cluster, job, share_gpus)
@@ -186,7 +190,7 @@ class Gimbal(Policy):
                                   f" against Gimbal §5.1: {reason}")
             hosts = list(dict.fromkeys(engine.cluster.holders[g][0] for g in share_gpus))
             kwargs["mode"], kwargs["shares"] = "mps", None  # LGRR is MPS: packs share under MPS (A11)
-        calibration.track(job)
+        engine.calibration.track(job)
         ok = engine.start(job, placement, share_gpus=share_gpus, **kwargs)
         if ok and hosts:
             self.sets.spread(engine.cluster, job, hosts)
@@ -195,7 +199,7 @@ class Gimbal(Policy):
                 self.coordinator.request(engine, group)
         return ok
 
-    def _left(self, engine: Engine, job: Job) -> None:
+    def _left(self, engine: PolicyEngine, job: Job) -> None:
         group = self.sets.leave(job)
         if not (self.params.liss or self.params.lgrr):
             self.sets.released.clear()
@@ -204,24 +208,24 @@ class Gimbal(Policy):
             self.coordinator.request(engine, group)
 
     # ---- Policy ----------------------------------------------------------------------------------
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self._base_due = True
         self.base.on_arrival(self._view(engine), job)
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         self._base_due = True
         self._left(engine, job)
         self.coordinator.forget(job)
         self.base.on_finish(self._view(engine), job)
 
-    def on_epoch(self, engine: Engine, job: Job) -> None:
+    def on_epoch(self, engine: PolicyEngine, job: Job) -> None:
         self._base_due = True
         self.base.on_epoch(self._view(engine), job)
 
     def for_goodput_jobs(self) -> None:
         self.base.for_goodput_jobs()
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         if isinstance(payload, tuple) and payload and payload[0] == _BASE:
             self._base_due = True
             self.base.on_timer(self._view(engine), payload[1])
@@ -230,7 +234,7 @@ class Gimbal(Policy):
         else:
             raise GimbalError(f"{self.name}: unexpected timer payload {payload!r}")
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         """The base's pass, only after events it sees: Gimbal's own timers (monitor, search steps)
         change rates, never the queue or the free GPUs, so the base decides exactly when it would alone."""
         if self._base_due:

@@ -4,7 +4,7 @@ state machine on engine timers (specs/gimbal.md §2.2-2.3), plus the 30 s runtim
 No global tick: a monitor timer is pending only while some set changed membership (or a job that left
 a set still runs capped, A10); it fires on the 30 s grid. A search then runs one timer per iteration
 (39 s with an LGRR change, 9 s LISS-only, Fig. 14; or ``timing="model"``). Timer payloads are
-``("gimbal", set id, set version, search seq)``; a membership change bumps the version, so timers of an
+``("gimbal", set id, set generation, search seq)``; a membership change bumps the generation, so timers of an
 aborted search are ignored, and the set is searched again at the next tick.
 
 Objectives (prose of §5.2; signs of eqs. 3, 4 and 6 fixed as the spec says), with R_j the job's
@@ -24,11 +24,10 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from schedlab.sched.core import calibration
 from schedlab.sched.core.calibration import CalibrationError
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
     from schedlab.sched.policies.gimbal_sets import JobSet, JobSets
 
@@ -40,7 +39,7 @@ _GAIN = 1e-9  # relative improvement that counts as a gain
 @dataclass(eq=False)
 class Search:
     jobset: JobSet
-    version: int
+    generation: int
     seq: int
     started: float
     subset1: list[Job]
@@ -54,7 +53,8 @@ class Search:
 
 
 def _config(job: Job) -> tuple[dict, dict | None]:
-    return dict(job.shares), (None if job.batches is None else dict(job.batches))
+    w = job.workers
+    return dict(w.shares), (None if w.batches is None else dict(w.batches))
 
 
 class Coordinator:
@@ -79,7 +79,7 @@ class Coordinator:
         self.measured: dict[int, dict[int, tuple[float, float]]] = {}  # job i -> partner k -> (rate_i, rate_k)
 
     # ---- triggers ------------------------------------------------------------------------------
-    def request(self, engine: Engine, jobset: JobSet | None) -> None:
+    def request(self, engine: PolicyEngine, jobset: JobSet | None) -> None:
         """A set changed membership (or a job left one): search it / reset at the next monitor tick."""
         if jobset is not None:
             if self.searches.pop(jobset.sid, None) is not None:
@@ -90,21 +90,21 @@ class Coordinator:
             self.aborted += 1
         self._arm(engine)
 
-    def _arm(self, engine: Engine) -> None:
+    def _arm(self, engine: PolicyEngine) -> None:
         tick = self.p.monitor_s * (math.floor(engine.now / self.p.monitor_s) + 1)
         if self.monitor_at is None or self.monitor_at > tick:
             self.monitor_at = tick
             engine.set_timer(tick, MONITOR)
 
-    def on_timer(self, engine: Engine, payload: tuple) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: tuple) -> None:
         if payload == MONITOR:
             if self.monitor_at is not None and engine.now >= self.monitor_at:
                 self.monitor_at = None
                 self._tick(engine)
             return
-        _, sid, version, seq = payload
+        _, sid, generation, seq = payload
         jobset = self.sets.sets.get(sid)
-        if jobset is None or jobset.version != version:
+        if jobset is None or jobset.generation != generation:
             return  # stale: the set changed or dissolved since
         if seq == "research":
             if sid not in self.searches:
@@ -117,11 +117,11 @@ class Coordinator:
         self._evaluate(engine, search)
         self.step_seconds.append(time.perf_counter() - began)
 
-    def _tick(self, engine: Engine) -> None:
+    def _tick(self, engine: PolicyEngine) -> None:
         """The 30 s monitor: reset jobs that left a set (A10), start the pending searches."""
         for job in list(self.sets.released):
             del self.sets.released[job]
-            if job.running and job not in self.sets.of and job.worker_xi is not None:
+            if job.running and job not in self.sets.of and job.workers is not None:
                 self._apply(engine, job, dict.fromkeys(job.gpus, 1.0), None)
         pending, self.pending = list(self.pending), {}
         for sid in pending:
@@ -130,7 +130,7 @@ class Coordinator:
                 self._start(engine, jobset)
 
     # ---- Algorithm 1 ---------------------------------------------------------------------------
-    def _start(self, engine: Engine, jobset: JobSet) -> None:
+    def _start(self, engine: PolicyEngine, jobset: JobSet) -> None:
         lgrr = False
         for job in jobset.members:  # every search starts from all 100 % and nominal batches
             lgrr |= self._apply(engine, job, dict.fromkeys(job.gpus, 1.0), None)
@@ -145,7 +145,7 @@ class Coordinator:
             subset1, subset2 = subset2, subset1
         self.swelled.append(tuple(j.job_id for j in subset2))
         self._seq += 1
-        search = Search(jobset, jobset.version, self._seq, engine.now, subset1, subset2)
+        search = Search(jobset, jobset.generation, self._seq, engine.now, subset1, subset2)
         self.searches[jobset.sid] = search
         self._wait(engine, search, lgrr)  # the first window measures the start configuration
 
@@ -154,7 +154,7 @@ class Coordinator:
         group = self.sets.of.get(job)
         return group is not None and (group.sid in self.pending or group.sid in self.searches)
 
-    def _evaluate(self, engine: Engine, search: Search) -> None:
+    def _evaluate(self, engine: PolicyEngine, search: Search) -> None:
         members = search.jobset.members
         if not search.measured:
             search.measured = True
@@ -178,7 +178,7 @@ class Coordinator:
         search.best = {j: _config(j) for j in search.jobset.members}
         search.best_pace = {j: j.pace for j in search.jobset.members}
 
-    def _step(self, engine: Engine, search: Search) -> None:
+    def _step(self, engine: PolicyEngine, search: Search) -> None:
         """Lines 7 and 11-20: generate and apply one plan, then wait one iteration."""
         plan = self._primitives(engine, search)
         if plan is None:
@@ -188,7 +188,7 @@ class Coordinator:
         kind, changes = plan
         for job, value in changes.items():
             if kind == "lgrr":
-                self._apply(engine, job, value, job.batches, checked=True)
+                self._apply(engine, job, value, job.workers.batches, checked=True)
             else:
                 engine.calibrate(job, batches=value)
                 self.liss_steps += 1
@@ -196,7 +196,7 @@ class Coordinator:
         search.lgrr_iterations += kind == "lgrr"
         self._wait(engine, search, kind == "lgrr")
 
-    def _primitives(self, engine: Engine, search: Search) -> tuple[str, dict] | None:
+    def _primitives(self, engine: PolicyEngine, search: Search) -> tuple[str, dict] | None:
         jmax = search.jobset.jmax
         slow = self._slow_workers(engine, jmax)  # line 11
         if not slow:  # lines 12-13: squeeze subset1 (LGRR −granularity on every worker)
@@ -205,10 +205,10 @@ class Coordinator:
             if not self.p.liss:
                 return None
             try:
-                batches = calibration.liss_batches(engine, jmax)
+                batches = engine.calibration.liss_batches(jmax)
             except CalibrationError:  # the global batch does not fit the workers' memory bounds
                 return None
-            current = jmax.batches or dict.fromkeys(jmax.gpus, jmax.batch_size)
+            current = jmax.workers.batches or dict.fromkeys(jmax.gpus, jmax.batch_size)
             return None if batches == current else ("liss", {jmax: batches})
         workers: dict[Job, list[int]] = {}  # lines 19-20: squeeze the partners of the slow workers
         for g in slow:
@@ -217,27 +217,28 @@ class Coordinator:
                     workers.setdefault(other, []).append(g)
         return self._squeeze(engine, workers) if workers else None
 
-    def _squeeze(self, engine: Engine, workers: dict[Job, list[int]]) -> tuple[str, dict] | None:
+    def _squeeze(self, engine: PolicyEngine, workers: dict[Job, list[int]]) -> tuple[str, dict] | None:
         step, floor = self.p.granularity, self.p.min_share
         changes = {}
         for job, gpus in workers.items():
-            shares = {g: round(max(floor, job.shares[g] - step), 6) for g in gpus}
-            if any(shares[g] != job.shares[g] for g in gpus):
-                if calibration.check(engine, job, shares, None, switching=True) is not None:
+            current = job.workers.shares
+            shares = {g: round(max(floor, current[g] - step), 6) for g in gpus}
+            if any(shares[g] != current[g] for g in gpus):
+                if engine.calibration.check(job, shares, None, switching=True) is not None:
                     return None  # no room for the switching context: the search cannot go on
                 changes[job] = shares
         return ("lgrr", changes) if changes else None
 
-    def _slow_workers(self, engine: Engine, job: Job) -> list[int]:
+    def _slow_workers(self, engine: PolicyEngine, job: Job) -> list[int]:
         """GetWorkers (A6): GPUs whose iteration time is within ε of the worst, if the spread > ε."""
-        view = calibration.worker_times(engine, job)  # worker_view's (GPU, t_w) only: same values
+        view = engine.calibration.worker_times(job)  # worker_view's (GPU, t_w) only: same values
         times = [t for _, t in view]
         worst, eps = max(times), self.p.straggler_eps
         if worst <= (1 + eps) * min(times):
             return []
         return [g for g, t in view if t >= worst / (1 + eps)]
 
-    def _finish(self, engine: Engine, search: Search) -> None:
+    def _finish(self, engine: PolicyEngine, search: Search) -> None:
         """Restore the best configuration, balance the remaining stragglers (A5), record the search."""
         del self.searches[search.jobset.sid]
         for job, (shares, batches) in search.best.items():
@@ -248,16 +249,16 @@ class Coordinator:
         self._measure(search.jobset)
         self.search_seconds.append(engine.now - search.started)
         self.lgrr_iterations.append(search.lgrr_iterations)
-        self.final_shares.extend(p for j in search.jobset.members for p in j.shares.values())
+        self.final_shares.extend(p for j in search.jobset.members for p in j.workers.shares.values())
         if self.p.research_s is not None:
-            payload = (TAG, search.jobset.sid, search.jobset.version, "research")
+            payload = (TAG, search.jobset.sid, search.jobset.generation, "research")
             engine.set_timer(engine.now + self.p.research_s, payload)
 
-    def _liss_pass(self, engine: Engine, jobset: JobSet) -> None:
+    def _liss_pass(self, engine: PolicyEngine, jobset: JobSet) -> None:
         for job in jobset.members:
             if job.num_gpus > 1 and self._slow_workers(engine, job):
                 try:
-                    batches = calibration.liss_batches(engine, job)
+                    batches = engine.calibration.liss_batches(job)
                 except CalibrationError:
                     continue
                 pace = job.pace
@@ -286,17 +287,18 @@ class Coordinator:
         for other in self.measured.pop(job.index, ()):
             self.measured[other].pop(job.index, None)
 
-    def _apply(self, engine: Engine, job: Job, shares: dict, batches: dict | None, checked: bool = False) -> bool:
+    def _apply(self, engine: PolicyEngine, job: Job, shares: dict, batches: dict | None, checked: bool = False) -> bool:
         """Set caps (paying the LGRR stall if any changes) and batches; True if a cap changed.
         ``checked``: :meth:`_squeeze` has just checked these caps (the same check ``calibrate`` would
         repeat; caps changed since on other jobs do not enter it, only batches do), so it is skipped."""
-        switch = any(job.shares.get(g) != p for g, p in shares.items())
-        same_batches = (job.batches is None and batches is None) or job.batches == batches
+        w = job.workers
+        switch = any(w.shares.get(g) != p for g, p in shares.items())
+        same_batches = (w.batches is None and batches is None) or w.batches == batches
         if not switch and same_batches:
             return False
         target = batches if batches is not None else dict.fromkeys(job.gpus, job.batch_size)
         try:
-            calibration.calibrate(engine, job, shares, None if same_batches else target,
+            engine.calibration.calibrate(job, shares, None if same_batches else target,
                                   self.p.lgrr_stall_s if switch else 0.0, checked=checked)
         except CalibrationError:  # no memory for the switching context (or the batches): keep it as it is
             self.blocked += 1
@@ -304,19 +306,19 @@ class Coordinator:
         self.lgrr_switches += switch
         return switch
 
-    def _wait(self, engine: Engine, search: Search, lgrr: bool) -> None:
+    def _wait(self, engine: PolicyEngine, search: Search, lgrr: bool) -> None:
         if self.p.timing == "paper":
             length = self.p.iter_lgrr_s if lgrr else self.p.iter_liss_s
         else:  # §5.2: at most 60 s or 5 steps of the slowest job, plus the switch
             slowest = max(t for j in search.jobset.members for *_, t in engine.worker_view(j))
             length = (self.p.lgrr_stall_s if lgrr else 0.0) + min(self.p.measure_s, self.p.measure_steps * slowest)
         search.seq = self._seq = self._seq + 1
-        engine.set_timer(engine.now + length, (TAG, search.jobset.sid, search.version, search.seq))
+        engine.set_timer(engine.now + length, (TAG, search.jobset.sid, search.generation, search.seq))
 
-    def _remaining_time(self, engine: Engine, job: Job, pace: float) -> float:
+    def _remaining_time(self, engine: PolicyEngine, job: Job, pace: float) -> float:
         return engine.remaining(job) * pace / job.solo_speed
 
-    def _objective(self, engine: Engine, jobs: list[Job], left: list[float], paces: list[float]) -> float:
+    def _objective(self, engine: PolicyEngine, jobs: list[Job], left: list[float], paces: list[float]) -> float:
         """F of ``jobs`` with ``left`` solo seconds of work at ``paces`` (R_j as :meth:`_remaining_time`)."""
         r = [rem * pace / j.solo_speed for j, rem, pace in zip(jobs, left, paces)]
         objective, now = self.p.objective, engine.now
@@ -326,7 +328,7 @@ class Coordinator:
             return max(r)
         return max([0.0] + [now + rj - j.deadline for j, rj in zip(jobs, r) if j.deadline == j.deadline])
 
-    def priority(self, engine: Engine, job: Job) -> float:
+    def priority(self, engine: PolicyEngine, job: Job) -> float:
         """Per-job priority (higher is swelled): −u_j, −slack, or R_j."""
         objective = self.p.objective
         if objective == "jct":
@@ -336,7 +338,7 @@ class Coordinator:
             return r
         return -math.inf if job.deadline != job.deadline else engine.now + r - job.deadline
 
-    def _priority(self, engine: Engine, subset: list[Job]) -> float:
+    def _priority(self, engine: PolicyEngine, subset: list[Job]) -> float:
         values = [self.priority(engine, j) for j in subset]
         return sum(values) / len(values) if self.p.objective == "jct" else max(values)
 

@@ -32,7 +32,7 @@ class JobSet:
     sid: int
     jmax: Job
     members: list[Job] = field(default_factory=list)  # J_max first
-    version: int = 0
+    generation: int = 0
 
 
 def _servers(gpus, per: int) -> int:
@@ -140,12 +140,12 @@ class JobSets:
         else:
             group = self._new(job, [job, *hosts])
             self.unequal_packs += 1
-        group.version += 1
+        group.generation += 1
         self.sizes.append(len(group.members))
         return group
 
     def leave(self, job: Job) -> JobSet | None:
-        """``job`` stopped. Returns its set if that set lives on with a new version (else None)."""
+        """``job`` stopped. Returns its set if that set lives on with a new generation (else None)."""
         group = self.of.pop(job, None)
         if group is None:
             return None
@@ -156,7 +156,7 @@ class JobSets:
                 self.released[other] = None
             del self.sets[group.sid]
             return None
-        group.version += 1
+        group.generation += 1
         self.sizes.append(len(group.members))
         return group
 

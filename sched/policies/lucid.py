@@ -49,7 +49,7 @@ from schedlab.sched.core.job import Job
 from schedlab.sched.policies.packing import PackingPolicy, workload
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
 
 
 class LucidParams(BaseModel):
@@ -92,7 +92,7 @@ class Lucid(PackingPolicy):
         """Lucid's priority value: estimated duration x GPUs (lower runs first)."""
         return job.duration * job.num_gpus
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         max_pack = self.params.max_pack_gpus or engine.cluster.gpus_per_server
         if self.params.artifact_pass:
             self._artifact_pass(engine, max_pack)
@@ -102,7 +102,7 @@ class Lucid(PackingPolicy):
         self._start_free(engine)
         self._pack(engine, max_pack)
 
-    def _artifact_pass(self, engine: Engine, max_pack: int) -> None:
+    def _artifact_pass(self, engine: PolicyEngine, max_pack: int) -> None:
         """Lucid's simulator's pass (``simulation/policy/lucid.py`` ``simulate``, step 4): every waiting
         job, lowest priority value first (then trace order), packs beside the first running job, in
         start order, that runs alone, has its GPU count, fits in memory, keeps the pair's scores within
@@ -149,11 +149,11 @@ class Lucid(PackingPolicy):
                 heappush(heads, (nxt, heap))
         self.dirty.clear()
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         self._started.pop(job, None)
         super().on_finish(engine, job)
 
-    def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
+    def choose(self, engine: PolicyEngine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """Time-aware affine pair: same GPU count (by construction), priority within ``priority_ratio``,
         scores and memory compatible; the earliest-started such class head."""
         job, limit = entry[3], entry[0] / self.params.priority_ratio
@@ -165,7 +165,7 @@ class Lucid(PackingPolicy):
                 best, best_key = i, key
         return best
 
-    def fits(self, engine: Engine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
+    def fits(self, engine: PolicyEngine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
         if (ok := self._compatible.get(key := (wl, twl))) is None:
             ok = self._compatible[key] = (
                 self.score(engine, job) + self.score(engine, target) <= self.params.max_pair_score
@@ -173,7 +173,7 @@ class Lucid(PackingPolicy):
             )
         return ok
 
-    def score(self, engine: Engine, job: Job) -> int:
+    def score(self, engine: PolicyEngine, job: Job) -> int:
         """Lucid's sharing score of the job's workload: its mean speed 1/ξ beside every catalog workload."""
         if (score := self._score.get(wl := workload(job))) is None:
             if (sharing := engine.sharing) is None:

@@ -50,7 +50,7 @@ from schedlab.sched.models.scaling import run_time
 from sortedcontainers import SortedList
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -94,7 +94,7 @@ class Lyra(HeterogeneousJobs, Policy):
         self.split_base: set[Job] = set()
         self._pool_choices: set[tuple[int, ...]] = set()  # the pool preferences of the pending classes
         self._gain_steps: dict[tuple, list[float]] = {}  # (elastic_min, scaling_loss, items) -> MCKP gain factors
-        self._engine: Engine | None = None
+        self._engine: PolicyEngine | None = None
         self.uses_loaning = self.params.loaning  # the orchestrator lends only to a borrowing policy
         self._rescale_due = False
         self._last_rescale = -float("inf")
@@ -114,7 +114,7 @@ class Lyra(HeterogeneousJobs, Policy):
     def base(self, job: Job) -> int:
         return job.elastic_min if self.is_elastic(job) else job.requested_gpus
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self._engine = self._engine or engine
         self._enqueue(job)
 
@@ -138,11 +138,11 @@ class Lyra(HeterogeneousJobs, Policy):
             self.split_base.discard(job)
         self.pool_of_job.pop(job, None)
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         self._forget(job)
         self._rescale_due = True
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         if payload == ("lyra-rescale", self._timer_at):
             self._timer_at = None
 
@@ -155,14 +155,14 @@ class Lyra(HeterogeneousJobs, Policy):
                 **({"mixed_starts": self.mixed_starts} if self._hetero_seen else {})}
 
     # ---- pools (specs/lyra.md §1.5, §2.5): training servers, and on-loan servers in T4 GPUs -----
-    def _r(self, engine: Engine) -> float:
+    def _r(self, engine: PolicyEngine) -> float:
         return getattr(engine.cluster, "r", 1.0)
 
-    def _raw(self, engine: Engine, pool: int, gpus: float) -> int:
+    def _raw(self, engine: PolicyEngine, pool: int, gpus: float) -> int:
         """GPUs of ``pool`` standing for ``gpus`` training GPUs (T4s: ceil(r x gpus))."""
         return int(gpus) if pool == TRAINING else math.ceil(self._r(engine) * gpus - 1e-9)
 
-    def _servers(self, engine: Engine, pool: int) -> list[int]:
+    def _servers(self, engine: PolicyEngine, pool: int) -> list[int]:
         cluster = engine.cluster
         if pool == LOAN:
             return list(getattr(cluster, "on_loan", ()))
@@ -187,7 +187,7 @@ class Lyra(HeterogeneousJobs, Policy):
             return False
         return self._engine is not None and getattr(self._engine.cluster, "on_loan", None) is not None
 
-    def _flex(self, engine: Engine, job: Job) -> int:
+    def _flex(self, engine: PolicyEngine, job: Job) -> int:
         """GPUs the job holds beyond its base (in its pool's GPUs): what scaling in may take."""
         return job.num_gpus - self.base_raw[job]
 
@@ -208,7 +208,7 @@ class Lyra(HeterogeneousJobs, Policy):
         return self._flex(self._engine, job) if job in self.elastic_running else 0
 
     # ---- a pass ----------------------------------------------------------------------------
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         orchestrator = getattr(engine, "orchestrator", None)
         if orchestrator is not None and orchestrator.slack != self._slack:
             orchestrator.slack = self._slack  # a job may lose its flexible workers, never its base
@@ -228,7 +228,7 @@ class Lyra(HeterogeneousJobs, Policy):
             self._timer_at = self._last_rescale + interval
             engine.set_timer(self._timer_at, ("lyra-rescale", self._timer_at))
 
-    def phase1(self, engine: Engine) -> bool:
+    def phase1(self, engine: PolicyEngine) -> bool:
         """SJF with skipping over pending jobs' base demands; returns whether anything started.
 
         A start that fails without changing anything (no scale-in) fails again for every job of the
@@ -281,11 +281,11 @@ class Lyra(HeterogeneousJobs, Policy):
             started = self._phase1_hetero(engine) or started
         return started
 
-    def _start(self, engine: Engine, job: Job, flex: list[int] | None = None) -> bool:
+    def _start(self, engine: PolicyEngine, job: Job, flex: list[int] | None = None) -> bool:
         flex = flex if flex is not None else self._flex_by_pool()
         return any(self._start_in(engine, job, pool, flex) for pool in self._pools_for(job))
 
-    def _start_in(self, engine: Engine, job: Job, pool: int, flex: list[int]) -> bool:
+    def _start_in(self, engine: PolicyEngine, job: Job, pool: int, flex: list[int]) -> bool:
         """Start ``job``'s base on servers of ``pool`` (BFD), scaling flexible workers there in if needed."""
         demand = self.base(job)
         cluster = engine.cluster
@@ -320,7 +320,7 @@ class Lyra(HeterogeneousJobs, Policy):
     def _base_hosts(self) -> set[int]:
         return set().union(*self.base_servers.values()) if self.base_servers else set()
 
-    def _base_tiers(self, engine: Engine, pool: int, servers: list[int]) -> list[list[int]]:
+    def _base_tiers(self, engine: PolicyEngine, pool: int, servers: list[int]) -> list[list[int]]:
         """Base workers on on-loan servers keep apart from the flexible group (§5.3): servers that
         hold base workers or nothing first."""
         if pool == TRAINING:
@@ -333,7 +333,7 @@ class Lyra(HeterogeneousJobs, Policy):
             (first if s in hosts or len(free_by_server[s]) == per else rest).append(s)
         return [first, rest]
 
-    def _flex_tiers(self, engine: Engine, job: Job, servers: list[int] | None = None,
+    def _flex_tiers(self, engine: PolicyEngine, job: Job, servers: list[int] | None = None,
                     apart: list[int] | None = None) -> list[list[int]]:
         """Flexible workers: the job's own non-base servers, then (on loan) servers apart from every
         job's base workers (the flexible group, ``apart`` if known), then the rest of the pool."""
@@ -349,14 +349,14 @@ class Lyra(HeterogeneousJobs, Policy):
             apart = [s for s in servers if s not in hosts]
         return [own, apart, servers]
 
-    def _release_order(self, engine: Engine, job: Job, count: int) -> tuple[int, ...]:
+    def _release_order(self, engine: PolicyEngine, job: Job, count: int) -> tuple[int, ...]:
         """GPUs a shrinking job gives back: those off its base servers first (§5.3)."""
         per = engine.cluster.gpus_per_server
         base = self.base_servers.get(job, set())
         ordered = sorted(job.gpus, key=lambda g: (g // per in base, -g))
         return tuple(ordered[:count])
 
-    def _scale_in_for(self, engine: Engine, pool: int, gpus: int) -> None:
+    def _scale_in_for(self, engine: PolicyEngine, pool: int, gpus: int) -> None:
         """Release ``gpus`` flexible GPUs of ``pool``: from the jobs whose last workers are worth least."""
         g = self.params.elastic_gpus_per_worker
         per_gpu = self._r(engine) if pool == LOAN else 1.0
@@ -375,7 +375,8 @@ class Lyra(HeterogeneousJobs, Policy):
             self._resize(engine, job, job.num_gpus - cut)
             gpus -= cut
 
-    def _resize(self, engine: Engine, job: Job, gpus: int, placement: list[tuple[int, int]] | None = None) -> bool:
+    def _resize(self, engine: PolicyEngine, job: Job, gpus: int,
+                placement: list[tuple[int, int]] | None = None) -> bool:
         before = job.num_gpus
         if gpus == before:
             return False
@@ -391,12 +392,12 @@ class Lyra(HeterogeneousJobs, Policy):
         return True
 
     # ---- loaning: the orchestrator's hooks (sched/core/pools.py) ----------------------------------
-    def choose_reclaim(self, engine: Engine, n: int) -> list[int]:
+    def choose_reclaim(self, engine: PolicyEngine, n: int) -> list[int]:
         """Which on-loan servers go back (``reclaim``: Lyra's heuristic, SCF or Random; §4, §7.1)."""
         orchestrator = engine.orchestrator
         return list(get_reclaim(self.params.reclaim)(orchestrator.view(engine), n, orchestrator.rng))
 
-    def on_reclaimed(self, engine: Engine, plan: Any) -> None:
+    def on_reclaimed(self, engine: PolicyEngine, plan: Any) -> None:
         """Preempted jobs go back to the queue; shrunk ones keep their base elsewhere."""
         for job in plan.preempt:
             self._forget(job)
@@ -408,7 +409,7 @@ class Lyra(HeterogeneousJobs, Policy):
         self._rescale_due = True
 
     # ---- phase 2 ----------------------------------------------------------------------------
-    def phase2(self, engine: Engine) -> None:
+    def phase2(self, engine: PolicyEngine) -> None:
         if self.split_base:
             self._flex_pools(engine)
         for pool in (TRAINING, LOAN):
@@ -416,7 +417,7 @@ class Lyra(HeterogeneousJobs, Policy):
             if jobs:
                 self._rescale_pool(engine, pool, jobs)
 
-    def _rescale_pool(self, engine: Engine, pool: int, jobs: list[Job]) -> None:
+    def _rescale_pool(self, engine: PolicyEngine, pool: int, jobs: list[Job]) -> None:
         g = self.params.elastic_gpus_per_worker
         r = self._r(engine) if pool == LOAN else 1.0
         base = self.base_raw
@@ -464,17 +465,17 @@ class Lyra(HeterogeneousJobs, Policy):
                 target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
                 self.trimmed_workers += 1
 
-    def _target(self, engine: Engine, job: Job, pool: int, gpus: int) -> int:
+    def _target(self, engine: PolicyEngine, job: Job, pool: int, gpus: int) -> int:
         """GPUs held at ``gpus`` training GPUs' worth: in ``pool``'s GPUs, or for a split job its base
         (training GPUs) plus its flexible workers in ``pool``'s GPUs."""
         if job in self.split_base:
             return self.base_raw[job] + self._raw(engine, pool, gpus - job.elastic_min)
         return self._raw(engine, pool, gpus)
 
-    def _perf(self, engine: Engine) -> float:
+    def _perf(self, engine: PolicyEngine) -> float:
         return getattr(engine.cluster, "heterogeneous_perf", 1.0)
 
-    def _concave_choice(self, engine: Engine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
+    def _concave_choice(self, engine: PolicyEngine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
         """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
         in the extra workers: the largest marginal savings (``mckp.concave_counts``; on a tie at the
         cut, ``mckp.solve_concave`` on the same gains). Item ``k`` of job ``j`` saves
@@ -497,7 +498,7 @@ class Lyra(HeterogeneousJobs, Policy):
             counts = solve_concave(flat, group, len(jobs), units).tolist()
         return counts
 
-    def _items(self, engine: Engine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
+    def _items(self, engine: PolicyEngine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
         """A job's MCKP group: ``k`` more workers weigh ``k g`` GPUs and are worth the remaining
         run time they save, ``T(base) - T(base + k g)`` (§5.2, specs/lyra.md §6 A8)."""
         g = self.params.elastic_gpus_per_worker
@@ -528,13 +529,13 @@ class Lyra(HeterogeneousJobs, Policy):
             return 1e-9
         return max(here / base, 1e-9) if base > 0 else 1e-9
 
-    def _tune(self, engine: Engine, job: Job) -> None:
+    def _tune(self, engine: PolicyEngine, job: Job) -> None:
         """TunedJobs (Pollux's agent in Lyra §7.4): the goodput-optimal batch on the new placement."""
         batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
         if batch:
             engine.set_batch(job, batch)
 
-    def on_epoch(self, engine: Engine, job: Job) -> None:
+    def on_epoch(self, engine: PolicyEngine, job: Job) -> None:
         if self.params.tuned_jobs and job.running:
             self._tune(engine, job)
 

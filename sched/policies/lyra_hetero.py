@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from schedlab.sched.policies import bfd
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 TRAINING, LOAN = 0, 1  # Lyra's pools: training servers, on-loan inference servers
@@ -23,7 +23,7 @@ class HeterogeneousJobs:
     """Phase 1 for heterogeneous jobs; the state (``hetero_pending``, ``split_base``,
     ``mixed_starts``) lives on the Lyra policy."""
 
-    def _phase1_hetero(self, engine: Engine) -> bool:
+    def _phase1_hetero(self, engine: PolicyEngine) -> bool:
         """Heterogeneous jobs, SJF among themselves, "with the lowest priority on the remaining servers
         after all other jobs are scheduled" (§6). A start of base ``b`` that fails with nothing changed
         fails for every larger base too (placement may split workers): those are skipped."""
@@ -54,7 +54,7 @@ class HeterogeneousJobs:
                 limit = base
         return started
 
-    def _start_hetero(self, engine: Engine, job: Job, flex: list[int]) -> bool:
+    def _start_hetero(self, engine: PolicyEngine, job: Job, flex: list[int]) -> bool:
         """One GPU type if the free GPUs allow (training first: an elastic job's base goes to training
         servers, §6), else both at once; only then by scaling flexible workers in, likewise."""
         cluster = engine.cluster
@@ -71,7 +71,7 @@ class HeterogeneousJobs:
                 return True
         return self._start_mixed(engine, job, flex)
 
-    def _split(self, engine: Engine, job: Job) -> None:
+    def _split(self, engine: PolicyEngine, job: Job) -> None:
         """An elastic heterogeneous job with its base on training servers takes its flexible workers
         on on-loan servers (§6: "flexible demands on inference servers whenever possible"): its
         flexible pool is LOAN, re-chosen by :meth:`_flex_pools` whenever it has no flexible workers."""
@@ -79,7 +79,7 @@ class HeterogeneousJobs:
             self.pool_of_job[job] = LOAN
             self.split_base.add(job)
 
-    def _flex_pools(self, engine: Engine) -> None:
+    def _flex_pools(self, engine: PolicyEngine) -> None:
         """Where the next flexible workers of a split job without any go (§6: "on inference servers
         whenever possible"): on-loan servers when they have a free worker's worth, else training
         servers when those have free GPUs (else on loan, where the knapsack may scale others in)."""
@@ -90,7 +90,7 @@ class HeterogeneousJobs:
             if job.num_gpus == self.base_raw[job]:
                 self.pool_of_job[job] = pool
 
-    def _start_mixed(self, engine: Engine, job: Job, flex: list[int]) -> bool:
+    def _start_mixed(self, engine: PolicyEngine, job: Job, flex: list[int]) -> bool:
         """Start ``job``'s base on both types: every training GPU it can get (up to its demand), the
         rest as ``ceil(r x rest)`` T4 GPUs on on-loan servers. It runs at ``heterogeneous_perf`` x its
         normalised GPUs / demand (sched/core/pools.py). Elastic jobs started so stay at their base."""

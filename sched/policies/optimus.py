@@ -33,7 +33,7 @@ from schedlab.sched.policies.elastic import (
 )
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -52,7 +52,7 @@ class Optimus(RoundPolicy):
         super().__init__(params)
         self._remaining: dict[tuple[int, int, int], float] = {}
 
-    def decide(self, engine: Engine) -> None:
+    def decide(self, engine: PolicyEngine) -> None:
         cluster = engine.cluster
         per = cluster.gpus_per_server
         left = cluster.total_gpus

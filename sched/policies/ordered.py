@@ -22,7 +22,7 @@ from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.queues import DemandQueue
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -36,10 +36,10 @@ class FIFO(Policy):
         super().__init__(params)
         self.queue: deque[Job] = deque()
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self.queue.append(job)
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         queue = self.queue
         while queue and queue[0].num_gpus <= engine.cluster.free_gpus and engine.start(queue[0]):
             queue.popleft()
@@ -60,10 +60,10 @@ class _ShortestFirst(Policy):
     def key(job: Job) -> float:
         raise NotImplementedError
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self.queue.push(job)
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         refused: set[int] = set()
         while (job := self.queue.peek(engine.cluster.free_gpus, refused)) is not None:
             if engine.start(job):
@@ -83,7 +83,7 @@ class SJF(_ShortestFirst):
     paper = "baseline in Castor §9.1, SJF-BSBF §VI-A; blocking: Lucid's artifact"
     Params = SJFParams
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         if not self.params.blocking:
             super().schedule(engine)
             return

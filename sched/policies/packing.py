@@ -21,7 +21,7 @@ from schedlab.sched.core.job import Job
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
 
 
 def workload(job: Job) -> tuple:
@@ -185,21 +185,21 @@ class PackingPolicy(Policy):
         self._no_cover: dict[tuple, int] = {}  # (GPUs, workload) of a head no coverable class fits -> classes_added then
         self.unequal_packs = 0
 
-    def choose(self, engine: Engine, entry: tuple, wl: tuple, targets: list) -> int | None:
+    def choose(self, engine: PolicyEngine, entry: tuple, wl: tuple, targets: list) -> int | None:
         """Index in ``targets`` (``(entry, workload)`` class heads) of the partner for ``entry``'s job."""
         raise NotImplementedError
 
-    def fits(self, engine: Engine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
+    def fits(self, engine: PolicyEngine, job: Job, wl: tuple, target: Job, twl: tuple) -> bool:
         """Whether the two workload classes may ever be packed (cached by the subclass)."""
         raise NotImplementedError
 
-    def on_packed(self, engine: Engine, job: Job, partner: Job) -> None:
+    def on_packed(self, engine: PolicyEngine, job: Job, partner: Job) -> None:
         """Called after ``job`` was packed beside ``partner``."""
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self._enqueue(job)
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         if self.members or self.host:
             if (host := self.host.get(job)) is not None:
                 self._leave_set(job, host)
@@ -237,7 +237,7 @@ class PackingPolicy(Policy):
         if self.unequal and job.num_gpus > 1:  # a 1-GPU job never hosts a smaller one
             self.new_hosts.add(job)
 
-    def _start_free(self, engine: Engine) -> None:
+    def _start_free(self, engine: PolicyEngine) -> None:
         """Start waiting jobs on free GPUs, best key first; a job that does not fit blocks no one. A
         strict placement (``strict-best-fit``) may refuse a GPU count although enough GPUs are free: the
         jobs of that count wait for the next pass (refusals depend on the count only, and starts only
@@ -250,7 +250,7 @@ class PackingPolicy(Policy):
             self.waiting.remove(job)
             self._alone(job)
 
-    def _pack(self, engine: Engine, max_pack: int, cover: bool = True) -> None:
+    def _pack(self, engine: PolicyEngine, max_pack: int, cover: bool = True) -> None:
         """Pack waiting class heads (best key first) beside targets of the same GPU count. A class
         whose head finds no partner is done for this pass: within a class later jobs rank no better,
         and targets are only used up."""
@@ -285,7 +285,7 @@ class PackingPolicy(Policy):
         self.dirty.clear()
 
     # ---- unequal packing (Gimbal §5.1, C2-C3) -----------------------------------------------
-    def _pack_unequal(self, engine: Engine, max_pack: int, cover: bool = True) -> None:
+    def _pack_unequal(self, engine: PolicyEngine, max_pack: int, cover: bool = True) -> None:
         """Pack waiting class heads (best key first) into job sets around larger running jobs: a job
         alone on its GPUs, or a J_max whose set is not full, with enough GPUs it holds alone. Only
         what changed is retried: classes new this pass against every host, the others against the
@@ -349,7 +349,7 @@ class PackingPolicy(Policy):
                     del room[host]
                 entry = self.waiting.head(job.num_gpus, wl)
 
-    def _cover(self, engine: Engine, max_pack: int) -> None:
+    def _cover(self, engine: PolicyEngine, max_pack: int) -> None:
         """Rule 2.1(b): waiting class heads (best key first) that do not fit on the free GPUs become
         J_max of a new set over free GPUs and smaller single-server jobs running alone. One try per
         GPU count per pass (the best-ranked head of that size), so a pass stays O(servers + jobs)."""
@@ -395,7 +395,7 @@ class PackingPolicy(Policy):
             for c in covered:
                 self.on_packed(engine, c, job)
 
-    def _may_cover(self, engine: Engine, job: Job, wl: tuple) -> bool:
+    def _may_cover(self, engine: PolicyEngine, job: Job, wl: tuple) -> bool:
         """Whether some coverable job is smaller than ``job`` and ``fits`` beside it (one job per class
         asked: ``fits`` depends on the two workload classes only, which its caches already assume)."""
         n, added = job.num_gpus, self.alone.classes_added
@@ -410,7 +410,7 @@ class PackingPolicy(Policy):
         return False
 
     @staticmethod
-    def _cover_bounds(engine: Engine, coverable: dict[int, list[Job]]) -> list[tuple[int, int]]:
+    def _cover_bounds(engine: PolicyEngine, coverable: dict[int, list[Job]]) -> list[tuple[int, int]]:
         """``(most GPUs a covering plan can take on the server, -server)``, best first: its free GPUs
         plus every coverable job on it (an upper bound on its offer in ``_cover_plan``)."""
         free = engine.cluster.free_by_server
@@ -419,7 +419,7 @@ class PackingPolicy(Policy):
         bounds.sort(reverse=True)
         return bounds
 
-    def _cover_plan(self, engine: Engine, job: Job, wl: tuple, coverable: dict[int, list[Job]],
+    def _cover_plan(self, engine: PolicyEngine, job: Job, wl: tuple, coverable: dict[int, list[Job]],
                     bounds: list[tuple[int, int]]):
         """``([(server, free GPUs taken)], covered jobs)`` for ``job`` on exactly ceil(n / per)
         servers, fullest first, free GPUs before covered jobs (largest first, at most max_jobset - 1
@@ -462,17 +462,17 @@ class PackingPolicy(Policy):
         return (placement, covered) if left == 0 and covered else None
 
     @staticmethod
-    def single_gpus(engine: Engine, host: Job) -> list[int]:
+    def single_gpus(engine: PolicyEngine, host: Job) -> list[int]:
         """The GPUs of ``host`` that it holds alone."""
         holders = engine.cluster.holders
         return [g for g in host.gpus if len(holders[g]) == 1]
 
     @staticmethod
-    def single_count(engine: Engine, host: Job) -> int:
+    def single_count(engine: PolicyEngine, host: Job) -> int:
         """How many GPUs ``host`` holds alone (``len(single_gpus(...))`` without a Python-level loop)."""
         return list(map(len, map(engine.cluster.holders.__getitem__, host.gpus))).count(1)
 
-    def join(self, engine: Engine, job: Job, host: Job) -> bool:
+    def join(self, engine: PolicyEngine, job: Job, host: Job) -> bool:
         """Start waiting ``job`` inside ``host``'s GPUs (fewest servers) as a member of its set;
         False (nothing changed) if the engine refuses the start."""
         gpus = fewest_servers(self.single_gpus(engine, host), job.num_gpus, engine.cluster.gpus_per_server)

@@ -41,7 +41,7 @@ from schedlab.sched.policies.pollux_problem import JobSpec, Problem
 from schedlab.sched.models.scaling import speed
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -85,14 +85,14 @@ class Pollux(RoundPolicy):
         values = self.objective_values or [0.0]
         return {"pollux_rounds": len(self.objective_values), "pollux_mean_objective": sum(values) / len(values)}
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         super().on_finish(engine, job)
         self.max_held.pop(job, None)
         self.allocations.pop(job, None)
         if self.learned is not None:
             self.learned.forget(job)
 
-    def on_epoch(self, engine: Engine, job: Job) -> None:
+    def on_epoch(self, engine: PolicyEngine, job: Job) -> None:
         if self.learned is not None:
             self.learned.observe(engine, job, epoch_ended=True)
             self._rechoose_batch(engine, job)
@@ -101,13 +101,13 @@ class Pollux(RoundPolicy):
             if batch:
                 engine.set_batch(job, batch)
 
-    def _rechoose_batch(self, engine: Engine, job: Job) -> None:
+    def _rechoose_batch(self, engine: PolicyEngine, job: Job) -> None:
         """Learned mode: a running job's batch from its estimate (the study's agent, after each step)."""
         if job.running and job.model not in self.params.fixed_batch:
             engine.set_batch(job, self.learned.batch(job, job.placement_shape))
 
     # ---- a round -------------------------------------------------------------------------------
-    def problem(self, engine: Engine) -> tuple[Problem, list[Job]]:
+    def problem(self, engine: PolicyEngine) -> tuple[Problem, list[Job]]:
         cluster = engine.cluster
         per, total = cluster.gpus_per_server, cluster.total_gpus
         # the problem's nodes: servers that offer GPUs (an inference server not lent offers none)
@@ -127,7 +127,7 @@ class Pollux(RoundPolicy):
         problem = Problem(specs, nodes, per, spread, scale=nodes / total)
         return problem, jobs
 
-    def decide(self, engine: Engine) -> None:
+    def decide(self, engine: PolicyEngine) -> None:
         if not self.active:
             return
         if self.learned is not None:
@@ -176,7 +176,7 @@ class Pollux(RoundPolicy):
                   model.max_gpus)
         return min(cap, self.params.max_gpus.get(job.model, cap))
 
-    def _factor(self, engine: Engine, job: Job) -> float:
+    def _factor(self, engine: PolicyEngine, job: Job) -> float:
         age = engine.now - job.submit_time
         restarts = max(self.allocations.get(job, 0) - 1, 0)
         delay = self.params.restart_delay_s

@@ -26,7 +26,7 @@ import numpy as np
 from schedlab.sched.models.goodput_fit import GoodputEstimate, measure
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.models.goodput import GoodputModel
     from schedlab.sched.core.job import Job
 
@@ -50,10 +50,10 @@ class LearnedGoodput:
         self.estimates.pop(job, None)
         self._best.pop(job, None)
 
-    def observe(self, engine: Engine, job: Job, epoch_ended: bool = False) -> None:
+    def observe(self, engine: PolicyEngine, job: Job, epoch_ended: bool = False) -> None:
         """``job`` reports the configuration it runs (at an epoch boundary: the epoch that ended)
         if it has computed at it: past its allocation stall, or at an epoch boundary."""
-        if not job.running or not (epoch_ended or engine.now - job.last_update > job.overhead_left):
+        if not job.running or not (epoch_ended or not engine.stalled(job)):
             return
         model = job.goodput
         epoch = model.epoch(job.epoch_start) - (1 if epoch_ended else 0)

@@ -34,7 +34,7 @@ from schedlab.sched.models.interference import InterferenceSource, make_interfer
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -95,10 +95,10 @@ class _SharingSJF(Policy):
         # slope in a is positive. So the job would fail again; it is skipped until the state changes.
         self._no_partner_at: dict[int, int] = {}
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         insort(self.pending, (job.remaining, job.index, job))
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         cluster = engine.cluster
         started: set[int] = set()
         for _, index, job in self.pending:
@@ -121,19 +121,20 @@ class _SharingSJF(Policy):
             for index in started:
                 self._no_partner_at.pop(index, None)
 
-    def share(self, engine: Engine, job: Job) -> bool:
+    def share(self, engine: PolicyEngine, job: Job) -> bool:
         raise NotImplementedError
 
     @property
     def _shares(self) -> tuple[float, float] | None:
         return self.params.mps_shares if self.params.mode == "mps" else None
 
-    def ratio(self, engine: Engine, new: Job, running: Job) -> tuple[float, float]:
+    def ratio(self, engine: PolicyEngine, new: Job, running: Job) -> tuple[float, float]:
         """Predicted (ξ_new, ξ_running) for the decision."""
         source = self._predictor or engine.sharing
         return source.ratio(new, running, self.params.mode, self._shares)
 
-    def options(self, engine: Engine, job: Job, running: Job, max_steps: int) -> list[tuple[int, float, float, float]]:
+    def options(self, engine: PolicyEngine, job: Job, running: Job,
+                max_steps: int) -> list[tuple[int, float, float, float]]:
         """Alg. 2's candidate batches B, B/2, … (as accumulation steps up to ``max_steps``) at which
         ``job`` can run beside ``running``, with the predicted ξ of both and ``job``'s solo speed."""
         key = (job.model, job.batch_size, job.num_gpus, running.model, running.batch_size,
@@ -144,16 +145,15 @@ class _SharingSJF(Policy):
             steps = 1
             while steps <= max_steps and job.batch_size / steps >= 1:
                 if engine.can_share(job, running, self.params.mode, self._shares, steps):
-                    job.accumulation_steps = steps  # the pending job's micro-batch, for the ξ lookup
-                    xi_new, xi_running = self.ratio(engine, job, running)
-                    job.accumulation_steps = 1
+                    with engine.accumulating(job, steps):  # the pending job's micro-batch, for the ξ lookup
+                        xi_new, xi_running = self.ratio(engine, job, running)
                     if math.isfinite(xi_new) and math.isfinite(xi_running):
                         found.append((steps, xi_new, xi_running, engine.sharing.accumulation_speed(job, steps)))
                 steps *= 2
             self._options[key] = found
         return found
 
-    def _start_shared(self, engine: Engine, job: Job, gpus: list[int], steps: int) -> bool:
+    def _start_shared(self, engine: PolicyEngine, job: Job, gpus: list[int], steps: int) -> bool:
         return engine.start(
             job, share_gpus=tuple(gpus), mode=self.params.mode, shares=self._shares, accumulation_steps=steps
         )
@@ -165,7 +165,7 @@ class SJFFFS(_SharingSJF):
     paper = "Castor §9.1 baseline 7; SJF-BSBF §VI-A4"
     simplified = "free GPUs are used first, then GPUs holding one job in id order"
 
-    def share(self, engine: Engine, job: Job) -> bool:
+    def share(self, engine: PolicyEngine, job: Job) -> bool:
         needed = job.num_gpus - engine.cluster.free_gpus
         chosen: list[int] = []
         for g in engine.cluster.single_gpu_ids():
@@ -230,7 +230,7 @@ class SJFBSBF(_SharingSJF):
         self._limits: dict[tuple, float] = {}  # per instant: the largest remaining time that can share
         self._limits_at: tuple[int, float] = (-1, -1.0)
 
-    def share(self, engine: Engine, job: Job) -> bool:
+    def share(self, engine: PolicyEngine, job: Job) -> bool:
         if job.remaining >= self._remaining_limit(engine, job):
             return False  # no partner group has anyone far enough from its end (necessary condition)
         chosen = self._choose(engine, job, self.beneficial(engine, job, enough=job.num_gpus))
@@ -241,7 +241,7 @@ class SJFBSBF(_SharingSJF):
             return False
         return self._start_shared(engine, job, gpus, steps)
 
-    def beneficial(self, engine: Engine, job: Job, enough: int | None) -> list[tuple]:
+    def beneficial(self, engine: PolicyEngine, job: Job, enough: int | None) -> list[tuple]:
         """Partners with which sharing wins, as (pair JCT, index, steps, partner, GPUs), best first;
         per workload group only until ``enough`` GPUs are found (all if None)."""
         found = []
@@ -262,7 +262,7 @@ class SJFBSBF(_SharingSJF):
         found.sort(key=lambda entry: entry[:2])
         return found
 
-    def _theta_for(self, engine: Engine, job: Job, key: tuple, partner: Job) -> float:
+    def _theta_for(self, engine: PolicyEngine, job: Job, key: tuple, partner: Job) -> float:
         theta_key = (job.model, job.batch_size, job.num_gpus, key)
         theta = self._theta.get(theta_key)
         if theta is None:
@@ -270,7 +270,7 @@ class SJFBSBF(_SharingSJF):
             theta = self._theta[theta_key] = sharing_threshold(1.0, options) if options else math.inf
         return theta
 
-    def _remaining_limit(self, engine: Engine, job: Job) -> float:
+    def _remaining_limit(self, engine: PolicyEngine, job: Job) -> float:
         """The largest remaining time a job of this workload may have and still find a partner now."""
         if self._limits_at != (engine.state_version, engine.now):
             self._limits.clear()
@@ -288,7 +288,7 @@ class SJFBSBF(_SharingSJF):
             self._limits[sig] = limit
         return limit
 
-    def _choose(self, engine: Engine, job: Job, beneficial: list[tuple]) -> tuple[list[int], int] | None:
+    def _choose(self, engine: PolicyEngine, job: Job, beneficial: list[tuple]) -> tuple[list[int], int] | None:
         """Alg. 1 lines 14-17: take the best partners' GPUs until the gang is full. None if a partner
         had to be skipped because the batch a later pair needs would not run beside it."""
         chosen: list[int] = []
@@ -313,7 +313,7 @@ class SJFBSBF(_SharingSJF):
             return None
         return chosen, steps_needed
 
-    def _partner_groups(self, engine: Engine) -> dict[tuple, tuple[list[float], list[tuple]]]:
+    def _partner_groups(self, engine: PolicyEngine) -> dict[tuple, tuple[list[float], list[tuple]]]:
         """Running jobs that hold GPUs alone, grouped by workload, in order of expected end (the
         engine keeps running jobs in that order); rebuilt only when the engine's state has changed."""
         if self._groups_version != engine.state_version:

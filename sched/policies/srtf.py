@@ -34,7 +34,7 @@ from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.queues import DemandQueue
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 
@@ -70,17 +70,17 @@ class SRTF(Policy):
             # running jobs, latest expected end (= most remaining work) first; stale entries skipped
             self._running: list[tuple[float, int, Job, int]] = []
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         if self.repack:
             self.rank[job.index] = (job.remaining, engine.now, 1, job.index)
         self.waiting.push(job)
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         if self.repack:
             self.running.remove(self.entry.pop(job.index))
             del self.rank[job.index]
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         if self.repack:
             return self._repack(engine)
         while (head := self.waiting.peek()) is not None:
@@ -117,7 +117,7 @@ class SRTF(Policy):
                 best, best_pos = (key, job), at
         return (None, 0) if best is None else (best[1], best_pos)
 
-    def _repack(self, engine: Engine) -> None:
+    def _repack(self, engine: PolicyEngine) -> None:
         """Walk all jobs by remaining work, each running if it fits in what is left (the simulator
         re-sorts and re-packs all of them at every event). Up to the first waiting job that would start
         nothing changes, so the walk begins there (``_first_chosen``); from there on, of the waiting jobs
@@ -175,22 +175,22 @@ class SRTF(Policy):
             waiting.push(entry[4])
 
     # ---- head: preempt for the shortest waiting job, then fill -----------------------------------
-    def _start(self, engine: Engine, job: Job) -> bool:
+    def _start(self, engine: PolicyEngine, job: Job) -> bool:
         """Start ``job`` (it stays waiting, and the pass ends, when a strict placement refuses it)."""
         if not engine.start(job):
             return False
         self.waiting.pop(job)
-        heapq.heappush(self._running, (-engine.expected_end(job), job.index, job, job.version))
+        heapq.heappush(self._running, (-engine.expected_end(job), job.index, job, engine.version_of(job)))
         return True
 
-    def _preempt_for(self, engine: Engine, head: Job) -> bool:
+    def _preempt_for(self, engine: PolicyEngine, head: Job) -> bool:
         """Preempt longer-remaining running jobs until ``head`` fits; False (and no change) if it cannot."""
         needed = head.num_gpus - engine.cluster.free_gpus
         victims: list[tuple[float, int, Job, int]] = []
         while needed > 0 and self._running:
             entry = heapq.heappop(self._running)
             job, version = entry[2], entry[3]
-            if job.version != version or not job.running:
+            if engine.version_of(job) != version or not job.running:
                 continue  # stale: finished or restarted since
             if engine.remaining(job) <= head.remaining:
                 heapq.heappush(self._running, entry)

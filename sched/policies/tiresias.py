@@ -53,7 +53,7 @@ from schedlab.sched.policies.tiresias_tuned import STUDY_THRESHOLD_GPU_S, TunedJ
 from schedlab.sched.policies.queues import LevelQueues
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 PAPER_PROMOTE_KNOB = 8.0  # semantics paper's default knob: our choice before issue #23 (the paper leaves it open)
@@ -130,7 +130,7 @@ class Tiresias(Policy):
         self.default_preemption_overhead_s = self.tuned.default_preemption_overhead_s
 
     # ---- 2D-LAS ---------------------------------------------------------------------------------
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         if self.tuned:
             return self.tuned.on_arrival(engine, job)
         index = job.index
@@ -147,7 +147,7 @@ class Tiresias(Policy):
         self.jobs[key] = job
         self.dirty = True
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         if self.tuned:
             return self.tuned.on_finish(engine, job)
         index = job.index
@@ -159,11 +159,11 @@ class Tiresias(Policy):
             self.pending_since.pop(index, None)
         self.dirty = True
 
-    def on_timer(self, engine: Engine, payload: Any) -> None:
+    def on_timer(self, engine: PolicyEngine, payload: Any) -> None:
         if self.tuned:
             return self.tuned.on_timer(engine, payload)
         action, job, version = payload
-        if job.version != version or job.end_time == job.end_time:  # stale, or finished (end_time not NaN)
+        if engine.version_of(job) != version or job.end_time == job.end_time:  # stale, or finished (end_time not NaN)
             return
         if self.code:  # applied at the pass, after this instant's arrivals (as the simulator does)
             self.moves.append((job.index, action, job))
@@ -177,7 +177,7 @@ class Tiresias(Policy):
             self.service_base[job.index] = engine.attained_service(job)
             self._move(job, 0)
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: PolicyEngine) -> None:
         """Serve the queues greedily (queue by queue, in each queue's order) while GPUs remain; preempt
         the running jobs left out (in the order they started), then start the chosen ones (serving order)."""
         if self.tuned:
@@ -199,7 +199,7 @@ class Tiresias(Policy):
                     if self.code:
                         self._arm_promotion(engine, job, key)
                     else:
-                        engine.set_timer(now + knob * job.run_time, ("promote", job, job.version))
+                        engine.set_timer(now + knob * job.run_time, ("promote", job, engine.version_of(job)))
         if start:
             level, limits, starts, inf, code = self.queues.level, self.limits, self.starts, math.inf, self.code
             pending_since, pending_s, now = self.pending_since, self.pending_s, engine.now
@@ -264,7 +264,7 @@ class Tiresias(Policy):
         if running:
             self.start_order[new] = order
 
-    def _apply_moves(self, engine: Engine) -> None:
+    def _apply_moves(self, engine: PolicyEngine) -> None:
         """This instant's demotions and promotions (and promotions overdue since the last one), in
         submission order, each to the end of its new queue's pending part (a running job moves to the
         running part at the pass's end)."""
@@ -294,7 +294,7 @@ class Tiresias(Policy):
                 self.pending_since.pop(index, None)  # counted again once it has run since
         self.moves = []
 
-    def _arm_promotion(self, engine: Engine, job: Job, key: int) -> None:
+    def _arm_promotion(self, engine: PolicyEngine, job: Job, key: int) -> None:
         """A just-preempted job: when its pending time since its last promotion (counted while it has
         run since) reaches ``promote_knob`` x its run time since then, it goes back to the top queue."""
         index = job.index
@@ -306,18 +306,18 @@ class Tiresias(Policy):
             return
         due = self.knob * ran - self.pending_s[index]
         if due > 0.0:
-            engine.set_timer(engine.now + due, ("promote", job, job.version))
+            engine.set_timer(engine.now + due, ("promote", job, engine.version_of(job)))
         else:  # the simulator checks pending jobs at every event: promoted at the next one
             self.overdue.append(job)
 
     # ---- both ------------------------------------------------------------------------------------
-    def _arm_demotion(self, engine: Engine, job: Job, limit: float) -> None:
+    def _arm_demotion(self, engine: PolicyEngine, job: Job, limit: float) -> None:
         """A timer for when the running job's service in its queue reaches ``limit``."""
         left = limit - (engine.attained_service(job) - self.service_base[job.index])
         wait = (left if left > 0.0 else 0.0) / job.num_gpus  # noqa: FURB136 (max(0, left) without the call)
         if self.code:  # the simulator's clock ticks in whole seconds: the first tick at or after the crossing
             wait = math.ceil(wait - 1e-9)
-        engine.set_timer(engine.now + wait, ("demote", job, job.version))
+        engine.set_timer(engine.now + wait, ("demote", job, engine.version_of(job)))
 
     def _move(self, job: Job, level: int) -> None:
         """Paper semantics: to ``level``, in submission order there."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from schedlab.sched.policies.elastic import RoundParams, RoundPolicy, emptiest_first, free_per_server
 
 if TYPE_CHECKING:
-    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
 STUDY_THRESHOLD_GPU_S = 16 * 3600.0  # the study's single queue threshold: 16 GPU-hours
@@ -34,17 +34,17 @@ class TunedJobsMode(RoundPolicy):
         self.level: dict[Job, int] = {}
         self.service_base: dict[Job, float] = {}
 
-    def on_arrival(self, engine: Engine, job: Job) -> None:
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         super().on_arrival(engine, job)
         self.queues[0][job] = None
         self.level[job] = 0
         self.service_base[job] = 0.0
 
-    def on_finish(self, engine: Engine, job: Job) -> None:
+    def on_finish(self, engine: PolicyEngine, job: Job) -> None:
         super().on_finish(engine, job)
         del self.queues[self.level.pop(job)][job], self.service_base[job]
 
-    def decide(self, engine: Engine) -> None:
+    def decide(self, engine: PolicyEngine) -> None:
         self._requeue(engine)
         capacity = engine.cluster.total_gpus
         chosen: list[Job] = []
@@ -63,7 +63,7 @@ class TunedJobsMode(RoundPolicy):
                 if counts is None or not engine.start(job, sorted(counts.items())):
                     raise RuntimeError(f"tiresias: job {job.job_id} did not fit although GPUs were free")
 
-    def _requeue(self, engine: Engine) -> None:
+    def _requeue(self, engine: PolicyEngine) -> None:
         """Demote running jobs past their queue's threshold (in queue order); promote starved ones."""
         for level, limit in enumerate(self.thresholds):
             for job in [j for j in self.queues[level] if j.running]:
