@@ -44,7 +44,7 @@ from schedlab.sched.policies.elastic import (
 )
 from schedlab.sched.policies.pollux_learned import LearnedGoodput
 from schedlab.sched.policies.pollux_opt import solve
-from schedlab.sched.policies.pollux_problem import JobSpec, Problem
+from schedlab.sched.policies.pollux_problem import JobSpec, Problem, nonzero
 from schedlab.sched.scaling import speed
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class Pollux(RoundPolicy):
         alloc = self._solve(problem, jobs)
         self.objective_values.append(problem.value(alloc))
         servers = self._servers
-        targets = {job: {servers[i]: n for i, n in enumerate(counts) if n} for job, counts in zip(jobs, alloc)}
+        targets = {job: {servers[i]: n for i, n in nonzero(counts)} for job, counts in zip(jobs, alloc)}
         batch_for = self._batch_for if any(j.goodput for j in jobs) else None
         for job in apply_allocations(engine, targets, batch_for, keep_progress=True):
             if job.running:
