@@ -14,7 +14,7 @@ from schedlab.sched.engine import Engine
 from schedlab.sched.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.pollux import Pollux
-from schedlab.sched.scaling import elastic_speed, speed
+from schedlab.sched.scaling import speed
 
 
 def job_of(row: dict):
