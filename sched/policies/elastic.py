@@ -12,7 +12,9 @@ policy) decides at every arrival and completion too, our exact event timing.
 Allocations are per-server GPU counts. ``apply_allocations`` turns a target (job -> counts) into
 engine calls: preempt what gets nothing, shrink, then grow and start; a job whose new GPUs share no
 server with its old ones is restarted (preempt + start), the rest are resized. Every change costs
-the allocation stall (Pollux: 30 s), the first start included.
+the allocation stall (Pollux: 30 s), the first start included. With ``keep_progress`` (Pollux) a
+preempted or restarted job keeps its progress even without a checkpoint of its own (``checkpoint``
+False, Lyra's scenarios): the policy's reallocation is a checkpoint-restart.
 """
 
 from __future__ import annotations
@@ -129,11 +131,13 @@ def emptiest_first(free: list[int], demand: int) -> dict[int, int] | None:
 
 
 def apply_allocations(
-    engine: PolicyEngine, targets: dict[Job, dict[int, int]],
-    batch_for: Callable[[Job, dict[int, int]], int] | None = None,
+    engine: PolicyEngine, targets: dict[Job, dict[int, int]], batch_for: Callable[[Job, dict[int, int]], int] | None = None,
+    *, keep_progress: bool = False,
 ) -> list[Job]:
     """Make the running set equal ``targets`` (job -> GPUs per server; a job not in it, or with no
     GPUs, is preempted). Returns the jobs whose allocation changed (started, resized or moved).
+    ``keep_progress``: a preempted job keeps its progress whatever its ``checkpoint`` (the engine's
+    default loses it when ``checkpoint`` is False).
 
     ``batch_for(job, target)`` (adaptive-batch policies) gives a changed job its new global batch,
     set when it is valid: after the job's shrink and before its growth or start (a batch that fits
@@ -149,7 +153,7 @@ def apply_allocations(
         changed.append(job)
         kept = sum(min(n, target.get(s, 0)) for s, n in current.items())
         if not target or kept == 0:
-            engine.preempt(job)
+            engine.preempt(job, lose_progress=False if keep_progress else None)
             continue
         release: list[int] = []
         seen: dict[int, int] = {}

@@ -16,6 +16,13 @@ chooses batches with each job's own estimate, fitted online to what the job has 
 GPUs a job has reported running on, the batch re-chosen every round); ``oracle`` uses every job's
 true goodput from its first round (schedlab before issue #25). Progress always follows the true goodput.
 
+A job with a duration and no goodput model (Philly's jobs in the Lyra and Castor set-ups) has the
+speed-up the study's simulator gives such a job, linear: its GPUs over the fair share's (AdaptDL's
+allocator: its GPUs), at its own GPU count only, or for Lyra's elastic job its range [d, 2d] at Lyra's
+scaling (d x ``scaling.speed`` over the fair share). Every reallocation is a checkpoint-restart (the
+study's 30 s stall, the restart factor above): a preempted or moved job keeps its progress whatever
+the trace's ``checkpoint`` (Lyra's jobs without checkpoint lose it only to Lyra's own preemptions).
+
 Solver (``solver``): ``search`` (ours, ``pollux_opt.solve``: exact DP over GPU counts, packing and
 local search) or ``ga`` (a genetic algorithm like the study's, ``pollux_ga.py``; slow).
 Simplified: no cluster autoscaling; no interference.
@@ -23,7 +30,7 @@ Simplified: no cluster autoscaling; no interference.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from pydantic import Field
 
@@ -37,7 +44,7 @@ from schedlab.sched.policies.elastic import (
 )
 from schedlab.sched.policies.pollux_learned import LearnedGoodput
 from schedlab.sched.policies.pollux_opt import solve
-from schedlab.sched.policies.pollux_problem import JobSpec, Problem
+from schedlab.sched.policies.pollux_problem import JobSpec, Problem, nonzero
 from schedlab.sched.models.scaling import speed
 
 if TYPE_CHECKING:
@@ -65,8 +72,9 @@ class Pollux(RoundPolicy):
     summary = "goodput-optimal GPUs and batch per job, harmonic mean of speed-ups re-optimised every 60 s"
     paper = "Pollux (OSDI'21) §4.1-4.2, simulator study §5.3 (specs/pollux.md)"
     simplified = (
-        "exact DP + local search instead of the GA (solver: ga available); no autoscaling; goodput jobs only"
-        " (fixed-duration jobs keep their GPU count); knowledge: oracle gives the scheduler the true goodput"
+        "exact DP + local search instead of the GA (solver: ga available); no autoscaling; fixed-duration jobs"
+        " scale linearly at their own GPU count (Lyra's elastic jobs: in their range); knowledge: oracle gives"
+        " the scheduler the true goodput"
     )
     Params = PolluxParams
 
@@ -141,8 +149,9 @@ class Pollux(RoundPolicy):
         alloc = self._solve(problem, jobs)
         self.objective_values.append(problem.value(alloc))
         servers = self._servers
-        targets = {job: {servers[i]: n for i, n in enumerate(counts) if n} for job, counts in zip(jobs, alloc)}
-        for job in apply_allocations(engine, targets, self._batch_for if any(j.goodput for j in jobs) else None):
+        targets = {job: {servers[i]: n for i, n in nonzero(counts)} for job, counts in zip(jobs, alloc)}
+        batch_for = self._batch_for if any(j.goodput for j in jobs) else None
+        for job in apply_allocations(engine, targets, batch_for, keep_progress=True):
             if job.running:
                 self.allocations[job] = self.allocations.get(job, 0) + 1
                 self.max_held[job] = max(self.max_held.get(job, 0), job.num_gpus)
@@ -176,6 +185,18 @@ class Pollux(RoundPolicy):
                   model.max_gpus)
         return min(cap, self.params.max_gpus.get(job.model, cap))
 
+    @staticmethod
+    def _duration_speedup(job: Job, fair_gpus: int) -> Callable[[tuple[int, ...]], float]:
+        """A fixed-duration job's speed-up: its throughput in one-GPU units over the fair share's GPUs,
+        the speed-up the study's simulator gives a job without a goodput model (r / fair replicas;
+        AdaptDL's allocator: r). Inelastic: only at its own GPU count. Lyra's elastic job: within its
+        range, d x Lyra's speed (``scaling.speed``: linear up to d, ``1 - scaling_loss`` per GPU above)."""
+        if job.elastic_max:  # Lyra's elastic job: its range (specs/lyra.md §3)
+            lo, hi, loss = job.elastic_min, job.elastic_max, job.scaling_loss
+            return lambda shape: lo * speed(lo, loss, sum(shape)) / fair_gpus if lo <= sum(shape) <= hi else 0.0
+        want = job.requested_gpus
+        return lambda shape: want / fair_gpus if sum(shape) == want else 0.0
+
     def _factor(self, engine: PolicyEngine, job: Job) -> float:
         age = engine.now - job.submit_time
         restarts = max(self.allocations.get(job, 0) - 1, 0)
@@ -183,12 +204,8 @@ class Pollux(RoundPolicy):
         return max(age - restarts * delay, 0.0) / (age + delay) if age + delay > 0 else 0.0
 
     def _speedup(self, job: Job, fair: tuple[int, ...]):
-        if job.goodput is None and job.elastic_max:  # Lyra's elastic job: its range (specs/lyra.md §3)
-            lo, hi, loss = job.elastic_min, job.elastic_max, job.scaling_loss
-            return lambda shape: speed(lo, loss, sum(shape)) if lo <= sum(shape) <= hi else 0.0
-        if job.goodput is None:  # a fixed-duration job: linear in GPUs, only at its own count
-            want = job.requested_gpus
-            return lambda shape: 1.0 if sum(shape) == want else 0.0
+        if job.goodput is None:
+            return self._duration_speedup(job, sum(fair))
         if self.learned is not None:
             return self.learned.speedup(job, sum(fair))
         model, progress = job.goodput, job.epoch_start
