@@ -33,7 +33,7 @@ from schedlab.sched.models.scaling import use_elastic_scaling
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.smact import SmactProfile, replay_smact
 from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog
-from schedlab.sched.policies import POLICIES, make_policy
+from schedlab.sched.policies import LABEL, Policy, load_policy_class, make_policy, policy_label
 from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
@@ -47,17 +47,30 @@ AUTO = "auto"
 
 
 class PolicyRun(UserModel):
-    """One policy of a replay and its parameters (validated as :func:`make_policy` does)."""
+    """One policy of a replay and its parameters (validated as :func:`make_policy` does). ``name`` is a
+    policy spec: a registered name, ``path/to/file.py:Class`` or ``pkg.module:Class``
+    (:func:`~schedlab.sched.policies.load_policy_class`); ``label`` names its results (default: the
+    registered name, or the external class's ``name``); ``source``: a file policy's text, carried so
+    that a Dask worker on another machine runs the same code."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+    source: str | None = None
 
     @model_validator(mode="after")
     def _known(self) -> PolicyRun:
-        make_policy(self.name, self.params)  # an unknown policy or parameter: ValueError naming it
+        make_policy(self.name, self.params, source=self.source)  # an unknown policy or parameter: ValueError naming it
+        if self.label is None:
+            object.__setattr__(self, "label", policy_label(self.name, source=self.source))
+        elif not LABEL.fullmatch(self.label):
+            raise ValueError(f"policy label {self.label!r} must match {LABEL.pattern} (it names result folders)")
         return self
+
+    def policy_class(self) -> type[Policy]:
+        return load_policy_class(self.name, source=self.source)
 
 
 class ReplaySpec(UserModel):
@@ -126,8 +139,17 @@ class ReplaySpec(UserModel):
         """The strategy's canonical name (what the summary records), checked against each policy."""
         placement = canonical_placement(self.placement)
         for policy in self.policies:
-            check_policy(placement, policy.name, POLICIES[policy.name].waits_when_refused)
+            check_policy(placement, policy.label, policy.policy_class().waits_when_refused)
         object.__setattr__(self, "placement", placement)
+        return self
+
+    @model_validator(mode="after")
+    def _labels(self) -> ReplaySpec:
+        """Each policy's results are named by its label: no two alike."""
+        labels = [p.label for p in self.policies]
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        if twice:
+            raise ValueError(f"policies: label(s) {twice} more than once; give each its own label")
         return self
 
     def cluster_spec(self) -> ClusterSpec:
@@ -223,7 +245,7 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)  # ValueError naming the folder
     scheme = spec.annotate
     if scheme == AUTO:
-        scheme = "model" not in table.columns and any(POLICIES[p.name].shares_gpus for p in spec.policies)
+        scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)
     try:
         table, notes = _prepare_table(table, cluster, scheme, spec.seed, spec.goodput_root, timing)
     except JobError as err:
@@ -310,7 +332,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
     and the summary gains Lyra's figures."""
     cluster, table, timing = prepared.cluster, prepared.table, prepared.timing
     sharing = SharingModel.for_cluster(cluster, make_interference(spec.interference, fetch), timing)
-    decider = make_policy(policy.name, policy.params)
+    decider = make_policy(policy.name, policy.params, source=policy.source)
     goodput_models = None
     if "global_batch" in table.columns:
         from schedlab.sched.models.goodput import load_applications
@@ -357,7 +379,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
         summary.update(smact_metrics)
         load_report = {**load_report, **smact_notes}
     summary = {
-        "policy": policy.name,
+        "policy": policy.label,
         "cluster": cluster.name,
         "placement": spec.placement,
         "seed": spec.seed,
@@ -371,7 +393,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
         from schedlab.sched.core.pools import utilization_with_capacity
 
         utilization = utilization_with_capacity(utilization, result.pools)
-    return ReplayResult(policy=policy.name, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
+    return ReplayResult(policy=policy.label, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
 
 
 def write_atomic(path: Path, write) -> None:
