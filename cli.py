@@ -96,9 +96,12 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=sorted(FORMATS), help="trace format (default: detect)")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER,
                    help=f"shipped name, YAML path or NxG[:type] (default: {DEFAULT_CLUSTER})")
-    p.add_argument("--policy", nargs="+", default=list(BASELINES), help="policies (default: all baselines)")
+    p.add_argument("--policy", nargs="+", default=list(BASELINES), metavar="POLICY",
+                   help="policies (default: all baselines): registered names (`schedlab policies`), or your own"
+                   " as path/to/file.py:ClassName or package.module:ClassName (README, \"Write your own policy\")")
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
-                   help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML)")
+                   help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML); POLICY is"
+                   " its name, its label or its spec as given to --policy")
     p.add_argument("--placement", default=DEFAULT, metavar="{" + ",".join([*STRATEGIES, *ALIASES]) + "}",
                    help=f"which free GPUs a job gets (default: {DEFAULT}; consolidated is the old name of"
                    " fewest-servers; strict-consolidated (first fit) and strict-best-fit (fullest server) keep a job on the"
@@ -164,24 +167,48 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_replay)
 
 
-def _policy_params(pairs: list[str], policies: list[str]) -> dict[str, dict[str, Any]]:
-    params: dict[str, dict[str, Any]] = {name: {} for name in policies}
+def _policy_params(pairs: list[str], names: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``--set POLICY.PARAM=VALUE`` by policy label; ``names`` maps each way a policy may be named in
+    POLICY (its label, its spec as given) to its label. The longest name that prefixes the key wins (a
+    file spec has dots of its own)."""
+    params: dict[str, dict[str, Any]] = {label: {} for label in names.values()}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        name, dot, param = key.partition(".")
-        if not sep or not dot:
+        name = max((n for n in names if key.startswith(n + ".")), key=len, default=None)
+        if not sep or "." not in key:
             raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE")
-        if name not in params:
-            raise ValueError(f"--set {pair!r}: policy {name!r} is not among --policy {' '.join(policies)}"
-                             f"{checks.did_you_mean(name, policies)}")
-        if param in params[name]:
-            raise ValueError(f"--set {pair!r}: {key} is set twice")
+        if name is None:
+            given = key.partition(".")[0]
+            raise ValueError(f"--set {pair!r}: policy {given!r} is not among --policy"
+                             f" {' '.join(dict.fromkeys(names.values()))}{checks.did_you_mean(given, names)}")
+        label, param = names[name], key[len(name) + 1:]
+        if param in params[label]:
+            raise ValueError(f"--set {pair!r}: {label}.{param} is set twice")
         try:
-            params[name][param] = checks.load_yaml(value)
+            params[label][param] = checks.load_yaml(value)
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({problem})") from None
     return params
+
+
+def _policy_specs(given: list[str]) -> dict[str, str]:
+    """``--policy``'s specs (a relative file path made absolute) by label, each class loaded (a missing
+    file, class or module, a clash with a shipped name: ValueError naming it)."""
+    from schedlab.sched.policies import policy_label, resolve_spec
+
+    specs: dict[str, str] = {}
+    for spec in given:
+        try:
+            resolved = resolve_spec(spec)
+            label = policy_label(resolved)
+        except ValueError as err:
+            raise ValueError(f"--policy: {err}") from None
+        if label in specs:
+            raise ValueError(f"--policy: {label!r} given twice" + (f" ({specs[label]} and {resolved})"
+                                                                      if specs[label] != resolved else ""))
+        specs[label] = resolved
+    return specs
 
 
 #: LoadOptions fields as the replay options that set them (for messages)
@@ -197,23 +224,21 @@ def _check_replay(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
     models named by MLflow URI (None without one) and the tracking store of ``--track``."""
     from schedlab.sched.models.fitted import is_uri, make_iteration_time
     from schedlab.sched.models.interference import make_interference
-    from schedlab.sched.policies import make_policy
+    from schedlab.sched.policies import load_policy_class, make_policy
     from schedlab.sched.replay import AUTO, ReplaySpec
 
-    unknown = [p for p in args.policy if p not in POLICIES]
-    if unknown:
-        raise ValueError(f"--policy: unknown policy {unknown[0]!r}{checks.did_you_mean(unknown[0], POLICIES)};"
-                         f" registered: {', '.join(sorted(POLICIES))}")
-    params = _policy_params(args.set, args.policy)
-    for name in args.policy:
+    specs = _policy_specs(args.policy)
+    names = {**{given: label for given, label in zip(args.policy, specs)}, **{label: label for label in specs}}
+    params = _policy_params(args.set, names)
+    for label, spec in specs.items():
         try:
-            make_policy(name, params[name])
+            make_policy(spec, params[label])
         except ValueError as err:
             raise ValueError(f"--set: {err}") from None
     try:
         args.placement = canonical_placement(args.placement)
-        for name in args.policy:
-            check_policy(args.placement, name, POLICIES[name].waits_when_refused)
+        for label, spec in specs.items():
+            check_policy(args.placement, label, load_policy_class(spec).waits_when_refused)
     except ValueError as err:
         raise ValueError(f"--placement: {err}") from None
     try:
@@ -253,7 +278,8 @@ def _check_replay(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
         raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
     spec = ReplaySpec(
         trace=args.trace, format=args.format, options=options, annotate=True if args.annotate else AUTO,
-        cluster=args.cluster, policies=[{"name": name, "params": params[name]} for name in args.policy],
+        cluster=args.cluster, policies=[{"name": spec, "params": params[label], "label": label}
+                                         for label, spec in specs.items()],
         seed=args.seed, placement=args.placement, preemption_overhead_s=args.preemption_overhead,
         interference=args.interference, iteration_time=args.iteration_time,
         smact_profiles=args.smact_profiles, inference=loan,
@@ -391,9 +417,10 @@ def _tracked(args: argparse.Namespace, uri: str | None, spec: Any, source: str, 
               "code_version": tracking.code_version(),
               **{f"trace.option.{k}": getattr(args, k) for k in TRACKED_LOAD_OPTIONS if getattr(args, k) is not None},
               **{f"inference.{k}": v for k, v in (spec.inference.model_dump() if spec.inference else {}).items()}}
-    config = {"*": shared, **{policy.name: {
+    config = {"*": shared, **{policy.label: {
         "preemption_overhead_s": mlflow_view.preemption_overhead(policy.name, spec.preemption_overhead_s),
-        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(policy.name, policy.params).items()}}
+        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(policy.name, policy.params).items()},
+        **mlflow_view.policy_source_params(policy.name)}
         for policy in spec.policies}}
     root = None if uri.startswith(("http://", "https://")) else args.settings.artifact_root
     with interrupted_by(signal.SIGTERM), adhoc_runs(uri, args.experiment, root, config, total_gpus, out) as runs:
@@ -431,11 +458,16 @@ def policy_listing(width: int) -> str:
     parameters and simplifications, each wrapped to ``width`` and indented under the first."""
     import textwrap
 
+    from schedlab.sched.policies import PLUGIN_DISTS
+
     column = max(len(name) for name in POLICIES) + 2
     body = max(width - column, 30)
     lines = []
     for name, cls in sorted(POLICIES.items()):
-        parts = [f"{cls.summary}  [{cls.paper}]"]
+        paper = getattr(cls, "paper", "")
+        parts = [f"{getattr(cls, 'summary', '')}{f'  [{paper}]' if paper else ''}".strip()]
+        if name in PLUGIN_DISTS:
+            parts.append("installed from {}=={}".format(*PLUGIN_DISTS[name]))
         defaults = cls.Params().model_dump(mode="json")
         if defaults:
             parts.append("parameters: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in defaults.items()))

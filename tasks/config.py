@@ -16,7 +16,9 @@
                                      #   {scheme: gimbal, max_duration_s: …} (Gimbal §7.1, annotate.py)
     clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
     policies: all                    # every registered policy, or a list of names and/or
-                                     #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4}
+                                     #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4};
+                                     #   a name may be your own policy: path/to/file.py:Class (relative:
+                                     #   against the YAML's folder, then the cwd) or pkg.module:Class
     placement: fewest-servers       # or strict-consolidated, strict-best-fit, best-fit, random (consolidated = fewest-servers)
     preemption_overhead_s: null      # default: the engine's (63 s)
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
@@ -194,22 +196,38 @@ class ExperimentConfig(UserModel):
     _path: Path | None = None
 
     def policy_entries(self) -> list[PolicyEntry]:
-        """The policies with a unique label each (``policies: all`` = the registry, read now)."""
-        from schedlab.sched.policies import POLICIES
+        """The policies with a unique label each (``policies: all`` = the registry, read now); a file
+        policy's path made absolute (:meth:`resolve_policy`); an external policy's default label is its
+        class's ``name``."""
+        from schedlab.sched.policies import POLICIES, policy_label
 
         if self.policies == "all":
             entries = [PolicyEntry(name=n) for n in POLICIES]
         else:
             entries = [PolicyEntry(name=p) if isinstance(p, str) else p for p in self.policies]
+        entries = [e.model_copy(update={"name": self.resolve_policy(e.name)}) for e in entries]
         counts: dict[str, int] = {}
         for e in entries:
             counts[e.name] = counts.get(e.name, 0) + 1
         labelled = []
         for e in entries:
-            label = e.label or (e.name if counts[e.name] == 1 or not e.params else
-                                f"{e.name}[{','.join(f'{k}={v}' for k, v in sorted(e.params.items()))}]")
+            base = policy_label(e.name)
+            label = e.label or (base if counts[e.name] == 1 or not e.params else
+                                f"{base}[{','.join(f'{k}={v}' for k, v in sorted(e.params.items()))}]")
             labelled.append(e.model_copy(update={"label": label}))
         return labelled
+
+    def resolve_policy(self, spec: str) -> str:
+        """A policy spec with a relative file path made absolute: the YAML's folder first, then the cwd."""
+        from schedlab.sched.policies import resolve_spec, spec_kind
+
+        if spec_kind(spec) != "file":
+            return spec
+        target = Path(spec.rpartition(":")[0]).expanduser()
+        for base in (self._base_dir, Path.cwd()):
+            if (base / target).exists():
+                return resolve_spec(spec, base)
+        return resolve_spec(spec, self._base_dir)
 
     @property
     def baseline_label(self) -> str:
@@ -249,11 +267,17 @@ class ExperimentConfig(UserModel):
 
     def grid(self, code_version: str) -> list[ExperimentReplay]:
         """Every replay of the experiment, in a stable order (trace, load, cluster, policy, seed)."""
+        from schedlab.sched.policies import policy_origin, read_source
+
+        entries = self.policy_entries()
+        sources = {e.name: read_source(e.name) for e in entries}  # a file policy's text, carried to workers
+        origins = {e.name: policy_origin(e.name, source=sources[e.name]) for e in entries}
         specs = []
         for trace in self.traces:
             for load in trace.loads:
                 for cluster in self.clusters:
-                    for pol in self.policy_entries():
+                    for pol in entries:
+                        origin = origins[pol.name]
                         for seed in self.seeds:
                             options = {**trace.options, "load": load}
                             options.setdefault("seed", seed)
@@ -268,6 +292,8 @@ class ExperimentConfig(UserModel):
                                 models=self.models.model_dump(), code_version=code_version,
                                 smact_profiles=self.resolve_profiles(),
                                 inference=self.resolve_inference(),
+                                policy_origin=origin.params() if origin is not None else None,
+                                policy_source=sources[pol.name],
                             ))
         return specs
 
@@ -301,6 +327,12 @@ class ExperimentReplay(BaseModel):
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
     inference: dict[str, Any] | None = None  # LoanOptions (not in ``identity`` when None)
+    #: an external policy's lineage (``policy.source.*``: file path and SHA-256, package version); None
+    #: for a shipped one (then not in ``identity``, which ``code_version`` covers)
+    policy_origin: dict[str, str] | None = None
+    #: a file policy's text, as the experiment read it: a worker whose file differs or is missing (a
+    #: ``--dask-address`` cluster on other machines) loads this (:func:`~schedlab.sched.policies.load_policy_class`)
+    policy_source: str | None = None
 
     def spec(self) -> ReplaySpec:
         """The replay as :func:`schedlab.sched.replay.run` takes it (one policy; the trace's options with
@@ -308,7 +340,8 @@ class ExperimentReplay(BaseModel):
         name here: the worker passes a fetch for it (:func:`schedlab.tasks.model_tracking.fetcher`)."""
         return ReplaySpec(
             trace=self.source, format=self.format, options=LoadOptions.model_validate(self.options),
-            annotate=self.annotate, cluster=self.cluster, policies=[PolicyRun(name=self.policy, params=self.params)],
+            annotate=self.annotate, cluster=self.cluster,
+            policies=[PolicyRun(name=self.policy, params=self.params, source=self.policy_source)],
             seed=self.seed, placement=self.placement, preemption_overhead_s=self.preemption_overhead_s,
             interference=self.models.get("interference", "analytic"),
             iteration_time=self.models.get("iteration_time", "catalog"),
@@ -326,7 +359,8 @@ class ExperimentReplay(BaseModel):
             "placement": self.placement, "preemption_overhead_s": self.preemption_overhead_s,
             "models": self.models, "code_version": self.code_version,
         } | ({"smact_profiles": self.smact_profiles} if self.smact_profiles else {}) | (
-            {"inference": self.inference} if self.inference else {})
+            {"inference": self.inference} if self.inference else {}) | (
+            {"policy_origin": self.policy_origin} if self.policy_origin else {})
 
     @property
     def key(self) -> str:
@@ -390,14 +424,24 @@ def _looked_in(config: ExperimentConfig) -> str:
 def _check_semantics(config: ExperimentConfig, path: Path) -> None:
     """What pydantic cannot see: registered policies and their parameters, clusters, trace files."""
     from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.policies import POLICIES, make_policy
+    from schedlab.sched.core.placement import check_policy
+    from schedlab.sched.policies import POLICIES, load_policy_class, make_policy
 
+    for i, entry in enumerate([] if config.policies == "all" else config.policies):
+        name = entry if isinstance(entry, str) else entry.name
+        try:
+            cls = load_policy_class(config.resolve_policy(name))
+        except ValueError as err:
+            looked = f" ({_looked_in(config)})" if "no such file" in str(err) and not Path(name).is_absolute() else ""
+            raise ConfigError(f"{path}: policies[{i}].name: {err}{looked}") from None
+        if name not in POLICIES:  # a registered one is checked with the placement field
+            try:
+                check_policy(config.placement, name, cls.waits_when_refused)
+            except ValueError as err:
+                raise ConfigError(f"{path}: placement: {err}") from None
     entries = config.policy_entries()
     for i, entry in enumerate(entries):
         where = "policies" if config.policies == "all" else f"policies[{i}]"
-        if entry.name not in POLICIES:
-            raise ConfigError(f"{path}: {where}.name: unknown policy {entry.name!r}{did_you_mean(entry.name, POLICIES)};"
-                              f" registered: {', '.join(sorted(POLICIES))}")
         try:
             make_policy(entry.name, entry.params)
         except ValueError as err:

@@ -174,19 +174,29 @@ def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
 # effective configuration of a replay
 
 
-def policy_params(policy: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Every parameter of ``policy``: the given ones and the defaults of the rest (JSON values)."""
+def policy_params(policy: str, params: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+    """Every parameter of ``policy`` (a policy spec; ``source``: a file policy's carried text): the
+    given ones and the defaults of the rest (JSON values)."""
     from schedlab.sched.policies import make_policy
 
-    return make_policy(policy, params).params.model_dump(mode="json")
+    return make_policy(policy, params, source=source).params.model_dump(mode="json")
 
 
-def preemption_overhead(policy: str, given: float | None) -> float:
+def preemption_overhead(policy: str, given: float | None, source: str | None = None) -> float:
     """The checkpoint-restore seconds a replay charges: the given value, else the policy's default
     (the engine's rule, sched/core/engine.py)."""
-    from schedlab.sched.policies import POLICIES
+    from schedlab.sched.policies import load_policy_class
 
-    return float(POLICIES[policy].default_preemption_overhead_s if given is None else given)
+    return float(load_policy_class(policy, source=source).default_preemption_overhead_s if given is None else given)
+
+
+def policy_source_params(policy: str, source: str | None = None) -> dict[str, str]:
+    """An external policy's lineage as run params: ``policy.spec`` and ``policy.source.*`` (its file's
+    path and SHA-256, its package's version); none for a shipped policy (``code_version`` covers it)."""
+    from schedlab.sched.policies import policy_origin
+
+    origin = policy_origin(policy, source=source)
+    return {} if origin is None else {"policy.spec": policy, **origin.params()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,9 +53,10 @@ class ReplayFailed(RuntimeError):
 
 
 def run_params(spec: ExperimentReplay) -> dict[str, str]:
-    """The run's effective configuration: policy and *every* parameter of it (defaults included),
-    the preemption overhead the engine charges (and whether it is the policy's default), trace and
-    loader options, cluster, seed, model sources and code version."""
+    """The run's effective configuration: policy and *every* parameter of it (defaults included), an
+    external policy's lineage (``policy.source.*``), the preemption overhead the engine charges (and
+    whether it is the policy's default), trace and loader options, cluster, seed, model sources and
+    code version."""
     from schedlab.tasks.mlflow_view import policy_params, preemption_overhead
 
     params: dict[str, Any] = {
@@ -63,11 +64,13 @@ def run_params(spec: ExperimentReplay) -> dict[str, str]:
         "trace.source": spec.source or "synthetic", "trace.format": spec.format or "auto",
         "trace.annotate": spec.annotate, "cluster": spec.cluster, "seed": spec.seed,
         "placement": spec.placement,
-        "preemption_overhead_s": preemption_overhead(spec.policy, spec.preemption_overhead_s),
+        "preemption_overhead_s": preemption_overhead(spec.policy, spec.preemption_overhead_s, spec.policy_source),
         "preemption_overhead.source": "config" if spec.preemption_overhead_s is not None else "policy default",
         "code_version": spec.code_version,
     }
-    params.update({f"params.{k}": json.dumps(v) for k, v in sorted(policy_params(spec.policy, spec.params).items())})
+    params.update({f"params.{k}": json.dumps(v)
+                   for k, v in sorted(policy_params(spec.policy, spec.params, spec.policy_source).items())})
+    params.update(spec.policy_origin or {})  # an external policy's file path and SHA-256 (or package version)
     params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
     params.update(model_params(spec))
     if spec.smact_profiles:

@@ -177,7 +177,10 @@ def load_policy_class(spec: str, *, source: str | None = None) -> type[Policy]:
         cls = _load_file(spec, Path(target).expanduser(), attr, source)
     else:
         cls = _load_module(spec, target, attr)
-    label = external_label(cls)
+    label = vars(cls).get("name")
+    if not isinstance(label, str):
+        raise ValueError(f"policy {spec!r}: class {cls.__name__} has no `name` of its own (the label of its"
+                         f" results, e.g. name = {re.sub(r'(?<!^)(?=[A-Z])', '-', cls.__name__).lower()!r})")
     if not LABEL.fullmatch(label):
         raise ValueError(f"policy {spec!r}: its name {label!r} must match {LABEL.pattern} (it names result folders)")
     if POLICIES.get(label, cls) is not cls:
@@ -186,15 +189,9 @@ def load_policy_class(spec: str, *, source: str | None = None) -> type[Policy]:
     return cls
 
 
-def external_label(cls: type[Policy]) -> str:
-    """An external class's label: its own ``name`` attribute, else its class name."""
-    own = vars(cls).get("name")
-    return own if isinstance(own, str) and own else cls.__name__
-
-
 def policy_label(spec: str, *, source: str | None = None) -> str:
     """How results and runs name the policy ``spec``: a registered name itself, else the class's label."""
-    return spec if spec_kind(spec) == "name" else external_label(load_policy_class(spec, source=source))
+    return spec if spec_kind(spec) == "name" else load_policy_class(spec, source=source).name
 
 
 def _load_file(spec: str, path: Path, attr: str, source: str | None) -> type[Policy]:
