@@ -58,6 +58,26 @@ PLUGIN_ERRORS: dict[str, str] = {}
 PLUGIN_DISTS: dict[str, tuple[str, str]] = {}
 
 
+def _not_a_policy(value: Any, where: str) -> str | None:
+    """Why ``value`` cannot be run as a policy (None: it can)."""
+    if not isinstance(value, type):
+        return f"{where}: {value!r} is not a class"
+    if not issubclass(value, Policy):
+        return (f"{where}: class {value.__name__} is not a Policy subclass (subclass"
+                " schedlab.sched.api.Policy)")
+    if not isinstance(vars(value).get("name"), str):
+        example = re.sub(r"(?<!^)(?=[A-Z])", "-", value.__name__).lower()
+        return (f"{where}: class {value.__name__} has no `name` of its own (the label of its results, e.g."
+                f" name = {example!r})")
+    if not (isinstance(value.Params, type) and issubclass(value.Params, BaseModel)):
+        return f"{where}: {value.__name__}.Params must be a pydantic BaseModel (e.g. schedlab.sched.api.NoParams)"
+    try:
+        value.Params()
+    except ValidationError as err:
+        return f"{where}: {value.__name__}.Params needs a default for every field ({validation_message(err)})"
+    return None
+
+
 def _entry_point_policies(shipped: dict[str, type[Policy]]) -> dict[str, type[Policy]]:
     """The ``schedlab.policies`` entry points of installed packages, loaded; one that fails to import,
     is no Policy subclass or takes a shipped policy's name is left out with a warning (and its name in
@@ -84,7 +104,7 @@ def _entry_point_policies(shipped: dict[str, type[Policy]]) -> dict[str, type[Po
                 problem = _not_a_policy(value, where)
                 if problem is None:
                     found[ep.name] = value
-                    PLUGIN_DISTS[ep.name] = (dist, ep.dist.version if ep.dist is not None else "")
+                    PLUGIN_DISTS[ep.name] = (dist, ep.dist.metadata["Version"] if ep.dist is not None else "")
         if problem is not None:
             PLUGIN_ERRORS[ep.name] = problem
             warnings.warn(f"schedlab: policy left out: {problem}", stacklevel=2)
@@ -95,22 +115,6 @@ POLICIES: dict[str, type[Policy]] = {**SHIPPED, **_entry_point_policies(SHIPPED)
 BASELINES: tuple[str, ...] = ("fifo", "sjf", "ssf", "srtf", "tiresias", "backfill")
 SHARING: tuple[str, ...] = tuple(name for name, cls in POLICIES.items() if cls.shares_gpus)
 register_waiting_policies(lambda: sorted(name for name, cls in POLICIES.items() if cls.waits_when_refused))
-
-
-def _not_a_policy(value: Any, where: str) -> str | None:
-    """Why ``value`` cannot be run as a policy (None: it can)."""
-    if not isinstance(value, type):
-        return f"{where}: {value!r} is not a class"
-    if not issubclass(value, Policy):
-        return (f"{where}: class {value.__name__} is not a Policy subclass (subclass"
-                " schedlab.sched.api.Policy)")
-    if not (isinstance(value.Params, type) and issubclass(value.Params, BaseModel)):
-        return f"{where}: {value.__name__}.Params must be a pydantic BaseModel (e.g. schedlab.sched.api.NoParams)"
-    try:
-        value.Params()
-    except ValidationError as err:
-        return f"{where}: {value.__name__}.Params needs a default for every field ({validation_message(err)})"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,10 +181,7 @@ def load_policy_class(spec: str, *, source: str | None = None) -> type[Policy]:
         cls = _load_file(spec, Path(target).expanduser(), attr, source)
     else:
         cls = _load_module(spec, target, attr)
-    label = vars(cls).get("name")
-    if not isinstance(label, str):
-        raise ValueError(f"policy {spec!r}: class {cls.__name__} has no `name` of its own (the label of its"
-                         f" results, e.g. name = {re.sub(r'(?<!^)(?=[A-Z])', '-', cls.__name__).lower()!r})")
+    label = cls.name
     if not LABEL.fullmatch(label):
         raise ValueError(f"policy {spec!r}: its name {label!r} must match {LABEL.pattern} (it names result folders)")
     if POLICIES.get(label, cls) is not cls:
@@ -191,7 +192,8 @@ def load_policy_class(spec: str, *, source: str | None = None) -> type[Policy]:
 
 def policy_label(spec: str, *, source: str | None = None) -> str:
     """How results and runs name the policy ``spec``: a registered name itself, else the class's label."""
-    return spec if spec_kind(spec) == "name" else load_policy_class(spec, source=source).name
+    cls = load_policy_class(spec, source=source)  # an unknown name raises too
+    return spec if spec_kind(spec) == "name" else cls.name
 
 
 def _load_file(spec: str, path: Path, attr: str, source: str | None) -> type[Policy]:
@@ -311,7 +313,7 @@ def _module_version(module: str) -> str | None:
     dists = importlib.metadata.packages_distributions().get(top, [])
     if not dists:
         return None
-    return f"{dists[0]}=={importlib.metadata.version(dists[0])}"
+    return f"{dists[0]}=={importlib.metadata.metadata(dists[0])['Version']}"
 
 
 def read_source(spec: str) -> str | None:
