@@ -115,6 +115,7 @@ def test_replay_track_records_the_file_hash(outside):
     assert not any(k.startswith("policy.source") for k in fifo.data.params)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_readme_experiment_on_a_local_dask_cluster(outside, prefect_harness, monkeypatch):
     from schedlab.flows.experiment import run_experiment
@@ -126,7 +127,8 @@ def test_readme_experiment_on_a_local_dask_cluster(outside, prefect_harness, mon
     assert report["failures"] == {} and report["replays"] == 2 and report["replays_finished"] == 2
     c = tracking.client(f"sqlite:///{home / 'mlflow.db'}")
     runs = c.search_runs([c.get_experiment_by_name("my-policy").experiment_id])
-    mine = next(r for r in runs if r.data.tags.get("schedlab.label") == "smallest-first")
+    mine = next(r for r in runs if r.data.tags.get("schedlab.label") == "smallest-first"
+                and r.data.tags.get("schedlab.kind") == "replay")
     path = outside / "my_policy.py"
     p = mine.data.params
     assert p["policy"] == f"{path.resolve()}:SmallestFirst" and p["params.shortest_first"] == "true"
