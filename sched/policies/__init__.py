@@ -234,10 +234,10 @@ def _carried_copy(path: Path, source: str) -> Path:
     """``source`` written once to a cache file named after its hash (the same name as ``path``)."""
     folder = Path(tempfile.gettempdir()) / "schedlab-policies" / _sha256(source.encode())[:16]
     copy = folder / path.name
-    if not copy.is_file() or copy.read_text() != source:
+    if not copy.is_file() or copy.read_bytes() != source.encode():
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{path.name}.{os.getpid()}.tmp"
-        tmp.write_text(source)
+        tmp.write_bytes(source.encode())
         tmp.replace(copy)
     return copy
 
@@ -247,8 +247,10 @@ def _load_module(spec: str, module_name: str, attr: str) -> type[Policy]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name is not None and module_name.startswith(err.name):
+            file = Path(*module_name.split(".")).with_suffix(".py")
+            hint = f"; the file here: {file}:{attr}" if file.is_file() else ""
             raise ValueError(f"policy {spec!r}: no module {err.name!r} (install the package, or put it on"
-                             " PYTHONPATH)") from None
+                             f" PYTHONPATH{hint})") from None
         raise ValueError(f"policy {spec!r}: importing {module_name} failed: {type(err).__name__}: {err}") from None
     except Exception as err:  # noqa: BLE001 - whatever the user's module raises on import
         raise ValueError(f"policy {spec!r}: importing {module_name} failed: {type(err).__name__}: {err}") from None
@@ -317,11 +319,12 @@ def _module_version(module: str) -> str | None:
 
 
 def read_source(spec: str) -> str | None:
-    """The text of a file spec's file (what an experiment carries to its workers); None for others."""
+    """The text of a file spec's file (what an experiment carries to its workers; its bytes as UTF-8, line
+    ends kept, so that its hash is the file's); None for others."""
     if spec_kind(spec) != "file":
         return None
     target, _ = _split(spec)
-    return Path(target).expanduser().read_text()
+    return Path(target).expanduser().read_bytes().decode()
 
 
 # ---------------------------------------------------------------------------------------------
