@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_replay(commands)
     policies = commands.add_parser("policies", help="list every registered policy",
-                                   description="List every registered policy, its paper and its parameters.")
+                                   description="List every registered policy, its paper and its parameters (installed packages'"
+                                   " `schedlab.policies` entry points included).")
     policies.set_defaults(func=_policies)
     for register in (register_flows, register_profile, register_fit):  # experiment/ui/serve…, profile, fit
         register(commands)

@@ -76,8 +76,8 @@ def instrument() -> tuple[array, list[float]]:
     make_policy = replay_module.make_policy
     clock = time.perf_counter
 
-    def make_timed_policy(name, params=None):
-        policy = make_policy(name, params)
+    def make_timed_policy(name, params=None, **kwargs):  # kwargs: make_policy's source=
+        policy = make_policy(name, params, **kwargs)
         on_timer = policy.on_timer  # the bound method
 
         def timed_on_timer(engine, payload) -> None:

@@ -55,8 +55,8 @@ def instrument():
 
     make_policy = replay_module.make_policy
 
-    def make_timed_policy(name, params=None):
-        policy = make_policy(name, params)
+    def make_timed_policy(name, params=None, **kwargs):  # kwargs: make_policy's source=
+        policy = make_policy(name, params, **kwargs)
         schedule = policy.schedule  # the bound method
         clock = time.perf_counter
 
