@@ -55,9 +55,10 @@ def group_suffix(trace: str, cluster: str) -> str:
     return settings.path_name(f"{trace}__{cluster}")
 
 
-def knobs(policy: str, params: dict[str, Any]) -> str:
-    """``name=value`` of each parameter whose value differs from the policy's default (validated values)."""
-    given, default = mlflow_view.policy_params(policy, params), mlflow_view.policy_params(policy, {})
+def knobs(policy: str, params: dict[str, Any], source: str | None = None) -> str:
+    """``name=value`` of each parameter whose value differs from the policy's default (validated values;
+    ``source``: a file policy's carried text)."""
+    given, default = mlflow_view.policy_params(policy, params, source), mlflow_view.policy_params(policy, {}, source)
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(given.items()) if default.get(k) != v)
 
 
@@ -88,7 +89,7 @@ class LiveComparison:
 
     def __post_init__(self) -> None:
         compare.rank(compare.comparison([], self.config.baseline_label), self.rank_by)  # ValueError: unknown metric
-        self._knobs = {s.label: knobs(s.policy, s.params) for s in self.specs}
+        self._knobs = {s.label: knobs(s.policy, s.params, s.policy_source) for s in self.specs}
         self._lock = threading.Lock()
         self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
         self._bars: dict[str, bytes] = {}  # their PNGs (logged under plots/, with an SVG copy each)
@@ -228,8 +229,10 @@ class LiveComparison:
         for s in self.specs:
             out[s.label] = {
                 "policy": s.policy, "placement": s.placement, "knobs": self._knobs.get(s.label) or "(defaults)",
-                "preemption_overhead_s": mlflow_view.preemption_overhead(s.policy, s.preemption_overhead_s),
-                **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(s.policy, s.params).items()}}
+                "preemption_overhead_s": mlflow_view.preemption_overhead(s.policy, s.preemption_overhead_s,
+                                                                         s.policy_source),
+                **{f"params.{k}": json.dumps(v)
+                   for k, v in mlflow_view.policy_params(s.policy, s.params, s.policy_source).items()}}
         return out
 
     def in_flight(self, running: dict[str, tuple[float, str]]) -> str:
