@@ -32,10 +32,12 @@ class Job:
     progresses at ``rate = 1`` solo second per second; sharing or squeezing lowers the rate.
 
     Three parts (issue #27): the spec (:data:`SPEC_FIELDS`, frozen once made), the run state the engine
-    owns, and extension states a capability owns (``workers``: calibration; ``goodput``: a goodput_rates.GoodputState).
-    The record stays one flat slotted object so that the event loop reads every field as a slot; who
-    may write what is the contract (``sched/core/protocol.py``; policies read through ``JobView``).
-    Slots rather than a nested frozen spec: a property read costs ~8x a slot read on CPython 3.11."""
+    owns, and extension states a capability owns, each one slotted object attached only to the jobs that
+    use it (``goodput``: a ``goodput_rates.GoodputState``; ``workers``: a ``calibration.Workers``). The
+    spec, sharing, elastic and pool fields stay flat slots so that the event loop reads them as slots
+    (a property read costs ~8x a slot read, a frozen spec object ~2.7x a record's construction on
+    CPython 3.11); who may write what is the contract (``sched/core/protocol.py``; policies read
+    through ``JobView``)."""
 
     job_id: str
     submit_time: float
