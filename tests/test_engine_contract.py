@@ -13,11 +13,14 @@ from helpers import make_table
 from schedlab.sched.core import calibration
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.core.goodput_rates import GOODPUT_SPEC_FIELDS, GoodputState
 from schedlab.sched.core.job import SPEC_FIELDS, Job, jobs_from_table
 from schedlab.sched.core.protocol import (
+    GOODPUT_VIEW_MEMBERS,
     JOB_VIEW_MEMBERS,
     POLICY_MEMBERS,
     CapabilityHost,
+    GoodputView,
     JobView,
     PolicyEngine,
     members,
@@ -140,6 +143,14 @@ def _engine_expr(node: ast.expr) -> bool:
 PROXY_EXTRAS = {k for k in vars(_EngineProxy) if not k.startswith("_")}  # Gimbal's view adds these
 JOB_FIELDS = {f.name for f in dataclasses.fields(Job)}
 HIDDEN_JOB_FIELDS = JOB_FIELDS - JOB_VIEW_MEMBERS  # the engine's bookkeeping (version, last_update, ...)
+#: extension states on the job record (issue #27) -> the fields of each a policy may not read
+EXTENSIONS = {"goodput": {f.name for f in dataclasses.fields(GoodputState)} - GOODPUT_VIEW_MEMBERS,
+              "workers": set()}
+
+
+def _extension(node: ast.expr) -> str | None:
+    """``<anything>.goodput`` / ``<anything>.workers``: the extension state's name, else None."""
+    return node.attr if isinstance(node, ast.Attribute) and node.attr in EXTENSIONS else None
 
 
 def contract_breaches(source: str) -> list[str]:
@@ -166,6 +177,8 @@ def contract_breaches(source: str) -> list[str]:
                 if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and sub.attr in JOB_FIELDS
                         and not (isinstance(sub.value, ast.Name) and sub.value.id in ("self", "cls"))):
                     found.append(f"line {node.lineno}: writes {ast.unparse(sub)}, a field of the job record")
+                elif isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and _extension(sub.value):
+                    found.append(f"line {node.lineno}: writes {ast.unparse(sub)}, a field of a job's extension state")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             if node.args and isinstance(node.args[1] if len(node.args) > 1 else None, ast.Constant) \
                     and node.args[1].value in JOB_FIELDS:
@@ -174,6 +187,9 @@ def contract_breaches(source: str) -> list[str]:
                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
                 and not _engine_expr(node.value)):
             found.append(f"line {node.lineno}: {ast.unparse(node)} reads a job field outside JobView")
+        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and (name := _extension(node.value))
+                and node.attr in EXTENSIONS[name]):
+            found.append(f"line {node.lineno}: {ast.unparse(node)} reads an extension field outside its view")
     return found
 
 
@@ -188,12 +204,16 @@ def schedule(self, engine, job):
     job.remaining -= 1
     stamp = job.version
     due = job.last_update + job.overhead_left
+    job.goodput.global_batch = 64
+    job.workers.caps = {}
+    left = job.goodput.epoch_end
 """
-    assert len(contract_breaches(bad)) == 9
+    assert len(contract_breaches(bad)) == 12
     assert len(contract_breaches("def forward(self, name):\n    return getattr(self._engine, name)")) == 1
     fine = """
 def schedule(self, engine, job):
     engine.start(job)
+    shape, batch = job.goodput.placement_shape, job.goodput.model.best_batch(shape, job.goodput.epoch_start)
     getattr(engine, "calibrating", None)
     self.version = 3
 
@@ -235,6 +255,9 @@ def test_nothing_in_sched_writes_a_job_spec_field_once_made():
             if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr in spec
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                 offenders.append(f"{path.relative_to(SCHEDLAB)}:{node.lineno} {ast.unparse(node)}")
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr in GOODPUT_SPEC_FIELDS
+                    and _extension(node.value) == "goodput"):
+                offenders.append(f"{path.relative_to(SCHEDLAB)}:{node.lineno} {ast.unparse(node)}")
     assert not offenders
 
 
@@ -248,6 +271,8 @@ def test_the_engine_and_the_job_have_every_member_of_their_protocols():
     assert {m for m in members(PolicyEngine) if not hasattr(engine, m)} == set()
     assert {m for m in members(CapabilityHost) if not hasattr(engine, m)} == set()
     assert {m for m in members(JobView) if not hasattr(engine.jobs[0], m)} == set()
+    assert members(GoodputView) <= {f.name for f in dataclasses.fields(GoodputState)}
+    assert set(GOODPUT_SPEC_FIELDS) <= members(GoodputView)
     assert {"version", "last_update", "overhead_left", "end_key"} <= HIDDEN_JOB_FIELDS
     assert engine.calibration is None and engine.orchestrator is None
 

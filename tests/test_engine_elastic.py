@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
+from schedlab.sched.core.goodput_rates import GoodputState
 from schedlab.sched.core.job import Job
 from schedlab.sched.policies.base import Policy
 
@@ -31,9 +32,7 @@ class TwoEpochModel:
 def goodput_job(job_id: str, submit: float, gpus: int, nominal: float = 20.0) -> Job:
     model = TwoEpochModel()
     job = Job(job_id=job_id, submit_time=submit, num_gpus=gpus, duration=nominal, model="toy")
-    job.goodput, job.global_batch = model, 64
-    job.progress_scale = model.total_progress / nominal
-    job.epoch_end = model.epoch_end(0.0)
+    job.goodput = GoodputState.new(model, 64, nominal)
     return job
 
 
@@ -138,7 +137,7 @@ def test_shrink_releases_the_gpus_on_the_least_used_server_and_placement_changes
     class Watch(Scripted):
         def on_timer(self, engine, payload):
             super().on_timer(engine, payload)
-            shapes.append(job.placement_shape)
+            shapes.append(job.goodput.placement_shape)
 
     run([job], Watch(resizes=[(1.0, "a", 6), (2.0, "a", 4)]))
     assert shapes == [(4, 2), (4,)]
@@ -150,7 +149,7 @@ def test_shrink_releases_the_gpus_on_the_least_used_server_and_placement_changes
 def test_set_batch_is_applied_and_resize_refuses_what_does_not_fit():
     job = goodput_job("a", 0.0, 1)
     run([job], Scripted(on_epoch_batch=128))
-    assert job.global_batch == 128
+    assert job.goodput.global_batch == 128
     refused: list[bool] = []
 
     class GrowTooMuch(Scripted):

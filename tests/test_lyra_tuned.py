@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
+from schedlab.sched.core.goodput_rates import GoodputState
 from schedlab.sched.core.job import Job
 from schedlab.sched.policies import make_policy
 
@@ -41,9 +42,7 @@ def elastic_goodput_job(job_id: str, index: int, flat: bool = False) -> Job:
     """Base 2 GPUs at batch 32 (tuned for 2): 2 units/s = 100 nominal seconds; range [2, 4] GPUs."""
     model = TunedModel(flat)
     job = Job(job_id=job_id, submit_time=0.0, num_gpus=2, duration=100.0, index=index, model="toy")
-    job.goodput, job.global_batch = model, 2 * PER_GPU_BATCH
-    job.progress_scale = model.total_progress / job.duration
-    job.epoch_end = model.epoch_end(0.0)
+    job.goodput = GoodputState.new(model, 2 * PER_GPU_BATCH, job.duration)
     job.elastic_min, job.elastic_max, job.fungible = 2, 4, True
     return job
 
@@ -63,7 +62,7 @@ def test_tuned_jobs_retune_the_batch_when_the_job_grows(tuned, end, batch):
     job = elastic_goodput_job("a", 0)
     run([job], "1x4", tuned)
     assert job.end_time == pytest.approx(end)
-    assert job.global_batch == batch
+    assert job.goodput.global_batch == batch
 
 
 def test_tuned_jobs_knapsack_gives_the_flexible_gpus_to_the_job_that_gains():
@@ -73,4 +72,4 @@ def test_tuned_jobs_knapsack_gives_the_flexible_gpus_to_the_job_that_gains():
     run([flat, scaling], "1x6", tuned=True)
     assert scaling.end_time == pytest.approx(50.0)
     assert flat.end_time == pytest.approx(100.0)
-    assert scaling.global_batch == 4 * PER_GPU_BATCH
+    assert scaling.goodput.global_batch == 4 * PER_GPU_BATCH

@@ -187,7 +187,7 @@ def test_pollux_stays_within_the_measured_placements():
     """A lone job on a cluster larger than the data (the toy's 4 nodes of 2 GPUs, 8 GPUs): pollux
     grows it only as far as the measured range (castor-sim's 128 GPUs against Pollux's 64)."""
     engine = fixture_engine("pollux", cluster="8x4")
-    model = engine.jobs[0].goodput
+    model = engine.jobs[0].goodput.model
     assert (model.max_gpus, model.max_nodes, model.max_servers(4)) == (8, 4, 2)
     engine.jobs = engine.jobs[:1]
     held = []

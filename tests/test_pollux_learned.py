@@ -137,7 +137,7 @@ def test_learned_jobs_start_from_the_prior_and_grow_from_what_they_reported():
         started = set(eng.running)
         decide(eng)  # reports first, then the allocation: the cap follows the reports up to now
         for job in eng.running:
-            seen.append((job.num_gpus, learned.max_reported(job), job.global_batch, job in started))
+            seen.append((job.num_gpus, learned.max_reported(job), job.goodput.global_batch, job in started))
 
     policy.decide = checked
     engine.run()

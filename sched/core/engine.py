@@ -322,11 +322,11 @@ class Engine:
         """Give goodput job ``job`` another global batch (Pollux's adaptive batch size); no stall."""
         if job.goodput is None:
             raise EngineError(f"policy {self.policy.name} set the batch of job {job.job_id}, which has no goodput model")
-        if global_batch == job.global_batch:
+        if global_batch == job.goodput.global_batch:
             return
         if job.running:
             self._settle(job)
-        job.global_batch = global_batch
+        job.goodput.global_batch = global_batch
         if job.running:
             self._refresh_rate(job, force=True)
 
@@ -671,8 +671,8 @@ class Engine:
         held = job.run_time + (self.now - job.last_start if running else 0.0)
         job.service_correction += (job.num_gpus - num_gpus) * held
         job.num_gpus = num_gpus
-        if job.goodput is not None and job.global_batch:
-            job.batch_size = -(-job.global_batch // num_gpus)
+        if job.goodput is not None and job.goodput.global_batch:
+            job.batch_size = -(-job.goodput.global_batch // num_gpus)
 
     def _grow_placement(self, job: Job, extra: int) -> list[tuple[int, int]] | None:
         """Extra GPUs for a growing job: its own servers first (most free first), then the strategy."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from schedlab.sched.core.goodput_rates import GoodputRates
+from schedlab.sched.core.goodput_rates import GoodputRates, GoodputState
 from schedlab.sched.traces.jobtable import in_canonical_order
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: allocations, a goodput job's per-GPU batch)
 SPEC_FIELDS: tuple[str, ...] = (
     "job_id", "submit_time", "duration", "index", "deadline", "model", "requested_gpus", "fungible",
-    "heterogeneous", "checkpoint", "elastic_min", "elastic_max", "scaling_loss", "goodput", "progress_scale",
+    "heterogeneous", "checkpoint", "elastic_min", "elastic_max", "scaling_loss", "goodput",
 )
 
 
@@ -32,10 +32,12 @@ class Job:
     progresses at ``rate = 1`` solo second per second; sharing or squeezing lowers the rate.
 
     Three parts (issue #27): the spec (:data:`SPEC_FIELDS`, frozen once made), the run state the engine
-    owns, and extension states a capability owns (``workers``: calibration; the goodput epoch fields).
-    The record stays one flat slotted object so that the event loop reads every field as a slot; who
-    may write what is the contract (``sched/core/protocol.py``; policies read through ``JobView``).
-    Slots rather than a nested frozen spec: a property read costs ~8x a slot read on CPython 3.11."""
+    owns, and extension states a capability owns, each one slotted object attached only to the jobs that
+    use it (``goodput``: a ``goodput_rates.GoodputState``; ``workers``: a ``calibration.Workers``). The
+    spec, sharing, elastic and pool fields stay flat slots so that the event loop reads them as slots
+    (a property read costs ~8x a slot read, a frozen spec object ~2.7x a record's construction on
+    CPython 3.11); who may write what is the contract (``sched/core/protocol.py``; policies read
+    through ``JobView``)."""
 
     job_id: str
     submit_time: float
@@ -75,14 +77,9 @@ class Job:
     resizes: int = 0  # allocation changes while running (grow or shrink)
     service_correction: float = 0.0  # GPU-seconds attained at earlier allocations minus num_gpus x their time
 
-    # goodput state (specs/pollux.md): progress in the job model's own units, converted to nominal
-    # seconds so that ``remaining`` keeps one meaning for every policy
-    goodput: Any = None  # the application's GoodputModel, or None for a fixed-duration job
-    global_batch: int = 0  # current global batch (adaptive policies change it)
-    progress_scale: float = 1.0  # model progress units per nominal second: total_progress / duration
-    epoch_start: float = 0.0  # model progress at the start of the current epoch (an exact model boundary)
-    epoch_end: float = 0.0  # model progress at which the current epoch ends: the next rate change
-    placement_shape: tuple[int, ...] = ()  # GPUs per server of the current allocation, largest first
+    # goodput state (specs/pollux.md): a goodput_rates.GoodputState (model, batch, epoch, placement shape),
+    # None for a fixed-duration job
+    goodput: GoodputState | None = None
 
     # per-worker calibration (Gimbal): a sched/core/calibration.Workers, None unless a Gimbal policy tracks the job
     workers: Any = None
@@ -204,10 +201,7 @@ class JobSource:
         _pool_columns(jobs, part)
         if "global_batch" in columns:
             for job, global_batch in zip(jobs, part["global_batch"]):
-                model = self.goodput_models[job.model]
-                job.goodput, job.global_batch = model, int(global_batch)
-                job.progress_scale = model.total_progress / job.duration
-                job.epoch_end = model.epoch_end(0.0)
+                job.goodput = GoodputState.new(self.goodput_models[job.model], int(global_batch), job.duration)
         return jobs
 
 

@@ -202,8 +202,9 @@ class JobView(Protocol):
     @property
     def scaling_loss(self) -> float: ...
     @property
-    def goodput(self) -> Any:
-        """The application's goodput model, or None for a fixed-duration job."""
+    def goodput(self) -> GoodputView | None:
+        """A goodput job's extension state (its application's model, batch, epoch, placement shape),
+        None for a fixed-duration job."""
 
     # run state (the engine's)
     @property
@@ -239,14 +240,28 @@ class JobView(Protocol):
 
     # extension states
     @property
-    def global_batch(self) -> int: ...
-    @property
-    def epoch_start(self) -> float: ...
-    @property
-    def placement_shape(self) -> tuple[int, ...]: ...
-    @property
     def workers(self) -> Workers | None:
         """Per-worker MPS caps, local batches and ξ of a job Gimbal calibrates (``calibration.Workers``)."""
+
+
+class GoodputView(Protocol):
+    """What a policy may read of a goodput job's ``job.goodput`` (``goodput_rates.GoodputState``); it
+    writes none (the batch changes through :meth:`PolicyEngine.set_batch`)."""
+
+    @property
+    def model(self) -> Any:
+        """The application's goodput model (``sched/models/goodput.py``)."""
+    @property
+    def progress_scale(self) -> float:
+        """Model progress units per nominal second (``total_progress / duration``)."""
+    @property
+    def global_batch(self) -> int: ...
+    @property
+    def epoch_start(self) -> float:
+        """Model progress at the start of the current epoch."""
+    @property
+    def placement_shape(self) -> tuple[int, ...]:
+        """GPUs per server of the current allocation, largest first."""
 
 
 class CapabilityHost(Protocol):
@@ -320,3 +335,5 @@ def members(protocol: type) -> frozenset[str]:
 POLICY_MEMBERS: frozenset[str] = members(PolicyEngine)
 #: the job fields a policy may read (see :class:`JobView`)
 JOB_VIEW_MEMBERS: frozenset[str] = members(JobView)
+#: the fields of a goodput job's extension state a policy may read (see :class:`GoodputView`)
+GOODPUT_VIEW_MEMBERS: frozenset[str] = members(GoodputView)

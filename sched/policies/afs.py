@@ -84,7 +84,7 @@ class Afs(RoundPolicy):
 
     @staticmethod
     def _rate(job: Job, w: int, per: int) -> float:
-        return job.goodput.goodput(packed_shape(w, per), job.global_batch, job.epoch_start)
+        return job.goodput.model.goodput(packed_shape(w, per), job.goodput.global_batch, job.goodput.epoch_start)
 
     def _place(self, engine: PolicyEngine, count: dict[Job, int]) -> dict[Job, dict[int, int]]:
         per = engine.cluster.gpus_per_server

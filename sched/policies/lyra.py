@@ -521,7 +521,7 @@ class Lyra(HeterogeneousJobs, Policy):
     def _goodput_speedup(self, job: Job, gpus: int) -> float:
         from schedlab.sched.models.goodput import packed
 
-        model, progress = job.goodput, job.epoch_start
+        model, progress = job.goodput.model, job.goodput.epoch_start
         try:
             base = model.best_batch(packed(job.elastic_min), progress)[1]
             here = model.best_batch(packed(gpus), progress)[1]
@@ -531,7 +531,7 @@ class Lyra(HeterogeneousJobs, Policy):
 
     def _tune(self, engine: PolicyEngine, job: Job) -> None:
         """TunedJobs (Pollux's agent in Lyra §7.4): the goodput-optimal batch on the new placement."""
-        batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
+        batch = job.goodput.model.best_batch(job.goodput.placement_shape, job.goodput.epoch_start)[0]
         if batch:
             engine.set_batch(job, batch)
 

@@ -84,14 +84,14 @@ class Optimus(RoundPolicy):
         apply_allocations(engine, targets)
 
     def _cap(self, job: Job) -> int:
-        model = job.goodput
-        cap = max(1, job.global_batch // model.min_local_batch)
+        model = job.goodput.model
+        cap = max(1, job.goodput.global_batch // model.min_local_batch)
         return min(cap, self.params.max_gpus.get(job.model, cap))
 
     def _gain(self, job: Job, r: int, per: int) -> float:
         if r + 1 > self._cap(job):
             return 0.0
-        model, batch = job.goodput, job.global_batch
+        model, batch = job.goodput.model, job.goodput.global_batch
         try:
             now = model.iteration_time(packed_shape(r, per), batch)
             more = model.iteration_time(packed_shape(r + 1, per), batch)
@@ -101,17 +101,17 @@ class Optimus(RoundPolicy):
 
     def _remaining_iterations(self, job: Job) -> float:
         """Iterations after the current epoch to convergence at the job's batch (1 in the last)."""
-        model = job.goodput
-        epoch = model.epoch(job.epoch_start)
-        key = (id(model), job.global_batch, epoch)
+        model = job.goodput.model
+        epoch = model.epoch(job.goodput.epoch_start)
+        key = (id(model), job.goodput.global_batch, epoch)
         value = self._remaining.get(key)
         if value is None:
             if epoch >= model.epochs - 1:
                 value = 1.0
             else:
                 cumulative = model.iterations
-                done = float(np.interp(job.global_batch, model.batches, cumulative[:, epoch]))
-                end = float(np.interp(job.global_batch, model.batches, cumulative[:, model.epochs - 1]))
+                done = float(np.interp(job.goodput.global_batch, model.batches, cumulative[:, epoch]))
+                end = float(np.interp(job.goodput.global_batch, model.batches, cumulative[:, model.epochs - 1]))
                 value = end - done
             self._remaining[key] = value
         return value

@@ -105,14 +105,14 @@ class Pollux(RoundPolicy):
             self.learned.observe(engine, job, epoch_ended=True)
             self._rechoose_batch(engine, job)
         elif job.running and job.model not in self.params.fixed_batch:
-            batch = job.goodput.best_batch(job.placement_shape, job.epoch_start)[0]
+            batch = job.goodput.model.best_batch(job.goodput.placement_shape, job.goodput.epoch_start)[0]
             if batch:
                 engine.set_batch(job, batch)
 
     def _rechoose_batch(self, engine: PolicyEngine, job: Job) -> None:
         """Learned mode: a running job's batch from its estimate (the study's agent, after each step)."""
         if job.running and job.model not in self.params.fixed_batch:
-            engine.set_batch(job, self.learned.batch(job, job.placement_shape))
+            engine.set_batch(job, self.learned.batch(job, job.goodput.placement_shape))
 
     # ---- a round -------------------------------------------------------------------------------
     def problem(self, engine: PolicyEngine) -> tuple[Problem, list[Job]]:
@@ -131,7 +131,7 @@ class Pollux(RoundPolicy):
                 current[index[s]] = n
             specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job),
                                  by_count=job.goodput is None))
-        spread = min([self.params.max_nodes_per_job] + [j.goodput.max_servers(per) for j in jobs if j.goodput])
+        spread = min([self.params.max_nodes_per_job] + [j.goodput.model.max_servers(per) for j in jobs if j.goodput])
         problem = Problem(specs, nodes, per, spread, scale=nodes / total)
         return problem, jobs
 
@@ -160,11 +160,11 @@ class Pollux(RoundPolicy):
         """The batch a job runs at on its new GPUs: fixed, or goodput-optimal for placement and epoch."""
         fixed = self.params.fixed_batch.get(job.model) if job.model else None
         if fixed is not None or job.goodput is None:
-            return fixed or job.global_batch
+            return fixed or job.goodput.global_batch
         if self.learned is not None:
             return self.learned.batch(job, tuple(sorted(target.values(), reverse=True)))
-        batch = job.goodput.best_batch(tuple(sorted(target.values(), reverse=True)), job.epoch_start)[0]
-        return batch or job.global_batch
+        batch = job.goodput.model.best_batch(tuple(sorted(target.values(), reverse=True)), job.goodput.epoch_start)[0]
+        return batch or job.goodput.global_batch
 
     def _solve(self, problem: Problem, jobs: list[Job]):
         if self.params.solver == "search":
@@ -179,7 +179,7 @@ class Pollux(RoundPolicy):
     def _cap(self, job: Job, total: int) -> int:
         if job.goodput is None:
             return job.elastic_max or job.requested_gpus
-        model = job.goodput
+        model = job.goodput.model
         held = self.learned.max_reported(job) if self.learned is not None else self.max_held.get(job, 0)
         cap = min(max(2 * held, 1), total, model.max_batch // model.min_local_batch,
                   model.max_gpus)
@@ -208,7 +208,7 @@ class Pollux(RoundPolicy):
             return self._duration_speedup(job, sum(fair))
         if self.learned is not None:
             return self.learned.speedup(job, sum(fair))
-        model, progress = job.goodput, job.epoch_start
+        model, progress = job.goodput.model, job.goodput.epoch_start
         if sum(fair) > model.max_gpus:  # a fair share beyond the measured range: its largest measured size
             fair = packed_shape(model.max_gpus, fair[0])
         base = 0.0

@@ -42,7 +42,7 @@ class LearnedGoodput:
     def estimate(self, job: Job) -> GoodputEstimate:
         est = self.estimates.get(job)
         if est is None:
-            est = self.estimates[job] = GoodputEstimate(min_batch=job.goodput.min_batch)
+            est = self.estimates[job] = GoodputEstimate(min_batch=job.goodput.model.min_batch)
             self._best[job] = {}
         return est
 
@@ -55,16 +55,16 @@ class LearnedGoodput:
         if it has computed at it: past its allocation stall, or at an epoch boundary."""
         if not job.running or not (epoch_ended or not engine.stalled(job)):
             return
-        model = job.goodput
-        epoch = model.epoch(job.epoch_start) - (1 if epoch_ended else 0)
+        model = job.goodput.model
+        epoch = model.epoch(job.goodput.epoch_start) - (1 if epoch_ended else 0)
         est = self.estimate(job)
         grad = est.grad
-        if est.observe(measure(model, job.placement_shape, job.global_batch, epoch)) or est.grad != grad:
+        if est.observe(measure(model, job.goodput.placement_shape, job.goodput.global_batch, epoch)) or est.grad != grad:
             self._best[job].clear()
 
     def prior_batch(self, job: Job, replicas: int) -> int:
         """The study's batch before any report: the smallest that gives every GPU its smallest batch."""
-        model = job.goodput
+        model = job.goodput.model
         return max(model.min_batch, model.min_local_batch * replicas)
 
     def best(self, job: Job, nodes: int, replicas: int) -> tuple[int, float]:
@@ -74,7 +74,7 @@ class LearnedGoodput:
         key = (nodes, replicas)
         found = memo.get(key)
         if found is None:
-            choices, micro, accum, trained = self._candidates(job.goodput, replicas)
+            choices, micro, accum, trained = self._candidates(job.goodput.model, replicas)
             if not len(choices):
                 found = (0, 0.0)
             else:
@@ -89,13 +89,13 @@ class LearnedGoodput:
         (its current batch if none fits)."""
         if self.estimate(job).params is None:
             return self.prior_batch(job, sum(shape))
-        return self.best(job, len(shape), sum(shape))[0] or job.global_batch
+        return self.best(job, len(shape), sum(shape))[0] or job.goodput.global_batch
 
     def speedup(self, job: Job, fair_gpus: int) -> Callable[[tuple[int, ...]], float]:
         """Placement shape -> estimated speed-up over one node with ``fair_gpus`` GPUs."""
         if self.estimate(job).params is None:
             return lambda shape: sum(shape) / fair_gpus
-        model = job.goodput
+        model = job.goodput.model
         fair = min(fair_gpus, model.max_batch // model.min_local_batch)
         base = 0.0
         while fair >= 1 and base <= 0.0:
