@@ -61,7 +61,7 @@ def test_readme_example_is_30_to_40_lines():
 
 
 def test_readme_replay_command_runs_as_shown(outside, capsys):
-    argv = readme_command("schedlab replay --policy my_policy.py")
+    argv = readme_command("schedlab replay --policy my_policy.py:SmallestFirst fifo --set")
     assert argv[:2] == ["schedlab", "replay"]
     out = outside / "out"
     assert main([*argv[1:], "--out", str(out), "--no-progress"]) == 0
