@@ -30,3 +30,47 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def _home_template(tmp_path_factory):
+    """An empty ``$SCHEDLAB_HOME`` built once: ``mlflow.db`` (MLflow's schema, created by
+    ``tracking.check_tracking``) and ``prefect/prefect.db`` (Prefect's, by ``prefect server database
+    upgrade``, in a process of its own so that this one's Prefect settings stay as they are). Each
+    takes seconds of migrations, paid once here instead of once per test."""
+    import subprocess
+    import sys
+
+    from schedlab.tasks import tracking
+
+    root = tmp_path_factory.mktemp("home-template")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(root / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    prefect = subprocess.Popen([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tracking.check_tracking(f"sqlite:///{root / 'mlflow.db'}")  # meanwhile, in this process
+    out = prefect.communicate(timeout=300)[0]
+    assert prefect.returncode == 0 and (root / "prefect" / "prefect.db").is_file(), out[-3000:]
+    return root
+
+
+@pytest.fixture(scope="session")
+def seed_home(_home_template):
+    """``seed_home(home, prefect=True, mlflow=True)``: ``home`` holds the empty stores a first command
+    would create (the MLflow store ``mlflow.db``; with ``prefect``, the Prefect API's database
+    ``prefect/prefect.db``, where ``$SCHEDLAB_HOME`` or a ``PREFECT_HOME`` of ``home/prefect`` puts it).
+    For tests whose subject is not the stores' creation (``test_footprint.py``,
+    ``test_tracking_store_race.py`` and the first-start tests keep creating them); returns ``home``."""
+    import shutil
+    from pathlib import Path
+
+    def seed(home: Path, prefect: bool = True, mlflow: bool = True) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        if mlflow:
+            shutil.copy2(_home_template / "mlflow.db", home / "mlflow.db")
+        if prefect:
+            (home / "prefect").mkdir(exist_ok=True)
+            shutil.copy2(_home_template / "prefect" / "prefect.db", home / "prefect" / "prefect.db")
+        return home
+
+    return seed
