@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
@@ -72,8 +71,7 @@ def _ui(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory) -> dict:
-    """Every sub-command once from ``box/cwd`` (those sharing the stores in order); name -> CompletedProcess,
-    plus the paths."""
+    """Every sub-command once, in order, from ``box/cwd``; name -> CompletedProcess, plus the paths."""
     root = tmp_path_factory.mktemp("footprint")
     box = root / "box"
     home, cwd, out, inputs = box / "home", box / "cwd", box / "out", root / "inputs"
@@ -83,23 +81,10 @@ def sandbox(tmp_path_factory) -> dict:
     env = cli_env(home, SCHEDLAB_CODE_VERSION="footprint-test")
     runs: dict[str, subprocess.CompletedProcess] = {}
 
-    def cli(name: str, *args: str, timeout: float = 300, **extra_env: str) -> None:
-        runs[name] = run_cli(list(args), {**env, **extra_env}, cwd, timeout=timeout)
+    def cli(name: str, *args: str, timeout: float = 300) -> None:
+        runs[name] = run_cli(list(args), env, cwd, timeout=timeout)
 
-    # two commands that use no store run beside the others, one after the other (a second CPU would
-    # be idle): a listing, and serve against an unreachable API (exit 2 before it registers anything)
-    with ThreadPoolExecutor(max_workers=1) as aside:
-        beside = [aside.submit(cli, "policies", "policies"),
-                  aside.submit(cli, "serve", "serve", PREFECT_API_URL="http://127.0.0.1:9/api")]
-        _in_order(cli, out, inputs)
-    for done in beside:
-        done.result()
-    runs["ui"] = _ui(env, cwd)
-    return {"runs": runs, "root": root, "box": box, "home": home, "cwd": cwd, "out": out, "inputs": inputs}
-
-
-def _in_order(cli, out: Path, inputs: Path) -> None:
-    """The commands that share the stores, each after the one it builds on."""
+    cli("policies", "policies")
     cli("replay-track", "replay", "--num-jobs", "20", "--policy", "fifo", "sjf", "--no-progress", "--out",
         str(out / "replay"), "--track", "--experiment", REPLAY_EXPERIMENT)
     cli("profile", "profile", "--sweep", str(TINY_SWEEP), "--no-progress")
@@ -113,6 +98,9 @@ def _in_order(cli, out: Path, inputs: Path) -> None:
     cli("end-to-end", "end-to-end", "--sweep", str(TINY_SWEEP), "--experiment", str(inputs / "exp.yaml"),
         "--workers", "1")
     cli("nightly", "nightly")  # no GPU worker here: exit 3, nothing profiled
+    runs["serve"] = run_cli(["serve"], {**env, "PREFECT_API_URL": "http://127.0.0.1:9/api"}, cwd)
+    runs["ui"] = _ui(env, cwd)
+    return {"runs": runs, "root": root, "box": box, "home": home, "cwd": cwd, "out": out, "inputs": inputs}
 
 
 EXPECTED_EXIT = {"nightly": 3, "serve": 2}  # every other command succeeds
