@@ -6,12 +6,17 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-# schedlab.flows keeps its data ($SCHEDLAB_HOME: MLflow store, PREFECT_HOME) in a temporary folder
-# during tests, never in the checkout or in ~ (set before anything imports schedlab.flows).
+import functools  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+# schedlab.flows keeps its data ($SCHEDLAB_HOME: MLflow store, PREFECT_HOME) in a temporary folder
+# during tests, never in the checkout or in ~ (set before anything imports schedlab.flows).
 os.environ.setdefault("SCHEDLAB_HOME", tempfile.mkdtemp(prefix="schedlab-test-home-"))
 
 # the test session is an entry point: it applies the project's settings once, before any test imports
@@ -36,3 +41,52 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+class _StoreTemplates:
+    """The empty stores a first command creates, each built once, when a test first asks for it:
+    ``mlflow.db`` (MLflow's schema, by ``tracking.check_tracking``) and ``prefect/prefect.db``
+    (Prefect's, by ``prefect server database upgrade``, in a process of its own so that this one's
+    Prefect settings stay as they are). Each takes seconds of migrations."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @functools.cached_property
+    def mlflow_db(self) -> Path:
+        from schedlab.tasks import tracking
+
+        tracking.check_tracking(f"sqlite:///{self.root / 'mlflow.db'}")
+        return self.root / "mlflow.db"
+
+    @functools.cached_property
+    def prefect_db(self) -> Path:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env.update(PREFECT_HOME=str(self.root / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        done = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
+                              capture_output=True, text=True, timeout=300)
+        db = self.root / "prefect" / "prefect.db"
+        assert done.returncode == 0 and db.is_file(), (done.stdout + done.stderr)[-3000:]
+        return db
+
+
+@pytest.fixture(scope="session")
+def seed_home(tmp_path_factory):
+    """``seed_home(home, prefect=True, mlflow=True)``: ``home`` holds the empty stores a first command
+    would create (the MLflow store ``mlflow.db``; with ``prefect``, the Prefect API's database
+    ``prefect/prefect.db``, where ``$SCHEDLAB_HOME`` or a ``PREFECT_HOME`` of ``home/prefect`` puts it),
+    copied from templates built once a session instead of migrated again in every test. For tests whose
+    subject is not the stores' creation (``test_footprint.py``, ``test_tracking_store_race.py`` and the
+    UI's store in ``test_flows_serve.py`` keep creating them); returns ``home``."""
+    templates = _StoreTemplates(tmp_path_factory.mktemp("store-templates"))
+
+    def seed(home: Path, prefect: bool = True, mlflow: bool = True) -> Path:
+        home.mkdir(parents=True, exist_ok=True)
+        if mlflow:
+            shutil.copy2(templates.mlflow_db, home / "mlflow.db")
+        if prefect:
+            (home / "prefect").mkdir(exist_ok=True)
+            shutil.copy2(templates.prefect_db, home / "prefect" / "prefect.db")
+        return home
+
+    return seed

@@ -23,12 +23,12 @@ def _env(monkeypatch):
     monkeypatch.setenv("SCHEDLAB_CODE_VERSION", "test-version")
 
 
-def test_end_to_end_profile_fit_experiment(tmp_path, tmp_path_factory, prefect_harness):
+def test_end_to_end_profile_fit_experiment(tmp_path, tmp_path_factory, prefect_harness, seed_home):
     shared = tmp_path_factory.getbasetemp() / "flows-tiny-profile-store"  # test_flows_nightly's, if it ran
     if shared.is_dir():  # the same sweep on the same host: the profile step finds it all measured
         shutil.copytree(shared, tmp_path / "store")
     report = run_end_to_end(str(FIXTURES / "tiny-sweep.yaml"), str(FIXTURES / "e2e-experiment.yaml"), workers=1,
-                            home=tmp_path, store=str(tmp_path / "store"), models_dir=str(tmp_path / "models"))
+                            home=seed_home(tmp_path, prefect=False), store=str(tmp_path / "store"), models_dir=str(tmp_path / "models"))
     assert report["failures"] == {} and report["replays"] == 2 and report["replays_run"] == 2
     assert report["profile"]["counts"] == ({"skipped": 4} if shared.is_dir() else {"ok": 4})
     model_dir = report["fits"]["interference-ratio"]["path"]

@@ -81,7 +81,7 @@ def running_replays(db: Path) -> list[tuple[str, int]]:
     return [(run_id, int(worker.rsplit(":", 1)[1])) for run_id, worker in rows]
 
 
-def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_address):
+def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_address, seed_home):
     path = write(tmp_path, """\
         name: e2e
         description: two policies on a small synthetic trace
@@ -93,7 +93,7 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
         policies: [fifo, {name: tiresias, params: {promote_knob: 4}}]
         models: {interference: analytic, iteration_time: catalog}
         """)
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home", prefect=False)
     report = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
     uri = uri_of(home)
     assert report["failures"] == {} and report["replays"] == 4 and report["replays_run"] == 4
@@ -257,7 +257,7 @@ def test_unreachable_tracking_server_and_dask_fail_before_any_work(tmp_path, mon
     assert f"{bad}: invalid experiment config" in capsys.readouterr().err
 
 
-def test_replay_is_logged_once_even_when_retried(tmp_path):
+def test_replay_is_logged_once_even_when_retried(tmp_path, seed_home):
     """A task killed after logging FINISHED but before returning is re-run by Dask: the re-run finds
     the key and logs nothing; a run left RUNNING by a killed worker is retired when redone."""
     path = write(tmp_path, """\
@@ -266,7 +266,7 @@ def test_replay_is_logged_once_even_when_retried(tmp_path):
         clusters: [4x8]
         policies: [fifo, sjf]
         """)
-    uri = uri_of(tmp_path)
+    uri = uri_of(seed_home(tmp_path, prefect=False))
     tracking.check_tracking(uri)
     exp = tracking.ensure_experiment(uri, "once", tmp_path / "art")
     first, second = load_config(path).grid(CODE)
@@ -284,7 +284,7 @@ def test_replay_is_logged_once_even_when_retried(tmp_path):
         log_replay(second.model_copy(update={"policy": "nosuch", "label": "nosuch"}), uri, exp, None)
 
 
-def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefect_harness, dask_address):
+def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefect_harness, dask_address, seed_home):
     path = write(tmp_path, """\
         name: kill
         seeds: [0, 1]
@@ -292,7 +292,7 @@ def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefe
         clusters: [castor-sim]
         policies: [srtf, tiresias]
         """)
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home", prefect=False)
     uri = uri_of(home)
     outcome: dict = {}
 

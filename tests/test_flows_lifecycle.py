@@ -88,10 +88,10 @@ def lock_held(home: Path) -> bool:
     return False
 
 
-def test_two_runs_of_one_experiment_at_once_log_each_replay_exactly_once(tmp_path):
+def test_two_runs_of_one_experiment_at_once_log_each_replay_exactly_once(tmp_path, seed_home):
     """The second run starts while the first holds the experiment (the first is paused with
     SIGSTOP once it holds the lock, so the overlap does not depend on the machine's speed)."""
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home")
     config = tmp_path / "exp.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(name="twice", jobs=6000)))
     first = experiment(home, config)
@@ -131,8 +131,8 @@ def test_two_runs_of_one_experiment_at_once_log_each_replay_exactly_once(tmp_pat
     assert all(r.info.status == "FINISHED" and r.info.lifecycle_stage == "active" for r in runs)
 
 
-def test_a_killed_experiment_leaves_no_flow_run_running(tmp_path):
-    home = tmp_path / "home"
+def test_a_killed_experiment_leaves_no_flow_run_running(tmp_path, seed_home):
+    home = seed_home(tmp_path / "home")
     config = tmp_path / "exp.yaml"
     config.write_text(textwrap.dedent(CONFIG.format(name="killed", jobs=6000)))
     prefect_db, mlflow_db = home / "prefect" / "prefect.db", home / "mlflow.db"
@@ -174,7 +174,7 @@ def test_a_killed_experiment_leaves_no_flow_run_running(tmp_path):
     assert all(r.info.status != "RUNNING" for r in runs)
 
 
-def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_stops(tmp_path):
+def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_stops(tmp_path, seed_home):
     """``--dask-address`` (a `dask scheduler` and a `dask worker` of their own): the workers' task
     logs and the flow's last logs reach the flow's Prefect API before it stops; before, the
     driver retried them against the stopped server at exit ("Error logging to API", ~80 s)."""
@@ -198,7 +198,7 @@ def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_s
         cluster.append(subprocess.Popen([str(bin_dir / "dask"), "worker", address, "--nthreads", "1", "--no-dashboard"],
                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True))
-        home = tmp_path / "home"
+        home = seed_home(tmp_path / "home")
         config = tmp_path / "exp.yaml"
         config.write_text(textwrap.dedent("""\
             name: remote

@@ -64,7 +64,7 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_path):
+def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_path, seed_home):
     """A small trace finishes first; Ctrl-C comes while the large one replays (about 20 s): the comparison
     run and that replay end KILLED, the finished replay stays FINISHED, and a re-run resumes from it."""
     home = tmp_path / "home"
@@ -135,12 +135,12 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     assert len(query(db, "SELECT run_uuid FROM runs WHERE name = 'srtf | small | castor-sim | seed 0'")) == 1
 
 
-def test_links_use_the_port_schedlab_ui_serves_and_the_view_exists_from_the_start(tmp_path):
+def test_links_use_the_port_schedlab_ui_serves_and_the_view_exists_from_the_start(tmp_path, seed_home):
     """``schedlab ui --port P`` records P; an experiment then prints no link on any other port (nor one
     to its temporary Prefect server), and its shared view and policy rows exist while it runs."""
     from tests.test_flows_ui import free_port, ui_process, wait_healthy
 
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home")
     port = free_port()
     ui = ui_process(home, port)
     try:

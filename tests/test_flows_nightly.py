@@ -73,8 +73,9 @@ def test_merge_records_copies_only_missing_files(tmp_path):
         read_sweep("no-such-sweep")
 
 
-def test_nightly_without_gpu_worker(tmp_path, tmp_path_factory, prefect_harness, cpu_cluster, monkeypatch, capsys):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_nightly_without_gpu_worker(tmp_path, tmp_path_factory, prefect_harness, cpu_cluster, monkeypatch, capsys,
+                                   seed_home):
+    uri = f"sqlite:///{seed_home(tmp_path, prefect=False) / 'mlflow.db'}"
     # not asked for the CPU fallback: says so, profiles nothing
     report = nightly_profile(sweep="nightly", dask_address=cpu_cluster.scheduler_address,
                              store=str(tmp_path / "store"), tracking_uri=uri)

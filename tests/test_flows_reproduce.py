@@ -21,11 +21,11 @@ def _env(monkeypatch):
     monkeypatch.setenv("SCHEDLAB_CODE_VERSION", "test-version")
 
 
-def test_reproduce_tiny_config(tmp_path, prefect_harness):
+def test_reproduce_tiny_config(tmp_path, prefect_harness, seed_home):
     from schedlab.tasks.config import load_config
 
     assert [load_config(c).name for c in DEFAULT_CONFIGS] == DEFAULT_CONFIGS  # the shipped ones validate
-    report = run_reproduce([str(TINY)], workers=1, home=tmp_path)
+    report = run_reproduce([str(TINY)], workers=1, home=seed_home(tmp_path, prefect=False))
     assert report["failures"] == {}
     table = report["tables"]["sjf-bsbf-table3"]
     assert {"fifo", "sjf", "sjf-bsbf", "pollux"} <= set(table.index)

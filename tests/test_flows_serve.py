@@ -65,9 +65,10 @@ def schedules(api: str, name: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
+def servers(tmp_path_factory, seed_home):
     """A real ``prefect server`` and ``schedlab ui``, started side by side (each takes seconds)."""
     tmp = tmp_path_factory.mktemp("servers")
+    seed_home(tmp, mlflow=False)  # the server's database (its PREFECT_HOME: tmp/prefect); the UI creates its store
     port, ui_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp / "prefect"), DO_NOT_TRACK="true",

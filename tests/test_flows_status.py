@@ -18,8 +18,8 @@ pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture()
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("SCHEDLAB_HOME", str(tmp_path / "home"))
+def home(tmp_path, monkeypatch, seed_home):
+    monkeypatch.setenv("SCHEDLAB_HOME", str(seed_home(tmp_path / "home", prefect=False)))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return tmp_path / "home"
 
@@ -161,7 +161,7 @@ def test_ui_open_opens_the_newest_comparison_once_it_answers(home, tmp_path):
     assert "newest comparison: opened (comparison)" in out
 
 
-def test_a_replay_reports_its_jobs_done_with_its_lease(tmp_path):
+def test_a_replay_reports_its_jobs_done_with_its_lease(tmp_path, seed_home):
     """The worker side of "replays in flight": the engine's progress reaches the run's tags."""
     import time
 
@@ -176,7 +176,7 @@ def test_a_replay_reports_its_jobs_done_with_its_lease(tmp_path):
     execute(spec, lambda done, total: (calls.append(done), progress.update(done, total)))
     assert calls == [1000, 2000, 3000] and progress.text() == "3,000/3,500 jobs"
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{seed_home(tmp_path, prefect=False) / 'mlflow.db'}"
     tracking.check_tracking(uri)
     run = tracking.client(uri).create_run(tracking.ensure_experiment(uri, "p", tmp_path / "art"))
     end = tracking.start_lease(uri, run.info.run_id, progress.text, every=0.05)

@@ -50,9 +50,9 @@ def wait_healthy(proc: subprocess.Popen, port: int, timeout: float = 180) -> Non
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_ui_stops_its_server_on_sigterm_as_on_ctrl_c(tmp_path, sig):
+def test_ui_stops_its_server_on_sigterm_as_on_ctrl_c(tmp_path, sig, seed_home):
     port = free_port()
-    proc = ui_process(tmp_path / "home", port)
+    proc = ui_process(seed_home(tmp_path / "home", prefect=False), port)
     try:
         wait_healthy(proc, port)
         tree = psutil.Process(proc.pid).children(recursive=True)

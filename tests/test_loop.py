@@ -97,7 +97,7 @@ def test_replay_cli_takes_iteration_time(tmp_path: Path, capsys: pytest.CaptureF
     assert "--iteration-time" in capsys.readouterr().err
 
 
-def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path, monkeypatch) -> None:
+def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path, monkeypatch, seed_home) -> None:
     from schedlab.tasks.config import ConfigError, load_config
     from schedlab.sched.models.fitted import ModelError
     from schedlab.tasks.model_tracking import fetcher, lineage, log_model, resolve_latest
@@ -105,7 +105,7 @@ def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path
     exp = tmp_path / "exp.yaml"
     exp.write_text("name: x\ntraces: [{name: syn}]\nclusters: [2x4]\npolicies: [fifo]\nmodels: latest\n")
     assert load_config(exp).models.model_dump() == {"interference": "latest", "iteration_time": "latest"}
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{seed_home(tmp_path, prefect=False) / 'mlflow.db'}"
     with pytest.raises(ValueError, match="no registered version of 'iteration-time'"):
         resolve_latest({"iteration_time": "latest"}, uri)
     write_profile(tmp_path / "store", "ncf", FAST, created_at=1000.0)

@@ -210,11 +210,11 @@ def test_links_open_the_classic_runs_view():
     assert len(cut) <= 8000 and cut.splitlines()[-3].startswith("| row")
 
 
-def test_replay_track_logs_an_adhoc_run(tmp_path, monkeypatch, capsys):
+def test_replay_track_logs_an_adhoc_run(tmp_path, monkeypatch, capsys, seed_home):
     from schedlab.cli import main
     from schedlab.tasks import tracking
 
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home", prefect=False)
     monkeypatch.setenv("SCHEDLAB_HOME", str(home))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     code = main(["replay", "--num-jobs", "60", "--cluster", "4x8", "--policy", "fifo", "tiresias", "--seed", "2",

@@ -95,13 +95,13 @@ def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
 
 
 def test_save_load_and_mlflow_reproduce_exactly(fitted: tuple[Path, InterferenceModel], tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch, seed_home) -> None:
     root, model = fitted
     x = F.rows_from_store(ProfileStore(root / "store").latest())[0][model.features].to_numpy(float)
     model.save(tmp_path / "m")
     assert np.array_equal(InterferenceModel.load(tmp_path / "m").predict(x), model.predict(x))
     # the CLI logs to MLflow (a real sqlite store here) and registers a version
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{seed_home(tmp_path, prefect=False) / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     out = tmp_path / "cli-model"
     assert _cli(["fit", "interference", "--profiles", str(root / "store"), "--seed", "3", "--out", str(out)]) == 0

@@ -46,12 +46,12 @@ def test_waiting_for_the_api_prints_progress_until_it_answers(capsys):
     assert len(lines) >= 2 and api_server.TIMEOUT_SETTING in lines[0]
 
 
-def test_a_server_too_slow_to_start_is_an_error_that_says_how_to_wait_longer(tmp_path):
+def test_a_server_too_slow_to_start_is_an_error_that_says_how_to_wait_longer(tmp_path, seed_home):
     (tmp_path / "exp.yaml").write_text(SLOW_EXPERIMENT)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     run = run_cli(["experiment", str(tmp_path / "exp.yaml"), "--workers", "1"],
-                  cli_env(tmp_path / "home", **{api_server.TIMEOUT_SETTING: "1"}), cwd)
+                  cli_env(seed_home(tmp_path / "home", prefect=False), **{api_server.TIMEOUT_SETTING: "1"}), cwd)
     assert run.returncode == 2, run.stderr[-3000:]
     last = run.stderr.strip().splitlines()[-1]  # Dask may log its workers' stop above it
     assert last.startswith("schedlab experiment: error: the ephemeral Prefect API server did not start within 1 s")
@@ -71,10 +71,10 @@ def _servers_of(home: Path) -> list[psutil.Process]:
     return found
 
 
-def test_a_killed_experiment_leaves_no_prefect_server_behind(tmp_path):
+def test_a_killed_experiment_leaves_no_prefect_server_behind(tmp_path, seed_home):
     """SIGKILL gives the process no chance to stop its server: the kernel does (PR_SET_PDEATHSIG)."""
     (tmp_path / "exp.yaml").write_text(SLOW_EXPERIMENT)
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home")
     proc = subprocess.Popen([sys.executable, "-m", "schedlab.cli", "experiment", str(tmp_path / "exp.yaml"),
                              "--workers", "1"], env=cli_env(home), cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

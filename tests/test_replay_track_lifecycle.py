@@ -52,11 +52,11 @@ def _stop_between_policies(args: list[str], env: dict[str, str], cwd: Path, sig:
     return _statuses(db)
 
 
-def test_killed_tracked_replays_agree_with_out_and_a_rerun_retires_them(tmp_path):
+def test_killed_tracked_replays_agree_with_out_and_a_rerun_retires_them(tmp_path, seed_home):
     import mlflow
     from mlflow.entities import ViewType
 
-    home, out = tmp_path / "home", tmp_path / "out"
+    home, out = seed_home(tmp_path / "home", prefect=False), tmp_path / "out"
     env, db = cli_env(home), home / "mlflow.db"
     args = [*REPLAY, "--out", str(out)]
 

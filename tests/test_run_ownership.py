@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture()
-def store(tmp_path):
+def store(tmp_path, seed_home):
     path = tmp_path / "exp.yaml"
     path.write_text(textwrap.dedent("""\
         name: owned
@@ -29,7 +29,7 @@ def store(tmp_path):
         clusters: [4x8]
         policies: [fifo]
         """))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{seed_home(tmp_path, prefect=False) / 'mlflow.db'}"
     tracking.check_tracking(uri)
     exp = tracking.ensure_experiment(uri, "owned", tmp_path / "art")
     (spec,) = load_config(path).grid("test")
