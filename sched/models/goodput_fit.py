@@ -28,13 +28,14 @@ of lower loss: never worse than the study's own start in its own loss.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 if TYPE_CHECKING:
     from schedlab.sched.models.goodput import GoodputModel
@@ -154,7 +155,7 @@ def fit_throughput(nodes: Values, replicas: Values, micro: Values, pass_time: Va
     guess = _least_squares_start(start, mask, data, pass_time, step_time - pass_time)
     best = None
     # L-BFGS-B's tiny BLAS calls cost 2-3x more with BLAS threads on a busy machine: fit on one thread
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas().limit(limits=1, user_api="blas"):
         smoothed = minimize(_objective, np.clip(guess, lower, upper)[mask], args=(mask, start, data, _SMOOTH),
                             jac=True, method="L-BFGS-B", bounds=bounds)
         for point in (start[mask], smoothed.x):
@@ -167,6 +168,12 @@ def fit_throughput(nodes: Values, replicas: Values, micro: Values, pass_time: Va
         params[2] = max(params[2], params[4] * _NODE_OVER_LOCAL)
         params[3] = max(params[3], params[5] * _NODE_OVER_LOCAL)
     return ThroughputParams(*(float(x) for x in params))
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """The loaded BLAS libraries, scanned once per process (a scan per fit cost ~7% of a learned replay)."""
+    return ThreadpoolController()
 
 
 def _least_squares_start(start: np.ndarray, mask: np.ndarray, data: tuple, pass_time: np.ndarray,
