@@ -26,6 +26,7 @@ report gives as a canonical job table (CSV) and cluster that ``schedlab replay``
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -135,6 +136,9 @@ def case_strategy(max_jobs: int = MAX_JOBS, elastic: bool = True):
                 row["elastic_max"] = draw(st.integers(gpus + 1, total))
             rows.append(row)
         rows.sort(key=lambda r: r["submit_time"])  # stable: ids follow the drawn order within a time
+        first = rows[0]["submit_time"]  # the first job at 0, as `schedlab replay` reads a trace (first-job origin)
+        for r in rows:
+            r["submit_time"] -= first
         table = pd.DataFrame({
             "job_id": [f"j{i}" for i in range(n)],
             "submit_time": [r["submit_time"] for r in rows],
@@ -291,6 +295,8 @@ class CheckingEngine:
 
     def __getattr__(self, name: str) -> Any:
         if name not in POLICY_MEMBERS:
+            if not hasattr(self._engine, name):  # a probe for an optional hook (getattr(engine, name, None))
+                raise AttributeError(f"{name!r} is not part of the policy API (sched/core/protocol.py)")
             raise _Abort("api", f"the policy read engine.{name}, which is not part of PolicyEngine"
                          " (sched/core/protocol.py)")
         if name == "policy":
@@ -543,15 +549,18 @@ class Violation:
     message: str
     case: Case
 
-    def save(self, folder: Path, policy: str, seed: int) -> Path:
+    def save(self, folder: Path) -> Path:
         """Write the case as ``<rule>.csv`` in ``folder``; returns the path."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.rule}.csv"
         path.write_text(self.case.csv())
         return path
 
-    def replay_command(self, policy: str, seed: int, path: str | Path) -> str:
-        return f"schedlab replay --trace {path} --cluster {self.case.cluster} --policy {policy} --seed {seed}"
+    def replay_command(self, policy: str, options: CheckOptions, path: str | Path) -> str:
+        """The ``schedlab replay`` command line that replays this case as the check did."""
+        sets = "".join(f" --set {policy}.{k}={json.dumps(v)}" for k, v in options.params.items())
+        return (f"schedlab replay --trace {path} --cluster {self.case.cluster} --policy {policy}{sets}"
+                f" --seed {options.seed}")
 
 
 @dataclass
@@ -579,7 +588,7 @@ class CheckReport:
                       f"  minimal case: {v.case.jobs} job(s) on a {v.case.cluster} cluster"]
             lines += ["    " + line for line in v.case.csv().splitlines()]
             path = (saved or {}).get(v.rule)
-            lines.append(f"  reproduce: {v.replay_command(self.policy, self.options.seed, path or f'{v.rule}.csv')}")
+            lines.append(f"  reproduce: {v.replay_command(self.policy, self.options, path or f'{v.rule}.csv')}")
         return "\n".join(lines)
 
 
