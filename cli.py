@@ -166,7 +166,7 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_check_policy(commands: argparse._SubParsersAction) -> None:
-    from schedlab.sched.policy_check import MAX_JOBS
+    from schedlab.sched.policy_check import MAX_CALLS, MAX_JOBS
 
     p = commands.add_parser(
         "check-policy", help="check a policy against the engine's rules on generated traces",
@@ -186,6 +186,8 @@ def _add_check_policy(commands: argparse._SubParsersAction) -> None:
                    help=f"most jobs in a generated trace (1-{MAX_JOBS}; default {MAX_JOBS})")
     p.add_argument("--deadline-s", type=checks.number(float, gt=0), default=1.0, metavar="S",
                    help="most seconds one policy call may take (> 0; default 1)")
+    p.add_argument("--max-calls", type=checks.number(int, ge=1, le=10_000_000), default=MAX_CALLS, metavar="N",
+                   help=f"policy calls one replay may take before 'finishes' fails (default {MAX_CALLS:,})")
     p.add_argument("--no-elastic", action="store_true", help="generate no elastic jobs (elastic_min/max)")
     p.add_argument("--save", metavar="DIR", help="write each minimal failing trace to DIR/RULE.csv")
     p.set_defaults(func=_check_policy)
@@ -198,7 +200,8 @@ def _check_policy(args: argparse.Namespace) -> int:
     params = _policy_params([f"{args.spec}.{pair}" if "=" in pair else pair for pair in args.set],
                             [args.spec])[args.spec]
     options = CheckOptions(examples=args.examples, seed=args.seed, max_jobs=args.max_jobs,
-                           deadline_s=args.deadline_s, elastic=not args.no_elastic, params=params)
+                           deadline_s=args.deadline_s, elastic=not args.no_elastic, params=params,
+                           max_calls=args.max_calls)
     save = Path(args.save) if args.save else None
     if save is not None:
         if save.exists() and not save.is_dir():

@@ -29,6 +29,7 @@ import io
 import json
 import math
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -66,6 +67,8 @@ ACTIONS = frozenset({"start", "preempt", "resize", "set_batch", "set_timer", "ca
 _LAZY_JOB_FIELDS = frozenset({"end_key"})
 _JOB_FIELDS = tuple(f.name for f in fields(Job) if f.name not in _LAZY_JOB_FIELDS)
 _SHARED_GPUS = 2  # Castor eq. 7: at most two jobs on one GPU
+#: policy calls one replay of at most 10 jobs may take (a 60 s round policy needs ~1,200 for 20 h of work)
+MAX_CALLS = 20_000
 
 
 def resolve_policy(spec: str) -> type[Policy]:
@@ -428,9 +431,11 @@ class CheckOptions:
     deadline_s: float = 1.0
     elastic: bool = True  # draw elastic jobs too
     params: dict[str, Any] = field(default_factory=dict)
+    max_calls: int = MAX_CALLS  # policy calls per replay before ``finishes`` fails
 
     def __post_init__(self) -> None:
-        for name, low, high in (("examples", 1, 100_000), ("seed", 0, 2**63 - 1), ("max_jobs", 1, MAX_JOBS)):
+        for name, low, high in (("examples", 1, 100_000), ("seed", 0, 2**63 - 1), ("max_jobs", 1, MAX_JOBS),
+                                ("max_calls", 1, 10_000_000)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ValueError(f"--{name.replace('_', '-')}: must be an integer in [{low}, {high}], got {value!r}")
@@ -473,7 +478,7 @@ def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | 
 
     def wrap(inner: Policy) -> Policy:
         observer = Observer(allowance=_SHARED_GPUS if cls.shares_gpus else 1, deadline_s=options.deadline_s,
-                            horizon=horizon(case.table), max_calls=100_000)
+                            horizon=horizon(case.table), max_calls=options.max_calls)
         observers.append(observer)
         return CheckedPolicy(inner, observer)
 
@@ -487,7 +492,8 @@ def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | 
             rule = "finishes" if "unfinished" in str(err) else "crash"
             return rule, str(err)
         except Exception as err:  # noqa: BLE001 (any error of the policy is a finding)
-            return "crash", f"{type(err).__name__}: {err}"
+            frame = traceback.extract_tb(err.__traceback__)[-1]
+            return "crash", f"{type(err).__name__}: {err} (raised at {frame.filename}:{frame.lineno}, in {frame.name})"
         finally:
             if slowest is not None and observers:
                 slowest.update(observers[-1])
@@ -567,7 +573,7 @@ class Violation:
 class CheckReport:
     policy: str
     options: CheckOptions
-    examples: int  # cases run (shrinking included)
+    examples: int  # cases run (shrinking included), each replayed twice
     violations: list[Violation]
     slowest_s: float
     slowest_call: str
@@ -577,8 +583,8 @@ class CheckReport:
         return not self.violations
 
     def text(self, saved: dict[str, Path] | None = None) -> str:
-        lines = [f"check-policy {self.policy}: {self.examples} replays of generated cases (seed {self.options.seed},"
-                 f" up to {self.options.max_jobs} jobs), slowest call {self.slowest_call or '-'}"
+        lines = [f"check-policy {self.policy}: {self.examples} generated cases, each replayed twice (seed"
+                 f" {self.options.seed}, up to {self.options.max_jobs} jobs), slowest call {self.slowest_call or '-'}"
                  f" {self.slowest_s * 1000:.1f} ms (deadline {self.options.deadline_s:g} s)"]
         broken = {v.rule for v in self.violations}
         for rule, meaning in RULES.items():
