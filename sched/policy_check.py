@@ -32,7 +32,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,8 +168,8 @@ class _Abort(BaseException):
 
 
 def _snap(value: Any) -> Any:
-    """A comparable copy of a field's value: containers copied, jobs and other objects by identity, NaN
-    equal to NaN."""
+    """A comparable copy of a field's value: containers, arrays and dataclass states copied, jobs and other
+    objects (a goodput model) by identity, NaN equal to NaN."""
     if isinstance(value, float):
         return "nan" if value != value else value
     if value is None or isinstance(value, (int, str, bool)):
@@ -180,9 +180,10 @@ def _snap(value: Any) -> Any:
         return tuple((_snap(k), _snap(v)) for k, v in value.items())
     if isinstance(value, Job):
         return ("job", id(value))
-    snapshot = getattr(value, "__dict__", None)  # a state object (Gimbal's Workers)
-    if snapshot is not None and not isinstance(value, type):
-        return (type(value).__name__, id(value), tuple((k, _snap(v)) for k, v in snapshot.items()))
+    if is_dataclass(value) and not isinstance(value, type):  # an extension state (Gimbal's Workers)
+        return (type(value).__name__, id(value), tuple(_snap(getattr(value, f.name)) for f in fields(value)))
+    if hasattr(value, "tolist"):  # a numpy array or scalar
+        return ("array", id(value), _snap(value.tolist()))
     return ("obj", id(value))
 
 
