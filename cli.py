@@ -177,7 +177,7 @@ def _add_check_policy(commands: argparse._SubParsersAction) -> None:
         " Exit 0: all rules hold; 1: some broken.")
     p.add_argument("spec", metavar="SPEC", help="the policy: a registered name (see `schedlab policies`)")
     p.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
-                   help="a policy parameter (repeatable; VALUE is YAML)")
+                   help="a policy parameter, e.g. promote_knob=4 (repeatable; VALUE is YAML)")
     p.add_argument("--examples", type=checks.number(int, ge=1, le=100_000), default=100, metavar="N",
                    help="generated cases to try (1-100000; default 100); shrinking a failure adds more")
     p.add_argument("--seed", type=checks.seed, default=0,
@@ -197,8 +197,9 @@ def _check_policy(args: argparse.Namespace) -> int:
     from schedlab.sched.policy_check import CheckOptions, check_policy, resolve_policy
 
     resolve_policy(args.spec)  # ValueError naming the registered policies
-    params = _policy_params([f"{args.spec}.{pair}" if "=" in pair else pair for pair in args.set],
-                            [args.spec])[args.spec]
+    # PARAM=VALUE, or POLICY.PARAM=VALUE as replay's --set takes it
+    pairs = [pair if pair.startswith(f"{args.spec}.") else f"{args.spec}.{pair}" for pair in args.set]
+    params = _policy_params(pairs, [args.spec])[args.spec]
     options = CheckOptions(examples=args.examples, seed=args.seed, max_jobs=args.max_jobs,
                            deadline_s=args.deadline_s, elastic=not args.no_elastic, params=params,
                            max_calls=args.max_calls)

@@ -78,9 +78,8 @@ def resolve_policy(spec: str) -> type[Policy]:
         return POLICIES[spec]
     try:
         from schedlab.sched.policies import load_policy_class  # type: ignore[attr-defined]
-    except ImportError:
-        make_policy(spec)  # raises: unknown policy, with the registered names
-        raise AssertionError("unreachable") from None
+    except ImportError:  # registered names only: make_policy raises naming them
+        return type(make_policy(spec))
     return load_policy_class(spec)
 
 
@@ -384,7 +383,10 @@ class CheckedPolicy(Policy):
         self._proxy: CheckingEngine | None = None
 
     def __getattr__(self, name: str) -> Any:  # other hooks (e.g. a pool's on_reclaimed): the policy's own
-        return getattr(self.__dict__["inner"], name)
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
 
     def _call(self, engine: Any, hook: str, *args: Any) -> None:
         if self._proxy is None:

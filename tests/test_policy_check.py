@@ -286,6 +286,12 @@ def test_cli_refuses_bad_options(argv: list[str], message: str, capsys) -> None:
     assert message in capsys.readouterr().err
 
 
+def test_cli_passes_parameters_to_the_policy(capsys) -> None:
+    assert cli.main(["check-policy", "tiresias", "--set", "promote_knob=4", "--set", "tiresias.semantics=paper",
+                     "--examples", "3", "--max-jobs", "3"]) == 0
+    assert "check-policy tiresias: 3 generated cases" in capsys.readouterr().out
+
+
 def test_cli_subprocess_passes_fifo(tmp_path) -> None:
     done = run_cli(["check-policy", "fifo", "--examples", "5", "--max-jobs", "4"], cli_env(tmp_path), tmp_path,
                    timeout=120)
