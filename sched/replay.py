@@ -197,15 +197,18 @@ class ReplayResult:
 
 def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | None = None,
         progress: bool | Callable[[int, int], None] = False,
-        each: Callable[[ReplayResult], None] | None = None) -> list[ReplayResult]:
+        each: Callable[[ReplayResult], None] | None = None,
+        wrap_policy: Callable[[Policy], Policy] | None = None) -> list[ReplayResult]:
     """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
-    MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``."""
+    MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
+    ``wrap_policy``: what the engine runs in place of each policy made (``check-policy``'s observer,
+    ``sched/policy_check.py``)."""
     prepared = prepared if prepared is not None else prepare(spec, fetch=fetch)
     results = []
     for policy in spec.policies:
-        result = _replay(spec, prepared, policy, fetch, progress)
+        result = _replay(spec, prepared, policy, fetch, progress, wrap_policy)
         if each is not None:
             each(result)
         results.append(result)
@@ -322,7 +325,8 @@ def gc_paused():
 
 @gc_paused()
 def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetch | None,
-            progress: bool | Callable[[int, int], None]) -> ReplayResult:
+            progress: bool | Callable[[int, int], None],
+            wrap_policy: Callable[[Policy], Policy] | None = None) -> ReplayResult:
     """One policy on the prepared table. ``spec.interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), read
     anew per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
@@ -333,6 +337,8 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
     cluster, table, timing = prepared.cluster, prepared.table, prepared.timing
     sharing = SharingModel.for_cluster(cluster, make_interference(spec.interference, fetch), timing)
     decider = make_policy(policy.name, policy.params, source=policy.source)
+    if wrap_policy is not None:
+        decider = wrap_policy(decider)
     goodput_models = None
     if "global_batch" in table.columns:
         from schedlab.sched.models.goodput import load_applications
