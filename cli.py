@@ -179,7 +179,8 @@ def _add_check_policy(commands: argparse._SubParsersAction) -> None:
         " every job finishes, progress monotone, same seed -> same results, the engine touched only through its"
         " API, bounded time per call. Each broken rule is reported with a minimal reproducing trace."
         " Exit 0: all rules hold; 1: some broken.")
-    p.add_argument("spec", metavar="SPEC", help="the policy: a registered name (see `schedlab policies`)")
+    p.add_argument("spec", metavar="SPEC", help="the policy: a registered name (see `schedlab policies`), "
+                   "path/to/file.py:Class, package.module:Class or an installed entry point")
     p.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
                    help="a policy parameter, e.g. promote_knob=4 (repeatable; VALUE is YAML)")
     p.add_argument("--examples", type=checks.number(int, ge=1, le=100_000), default=100, metavar="N",

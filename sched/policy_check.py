@@ -41,7 +41,7 @@ import pandas as pd
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.job import Job
 from schedlab.sched.core.protocol import POLICY_MEMBERS, EngineError
-from schedlab.sched.policies import POLICIES, make_policy
+from schedlab.sched.policies import load_policy_class, make_policy
 from schedlab.sched.policies.base import Policy
 
 #: every rule, with what it means (the report's legend and the README's)
@@ -72,14 +72,8 @@ MAX_CALLS = 20_000
 
 
 def resolve_policy(spec: str) -> type[Policy]:
-    """The policy class ``spec`` names: a registered name, or (once ``load_policy_class`` exists in
-    ``sched/policies``) ``path/file.py:Class``, ``pkg.mod:Class`` or an entry point."""
-    if spec in POLICIES:
-        return POLICIES[spec]
-    try:
-        from schedlab.sched.policies import load_policy_class  # type: ignore[attr-defined]
-    except ImportError:  # registered names only: make_policy raises naming them
-        return type(make_policy(spec))
+    """The policy class ``spec`` names: a registered name, ``path/file.py:Class``, ``pkg.mod:Class`` or an
+    entry point (errors name what is wrong)."""
     return load_policy_class(spec)
 
 

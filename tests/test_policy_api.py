@@ -100,6 +100,15 @@ def test_readme_replay_as_a_subprocess(outside):
     assert json.loads((outside / "sub" / "summary.json").read_text())["policy"] == "smallest-first"
 
 
+def test_readme_check_policy_command_runs_as_shown(outside, capsys):
+    """The README's ``check-policy`` line on the example: every rule holds (exit 0), each rule reported."""
+    argv = readme_command("schedlab check-policy my_policy.py:SmallestFirst")
+    assert main([*argv[1:], "--examples", "10"]) == 0
+    printed = capsys.readouterr().out
+    for rule in ("capacity", "submit", "finishes", "progress", "determinism", "api", "time", "crash"):
+        assert re.search(rf"^  ok +{rule} ", printed, re.M), rule
+
+
 def test_replay_track_records_the_file_hash(outside):
     assert main(["replay", "--policy", "my_policy.py:SmallestFirst", "fifo", "--num-jobs", "30", "--out", "t",
                  "--no-progress", "--track"]) == 0
