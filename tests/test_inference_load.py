@@ -168,3 +168,14 @@ def test_experiment_config_inference_key(tmp_path):
     with pytest.raises(ConfigError, match="relative path: looked in") as err:
         load_config(bad)
     assert str(tmp_path) in str(err.value) and str(Path.cwd()) in str(err.value)
+
+
+def test_diurnal_is_a_synthetic_day_between_its_bounds_and_errors_name_the_spec():
+    load = load_inference("diurnal:0.42:0.95")
+    assert load.span == 86400 and len(load.times) == 144
+    assert load.util[0] == pytest.approx(0.42) and load.util.max() == pytest.approx(0.95)
+    assert load.util[72] == pytest.approx(0.95)  # noon
+    for bad, message in [("diurnal:0.9:0.1", "LOW <= HIGH"), ("diurnal:a:b", "two numbers"),
+                         ("diurnal:inf:1", "finite"), ("diurnal:0.1", "two numbers"), ("diurnal:0:2", "HIGH <= 1")]:
+        with pytest.raises(InferenceLoadError, match=message):
+            load_inference(bad)

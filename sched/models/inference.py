@@ -12,7 +12,10 @@ day 1, specs/lyra.md §5). t = 0 is the trace's start. Sources (:func:`load_infe
   sends the 1st percentile to 0.42 and the 99th to 0.95 (the paper's range, §2), clipped to [0, 1].
   ``MODEL`` defaults to ``m-small`` (hourly peak/trough 2.05, the paper's ~2.2). Limits: a rate is
   not an occupancy (no per-request GPU time, no batching), so only the shape is borrowed;
-- ``constant:U`` (tests, sensitivity).
+- ``constant:U`` (tests, sensitivity);
+- ``diurnal:LOW:HIGH`` : a synthetic day, ``LOW + (HIGH - LOW) (1 - cos 2πt/24h) / 2`` in 10-minute steps
+  (trough at midnight, peak at noon; Lyra §2 reports 42-95 %: ``diurnal:0.42:0.95``). Only a shape for
+  runs without a measured series (the quickstart); the papers' set-ups read ServeGen's.
 
 Errors name the file, and the row and column where known: row N is the N-th data row (1-based,
 header excluded, so on line N+1), as in every trace loader (``sched/traces/common.py``).
@@ -38,6 +41,7 @@ SERVEGEN_DEFAULT_MODEL = "m-small"
 SERVEGEN_RANGE = (0.42, 0.95)  # Lyra §2: inference utilisation 42-95 %
 UTIL_COLUMNS = ("utilization", "utilisation", "util")
 PREDICTORS = ("oracle", "last")
+DAY_S, DIURNAL_STEP_S = 86400.0, 600.0
 
 
 class InferenceLoadError(ValueError):
@@ -60,6 +64,14 @@ class InferenceLoad:
             raise InferenceLoadError(f"{self.source}: times must start at 0 and increase, span past the last")
         object.__setattr__(self, "_times", self.times.tolist())  # plain lists: the per-tick look-ups
         object.__setattr__(self, "_util", self.util.tolist())
+
+    @classmethod
+    def diurnal(cls, low: float, high: float) -> InferenceLoad:
+        if not (0 <= low <= high <= 1):
+            raise InferenceLoadError(f"diurnal:{low:g}:{high:g}: needs 0 <= LOW <= HIGH <= 1")
+        times = np.arange(0.0, DAY_S, DIURNAL_STEP_S)
+        util = low + (high - low) * (1 - np.cos(2 * np.pi * times / DAY_S)) / 2
+        return cls(times, util, DAY_S, f"diurnal:{low:g}:{high:g}")
 
     @classmethod
     def constant(cls, u: float) -> InferenceLoad:
@@ -100,7 +112,15 @@ class InferenceLoad:
 
 
 def load_inference(spec: str) -> InferenceLoad:
-    """An inference load from ``constant:U``, ``PATH`` or ``PATH:MODEL`` (see the module doc)."""
+    """An inference load from ``constant:U``, ``diurnal:LOW:HIGH``, ``PATH`` or ``PATH:MODEL`` (module doc)."""
+    if spec.startswith("diurnal:"):
+        try:
+            low, high = (float(x) for x in spec.split(":")[1:])
+        except ValueError:
+            raise InferenceLoadError(f"{spec!r}: diurnal:LOW:HIGH needs two numbers in [0, 1]") from None
+        if not all(math.isfinite(x) for x in (low, high)):
+            raise InferenceLoadError(f"{spec!r}: diurnal:LOW:HIGH needs two finite numbers in [0, 1]")
+        return InferenceLoad.diurnal(low, high)
     if spec.startswith("constant:"):
         try:
             value = float(spec.split(":", 1)[1])
@@ -113,7 +133,7 @@ def load_inference(spec: str) -> InferenceLoad:
         path = Path(head)
     problem = path_problem(path)  # missing, a symlink loop, a FIFO or device, a directory, unreadable
     if problem is not None:
-        hint = "" if os.path.lexists(path) else " (expected PATH, PATH:MODEL or constant:U)"
+        hint = "" if os.path.lexists(path) else " (expected PATH, PATH:MODEL, constant:U or diurnal:LOW:HIGH)"
         raise InferenceLoadError(f"{path}: {problem}{hint}")
     try:
         columns = list(pd.read_csv(path, nrows=0).columns)
