@@ -38,6 +38,13 @@ class Policy:
     #: whether a start the placement strategy refuses although enough GPUs are free (``strict-consolidated``)
     #: leaves the job waiting; a policy that assumes any free GPUs will do cannot run under such a strategy
     waits_when_refused: ClassVar[bool] = False
+    #: capabilities of the replay the policy cannot run without (``sched/capabilities.py``; a sharing
+    #: policy needs ``workloads`` besides), checked before any replay
+    needs: ClassVar[frozenset[str]] = frozenset()
+    #: alternatives, each a set of capabilities that together make the policy's own mechanism act; with
+    #: none of them met it decides exactly as ``falls_back_to`` (a warning says so; ``same_as`` cites it)
+    uses: ClassVar[tuple[frozenset[str], ...]] = ()
+    falls_back_to: ClassVar[str | None] = None
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
