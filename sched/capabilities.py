@@ -48,6 +48,10 @@ class CapabilityError(ValueError):
     """A policy cannot run on the replay's set-up: names the policy and what it lacks."""
 
 
+class CapabilityWarning(UserWarning):
+    """A policy of the replay will decide exactly as another one on this set-up."""
+
+
 @dataclass(frozen=True)
 class Fallback:
     """``policy`` decides as ``decides_as`` on this set-up, because ``reason``."""
@@ -144,5 +148,5 @@ def check(policies: Iterable[str], present: set[str], unknown: Iterable[str] = (
     return fallbacks
 
 
-__all__ = ["CAPABILITIES", "CapabilityError", "Fallback", "check", "needs", "predict", "setup_capabilities",
+__all__ = ["CAPABILITIES", "CapabilityError", "CapabilityWarning", "Fallback", "check", "needs", "predict", "setup_capabilities",
            "table_capabilities"]

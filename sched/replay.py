@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from schedlab.sched.capabilities import Fallback, setup_capabilities, table_capabilities
+from schedlab.sched.capabilities import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
 from schedlab.sched.capabilities import check as check_policies
 from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
@@ -238,10 +238,6 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         raise report.locate(err) from None
     check_capabilities(spec, table)
     return Prepared(cluster, table, notes, timing, report, smact)
-
-
-class CapabilityWarning(UserWarning):
-    """A policy of the replay will decide exactly as another one on this set-up."""
 
 
 def check_capabilities(spec: ReplaySpec, table: pd.DataFrame) -> list[Fallback]:

@@ -49,9 +49,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from schedlab.checks import did_you_mean, error_loc, load_yaml, plain
-from schedlab.sched.capabilities import Fallback
+from schedlab.sched.capabilities import CapabilityWarning, Fallback
 from schedlab.sched.core.pools import LoanOptions
-from schedlab.sched.replay import CapabilityWarning, PolicyRun, ReplaySpec
+from schedlab.sched.replay import PolicyRun, ReplaySpec
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import FORMATS, LoadOptions
 
