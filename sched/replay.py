@@ -197,7 +197,7 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
 
 
 def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
-            fetch: Fetch | None = None) -> Prepared:
+            fetch: Fetch | None = None, warn: bool = True) -> Prepared:
     """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
     it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
     trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
@@ -213,7 +213,9 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
     (specs/pollux.md); that is what SJF-like policies see as the job's length.
 
-    An error about a job names the trace file, the job's data row and the file's column."""
+    An error about a job names the trace file, the job's data row and the file's column. Before it
+    returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
+    (unless not ``warn``) for one that will decide as another."""
     cluster = spec.cluster_spec()
     timing = make_iteration_time(spec.iteration_time, fetch)
     if table is None:
@@ -236,17 +238,17 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         if report is None:
             raise
         raise report.locate(err) from None
-    check_capabilities(spec, table)
+    check_capabilities(spec, table, warn)
     return Prepared(cluster, table, notes, timing, report, smact)
 
 
-def check_capabilities(spec: ReplaySpec, table: pd.DataFrame) -> list[Fallback]:
+def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True) -> list[Fallback]:
     """Before any replay: :class:`CapabilityError` (one line) when a policy cannot run on the prepared
-    ``table`` with ``spec``'s models; a :class:`CapabilityWarning` per policy that will fall back to
-    another's behaviour (``sched/capabilities.py``), which are returned."""
+    ``table`` with ``spec``'s models; the policies that will fall back to another's behaviour
+    (``sched/capabilities.py``), each warned (:class:`CapabilityWarning`) if ``warn``."""
     present = table_capabilities(table) | setup_capabilities(spec.interference, spec.inference is not None)
     fallbacks = check_policies([p.name for p in spec.policies], present)
-    for fallback in fallbacks:
+    for fallback in fallbacks if warn else ():
         warnings.warn(str(fallback), CapabilityWarning, stacklevel=3)
     return fallbacks
 

@@ -50,7 +50,7 @@ def test_fallbacks_are_warned_and_vanish_when_the_setup_has_the_mechanism() -> N
     assert messages["lucid"].startswith("lucid decides as ssf here: it lacks a ξ source")
     # Lyra's attributes on top of the workloads, an inference pool and per-workload ξ: nobody falls back
     full = plain.model_copy(update={"annotate": ["pollux", {"scheme": "lyra"}], "inference": LOAN,
-                                    "interference": "table:h200-pairs.csv", "cluster": "conf/clusters/quickstart.yaml"})
+                                    "interference": "table:h200-pairs.csv", "cluster": "showdown"})
     assert _fallbacks(ReplaySpec.model_validate(full.model_dump())) == {}
     # a constant ξ low enough for pairs to score 1 + 1 packs (the digests' lucid case)
     assert "lucid" not in _fallbacks(plain.model_copy(update={"interference": "analytic:1.1"}))
@@ -145,11 +145,15 @@ def test_same_as_cites_the_fallback() -> None:
     assert table.loc["ssf", compare.SAME_AS] == "lyra"  # identical here without a declared reason
 
 
-def test_quickstart_has_no_fallback_and_three_formerly_identical_policies_differ() -> None:
+def test_quickstart_states_why_its_identical_rows_coincide() -> None:
     config = load_config(ROOT / "conf" / "experiments" / "quickstart.yaml")
-    assert config.fallbacks() == {}
-    [replay] = [r for r in config.grid("test") if r.policy == "fifo" and r.seed == 0][:1]
-    spec = replay.spec().model_copy(update={"options": replay.spec().options.model_copy(update={"num_jobs": 300}),
-                                            "policies": ReplaySpec(policies=["sjf", "lyra", "opportunistic"]).policies})
-    results = {r.policy: r.summary["avg_jct_s"] for r in run(ReplaySpec.model_validate(spec.model_dump()))}
-    assert len(set(results.values())) == 3, results
+    reasons = {label: f.decides_as for (_, _, label), f in config.fallbacks().items()}
+    assert reasons == {"gandiva-elastic": "fifo", "gimbal-jct": "ssf", "lucid": "ssf", "lyra": "sjf",
+                       "opportunistic": "sjf"}
+
+
+def test_on_the_showdown_setup_three_formerly_identical_policies_differ() -> None:
+    spec = ReplaySpec(options=SMALL | {"num_jobs": 300}, annotate=["pollux", {"scheme": "lyra"}], cluster="showdown",
+                      inference=LOAN, policies=["sjf", "lyra", "opportunistic", "fifo", "gandiva-elastic"])
+    jct = {r.policy: r.summary["avg_jct_s"] for r in run(spec)}
+    assert len({jct["sjf"], jct["lyra"], jct["opportunistic"]}) == 3 and jct["fifo"] != jct["gandiva-elastic"], jct
