@@ -90,6 +90,7 @@ class LiveComparison:
     def __post_init__(self) -> None:
         compare.rank(compare.comparison([], self.config.baseline_label), self.rank_by)  # ValueError: unknown metric
         self._knobs = {s.label: knobs(s.policy, s.params, s.policy_source) for s in self.specs}
+        self.fallbacks = self.config.fallbacks()  # same_as says why a policy decides as another
         self._lock = threading.Lock()
         self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
         self._bars: dict[str, bytes] = {}  # their PNGs (logged under plots/, with an SVG copy each)
@@ -120,7 +121,7 @@ class LiveComparison:
         with self._lock:
             rows = list(self.rows.values())
         order = [e.label or e.name for e in self.config.policy_entries()]
-        table = compare.comparison(rows, self.config.baseline_label, order)
+        table = compare.comparison(rows, self.config.baseline_label, order, self.fallbacks)
         groups: dict[tuple[str, str, str], dict[str, int]] = {}
         for spec in self.specs:
             state = ("done" if spec.key in self.rows else "failed" if spec.key in self.failed

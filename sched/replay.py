@@ -12,6 +12,7 @@ import json
 import math
 import os
 import secrets
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
+from schedlab.sched.policy_needs import check as check_policies
 from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
@@ -38,7 +41,7 @@ from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import FORMATS, LoadOptions, load_trace
-from schedlab.sched.traces.annotate import annotate, annotation_scheme, catalog_gpu_type, fill_durations
+from schedlab.sched.traces.annotate import annotate, annotation_scheme, annotation_schemes, catalog_gpu_type, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
 #: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
@@ -86,7 +89,8 @@ class ReplaySpec(UserModel):
     trace: str | None = None  # a trace file or folder; None: the built-in synthetic trace
     format: str | None = None  # None: detected from the file
     options: LoadOptions = Field(default_factory=LoadOptions)  # max_gpus unset: the cluster's training GPUs
-    annotate: bool | str | dict[str, Any] = False  # a scheme (annotate.py), or ``auto`` (:data:`AUTO`)
+    annotate: bool | str | dict[str, Any] | list[str | dict[str, Any]] = False  # a scheme (annotate.py), a
+    # list of schemes combined (annotation_schemes), or ``auto`` (:data:`AUTO`)
     cluster: str | ClusterSpec = "castor-sim"
     policies: tuple[PolicyRun, ...] = Field(min_length=1)
     seed: int = Field(default=0, ge=0, lt=2**63)
@@ -122,8 +126,10 @@ class ReplaySpec(UserModel):
 
     @field_validator("annotate")
     @classmethod
-    def _annotate(cls, value: bool | str | dict[str, Any]) -> bool | str | dict[str, Any]:
-        if value is not False and value != AUTO:
+    def _annotate(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            annotation_schemes(value)  # raises naming the list's bad item or conflict
+        elif value is not False and value != AUTO:
             annotation_scheme(value)  # raises naming the scheme's bad field
         return value
 
@@ -216,7 +222,7 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
 
 
 def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
-            fetch: Fetch | None = None) -> Prepared:
+            fetch: Fetch | None = None, warn: bool = True) -> Prepared:
     """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
     it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
     trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
@@ -232,7 +238,9 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
     (specs/pollux.md); that is what SJF-like policies see as the job's length.
 
-    An error about a job names the trace file, the job's data row and the file's column."""
+    An error about a job names the trace file, the job's data row and the file's column. Before it
+    returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
+    (unless not ``warn``) for one that will decide as another."""
     cluster = spec.cluster_spec()
     timing = make_iteration_time(spec.iteration_time, fetch)
     if table is None:
@@ -255,7 +263,19 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         if report is None:
             raise
         raise report.locate(err) from None
+    check_capabilities(spec, table, warn)
     return Prepared(cluster, table, notes, timing, report, smact)
+
+
+def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True) -> list[Fallback]:
+    """Before any replay: :class:`CapabilityError` (one line) when a policy cannot run on the prepared
+    ``table`` with ``spec``'s models; the policies that will fall back to another's behaviour
+    (``sched/policy_needs.py``), each warned (:class:`CapabilityWarning`) if ``warn``."""
+    present = table_capabilities(table) | setup_capabilities(spec.interference, spec.inference is not None)
+    fallbacks = check_policies([p.name for p in spec.policies], present)
+    for fallback in fallbacks if warn else ():
+        warnings.warn(str(fallback), CapabilityWarning, stacklevel=3)
+    return fallbacks
 
 
 def _prepare_table(

@@ -13,9 +13,12 @@ GPUs, re-queueing after preemptions included: the papers' "queueing time" for pr
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from schedlab.sched.policy_needs import Fallback
 
 #: headline metrics (MLflow keys), averaged over seeds, with their spread in ``<key>_std``
 METRICS = ("avg_jct_s", "p95_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "gpu_util", "preemptions")
@@ -77,10 +80,13 @@ def _identical(frame: pd.DataFrame, labels: list[str]) -> dict[str, str]:
     return same
 
 
-def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str] | None = None) -> pd.DataFrame:
+def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str] | None = None,
+               fallbacks: dict[tuple[str, str, str], Fallback] | None = None) -> pd.DataFrame:
     """``rows``: one per finished replay with ``trace, cluster, policy`` (the label), ``seed`` and the
     metrics. Returns one row per (trace, cluster, policy): seeds, seed means and standard deviations,
-    the ratios against the baseline and ``same_as`` (a policy whose results are identical, seed by seed)."""
+    the ratios against the baseline and ``same_as`` (a policy whose results are identical, seed by seed),
+    with the reason when either of the two falls back to the other's behaviour on that set-up
+    (``fallbacks``: :meth:`ExperimentConfig.fallbacks`)."""
     if not rows:
         return pd.DataFrame(columns=columns())
     frame = pd.DataFrame(rows)
@@ -93,6 +99,11 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
     for _, group in frame.groupby(GROUP, sort=False):
         labels = sorted(group["policy"].unique(), key=lambda p: (p != baseline, order.get(p, len(order))))
         same = _identical(group, labels)
+        key = tuple(group.iloc[0][GROUP])
+        for label, earlier in same.items():
+            reason = (fallbacks or {}).get((*key, label)) or (fallbacks or {}).get((*key, earlier))
+            if reason is not None:
+                same[label] = f"{earlier}: {reason.short}"
         by_policy = group.groupby("policy", sort=False)
         means, stds = by_policy[metrics].mean(), by_policy[metrics].std(ddof=1)
         for label in labels:
@@ -195,7 +206,7 @@ def shown_columns(table: pd.DataFrame) -> list[str]:
 def legend(baseline: str) -> str:
     return (f"cells: mean ± sample std over seeds, times in hours; *_speedup = {baseline} ÷ policy (> 1: better than {baseline});"
             " avg_wait_s = all time without GPUs (incl. after preemptions), avg_queue_s = to first start;"
-            " same_as: identical results, seed by seed; tie ≈ X: within the seed spread of X, ranked just above")
+            " same_as: identical results, seed by seed (and which policy lacks what its mechanism needs); tie ≈ X: within the seed spread of X, ranked just above")
 
 
 def to_markdown(table: pd.DataFrame) -> str:

@@ -13,7 +13,8 @@
         format: synthetic            # default: detected from the file
         options: {num_jobs: 500, load: 2.0}   # LoadOptions fields; `load` may be a list (a sweep)
         annotate: false              # assign workloads from the catalog (Castor §9.1); or gimbal /
-                                     #   {scheme: gimbal, max_duration_s: …} (Gimbal §7.1, annotate.py)
+                                     #   {scheme: gimbal, max_duration_s: …} (Gimbal §7.1, annotate.py),
+                                     #   {scheme: lyra, scenario: basic}, or a list: [pollux, lyra]
     clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
     policies: all                    # every registered policy, or a list of names and/or
                                      #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4};
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -49,6 +51,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from schedlab.checks import did_you_mean, error_loc, load_yaml, plain
+from schedlab.sched.policy_needs import CapabilityWarning, Fallback
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.replay import PolicyRun, ReplaySpec
 from schedlab.sched.strict import UserModel
@@ -72,14 +75,16 @@ class TraceEntry(UserModel):
     source: str | None = None
     format: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
-    annotate: bool | str | dict[str, Any] = False
+    annotate: bool | str | dict[str, Any] | list[str | dict[str, Any]] = False
 
     @field_validator("annotate")
     @classmethod
-    def _annotate(cls, value: bool | str | dict[str, Any]) -> bool | str | dict[str, Any]:
-        if value is not False:
-            from schedlab.sched.traces.annotate import annotation_scheme
+    def _annotate(cls, value: Any) -> Any:
+        from schedlab.sched.traces.annotate import annotation_scheme, annotation_schemes
 
+        if isinstance(value, list):
+            annotation_schemes(value)  # raises naming the list's bad item or conflict
+        elif value is not False:
             annotation_scheme(value)  # raises naming the scheme's bad field
         return value
 
@@ -301,6 +306,27 @@ class ExperimentConfig(UserModel):
     def sweeps_load(self) -> bool:
         return any(t.sweeps_load for t in self.traces)
 
+    def fallbacks(self) -> dict[tuple[str, str, str], Fallback]:
+        """``(trace label, cluster, policy label) -> Fallback`` for each policy that will decide as
+        another on that set-up (``sched/policy_needs.py``); raises CapabilityError for one that cannot
+        run there. From what the configuration says (the traces are not read)."""
+        from schedlab.sched.policy_needs import check, predict, setup_capabilities
+
+        setup = setup_capabilities(self.models.interference, self.inference is not None)
+        entries = self.policy_entries()
+        out: dict[tuple[str, str, str], Fallback] = {}
+        for trace in self.traces:
+            present, unknown = predict(trace.annotate, trace.format, trace.source not in (None, "synthetic"))
+            fallbacks = {f.policy: f for f in check([e.name for e in entries], present | setup, unknown,
+                                                     where=f"traces: {trace.name}: ")}
+            for load in trace.loads:
+                label = f"{trace.name}@{load:g}x" if trace.sweeps_load else trace.name
+                for cluster in self.clusters:
+                    for entry in entries:
+                        if entry.name in fallbacks:
+                            out[(label, cluster, entry.label or entry.name)] = fallbacks[entry.name]
+        return out
+
 
 class ExperimentReplay(BaseModel):
     """One replay of an experiment: everything a worker needs (paths and options, no tables) and the
@@ -314,7 +340,7 @@ class ExperimentReplay(BaseModel):
     source: str | None
     format: str | None
     options: dict[str, Any]
-    annotate: bool | str | dict[str, Any]
+    annotate: bool | str | dict[str, Any] | list[str | dict[str, Any]]
     load: float
     cluster: str
     policy: str
@@ -480,6 +506,14 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
             where = "" if Path(config.inference.load).is_absolute() or config.inference.load.startswith("constant:") \
                 else f" (a relative path: {_looked_in(config)})"
             raise ConfigError(f"{path}: inference.load: {err}{where}") from None
+    from schedlab.sched.policy_needs import CapabilityError
+
+    try:
+        fallbacks = config.fallbacks()
+    except CapabilityError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    for fallback in dict.fromkeys(fallbacks.values()):  # once each
+        warnings.warn(f"{path}: {fallback}", CapabilityWarning, stacklevel=3)
     for i, trace in enumerate(config.traces):
         if trace.source in (None, "synthetic"):
             if trace.format not in (None, "synthetic"):

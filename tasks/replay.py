@@ -95,7 +95,7 @@ def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None 
     _thread_lock_for_progress_bars()
     replay = spec.spec()
     started = time.perf_counter()
-    prepared = prepare(replay, fetch=fetch)
+    prepared = prepare(replay, fetch=fetch, warn=False)  # the experiment's validation warned once per policy
     load_s = time.perf_counter() - started
     [result] = run(replay, prepared, fetch=fetch, progress=progress or False)
     result.summary["load_wall_s"] = load_s

@@ -44,6 +44,13 @@ class Policy:
     #: engine capabilities this policy uses, made afresh for every engine (``sched/core/protocol.py``;
     #: Gimbal: per-worker calibration)
     capabilities: ClassVar[tuple[Callable[[], Capability], ...]] = ()
+    #: what of the replay the policy cannot run without (``sched/policy_needs.py``; a sharing
+    #: policy needs ``workloads`` besides), checked before any replay
+    needs: ClassVar[frozenset[str]] = frozenset()
+    #: alternatives, each a set of capabilities that together make the policy's own mechanism act; with
+    #: none of them met it decides exactly as ``falls_back_to`` (a warning says so; ``same_as`` cites it)
+    uses: ClassVar[tuple[frozenset[str], ...]] = ()
+    falls_back_to: ClassVar[str | None] = None
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()

@@ -28,6 +28,8 @@ class GandivaElasticParams(BaseModel):
 
 class GandivaElastic(Policy):
     name = "gandiva-elastic"
+    uses = (frozenset({"elastic"}),)
+    falls_back_to = "fifo"  # strict FIFO with nothing to grow or shrink
     summary = "strict FIFO; idle GPUs grow running elastic jobs (oldest first), a waiting job shrinks them back"
     paper = "Gandiva (OSDI'18) §3.2 grow-shrink as Lyra (EuroSys'23) §7.1 uses it"
     simplified = "grow-shrink only (no packing, migration or time-slicing); scaling costs no time"

@@ -255,6 +255,8 @@ class Gimbal(Policy):
 
 class GimbalJct(Gimbal):
     name = "gimbal-jct"
+    uses = (frozenset({"xi"}),)
+    falls_back_to = "ssf"  # its base Lucid packs nothing, so there is no pack to calibrate
     summary = "Lucid + Gimbal: unequal and high-interference packs calibrated by LGRR/LISS for average JCT"
     paper = "Gimbal (2025) §4 LGRR/LISS, §5.1 job sets, §5.2 Alg. 1 with JCT eqs. 1-2; base Lucid (§7.1)"
     Params = GimbalJctParams

@@ -67,6 +67,8 @@ class LucidParams(BaseModel):
 
 class Lucid(PackingPolicy):
     name = "lucid"
+    uses = (frozenset({"xi"}),)
+    falls_back_to = "ssf"  # no pair packs: priority = estimated GPU time, no blocking
     summary = "priority = estimated GPU time; packs same-GPU-count single-server jobs with low sharing scores"
     paper = "Lucid (ASPLOS'23): indolent packing, Packing Analyze Model, time-aware order; Castor §9.1 baseline"
     simplified = "oracle durations; sharing score from the ξ source, not a DCGM decision tree; no adaptive sharing"

@@ -71,6 +71,8 @@ class LyraParams(BaseModel):
 
 class Lyra(HeterogeneousJobs, Policy):
     name = "lyra"
+    uses = (frozenset({"inference", "fungible"}), frozenset({"elastic"}), frozenset({"goodput"}))
+    falls_back_to = "sjf"  # phase 1 alone: SJF with skipping over whole demands (§5.2)
     summary = "SJF over inelastic and base demands, then flexible workers by a multiple-choice knapsack (DP); BFD"
     paper = "Lyra (EuroSys'23) §5.2-5.3 (specs/lyra.md §2)"
     simplified = ("running times known exactly (oracle); scaling costs no time (the paper's simulator); phase 2 at"
@@ -551,6 +553,8 @@ class Opportunistic(Lyra):
     idle inference servers at lower priority than inference, and are evicted when it needs them."""
 
     name = "opportunistic"
+    uses = (frozenset({"inference", "fungible"}),)
+    falls_back_to = "sjf"  # the same SJF scheduler on the training side
     summary = "fungible jobs only on idle inference servers (evicted when inference needs them), others on training"
     paper = "Lyra (EuroSys'23) §7.1, Table 5 row 6 (specs/lyra.md §1.3)"
     simplified = ("idle inference servers = those the orchestrator would lend (same 2 % headroom); the same SJF"

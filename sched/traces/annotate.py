@@ -72,13 +72,19 @@ def annotate(
     gpu_type: str | None = None,
     gpus_per_server: int = DEFAULT_GPUS_PER_SERVER,
     deadlines: bool = True,
-    scheme: str | dict[str, Any] = "pollux",
+    scheme: str | dict[str, Any] | list[str | dict[str, Any]] = "pollux",
 ) -> pd.DataFrame:
     """Return ``jobs`` with ``model, batch_size`` (per GPU), ``iterations`` and (if ``deadlines``)
     ``deadline`` filled in for the rows that have no model. ``gpu_type`` defaults to the catalog's
-    reference GPU type. See the module docstring for the method; ``scheme`` as :func:`annotation_scheme`."""
+    reference GPU type. See the module docstring for the method; ``scheme`` as :func:`annotation_scheme`,
+    or a list of schemes combined as :func:`annotation_schemes` says."""
     if catalog is None:
         catalog = default_catalog()
+    if isinstance(scheme, (list, tuple)):
+        for i, part in enumerate(annotation_schemes(scheme)):
+            jobs = annotate(jobs, catalog, scheme_seed(seed, i), gpu_type, gpus_per_server, deadlines,
+                            "pollux" if part is None else part.model_dump())
+        return jobs
     if isinstance(chosen := annotation_scheme(scheme), LyraScheme):
         return lyra_scenario(jobs, chosen.scenario, seed, elastic_range=chosen.elastic_range,
                              checkpoint=chosen.checkpoint, scaling_loss=chosen.scaling_loss)
@@ -174,7 +180,7 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
 
 
 __all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "JobAnnotationError", "LyraScheme", "annotate",
-           "annotate_gimbal", "annotation_scheme", "lyra_scenario"]
+           "annotate_gimbal", "annotation_scheme", "annotation_schemes", "lyra_scenario", "scheme_seed"]
 
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
@@ -273,9 +279,10 @@ class GimbalScheme(UserModel):
 
 
 def annotation_scheme(scheme: str | dict[str, Any] | bool) -> GimbalScheme | LyraScheme | None:
-    """None for the default (Pollux-bucket) scheme (``"pollux"`` or ``True``), else the validated
-    :class:`GimbalScheme` or :class:`LyraScheme`; raises ValueError naming the bad field."""
-    if scheme is True or scheme == "pollux":
+    """None for the default (Pollux-bucket) scheme (``"pollux"``, its other name ``"catalog"``, or
+    ``True``), else the validated :class:`GimbalScheme` or :class:`LyraScheme`; raises ValueError naming
+    the bad field."""
+    if scheme is True or scheme in ("pollux", "catalog"):
         return None
     name = scheme.get("scheme") if isinstance(scheme, dict) else scheme
     try:
@@ -285,8 +292,45 @@ def annotation_scheme(scheme: str | dict[str, Any] | bool) -> GimbalScheme | Lyr
             return LyraScheme.model_validate(scheme if isinstance(scheme, dict) else {})
     except ValidationError as err:
         raise ValueError(f"annotation scheme {name}: {validation_message(err)}") from None
-    raise ValueError(f"unknown annotation scheme {scheme!r}; choose pollux, gimbal, {{scheme: gimbal, ...}}"
-                     " or {scheme: lyra, scenario: basic|advanced|heterogeneous|ideal, ...}")
+    raise ValueError(f"unknown annotation scheme {scheme!r}; choose pollux (or catalog), gimbal, {{scheme: gimbal,"
+                     " ...}, {scheme: lyra, scenario: basic|advanced|heterogeneous|ideal, ...}, or a list of them")
+
+
+def annotation_schemes(schemes: list[str | dict[str, Any]] | tuple) -> list[GimbalScheme | LyraScheme | None]:
+    """A combination of schemes (``annotate: [pollux, lyra]``), validated: at most one workload scheme
+    (pollux / catalog or gimbal: each writes ``model, batch_size, iterations, deadline``), then at most
+    one Lyra scheme (it writes the disjoint ``fungible, elastic_*, heterogeneous, checkpoint,
+    scaling_loss`` from ``num_gpus`` and ``duration``, which gimbal rewrites: so it comes last). The
+    i-th scheme draws with :func:`scheme_seed` (the first with the replay's seed, as alone)."""
+    if not schemes:
+        raise ValueError("annotate: an empty list of schemes")
+    chosen = []
+    for i, scheme in enumerate(schemes):
+        if isinstance(scheme, (bool, list, tuple)):
+            raise ValueError(f"annotate[{i}]: a scheme name or {{scheme: ...}}, got {scheme!r}")
+        try:
+            chosen.append(annotation_scheme(scheme))
+        except ValueError as err:
+            raise ValueError(f"annotate[{i}]: {err}") from None
+    kinds = ["lyra" if isinstance(c, LyraScheme) else "workloads" for c in chosen]
+    for kind in ("workloads", "lyra"):
+        if kinds.count(kind) > 1:
+            second = [i for i, k in enumerate(kinds) if k == kind][1]
+            what = ("two workload schemes (pollux / gimbal) would write the same model, batch_size, iterations"
+                    if kind == "workloads" else "two Lyra schemes would write the same job attributes")
+            raise ValueError(f"annotate[{second}]: {what}; give at most one of each kind")
+    if kinds == ["lyra", "workloads"]:
+        raise ValueError("annotate: give the workload scheme before the Lyra one (Lyra's attributes are drawn"
+                         " from the GPU counts and durations the workload scheme may rewrite)")
+    return chosen
+
+
+def scheme_seed(seed: int, position: int) -> int:
+    """The seed of the ``position``-th scheme of a combination: the replay's own for the first, else one
+    derived from both (so the schemes' uniform draws are not the same numbers)."""
+    if position == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, position]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def annotate_gimbal(

@@ -1,0 +1,161 @@
+"""Issue #28 items 4-5: each policy's needs checked before any replay, fallbacks warned once and cited
+by ``same_as``, annotation schemes that combine, fractional iterations through the canonical format."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from schedlab.sched.policy_needs import CapabilityError, CapabilityWarning, Fallback, check, predict
+from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.replay import ReplaySpec, prepare, run
+from schedlab.sched.traces import LoadOptions, load_trace
+from schedlab.sched.traces.annotate import annotate, annotation_schemes, scheme_seed
+from schedlab.tasks import compare
+from schedlab.tasks.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+LOAN = LoanOptions(load="diurnal:0.42:0.95")
+SMALL = {"num_jobs": 120, "load": 2.0, "seed": 3}
+
+
+def _fallbacks(spec: ReplaySpec) -> dict[str, str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prepare(spec)
+    return {str(w.message).split()[0]: str(w.message) for w in caught if w.category is CapabilityWarning}
+
+
+def test_a_sharing_policy_without_workloads_fails_before_any_replay() -> None:
+    # Lyra's annotation alone gives no workloads: gimbal-jct used to abort mid-way (SharingError)
+    spec = ReplaySpec(options=SMALL, annotate={"scheme": "lyra"}, policies=["fifo", "gimbal-jct"])
+    done: list[str] = []
+    with pytest.raises(CapabilityError, match=r"^policy 'gimbal-jct' cannot run here: it needs jobs with workloads"):
+        run(spec, each=lambda r: done.append(r.policy))
+    assert done == []  # not even fifo, listed first, was replayed
+
+
+def test_fallbacks_are_warned_and_vanish_when_the_setup_has_the_mechanism() -> None:
+    plain = ReplaySpec(options=SMALL, annotate=True, policies=["lyra", "opportunistic", "gandiva-elastic", "lucid",
+                                                              "castor", "sjf"])
+    messages = _fallbacks(plain)
+    assert set(messages) == {"lyra", "opportunistic", "gandiva-elastic", "lucid"}  # castor, sjf: their own
+    assert messages["lyra"].startswith("lyra decides as sjf here: it lacks fungible jobs")
+    assert messages["gandiva-elastic"].startswith("gandiva-elastic decides as fifo here: it lacks elastic jobs")
+    assert messages["lucid"].startswith("lucid decides as ssf here: it lacks a ξ source")
+    # Lyra's attributes on top of the workloads, an inference pool and per-workload ξ: nobody falls back
+    full = plain.model_copy(update={"annotate": ["pollux", {"scheme": "lyra"}], "inference": LOAN,
+                                    "interference": "table:h200-pairs.csv", "cluster": "showdown"})
+    assert _fallbacks(ReplaySpec.model_validate(full.model_dump())) == {}
+    # a constant ξ low enough for pairs to score 1 + 1 packs (the digests' lucid case)
+    assert "lucid" not in _fallbacks(plain.model_copy(update={"interference": "analytic:1.1"}))
+
+
+def test_check_counts_unknown_columns_as_present_and_names_what_lacks() -> None:
+    assert check(["castor"], set(), unknown={"workloads"}) == []
+    with pytest.raises(CapabilityError, match="traces: t: policy 'castor' cannot run here"):
+        check(["castor"], set(), where="traces: t: ")
+    [fallback] = check(["opportunistic"], {"fungible"})
+    assert fallback == Fallback("opportunistic", "sjf", fallback.reason) and "inference pool" in fallback.reason
+    assert fallback.short == "opportunistic lacks fungible+inference"
+    assert predict(["pollux", {"scheme": "lyra"}], None, from_file=False) == ({"workloads", "fungible", "elastic"}, set())
+    assert predict(False, "philly", from_file=True) == (set(), set())
+    assert predict(False, "canonical", from_file=True)[1] == {"workloads", "goodput", "fungible", "elastic"}
+
+
+def _table(n: int = 200) -> pd.DataFrame:
+    table, _ = load_trace(None, "synthetic", LoadOptions(**(SMALL | {"num_jobs": n})))
+    return table
+
+
+def test_combined_annotation_writes_both_schemes_columns() -> None:
+    table = _table()
+    both = annotate(table, seed=5, scheme=["catalog", {"scheme": "lyra", "scenario": "advanced"}])
+    alone = annotate(table, seed=5, scheme="pollux")
+    pd.testing.assert_frame_equal(both[alone.columns], alone)  # the first scheme draws as alone
+    assert {"fungible", "elastic_min", "elastic_max", "heterogeneous"} <= set(both.columns)
+    assert both["fungible"].any() and (both["elastic_max"] > both["elastic_min"]).any()
+    from schedlab.sched.traces.annotate import lyra_scenario
+
+    # the second scheme draws with its own seed, not the replay's (else both read the same uniforms)
+    pd.testing.assert_frame_equal(both, lyra_scenario(alone, "advanced", scheme_seed(5, 1)))
+    assert scheme_seed(5, 1) != 5 and scheme_seed(5, 0) == 5
+    pd.testing.assert_frame_equal(annotate(table, seed=5, scheme=["pollux"]), alone)
+
+
+@pytest.mark.parametrize("schemes, message", [
+    (["lyra", "pollux"], "give the workload scheme before the Lyra one"),
+    (["pollux", "gimbal"], r"annotate\[1\]: two workload schemes"),
+    (["pollux", "lyra", {"scheme": "lyra"}], r"annotate\[2\]: two Lyra schemes"),
+    ([], "an empty list"),
+    (["pollux", "nosuch"], r"annotate\[1\]: unknown annotation scheme 'nosuch'"),
+    ([{"scheme": "lyra", "scenario": "x"}], r"annotate\[0\]: annotation scheme lyra: scenario"),
+])
+def test_combined_annotation_conflicts_are_named(schemes: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        annotation_schemes(schemes)
+    with pytest.raises(ValidationError, match=message):
+        ReplaySpec(annotate=schemes, policies=["fifo"])
+
+
+def test_an_annotated_table_round_trips_through_the_canonical_format(tmp_path: Path) -> None:
+    spec = ReplaySpec(options=SMALL, annotate=["pollux", {"scheme": "lyra", "scenario": "advanced"}], policies=["lyra"])
+    table = prepare(spec).table
+    assert (table["iterations"] != np.floor(table["iterations"])).any()  # fractional by design
+    path = tmp_path / "annotated.csv"
+    table.to_csv(path, index=False)
+    back, _ = load_trace(path)
+    assert set(back.columns) == set(table.columns)
+    for column in table.columns:  # iterations exact; heterogeneous was silently dropped before
+        assert (back[column].to_numpy() == table[column].to_numpy()).all(), column
+    bad = tmp_path / "bad.csv"  # batch sizes stay integers
+    bad.write_text("job_id,submit_time,num_gpus,model,batch_size,iterations\na,0,1,bert,8.5,10.5\n")
+    with pytest.raises(ValueError, match="column 'batch_size'.*not an integer"):
+        load_trace(bad)
+
+
+def _config(tmp_path: Path, annotate: str, policies: str, extra: str = "") -> Path:
+    path = tmp_path / "e.yaml"
+    path.write_text(f"name: e\nseeds: [0]\ntraces:\n  - name: t\n    options: {{num_jobs: 50}}\n"
+                    f"    annotate: {annotate}\nclusters: [castor-sim]\npolicies: {policies}\n{extra}")
+    return path
+
+
+def test_experiment_validation_fails_or_warns_before_any_replay(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"e\.yaml: traces: t: policy 'gimbal-jct' cannot run here: it needs jobs"):
+        load_config(_config(tmp_path, "{scheme: lyra}", "[fifo, gimbal-jct]"))
+    with pytest.warns(CapabilityWarning, match="lyra decides as sjf here") as caught:
+        config = load_config(_config(tmp_path, "true", "[fifo, lyra, sjf]"))
+    assert len([w for w in caught if w.category is CapabilityWarning]) == 1  # once, not per seed or replay
+    assert set(config.fallbacks()) == {("t", "castor-sim", "lyra")}
+
+
+def test_same_as_cites_the_fallback() -> None:
+    jct = {"fifo": 11.0, "lyra": 10.0, "sjf": 10.0, "ssf": 9.0, "srtf": 9.0}
+    rows = [{"trace": "t", "cluster": "c", "policy": p, "seed": s, "avg_jct_s": v, "p95_jct_s": 20.0,
+             "avg_wait_s": 1.0, "avg_queue_s": 1.0, "makespan_s": 30.0, "gpu_util": 0.5}
+            for p, v in jct.items() for s in (0, 1)]
+    fallbacks = {("t", "c", "lyra"): check(["lyra"], set())[0]}
+    table = compare.comparison(rows, "fifo", list(jct), fallbacks).set_index("policy")
+    assert table.loc["sjf", compare.SAME_AS] == "lyra: lyra lacks fungible+inference | elastic | goodput"
+    assert table.loc["srtf", compare.SAME_AS] == "ssf"  # identical here without a declared reason
+    assert table.loc["lyra", compare.SAME_AS] == ""
+
+
+def test_quickstart_states_why_its_identical_rows_coincide() -> None:
+    config = load_config(ROOT / "conf" / "experiments" / "quickstart.yaml")
+    reasons = {label: f.decides_as for (_, _, label), f in config.fallbacks().items()}
+    assert reasons == {"gandiva-elastic": "fifo", "gimbal-jct": "ssf", "lucid": "ssf", "lyra": "sjf",
+                       "opportunistic": "sjf"}
+
+
+def test_on_the_showdown_setup_formerly_identical_policies_differ() -> None:
+    spec = ReplaySpec(options=SMALL | {"num_jobs": 300}, annotate=["pollux", {"scheme": "lyra"}], cluster="showdown",
+                      inference=LOAN, policies=["sjf", "lyra", "fifo", "gandiva-elastic"])
+    jct = {r.policy: r.summary["avg_jct_s"] for r in run(spec)}
+    assert jct["sjf"] != jct["lyra"] and jct["fifo"] != jct["gandiva-elastic"], jct
