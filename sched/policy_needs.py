@@ -21,7 +21,7 @@ caller warns once, and the comparison's ``same_as`` cites it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.sched.models.interference import Analytic
-from schedlab.sched.policies import POLICIES
+from schedlab.sched.policies import POLICIES, load_policy_class
 
 ANALYTIC_XI = Analytic().xi["timeslice"]  # the analytic source's default time-slicing ratio
 LUCID_SCORE_2_SPEED = POLICIES["lucid"].Params().score_speeds[0]  # Lucid's score 2 below this mean 1/ξ
@@ -59,6 +59,7 @@ class Fallback:
     policy: str
     decides_as: str
     reason: str
+    uses: tuple[frozenset[str], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.policy} decides as {self.decides_as} here: {self.reason}"
@@ -66,13 +67,17 @@ class Fallback:
     @property
     def short(self) -> str:
         """For a table cell: ``lyra lacks inference+fungible | elastic | goodput``."""
-        cls = POLICIES[self.policy]
-        return f"{self.policy} lacks " + " | ".join("+".join(sorted(alt)) for alt in cls.uses)
+        return f"{self.policy} lacks " + " | ".join("+".join(sorted(alt)) for alt in self.uses)
 
 
-def needs(name: str) -> frozenset[str]:
-    """What policy ``name`` cannot run without."""
-    cls = POLICIES[name]
+def _policy_class(name: str) -> type:
+    """A shipped policy by name, else any policy spec (``path/file.py:Class``, ``pkg.mod:Class``, entry point)."""
+    return POLICIES[name] if name in POLICIES else load_policy_class(name)
+
+
+def needs(name: str, cls: type | None = None) -> frozenset[str]:
+    """What policy ``name`` (class ``cls`` when known) cannot run without."""
+    cls = cls or _policy_class(name)
     return cls.needs | ({"workloads"} if cls.shares_gpus else frozenset())
 
 
@@ -130,21 +135,24 @@ def predict(annotate: Any, trace_format: str | None, from_file: bool) -> tuple[s
     return present, unknown
 
 
-def check(policies: Iterable[str], present: set[str], unknown: Iterable[str] = (), where: str = "") -> list[Fallback]:
+def check(policies: Iterable[str] | Mapping[str, type], present: set[str], unknown: Iterable[str] = (),
+          where: str = "") -> list[Fallback]:
     """Raise :class:`CapabilityError` for the first policy that needs what ``present`` lacks; return
     the fallbacks (policies none of whose ``uses`` alternatives is met). Capabilities in ``unknown``
-    (what a trace file holds, before it is read) count as present."""
+    (what a trace file holds, before it is read) count as present. ``policies``: names, or names with
+    their classes (a replay's, whose file policies were loaded from the text their run carries)."""
     maybe = present | set(unknown)
+    classes = dict(policies) if isinstance(policies, Mapping) else {name: None for name in policies}
     fallbacks = []
-    for name in dict.fromkeys(policies):
-        missing = sorted(needs(name) - maybe)
+    for name, known in classes.items():
+        missing = sorted(needs(name, known) - maybe)
         if missing:
             raise CapabilityError(f"{where}policy {name!r} cannot run here: it needs "
                                   + "; ".join(CAPABILITIES[m] for m in missing))
-        cls = POLICIES[name]
+        cls = known or _policy_class(name)
         if cls.falls_back_to and cls.uses and not any(alt <= maybe for alt in cls.uses):
             lacks = ", or ".join(" with ".join(CAPABILITIES[c] for c in sorted(alt - maybe)) for alt in cls.uses)
-            fallbacks.append(Fallback(name, cls.falls_back_to, f"it lacks {lacks}"))
+            fallbacks.append(Fallback(name, cls.falls_back_to, f"it lacks {lacks}", cls.uses))
     return fallbacks
 
 

@@ -272,7 +272,7 @@ def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True)
     ``table`` with ``spec``'s models; the policies that will fall back to another's behaviour
     (``sched/policy_needs.py``), each warned (:class:`CapabilityWarning`) if ``warn``."""
     present = table_capabilities(table) | setup_capabilities(spec.interference, spec.inference is not None)
-    fallbacks = check_policies([p.name for p in spec.policies], present)
+    fallbacks = check_policies({p.name: p.policy_class() for p in spec.policies}, present)
     for fallback in fallbacks if warn else ():
         warnings.warn(str(fallback), CapabilityWarning, stacklevel=3)
     return fallbacks

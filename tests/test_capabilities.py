@@ -61,7 +61,7 @@ def test_check_counts_unknown_columns_as_present_and_names_what_lacks() -> None:
     with pytest.raises(CapabilityError, match="traces: t: policy 'castor' cannot run here"):
         check(["castor"], set(), where="traces: t: ")
     [fallback] = check(["opportunistic"], {"fungible"})
-    assert fallback == Fallback("opportunistic", "sjf", fallback.reason) and "inference pool" in fallback.reason
+    assert (fallback.policy, fallback.decides_as) == ("opportunistic", "sjf") and "inference pool" in fallback.reason
     assert fallback.short == "opportunistic lacks fungible+inference"
     assert predict(["pollux", {"scheme": "lyra"}], None, from_file=False) == ({"workloads", "fungible", "elastic"}, set())
     assert predict(False, "philly", from_file=True) == (set(), set())
