@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from schedlab.sched.policy_needs import CapabilityError, CapabilityWarning, Fallback, check, predict
+from schedlab.sched.policy_needs import CapabilityError, CapabilityWarning, check, predict
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.replay import ReplaySpec, prepare, run
 from schedlab.sched.traces import LoadOptions, load_trace
