@@ -78,7 +78,7 @@ def _policy_class(name: str) -> type:
 def needs(name: str, cls: type | None = None) -> frozenset[str]:
     """What policy ``name`` (class ``cls`` when known) cannot run without."""
     cls = cls or _policy_class(name)
-    return cls.needs | ({"workloads"} if cls.shares_gpus else frozenset())
+    return cls.needs | ({"workloads"} if cls.shares_gpus and not cls.runs_without_workloads else frozenset())
 
 
 def table_capabilities(table: pd.DataFrame) -> set[str]:

@@ -51,6 +51,9 @@ class Policy:
     #: none of them met it decides exactly as ``falls_back_to`` (a warning says so; ``same_as`` cites it)
     uses: ClassVar[tuple[frozenset[str], ...]] = ()
     falls_back_to: ClassVar[str | None] = None
+    #: a sharing policy that also runs on jobs without workloads, only packing none of them (Gavel: its
+    #: LAS over time slices, as its simulator runs a trace without job types); others need workloads
+    runs_without_workloads: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()

@@ -120,6 +120,7 @@ class Gavel(Policy):
     )
     Params = GavelParams
     shares_gpus = True
+    runs_without_workloads = True  # no job types: max-min fairness over time slices, nothing packed
     waits_when_refused = True  # a combination whose placement is refused does not run that round (_start_alone)
 
     def __init__(self, params: GavelParams | None = None) -> None:
