@@ -64,6 +64,9 @@ LATEST = "latest"
 MAX_SEEDS = 100
 
 
+#: the fallback warnings already given by this process (:func:`load_config`)
+_WARNED: set[str] = set()
+
 class ConfigError(ValueError):
     """A bad experiment file: the message names the file and the field."""
 
@@ -503,7 +506,7 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
         try:
             load_inference(config.resolve_inference()["load"])
         except (InferenceLoadError, OSError) as err:
-            where = "" if Path(config.inference.load).is_absolute() or config.inference.load.startswith("constant:") \
+            where = "" if Path(config.inference.load).is_absolute() or config.inference.load.startswith(("constant:", "diurnal:")) \
                 else f" (a relative path: {_looked_in(config)})"
             raise ConfigError(f"{path}: inference.load: {err}{where}") from None
     from schedlab.sched.policy_needs import CapabilityError
@@ -512,8 +515,11 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
         fallbacks = config.fallbacks()
     except CapabilityError as err:
         raise ConfigError(f"{path}: {err}") from None
-    for fallback in dict.fromkeys(fallbacks.values()):  # once each
-        warnings.warn(f"{path}: {fallback}", CapabilityWarning, stacklevel=3)
+    for fallback in dict.fromkeys(fallbacks.values()):  # once each, once per process (a flow reads its file again)
+        message = f"{path}: {fallback}"
+        if message not in _WARNED:
+            _WARNED.add(message)
+            warnings.warn(message, CapabilityWarning, stacklevel=3)
     for i, trace in enumerate(config.traces):
         if trace.source in (None, "synthetic"):
             if trace.format not in (None, "synthetic"):
