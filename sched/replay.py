@@ -40,7 +40,7 @@ from schedlab.sched.policies import LABEL, Policy, load_policy_class, make_polic
 from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
-from schedlab.sched.traces import FORMATS, LoadOptions, load_trace
+from schedlab.sched.traces import LoadOptions, check_format, load_trace
 from schedlab.sched.traces.annotate import annotate, annotation_scheme, annotation_schemes, catalog_gpu_type, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
@@ -117,12 +117,7 @@ class ReplaySpec(UserModel):
         """A path given as a :class:`~pathlib.Path`: kept as its text (the spec is plain data)."""
         return os.fspath(value) if isinstance(value, os.PathLike) else value
 
-    @field_validator("format")
-    @classmethod
-    def _format(cls, value: str | None) -> str | None:
-        if value is not None and value not in FORMATS:
-            raise ValueError(f"unknown trace format {value!r}; choose one of {sorted(FORMATS)}")
-        return value
+    _format = field_validator("format")(lambda cls, value: check_format(value))
 
     @field_validator("annotate")
     @classmethod

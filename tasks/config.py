@@ -50,12 +50,12 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from schedlab.checks import did_you_mean, error_loc, load_yaml, plain
+from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.replay import PolicyRun, ReplaySpec
 from schedlab.sched.strict import UserModel
-from schedlab.sched.traces import FORMATS, LoadOptions
+from schedlab.sched.traces import LoadOptions, check_format
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiments"
 #: ``models.*: latest``: the newest registered model version, resolved when an experiment starts
@@ -91,12 +91,7 @@ class TraceEntry(UserModel):
             annotation_scheme(value)  # raises naming the scheme's bad field
         return value
 
-    @field_validator("format")
-    @classmethod
-    def _format(cls, value: str | None) -> str | None:
-        if value is not None and value not in FORMATS:
-            raise ValueError(f"unknown trace format {value!r}; choose one of {sorted(FORMATS)}")
-        return value
+    _format = field_validator("format")(lambda cls, value: check_format(value))
 
     @field_validator("options")
     @classmethod

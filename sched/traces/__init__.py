@@ -20,7 +20,7 @@ from .common import (
 )
 from .common import Hint
 
-__all__ = ["FORMATS", "TIME_ORIGINS", "JobError", "LoadOptions", "LoadReport", "TraceError", "detect_format",
+__all__ = ["FORMATS", "TIME_ORIGINS", "check_format", "JobError", "LoadOptions", "LoadReport", "TraceError", "detect_format",
            "load_trace", "path_problem"]
 
 #: format name -> ``load(source, options=None) -> (table, report)``
@@ -102,3 +102,10 @@ def load_trace(
     if source is None and fmt != "synthetic":
         raise ValueError(f"format {fmt!r} needs a source file")
     return FORMATS[fmt](source, options)
+
+
+def check_format(value: str | None) -> str | None:
+    """A trace format name (``None``: detected from the file); the error lists the known ones."""
+    if value is not None and value not in FORMATS:
+        raise ValueError(f"unknown trace format {value!r}; choose one of {sorted(FORMATS)}")
+    return value
