@@ -199,9 +199,10 @@ def _add_check_policy(commands: argparse._SubParsersAction) -> None:
 
 
 def _check_policy(args: argparse.Namespace) -> int:
-    from schedlab.sched.policy_check import CheckOptions, check_policy, resolve_policy
+    from schedlab.sched.policies import load_policy_class
+    from schedlab.sched.policy_check import CheckOptions, check_policy
 
-    resolve_policy(args.spec)  # ValueError naming the registered policies
+    load_policy_class(args.spec)  # ValueError naming what is wrong with the spec
     # PARAM=VALUE, or POLICY.PARAM=VALUE as replay's --set takes it
     pairs = [pair if pair.startswith(f"{args.spec}.") else f"{args.spec}.{pair}" for pair in args.set]
     params = _policy_params(pairs, {args.spec: args.spec})[args.spec]

@@ -71,12 +71,6 @@ _SHARED_GPUS = 2  # Castor eq. 7: at most two jobs on one GPU
 MAX_CALLS = 20_000
 
 
-def resolve_policy(spec: str) -> type[Policy]:
-    """The policy class ``spec`` names: a registered name, ``path/file.py:Class``, ``pkg.mod:Class`` or an
-    entry point (errors name what is wrong)."""
-    return load_policy_class(spec)
-
-
 # ---- cases ------------------------------------------------------------------------------------
 
 
@@ -464,7 +458,7 @@ def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | 
     message)``, or None. ``slowest`` is updated with the slowest policy call."""
     from schedlab.sched.replay import AUTO, ReplaySpec, prepare, run
 
-    cls = resolve_policy(policy)
+    cls = load_policy_class(policy)
     spec = ReplaySpec(cluster=case.cluster_spec(), policies=[{"name": policy, "params": options.params}],
                       seed=options.seed, annotate=AUTO)
     try:
@@ -600,7 +594,7 @@ def check_policy(policy: str, options: CheckOptions | None = None) -> CheckRepor
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     options = options or CheckOptions()
-    resolve_policy(policy)
+    load_policy_class(policy)  # ValueError naming what is wrong with the spec
     make_policy(policy, options.params)  # unknown parameters: an error before any replay
     runs, slowest = [0], Slowest()
 

@@ -70,14 +70,9 @@ class Fallback:
         return f"{self.policy} lacks " + " | ".join("+".join(sorted(alt)) for alt in self.uses)
 
 
-def _policy_class(name: str) -> type:
-    """A shipped policy by name, else any policy spec (``path/file.py:Class``, ``pkg.mod:Class``, entry point)."""
-    return POLICIES[name] if name in POLICIES else load_policy_class(name)
-
-
 def needs(name: str, cls: type | None = None) -> frozenset[str]:
     """What policy ``name`` (class ``cls`` when known) cannot run without."""
-    cls = cls or _policy_class(name)
+    cls = cls or load_policy_class(name)
     return cls.needs | ({"workloads"} if cls.shares_gpus and not cls.runs_without_workloads else frozenset())
 
 
@@ -149,7 +144,7 @@ def check(policies: Iterable[str] | Mapping[str, type], present: set[str], unkno
         if missing:
             raise CapabilityError(f"{where}policy {name!r} cannot run here: it needs "
                                   + "; ".join(CAPABILITIES[m] for m in missing))
-        cls = known or _policy_class(name)
+        cls = known or load_policy_class(name)
         if cls.falls_back_to and cls.uses and not any(alt <= maybe for alt in cls.uses):
             lacks = ", or ".join(" with ".join(CAPABILITIES[c] for c in sorted(alt - maybe)) for alt in cls.uses)
             fallbacks.append(Fallback(name, cls.falls_back_to, f"it lacks {lacks}", cls.uses))
