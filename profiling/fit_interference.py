@@ -42,7 +42,12 @@ def _pair_key(a: tuple, b: tuple) -> str:
 
 
 def rows_from_store(df: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
-    """(training rows, solo table, indicator names) from a profile store frame (``latest()``)."""
+    """(training rows, solo table, indicator names) from a profile store frame (``latest()``).
+
+    The solo table keeps only the solos that describe a job on some training row (the features the
+    model is trained with): a solo at a batch no pair was measured at would be a feature outside the
+    training set, so a job at such a batch is described by its workload's nearest paired batch; pairs
+    measured at other batches bring their solos in automatically."""
     ok = df[df["status"] == "ok"]
     solo = ok[ok["kind"] == "solo"].sort_values("created_at")
     pairs = ok[(ok["kind"] == "pair") & ok["xi"].notna()]
@@ -51,10 +56,7 @@ def rows_from_store(df: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]
     skey = ["workload", "size", "batch_size", "accum_steps", "num_gpus", "amp", "device"]
     table = {tuple(r[k] for k in skey): {n: _num(r[f"{n.lower()}_mean"]) for n in inds}
              for _, r in solo.iterrows()}  # newest wins
-    sizes = set(pairs["size"])
-    solo_entries = [{"workload": k[0], "batch": float(k[2]), "gpus": int(k[4]), "values": v}
-                    for k, v in table.items() if k[1] in sizes and k[3] == 1 or not sizes]
-    rows = []
+    rows, paired = [], set()
     for _, grp in pairs.groupby("config_key"):
         if len(grp) != 2:
             continue
@@ -63,6 +65,7 @@ def rows_from_store(df: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]
             sr, sp = table.get(tuple(r[k] for k in skey)), table.get(tuple(p[k] for k in skey))
             if sr is None or sp is None:
                 continue
+            paired |= {tuple(r[k] for k in skey), tuple(p[k] for k in skey)}
             row = {f"job0_{n}": sr[n] for n in inds} | {"job0_batch": float(r.batch_size)}
             row |= {f"job1_{n}": sp[n] for n in inds} | {"job1_batch": float(p.batch_size)}
             row |= {"mps": float(r["mode"] == "mps"), "share0": _num(r["share"]), "share1": _num(p["share"]),
@@ -71,6 +74,8 @@ def rows_from_store(df: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]
                     "pair": _pair_key((r.workload, r.batch_size, r.accum_steps, r.num_gpus),
                                       (p.workload, p.batch_size, p.accum_steps, p.num_gpus))}
             rows.append(row)
+    solo_entries = [{"workload": k[0], "batch": float(k[2]), "gpus": int(k[4]), "values": v}
+                    for k, v in table.items() if k in paired and k[3] == 1]
     return pd.DataFrame(rows), solo_entries, inds + ["batch"]
 
 

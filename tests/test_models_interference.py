@@ -80,6 +80,22 @@ def test_rows_and_split_by_pair(fitted: tuple[Path, InterferenceModel]) -> None:
     assert set(model.meta["training"]["test_pairs"]) == set(rows.iloc[F.split_by_pair(rows, 0.2, 3)[1]]["pair"])
 
 
+def test_solo_table_keeps_the_paired_batches_only(tmp_path: Path) -> None:
+    """A solo at a batch no pair was measured at stays out of the model (a feature outside its training
+    set): a job at that batch is described by the nearest paired batch."""
+    store = write_pair_store(tmp_path / "store")
+    store.write([ProfileRecord(config_key="s-cifar10-256", sweep="fx", kind="solo", workload="cifar10", size="tiny",
+                               batch_size=256, accum_steps=1, num_gpus=1, device="cpu", iter_time_mean_s=0.01,
+                               ind={"smact_mean": 0.05, "fp32a_mean": 0.01, "drama_mean": 0.01, "cpu_mean": 0.1})])
+    rows, solo, job_features = F.rows_from_store(store.latest())
+    kept = {(e["workload"], e["batch"]) for e in solo}
+    assert kept == {(w, float(b)) for w in WORKLOADS for b in (4, 16)}
+    assert kept == set(zip(rows["job0_workload"], rows["job0_batch"]))
+    model = F.fit(rows, solo, job_features, variant="indicators", workload_map=F.CATALOG_TO_PROFILED,
+                  provenance={"data": "test fixture"}, seed=3)
+    assert model._entry("cifar10", 256.0, 1)["batch"] == 16.0
+
+
 def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
     _, model = fitted
     a = Job("a", 0, 1, 10, model="imagenet", batch_size=16)  # one vocabulary: the profiled imagenet
