@@ -266,3 +266,22 @@ def test_pairs_table_share_b_and_restricted_solo_rows(tmp_path):
     frame.to_csv(path, index=False)
     with pytest.raises(InterferenceError, match="row 4"):
         PairsTable(path)
+
+
+def test_pairs_table_share_ties_go_to_the_nearest_ratio_not_row_order(tmp_path):
+    """(100, 100) is as near (L1) 30/70 and 70/30 as 50/50: the ratio asked (1) decides, in any row order."""
+    shares = [(30, 70, 3.6, 1.05), (70, 30, 1.2, 2.5), (50, 50, 2.1, 1.4), (40, 40, 2.6, 1.7), (60, 40, 1.5, 1.9),
+              (80, 20, 1.1, 2.9)]
+    a = Job("a", 0, 1, 1, model="bert", batch_size=16.0)
+    b = Job("b", 0, 1, 1, model="yolov3", batch_size=8.0)
+    for order in (shares, shares[::-1], shares[2:] + shares[:2]):
+        frame = pd.DataFrame([("bert", 16, "yolov3", 8, "mps", sa, sb, xa, xb) for sa, sb, xa, xb in order],
+                             columns=["model_a", "batch_a", "model_b", "batch_b", "mode", "share_a", "share_b",
+                                      "xi_a", "xi_b"])
+        frame.to_csv(tmp_path / "pairs.csv", index=False)
+        table = PairsTable(tmp_path / "pairs.csv")
+        assert table.ratio(a, b, "mps") == (2.1, 1.4)  # 50/50, not the 30/70 row first in file order
+        assert table.ratio(a, b, "mps", (100.0, 100.0)) == (2.1, 1.4)
+        assert table.ratio(a, b, "mps", (80.0, 40.0)) == (1.2, 2.5)  # 70/30, 60/40, 80/20 at L1 20: ratio 2.33 nearest 2
+        assert table.ratio(a, b, "mps", (45.0, 45.0)) == (2.6, 1.7)  # 40/40 and 50/50, same ratio: lower shares
+        assert table.ratio(a, b, "mps", (30.0, 70.0)) == (3.6, 1.05)  # an exact row is no tie

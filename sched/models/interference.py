@@ -18,8 +18,9 @@ Sources, interchangeable:
 - ``table``: a CSV/Parquet of measured pairs (``model_a, batch_a, model_b, batch_b, mode, share_a,
   xi_a, xi_b``), e.g. exported from the profile store; the nearest measured batch is used. An optional
   ``share_b`` column makes MPS caps two-dimensional (the nearest ``(share_a, share_b)``, no shares =
-  (100, 100)); rows with an empty ``model_b`` are restricted-solo rows: ``xi_a`` = σ of ``model_a``
-  alone under cap ``share_a`` (Gimbal's squeezed worker on an unshared GPU, specs/gimbal.md §5).
+  (100, 100); ties go to the nearest share ratio, then the lower shares); rows with an empty
+  ``model_b`` are restricted-solo rows: ``xi_a`` = σ of ``model_a`` alone under cap ``share_a``
+  (Gimbal's squeezed worker on an unshared GPU, specs/gimbal.md §5).
 - ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (specs/gimbal.md M6, OURS):
   with ξ⁰ the base's free-competition ``mps`` ratio, a worker capped at p beside a partner capped at
   q runs at ``ξ = p^-ρ (1 + (ξ⁰ - 1) q^η)`` and alone at ``σ(p) = p^-ρ`` (ρ = 0.5, η = 2 by default).
@@ -247,9 +248,7 @@ class PairsTable(_Cached):
         f = self.frame
         rows = f[(f["model_a"] == model_a) & (f["model_b"] == model_b) & (f["mode"] == mode)]
         if mode == "mps" and self.two_shares and len(rows):  # nearest (share_a, share_b); none: free competition
-            want = shares if shares is not None else (100.0, 100.0)
-            gap = np.abs(rows["share_a"].to_numpy() - want[0]) + np.abs(rows["share_b"].to_numpy() - want[1])
-            rows = rows[np.isclose(gap, gap.min())]
+            rows = self._nearest_shares(rows, shares if shares is not None else (100.0, 100.0))
         elif mode == "mps" and shares is not None and len(rows):
             rows = rows[np.isclose(rows["share_a"], shares[0])] if np.isclose(rows["share_a"], shares[0]).any() else rows
         if rows.empty:
@@ -257,6 +256,20 @@ class PairsTable(_Cached):
         distance = np.abs(np.log(rows["batch_a"].to_numpy() / batch_a)) + np.abs(np.log(rows["batch_b"].to_numpy() / batch_b))
         best = rows.iloc[int(np.argmin(distance))]
         return float(best["xi_a"]), float(best["xi_b"])
+
+    @staticmethod
+    def _nearest_shares(rows: pd.DataFrame, want: tuple[float, float]) -> pd.DataFrame:
+        """The rows at the measured (share_a, share_b) nearest ``want`` (L1). Ties (e.g. (100, 100) is
+        as near 50/50 as 30/70 and 70/30) go to the share ratio nearest the one asked (|log ratio|),
+        then to the lower (share_a, share_b): never to row order."""
+        sa, sb = rows["share_a"].to_numpy(float), rows["share_b"].to_numpy(float)
+        gap = np.abs(sa - want[0]) + np.abs(sb - want[1])
+        near = np.isclose(gap, gap.min())
+        log_ratio = np.log(np.maximum(sa, 1e-9) / np.maximum(sb, 1e-9))
+        skew = np.abs(log_ratio - math.log(max(want[0], 1e-9) / max(want[1], 1e-9)))
+        near &= np.isclose(skew, skew[near].min())
+        first = min(zip(sa[near], sb[near]))
+        return rows[near & (sa == first[0]) & (sb == first[1])]
 
     def restricted_solo(self, job: Job, share: float) -> float | None:
         """σ(p) from the nearest restricted-solo row of ``job``'s model (``share`` a fraction), or None."""
