@@ -221,13 +221,16 @@ class Lyra(HeterogeneousJobs, Policy):
         self._rescale_due = self._rescale_due or started
         if not self._rescale_due:
             return
-        interval = self.params.rescale_interval_s
-        if engine.now - self._last_rescale >= interval:
+        interval, now, last = self.params.rescale_interval_s, engine.now, self._last_rescale
+        # the second test is the timer's own sum: ``now - last`` may round below the interval at the
+        # time ``last + interval`` the timer fires (131081.43160867185 - 131021.43160867186 < 60), which
+        # used to set the same timer again and again at one instant, forever
+        if now - last >= interval or now >= last + interval:
             self._rescale_due = False
-            self._last_rescale = engine.now
+            self._last_rescale = now
             self.phase2(engine)
         elif self._timer_at is None:
-            self._timer_at = self._last_rescale + interval
+            self._timer_at = last + interval
             engine.set_timer(self._timer_at, ("lyra-rescale", self._timer_at))
 
     def phase1(self, engine: PolicyEngine) -> bool:
