@@ -185,3 +185,22 @@ def test_a_time_slicer_refuses_jobs_that_restart_from_zero(policy: str, tmp_path
     with pytest.raises(ConfigError, match=rf"policy '{policy}' cannot run here: .*checkpoint: 1.0"):
         load_config(_config(tmp_path, "[pollux, {scheme: lyra}]", f"[{policy}]"))
     assert load_config(_config(tmp_path, "[pollux, {scheme: lyra, checkpoint: 1.0}]", f"[{policy}]")).fallbacks() == {}
+
+
+def test_the_showdown_file_validates_with_every_mechanism_and_no_fallback(tmp_path: Path) -> None:
+    # issue #28 item 4: one set-up, nine policies, none deciding as another; shipped sources only
+    config = load_config(ROOT / "conf" / "experiments" / "showdown.yaml")
+    assert [e.label or e.name for e in config.policy_entries()] == [
+        "castor", "sjf-bsbf", "gimbal-jct", "lyra", "pollux", "tiresias", "gavel", "lucid", "fifo"]
+    assert config.fallbacks() == {} and config.seeds == [0, 1, 2] and config.clusters == ["showdown"]
+    [trace] = config.traces
+    present, unknown = predict(trace.annotate, trace.format, trace.source not in (None, "synthetic"))
+    assert present == {"workloads", "fungible", "elastic", "checkpoint"} and unknown == set()
+    assert config.resolve_inference()["load"].startswith("diurnal:")  # no ../shared series needed
+    assert config.models.interference == "model:interference-gavel-v100"  # shipped, per-pair ξ
+    # without checkpoints, gavel could not run it: one line, before any replay
+    text = (ROOT / "conf" / "experiments" / "showdown.yaml").read_text()
+    assert "checkpoint: 1.0" in text
+    (tmp_path / "showdown.yaml").write_text(text.replace("checkpoint: 1.0", "checkpoint: 0.0"))
+    with pytest.raises(ConfigError, match=r"showdown\.yaml: traces: synthetic-lyra: policy 'gavel' cannot run here"):
+        load_config(tmp_path / "showdown.yaml")
