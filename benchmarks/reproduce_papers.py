@@ -105,13 +105,15 @@ def main() -> None:
     parser.add_argument("configs", nargs="*", default=DEFAULT)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--loads", type=float, nargs="+", help="only these load factors (default: the configs')")
-    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: the configs')")
+    parser.add_argument("--seeds", type=int, nargs="+", help="these seeds in place of the configs' (a subset or more)")
     parser.add_argument("--labels", nargs="+", help="only these policy labels (default: all)")
     parser.add_argument("--cache", help="folder keeping each replay's results, reused on the next call")
     parser.add_argument("--csv", help="write the kind: schemes tables here (one CSV per table)")
     parser.add_argument("--interference", help="replace every config's ξ source (e.g. table:h200-pairs.csv, the "
                                                "measured H200 pairs)")
     args = parser.parse_args()
+    if args.seeds and any(seed < 0 for seed in args.seeds):
+        parser.error("--seeds must be non-negative")
     pd.set_option("display.width", 250, "display.max_columns", 40, "display.precision", 2)
     started = time.perf_counter()
     scheme_jobs: dict[str, list[pd.DataFrame]] = defaultdict(list)
@@ -120,11 +122,13 @@ def main() -> None:
                       dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         for name in args.configs:
             config = load_config(name)
+            if args.seeds:
+                config = config.model_copy(update={"seeds": args.seeds})
             if args.interference:
                 config = config.model_copy(update={"models": config.models.model_copy(
                     update={"interference": args.interference})})
             specs = [s for s in config.grid("reproduce") if (not args.loads or s.load in args.loads)
-                     and (not args.seeds or s.seed in args.seeds) and (not args.labels or s.label in args.labels)]
+                     and (not args.labels or s.label in args.labels)]
             if not specs:
                 continue
             t0 = time.perf_counter()
