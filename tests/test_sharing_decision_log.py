@@ -40,3 +40,22 @@ def test_decision_log_leaves_the_replay_bit_identical(case):
         assert ends[r["job"]] > r["time"] and ends[r["partner"]] > r["time"]
     if case == "sjf-bsbf":  # time-sliced, ξ from the replay's own source: prediction = truth
         assert all(r["xi_job_pred"] == r["xi_job_true"] for r in log)
+
+
+def test_nominal_time_to_go_what_if_is_the_policy_on_fixed_duration_jobs():
+    """benchmarks/sharing_claims.py's what-if differs from the policy only through goodput: on
+    fixed-duration jobs the partner's nominal time to go at its pace is the engine's expected end."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sharing_claims.py"
+    module_spec = importlib.util.spec_from_file_location("sharing_claims", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    spec = ReplaySpec(format="synthetic", options={"num_jobs": 400, "load": 3.0, "seed": 7}, annotate=True,
+                      cluster="16x4", policies=[{"name": "castor"}], seed=7, interference="analytic")
+    [shipped] = run(spec)
+    [what_if] = run(spec, wrap_policy=lambda p: module.nominal_time_to_go(type(p))(p.params))
+    assert type(shipped) is type(what_if)
+    assert what_if.jobs["jct_s"].to_numpy() == pytest.approx(shipped.jobs["jct_s"].to_numpy(), rel=1e-9)
+    assert (shipped.jobs["shared_s"] > 0).any()
