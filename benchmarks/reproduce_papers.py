@@ -53,6 +53,29 @@ def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
     return spec.load, spec.label, jobs, time.perf_counter() - started, summary
 
 
+def experiment_tables(name: str, jobs: dict[tuple[float, str], list[pd.DataFrame]]) -> list[tuple[str, pd.DataFrame]]:
+    """The paper tables of config ``name`` (``tables_for_experiment``) from its replays' job tables
+    (``(load, label)`` -> one table per seed, cut to :data:`JOB_COLUMNS`), as ``(title, frame)``;
+    ``kind: schemes`` tables are gathered over every config in ``main``, ``kind: figures`` hold no
+    replay metric."""
+    from schedlab.sched.results.reproduce import compare, tables_for_experiment
+
+    out = []
+    for table_name, spec in tables_for_experiment(name).items():
+        kind = spec.get("kind", "classes")
+        at_load = {label: js for (l, label), js in jobs.items() if math.isclose(l, spec["load"])}
+        if kind in ("schemes", "figures") or not at_load:
+            continue
+        if kind == "ratios":
+            title = (f"{table_name} at load {spec['load']} (policy vs baseline: baseline / policy for times, policy /"
+                     " baseline for deadlines met; rows of other experiments NaN):")
+        else:
+            title = (f"{table_name} at load {spec['load']} (hours; large = more than {spec['large_job_gpus']}"
+                     f" GPUs; class average: {spec['class_average']}):")
+        out.append((title, compare(table_name, at_load)))
+    return out
+
+
 def cached_run(spec, cache: str | None):
     """``run_spec`` through the cache folder (``<key>.parquet`` + ``<key>.json``) when one is given."""
     if cache is None:
@@ -75,25 +98,22 @@ def main() -> None:
 
     Settings.from_env().apply().prefect_ready()  # before prefect is imported (tasks.replay), for the workers too
     from dask.distributed import Client, LocalCluster
-    from schedlab.sched.results.reproduce import (
-        HOUR,
-        compare,
-        paper_tables,
-        tables_for_experiment,
-    )
+    from schedlab.sched.results.reproduce import HOUR, compare, paper_tables
     from schedlab.tasks.config import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=DEFAULT)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--loads", type=float, nargs="+", help="only these load factors (default: the configs')")
-    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: the configs')")
+    parser.add_argument("--seeds", type=int, nargs="+", help="these seeds in place of the configs' (a subset or more)")
     parser.add_argument("--labels", nargs="+", help="only these policy labels (default: all)")
     parser.add_argument("--cache", help="folder keeping each replay's results, reused on the next call")
     parser.add_argument("--csv", help="write the kind: schemes tables here (one CSV per table)")
     parser.add_argument("--interference", help="replace every config's ξ source (e.g. table:h200-pairs.csv, the "
                                                "measured H200 pairs)")
     args = parser.parse_args()
+    if args.seeds and any(seed < 0 for seed in args.seeds):
+        parser.error("--seeds must be non-negative")
     pd.set_option("display.width", 250, "display.max_columns", 40, "display.precision", 2)
     started = time.perf_counter()
     scheme_jobs: dict[str, list[pd.DataFrame]] = defaultdict(list)
@@ -102,11 +122,13 @@ def main() -> None:
                       dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         for name in args.configs:
             config = load_config(name)
+            if args.seeds:
+                config = config.model_copy(update={"seeds": args.seeds})
             if args.interference:
                 config = config.model_copy(update={"models": config.models.model_copy(
                     update={"interference": args.interference})})
             specs = [s for s in config.grid("reproduce") if (not args.loads or s.load in args.loads)
-                     and (not args.seeds or s.seed in args.seeds) and (not args.labels or s.label in args.labels)]
+                     and (not args.labels or s.label in args.labels)]
             if not specs:
                 continue
             t0 = time.perf_counter()
@@ -129,17 +151,9 @@ def main() -> None:
             )
             print("average JCT (hours) by load factor:")
             print(sweep.round(2).to_string())
-            for table_name, spec in tables_for_experiment(name).items():
-                if spec.get("kind") == "schemes":
-                    continue  # gathered over every config below
-                at_load = {label: js for (l, label), js in jobs.items() if l == spec["load"]}
-                if at_load and spec.get("kind") == "ratios":
-                    print(f"\n{table_name} at load {spec['load']} (policy vs baseline; rows of other experiments NaN):")
-                elif at_load:
-                    print(f"\n{table_name} at load {spec['load']} (hours; large = more than {spec['large_job_gpus']}"
-                          f" GPUs; class average: {spec['class_average']}):")
-                if at_load:
-                    print(compare(table_name, at_load).round(3).to_string())
+            for title, frame in experiment_tables(name, jobs):
+                print(f"\n{title}")
+                print(frame.round(3).to_string())
     for table_name, spec in paper_tables().items():
         if spec.get("kind") != "schemes" or not set(spec["experiments"]) & set(args.configs):
             continue

@@ -40,6 +40,16 @@ def test_published_tables_are_well_formed():
         for policy, row in spec["rows"].items():
             assert len(row) == len(spec["columns"]), (name, policy)
             assert all(math.isfinite(v) and v >= 0 for v in row), (name, policy)
+        for experiment, measured in (spec.get("measured") or {}).items():  # ours, per experiment
+            assert experiment in spec["experiments"], (name, experiment)
+            assert measured["seeds"] >= 1 and measured["rows"], (name, experiment)
+            for policy, row in measured["rows"].items():
+                assert len(row) == len(spec["columns"]), (name, experiment, policy)
+                assert all(math.isfinite(v) and v >= 0 for v in row), (name, experiment, policy)
+            # Castor Table 5 is read as `share`: ours, too, have All = Large + Small
+            if spec["class_average"] == "share":
+                for policy, row in measured["rows"].items():
+                    assert row[0] == pytest.approx(row[1] + row[2], abs=0.011), (name, experiment, policy)
 
 
 def test_castor_table5_all_is_large_plus_small():

@@ -79,6 +79,8 @@ class _SharingSJF(Policy):
     shares_gpus = True
     default_preemption_overhead_s = 0.0  # non-preemptive (Castor §3.3: no preemption or migration)
     Params = SharingParams
+    #: a list to record each sharing decision in (``benchmarks/sharing_claims.py``); None: off
+    decision_log: list[dict] | None = None
 
     def __init__(self, params: SharingParams | None = None) -> None:
         super().__init__(params)
@@ -239,7 +241,43 @@ class SJFBSBF(_SharingSJF):
         gpus, steps = chosen
         if not gpus or len(gpus) + engine.cluster.free_gpus < job.num_gpus:
             return False
-        return self._start_shared(engine, job, gpus, steps)
+        if self.decision_log is None:
+            return self._start_shared(engine, job, gpus, steps)
+        holders = engine.cluster.holders
+        # per partner: time to go (by_end's key: remaining at the current rate), pace, and its nominal
+        # seconds left (not settled here: that would change the replay's floating-point state)
+        before = {p: (p.end_key[0] - engine.now, p.pace,
+                      p.remaining - max(0.0, engine.now - p.last_update - p.overhead_left) * p.rate)
+                  for p in {holders[g][0] for g in gpus}}
+        remaining = job.remaining
+        ok = self._start_shared(engine, job, gpus, steps)
+        if ok:
+            self._log_decision(engine, job, remaining, steps, before)
+        return ok
+
+    def _log_decision(self, engine: PolicyEngine, job: Job, remaining: float, steps: int,
+                      before: dict[Job, tuple[float, float, float]]) -> None:
+        """One record per partner of a sharing start (``decision_log``): what Theorem 1 predicted for
+        the pair (eq. 14-23 on the policy's ξ) and what the engine then set (true ξ, the paces)"""
+        for partner, (count, xi_job_true) in job.partners.items():
+            a, pace_before, nominal_left = before[partner]
+            option = next(o for o in self.options(engine, job, partner, max_steps=1 << 30) if o[0] == steps)
+            _, xi_new, xi_running, speed = option
+            _, share, wait = theorem1(a, remaining / speed, remaining, xi_running, xi_new)
+            self.decision_log.append({
+                "time": engine.now, "job": job.job_id, "job_gpus": job.num_gpus, "remaining_s": remaining,
+                "steps": steps, "speed": speed, "partner": partner.job_id, "partner_gpus": partner.num_gpus,
+                "shared_gpus": count, "partner_left_s": a, "xi_job_pred": xi_new, "xi_partner_pred": xi_running,
+                "xi_job_true": xi_job_true, "xi_partner_true": partner.partners[job][1],
+                "job_pace": job.pace, "partner_pace_before": pace_before, "partner_pace": partner.pace,
+                "pred_share_s": share, "pred_wait_s": wait, "job_partners": len(job.partners),
+                # Castor eq. 24's exclusive start (enough GPUs released at the running jobs' paces), from now
+                "exclusive_start_s": job.exclusive_jct_estimate + job.submit_time - remaining - engine.now,
+                # a goodput job's rate over solo speed / pace (1 for a fixed-duration job): its epoch's goodput
+                "partner_nominal_left_s": nominal_left,
+                "job_goodput": job.rate * job.pace / job.solo_speed,
+                "partner_goodput": partner.rate * partner.pace / partner.solo_speed,
+            })
 
     def beneficial(self, engine: PolicyEngine, job: Job, enough: int | None) -> list[tuple]:
         """Partners with which sharing wins, as (pair JCT, index, steps, partner, GPUs), best first;

@@ -100,6 +100,11 @@ def compare(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]],
     (``kind: ratios`` tables: :func:`compare_ratios`; ``kind: schemes``: :func:`compare_schemes`, which
     also reads the replays' ``summaries`` for GPU usage)."""
     spec = paper_tables()[table_name]
+    if spec.get("kind", "classes") not in KINDS:
+        raise ValueError(f"conf/papers/tables.yaml: {table_name} has kind {spec['kind']!r}; choose one of {KINDS}")
+    if spec.get("kind") == "figures":
+        raise ValueError(f"conf/papers/tables.yaml: {table_name} is `kind: figures` (published numbers that are"
+                         " not replay metrics): nothing to compare with job tables")
     if spec.get("kind", "classes") == "ratios":
         return compare_ratios(table_name, jobs_by_policy)
     if spec.get("kind") == "schemes":
