@@ -274,15 +274,25 @@ class GoodputEstimate:
     def goodput(self, nodes: int, replicas: int, micro: np.ndarray, accum: np.ndarray, trained: np.ndarray) -> np.ndarray:
         """Estimated progress per second of each configuration (micro-batch, accumulation passes,
         global batch trained) on ``replicas`` GPUs over ``nodes`` nodes; needs an observation."""
+        return self.efficiency(trained) / self.iteration_times(nodes, replicas, micro, accum)
+
+    def efficiency(self, trained: np.ndarray) -> np.ndarray:
+        """Estimated statistical efficiency of each global batch ``trained`` (the last gradient
+        statistics); needs an observation."""
         if self.params is None or self.grad is None:
             raise ValueError("no observation yet: the estimate is the prior (linear speed-up)")
         sqr, var = self.grad
         scale = np.asarray(trained, dtype=float) / self.min_batch
         denom = var / scale + sqr
         with np.errstate(divide="ignore", invalid="ignore"):
-            gain = np.where(denom > 0, (var + sqr) / denom, 1.0)
-        return gain / iteration_time(self.params, np.full(len(scale), nodes), np.full(len(scale), replicas),
-                                     micro, accum)
+            return np.where(denom > 0, (var + sqr) / denom, 1.0)
+
+    def iteration_times(self, nodes: int, replicas: int, micro: np.ndarray, accum: np.ndarray) -> np.ndarray:
+        """Estimated seconds per iteration of each configuration (micro-batch, accumulation passes) on
+        ``replicas`` GPUs over ``nodes`` nodes (the fitted parameters only); needs an observation."""
+        if self.params is None:
+            raise ValueError("no observation yet: the estimate is the prior (linear speed-up)")
+        return iteration_time(self.params, np.full(len(micro), nodes), np.full(len(micro), replicas), micro, accum)
 
 
 def measure(model: GoodputModel, placement: tuple[int, ...], batch: int, epoch: int) -> Observation:
