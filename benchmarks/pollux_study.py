@@ -5,7 +5,8 @@
 wall time. Cells go to the workers slowest first (pollux, highest load first) and each is printed
 as it completes. ``--speed`` instead times one replay of workload-6 per policy: cold (a fresh Python
 process: the replay alone, and the whole process with imports, data loading and preparation) and
-warm (a second replay in the same process). ``--check-cli`` also replays each cell through
+warm (a second replay in the same process; in learned mode it refits nothing: every history was fitted
+by the first, and ``goodput_fit`` keeps a process's fits). ``--check-cli`` also replays each cell through
 ``schedlab replay --format pollux`` (the CLI's own code, in the worker) and reports whether its
 average JCT equals the benchmark's, cell by cell.
 

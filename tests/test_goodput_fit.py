@@ -14,6 +14,7 @@ from schedlab.sched.models.goodput_fit import (
     GoodputEstimate,
     Observation,
     ThroughputParams,
+    _fit_data,
     _objective,
     fit_throughput,
     iteration_time,
@@ -34,7 +35,7 @@ def history(truth: ThroughputParams, configs: list[tuple[int, int, int]]):
                                    np.array([0.07, 0.003, 0.3, 0.02, 0.04, 0.003, 3.0])])
 def test_loss_gradient_matches_finite_differences(point):
     nodes, replicas, micro, pass_time, step = history(TRUTH, [(1, 1, 16), (1, 2, 32), (1, 4, 64), (2, 8, 32), (4, 16, 16)])
-    data = (nodes, replicas, micro, np.log(pass_time * 1.1), np.log(step * 0.9))  # off the optimum: no kink
+    data = _fit_data(nodes, replicas, micro, np.log(pass_time * 1.1), np.log(step * 0.9))  # off the optimum: no kink
     mask, fixed = np.ones(7, dtype=bool), np.zeros(7)
     loss, jac = _objective(point, mask, fixed, data)
     numeric = approx_fprime(point, lambda p: _objective(p, mask, fixed, data)[0], 1e-8)

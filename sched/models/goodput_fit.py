@@ -83,35 +83,58 @@ def iteration_time(params: ThroughputParams, nodes: Values, replicas: Values, mi
     return np.asarray(accum, dtype=float) * grad + (grad ** g + sync ** g) ** (1.0 / g)
 
 
-def _objective(free: np.ndarray, mask: np.ndarray, fixed: np.ndarray, data: tuple,
+class _FitData(NamedTuple):
+    """A fit's observations and what the loss needs of them that no parameter changes."""
+
+    micro: np.ndarray
+    log_grad_obs: np.ndarray
+    log_step_obs: np.ndarray
+    multi: np.ndarray  # 1.0 where the configuration spans nodes (the node link), else 0.0
+    local: np.ndarray  # 1.0 on one node with several GPUs (the local link), else 0.0
+    extra: np.ndarray  # max(K - 2, _LOWER)
+    link: np.ndarray  # 0 node link, 1 local link, 2 none (one GPU)
+
+
+def _fit_data(nodes: np.ndarray, replicas: np.ndarray, micro: np.ndarray, log_grad_obs: np.ndarray,
+              log_step_obs: np.ndarray) -> _FitData:
+    """The loss's data: the observations (``log_*_obs``: log pass and step times) and their links."""
+    multi, local = nodes > 1, (nodes <= 1) & (replicas > 1)
+    return _FitData(micro, log_grad_obs, log_step_obs, multi.astype(float), local.astype(float),
+                    np.maximum(replicas - 2, _LOWER), np.where(multi, 0, np.where(local, 1, 2)))
+
+
+_sum = np.add.reduce  # np.sum's own reduction, without its wrapper (the loss runs ~10^5 times a replay)
+
+
+def _objective(free: np.ndarray, mask: np.ndarray, fixed: np.ndarray, data: _FitData,
                smooth: float = 0.0) -> tuple[float, np.ndarray]:
     """The fit's loss and its gradient in the free parameters (the study's loss, our derivation);
-    ``smooth > 0`` rounds the square roots' kink at zero error: sqrt(mean squared error + smooth^2)."""
+    ``smooth > 0`` rounds the square roots' kink at zero error: sqrt(mean squared error + smooth^2).
+    Each subexpression is computed once (``sync_time``'s link choice comes from ``data.link``)."""
     p = fixed.copy()
     p[mask] = free
-    nodes, replicas, micro, log_grad_obs, log_step_obs = data
+    micro, log_grad_obs, log_step_obs, multi, local, extra, link = data
     n = len(micro)
-    multi, local = nodes > 1, (nodes <= 1) & (replicas > 1)
-    extra = np.maximum(replicas - 2, _LOWER)
     grad = p[0] + p[1] * micro
-    sync = sync_time(p, nodes, replicas)
+    sync = np.array((p[2], p[4], _LOWER))[link] + np.array((p[3], p[5], _LOWER))[link] * extra
     g = p[6]
-    total = grad ** g + sync ** g
-    log_step = np.log(total) / g
-    r1, r2 = np.log(grad) - log_grad_obs, log_step - log_step_obs
-    e1, e2 = np.sqrt(np.mean(r1 ** 2) + smooth ** 2), np.sqrt(np.mean(r2 ** 2) + smooth ** 2)
+    grad_g, sync_g = grad ** g, sync ** g
+    total = grad_g + sync_g
+    log_total, log_grad = np.log(total), np.log(grad)
+    r1, r2 = log_grad - log_grad_obs, log_total / g - log_step_obs
+    e1, e2 = np.sqrt(_sum(r1 ** 2) / n + smooth ** 2), np.sqrt(_sum(r2 ** 2) / n + smooth ** 2)
     loss = e1 + e2 + _GAMMA_PULL * (g - 1) ** 2 + _RETROGRESSION_PULL * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
     # d loss / d grad and d loss / d sync through both errors
     w1 = r1 / (n * e1) if e1 > 0 else np.zeros(n)
     w2 = r2 / (n * e2) if e2 > 0 else np.zeros(n)
     d_grad = w1 / grad + w2 * grad ** (g - 1) / total
     d_sync = w2 * sync ** (g - 1) / total
-    d_gamma = np.sum(w2 * (-np.log(total) / g ** 2
-                           + (grad ** g * np.log(grad) + sync ** g * np.log(sync)) / (g * total)))
+    d_gamma = _sum(w2 * (-log_total / g ** 2 + (grad_g * log_grad + sync_g * np.log(sync)) / (g * total)))
+    d_multi, d_local = d_sync * multi, d_sync * local
     jac = np.array([
-        d_grad.sum(), (d_grad * micro).sum(),
-        (d_sync * multi).sum(), (d_sync * multi * extra).sum(),
-        (d_sync * local).sum(), (d_sync * local * extra).sum(),
+        _sum(d_grad), _sum(d_grad * micro),
+        _sum(d_multi), _sum(d_multi * extra),
+        _sum(d_local), _sum(d_local * extra),
         d_gamma + 2 * _GAMMA_PULL * (g - 1),
     ])
     jac[2] -= 2 * _RETROGRESSION_PULL * p[3] ** 2 / p[2] ** 3
@@ -130,6 +153,15 @@ def fit_throughput(nodes: Values, replicas: Values, micro: Values, pass_time: Va
         raise ValueError("fit_throughput needs one or more observations, each with all five values")
     if np.any(pass_time <= 0) or np.any(step_time <= 0):
         raise ValueError("observed pass and step times must be positive")
+    return _fit(tuple(x.tobytes() for x in (nodes, replicas, micro, pass_time, step_time)))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _fit(history: tuple[bytes, ...]) -> ThroughputParams:
+    """``fit_throughput`` of a history given as its five float64 arrays' bytes. The fit is a pure
+    function of the history, so an identical one (jobs of one application that ran the same
+    configurations in the same order: about half the fits of a study workload) is fitted once."""
+    nodes, replicas, micro, pass_time, step_time = (np.frombuffer(x) for x in history)
     start = np.array(_START)
     lower = np.array([_LOWER] * 6 + [1.0])
     upper = np.array([np.inf] * 6 + [_MAX_GAMMA])
@@ -150,9 +182,9 @@ def fit_throughput(nodes: Values, replicas: Values, micro: Values, pass_time: Va
     if not np.any(replicas > 2):
         fix(3, _LOWER)
         fix(5, _LOWER)
-    data = (nodes, replicas, micro, np.log(pass_time), np.log(step_time))
+    data = _fit_data(nodes, replicas, micro, np.log(pass_time), np.log(step_time))
     bounds = list(zip(lower[mask], upper[mask]))
-    guess = _least_squares_start(start, mask, data, pass_time, step_time - pass_time)
+    guess = _least_squares_start(start, mask, nodes, replicas, micro, pass_time, step_time - pass_time)
     best = None
     # L-BFGS-B's tiny BLAS calls cost 2-3x more with BLAS threads on a busy machine: fit on one thread
     with _blas().limit(limits=1, user_api="blas"):
@@ -176,11 +208,10 @@ def _blas() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _least_squares_start(start: np.ndarray, mask: np.ndarray, data: tuple, pass_time: np.ndarray,
-                         sync_obs: np.ndarray) -> np.ndarray:
+def _least_squares_start(start: np.ndarray, mask: np.ndarray, nodes: np.ndarray, replicas: np.ndarray,
+                         micro: np.ndarray, pass_time: np.ndarray, sync_obs: np.ndarray) -> np.ndarray:
     """Our second starting point: the pass-time line and each link's sync line by least squares, with
     the study's gamma (about 1: no overlap)."""
-    nodes, replicas, micro = data[:3]
     guess = start.copy()
     if mask[0]:
         guess[0], guess[1] = np.linalg.lstsq(np.column_stack([np.ones_like(micro), micro]), pass_time, rcond=None)[0]
@@ -243,15 +274,25 @@ class GoodputEstimate:
     def goodput(self, nodes: int, replicas: int, micro: np.ndarray, accum: np.ndarray, trained: np.ndarray) -> np.ndarray:
         """Estimated progress per second of each configuration (micro-batch, accumulation passes,
         global batch trained) on ``replicas`` GPUs over ``nodes`` nodes; needs an observation."""
+        return self.efficiency(trained) / self.iteration_times(nodes, replicas, micro, accum)
+
+    def efficiency(self, trained: np.ndarray) -> np.ndarray:
+        """Estimated statistical efficiency of each global batch ``trained`` (the last gradient
+        statistics); needs an observation."""
         if self.params is None or self.grad is None:
             raise ValueError("no observation yet: the estimate is the prior (linear speed-up)")
         sqr, var = self.grad
         scale = np.asarray(trained, dtype=float) / self.min_batch
         denom = var / scale + sqr
         with np.errstate(divide="ignore", invalid="ignore"):
-            gain = np.where(denom > 0, (var + sqr) / denom, 1.0)
-        return gain / iteration_time(self.params, np.full(len(scale), nodes), np.full(len(scale), replicas),
-                                     micro, accum)
+            return np.where(denom > 0, (var + sqr) / denom, 1.0)
+
+    def iteration_times(self, nodes: int, replicas: int, micro: np.ndarray, accum: np.ndarray) -> np.ndarray:
+        """Estimated seconds per iteration of each configuration (micro-batch, accumulation passes) on
+        ``replicas`` GPUs over ``nodes`` nodes (the fitted parameters only); needs an observation."""
+        if self.params is None:
+            raise ValueError("no observation yet: the estimate is the prior (linear speed-up)")
+        return iteration_time(self.params, np.full(len(micro), nodes), np.full(len(micro), replicas), micro, accum)
 
 
 def measure(model: GoodputModel, placement: tuple[int, ...], batch: int, epoch: int) -> Observation:

@@ -130,7 +130,8 @@ class Pollux(RoundPolicy):
             for s, n in server_counts(job, per).items():
                 current[index[s]] = n
             specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job),
-                                 by_count=job.goodput is None))
+                                 by_count=job.goodput is None,
+                                 by_nodes=self.learned is not None and job.goodput is not None))
         spread = min([self.params.max_nodes_per_job] + [j.goodput.model.max_servers(per) for j in jobs if j.goodput])
         problem = Problem(specs, nodes, per, spread, scale=nodes / total)
         return problem, jobs

@@ -36,19 +36,24 @@ class LearnedGoodput:
 
     def __init__(self) -> None:
         self.estimates: dict[Job, GoodputEstimate] = {}
+        # per job, what its estimate gives while it lasts: the best (batch, goodput) per (nodes, GPUs)
+        # until a refit or new gradient statistics; the candidates' iteration times per (nodes, GPUs)
+        # until a refit; their efficiencies per GPU count until new gradient statistics
         self._best: dict[Job, dict[tuple[int, int], tuple[int, float]]] = {}
+        self._times: dict[Job, dict[tuple[int, int], np.ndarray]] = {}
+        self._efficiency: dict[Job, dict[int, np.ndarray]] = {}
         self._choices: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}  # (id(model), GPUs) -> candidates
 
     def estimate(self, job: Job) -> GoodputEstimate:
         est = self.estimates.get(job)
         if est is None:
             est = self.estimates[job] = GoodputEstimate(min_batch=job.goodput.model.min_batch)
-            self._best[job] = {}
+            self._best[job], self._times[job], self._efficiency[job] = {}, {}, {}
         return est
 
     def forget(self, job: Job) -> None:
-        self.estimates.pop(job, None)
-        self._best.pop(job, None)
+        for memo in (self.estimates, self._best, self._times, self._efficiency):
+            memo.pop(job, None)
 
     def observe(self, engine: PolicyEngine, job: Job, epoch_ended: bool = False) -> None:
         """``job`` reports the configuration it runs (at an epoch boundary: the epoch that ended)
@@ -59,7 +64,12 @@ class LearnedGoodput:
         epoch = model.epoch(job.goodput.epoch_start) - (1 if epoch_ended else 0)
         est = self.estimate(job)
         grad = est.grad
-        if est.observe(measure(model, job.goodput.placement_shape, job.goodput.global_batch, epoch)) or est.grad != grad:
+        refit = est.observe(measure(model, job.goodput.placement_shape, job.goodput.global_batch, epoch))
+        if refit:
+            self._times[job].clear()
+        if est.grad != grad:
+            self._efficiency[job].clear()
+        if refit or est.grad != grad:
             self._best[job].clear()
 
     def prior_batch(self, job: Job, replicas: int) -> int:
@@ -78,7 +88,14 @@ class LearnedGoodput:
             if not len(choices):
                 found = (0, 0.0)
             else:
-                goodput = self.estimates[job].goodput(nodes, replicas, micro, accum, trained)
+                est = self.estimates[job]
+                efficiency = self._efficiency[job].get(replicas)
+                if efficiency is None:
+                    efficiency = self._efficiency[job][replicas] = est.efficiency(trained)
+                times = self._times[job].get(key)
+                if times is None:
+                    times = self._times[job][key] = est.iteration_times(nodes, replicas, micro, accum)
+                goodput = efficiency / times  # est.goodput, its two parts kept
                 i = int(np.argmax(goodput))
                 found = (int(choices[i]), float(goodput[i])) if goodput[i] > 0 else (0, 0.0)
             memo[key] = found

@@ -25,6 +25,7 @@ from schedlab.sched.policies.pollux_problem import (
     Problem,
     candidate_shapes,
     min_node_shapes,
+    node_count_shapes,
     nonzero,
 )
 
@@ -44,8 +45,12 @@ def solve(problem: Problem) -> Alloc:
         row = [(1.0 / EPS, ())]
         for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
             best = (np.inf, ())
-            shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
-            # every shape prices the same when only the count matters, and the first one wins ties
+            # every shape prices the same when only the count matters (and every shape on as many
+            # nodes when only the node and GPU counts matter), and the first one wins ties
+            if job.by_nodes and not job.by_count:
+                shapes = node_count_shapes(r, G, problem.max_nodes_per_job)
+            else:
+                shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
             for shape in shapes[:1] if job.by_count else shapes:
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:

@@ -28,6 +28,7 @@ class JobSpec:
     speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
     restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
     by_count: bool = False  # the speed-up depends on the GPU count only (not on the placement's shape)
+    by_nodes: bool = False  # the speed-up depends on the node and GPU counts only (a learned estimate)
 
 
 @dataclass
@@ -101,6 +102,14 @@ def candidate_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[
         q, rest = divmod(r, n)
         shapes.append((q + 1,) * rest + (q,) * (n - rest))
     return tuple(shapes)
+
+
+@lru_cache(maxsize=None)
+def node_count_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[int, ...], ...]:
+    """``candidate_shapes`` keeping the first placement of each node count: those a job whose speed-up
+    depends on its node and GPU counts only (``JobSpec.by_nodes``) prices differently."""
+    seen: set[int] = set()
+    return tuple(s for s in candidate_shapes(r, per_node, max_nodes) if not (len(s) in seen or seen.add(len(s))))
 
 
 @lru_cache(maxsize=None)
