@@ -12,7 +12,11 @@ it ``falls_back_to``). A sharing policy (``shares_gpus``) needs workloads. The c
 - ``inference``: an inference pool that lends servers to training (``inference:``, Lyra §3);
 - ``fungible``: some job may run on loaned inference GPUs (Lyra §7.1);
 - ``elastic``: some job has an elastic range ``elastic_max > elastic_min > 0`` (Lyra §5.2);
-- ``goodput``: goodput jobs (a ``global_batch`` column, Pollux §3).
+- ``goodput``: goodput jobs (a ``global_batch`` column, Pollux §3);
+- ``checkpoint``: every job keeps its progress when preempted (no ``checkpoint`` column, or none False:
+  Lyra's annotation makes jobs that restart from zero, its ``checkpoint`` share 0 by default). A
+  round-based time-slicer (Gavel §5 checkpoints every job between rounds) preempts regardless of
+  progress, so a job longer than its slices would restart forever: the replay would never end.
 
 :func:`check` runs before any replay: on the prepared table in :func:`schedlab.sched.replay.prepare`,
 and on what a configuration says of its traces at experiment validation (``tasks/config.py``): a
@@ -41,6 +45,8 @@ CAPABILITIES: dict[str, str] = {
     "fungible": "fungible jobs (Lyra's annotation)",
     "elastic": "elastic jobs (elastic_max > elastic_min > 0)",
     "goodput": "goodput jobs (global_batch)",
+    "checkpoint": "jobs that keep their progress when preempted (Lyra's annotation: `checkpoint: 1.0`;"
+                  " its default 0 makes every job restart from zero)",
 }
 
 
@@ -86,6 +92,8 @@ def table_capabilities(table: pd.DataFrame) -> set[str]:
             present.add("workloads")
     if "global_batch" in table.columns:
         present.add("goodput")
+    if "checkpoint" not in table.columns or not bool((table["checkpoint"] == False).any()):  # noqa: E712
+        present.add("checkpoint")  # None / NaN: unknown, a preemption keeps progress (engine.preempt)
     if "fungible" in table.columns and bool(table["fungible"].fillna(False).astype(bool).any()):
         present.add("fungible")
     if {"elastic_min", "elastic_max"} <= set(table.columns):
@@ -119,14 +127,17 @@ def predict(annotate: Any, trace_format: str | None, from_file: bool) -> tuple[s
 
     schemes = [] if annotate is False else annotation_schemes(annotate) if isinstance(annotate, list) \
         else [annotation_scheme(annotate)]
-    present: set[str] = set()
+    present: set[str] = {"checkpoint"}  # no scheme but Lyra's writes the column
     for scheme in schemes:
         present |= {"fungible", "elastic"} if isinstance(scheme, LyraScheme) else {"workloads"}
+        if isinstance(scheme, LyraScheme) and scheme.checkpoint < 1.0:
+            present.discard("checkpoint")
     unknown: set[str] = set()
     if from_file:
         unknown = {"workloads", "goodput"} if trace_format in ("pollux", "pollux-philly") else \
             {"workloads"} if trace_format == "tiresias" else \
-            {"workloads", "goodput", "fungible", "elastic"} if trace_format in (None, "canonical") else set()
+            {"workloads", "goodput", "fungible", "elastic", "checkpoint"} if trace_format in (None, "canonical") \
+            else set()
     return present, unknown
 
 

@@ -263,7 +263,7 @@ class ExperimentConfig(UserModel):
         if self.inference is None:
             return None
         load = self.inference.load
-        if not load.startswith("constant:"):
+        if not load.startswith(("constant:", "diurnal:")):  # synthetic sources, not paths
             head, _, model = load.rpartition(":") if not Path(load).exists() and ":" in load else (load, "", "")
             load = (self.resolve_source(head) or head) + (f":{model}" if model else "")
         return self.inference.model_copy(update={"load": load}).model_dump()

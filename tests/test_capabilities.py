@@ -64,8 +64,11 @@ def test_check_counts_unknown_columns_as_present_and_names_what_lacks() -> None:
     assert (fallback.policy, fallback.decides_as) == ("opportunistic", "sjf") and "inference pool" in fallback.reason
     assert fallback.short == "opportunistic lacks fungible+inference"
     assert predict(["pollux", {"scheme": "lyra"}], None, from_file=False) == ({"workloads", "fungible", "elastic"}, set())
-    assert predict(False, "philly", from_file=True) == (set(), set())
-    assert predict(False, "canonical", from_file=True)[1] == {"workloads", "goodput", "fungible", "elastic"}
+    assert predict(["pollux", {"scheme": "lyra", "checkpoint": 1.0}], None, from_file=False)[0] == {
+        "workloads", "fungible", "elastic", "checkpoint"}
+    assert predict(False, "philly", from_file=True) == ({"checkpoint"}, set())  # no job restarts from zero
+    assert predict(False, "canonical", from_file=True)[1] == {"workloads", "goodput", "fungible", "elastic",
+                                                               "checkpoint"}
 
 
 def _table(n: int = 200) -> pd.DataFrame:
@@ -159,3 +162,45 @@ def test_on_the_showdown_setup_formerly_identical_policies_differ() -> None:
                       inference=LOAN, policies=["sjf", "lyra", "fifo", "gandiva-elastic"])
     jct = {r.policy: r.summary["avg_jct_s"] for r in run(spec)}
     assert jct["sjf"] != jct["lyra"] and jct["fifo"] != jct["gandiva-elastic"], jct
+
+
+def _slices(checkpoint: object) -> pd.DataFrame:
+    """Two 1-GPU jobs of three Gavel rounds each (18 min) on one GPU: Gavel alternates them every round."""
+    return pd.DataFrame({"job_id": ["a", "b"], "submit_time": [0.0, 0.0], "num_gpus": [1, 1],
+                         "duration": [1080.0, 1080.0], "checkpoint": [checkpoint, checkpoint]})
+
+
+@pytest.mark.parametrize("policy", ["gavel", "gimbal-makespan"])
+def test_a_time_slicer_refuses_jobs_that_restart_from_zero(policy: str, tmp_path: Path) -> None:
+    # Lyra's annotation (checkpoint share 0) made every preemption lose the job's progress: Gavel's rounds
+    # preempt regardless of progress, so jobs longer than a slice restarted forever and the replay never ended
+    annotate = False if policy == "gavel" else "pollux"
+    spec = ReplaySpec(cluster="1x1", policies=[policy], annotate=annotate)
+    with pytest.raises(CapabilityError, match=rf"^policy '{policy}' cannot run here: .*keep their progress"):
+        prepare(spec, _slices(False))
+    done = run(spec, prepare(spec, _slices(True)))[0].jobs
+    assert len(done) == 2  # both finished
+    if policy == "gavel":  # alone (no workloads, nothing packs) they alternated, each slice checkpointed
+        assert done["preemptions"].sum() >= 2
+    with pytest.raises(ConfigError, match=rf"policy '{policy}' cannot run here: .*checkpoint: 1.0"):
+        load_config(_config(tmp_path, "[pollux, {scheme: lyra}]", f"[{policy}]"))
+    assert load_config(_config(tmp_path, "[pollux, {scheme: lyra, checkpoint: 1.0}]", f"[{policy}]")).fallbacks() == {}
+
+
+def test_the_showdown_file_validates_with_every_mechanism_and_no_fallback(tmp_path: Path) -> None:
+    # issue #28 item 4: one set-up, nine policies, none deciding as another; shipped sources only
+    config = load_config(ROOT / "conf" / "experiments" / "showdown.yaml")
+    assert [e.label or e.name for e in config.policy_entries()] == [
+        "castor", "sjf-bsbf", "gimbal-jct", "lyra", "pollux", "tiresias", "gavel", "lucid", "fifo"]
+    assert config.fallbacks() == {} and config.seeds == [0, 1, 2] and config.clusters == ["showdown"]
+    [trace] = config.traces
+    present, unknown = predict(trace.annotate, trace.format, trace.source not in (None, "synthetic"))
+    assert present == {"workloads", "fungible", "elastic", "checkpoint"} and unknown == set()
+    assert config.resolve_inference()["load"].startswith("diurnal:")  # no ../shared series needed
+    assert config.models.interference == "model:interference-gavel-v100"  # shipped, per-pair ξ
+    # without checkpoints, gavel could not run it: one line, before any replay
+    text = (ROOT / "conf" / "experiments" / "showdown.yaml").read_text()
+    assert "checkpoint: 1.0" in text
+    (tmp_path / "showdown.yaml").write_text(text.replace("checkpoint: 1.0", "checkpoint: 0.0"))
+    with pytest.raises(ConfigError, match=r"showdown\.yaml: traces: synthetic-lyra: policy 'gavel' cannot run here"):
+        load_config(tmp_path / "showdown.yaml")

@@ -326,3 +326,17 @@ class PoolWatch(Watch):
                 assert all(cluster.is_on_loan(g // 8) for g in job.gpus)
             if job.elastic_max and self.capped:  # normalised GPUs stay within the range
                 assert job.elastic_min - 1e-9 <= cluster.normalised_gpus(job) <= job.elastic_max + 1e-9
+
+
+@pytest.mark.timeout(60)
+def test_the_rescale_timer_fires_once_where_now_minus_last_rounds_below_the_interval():
+    # phase 2 at a = 131021.43160867186 (the elastic job's start); a start 10 s later asks for the next
+    # at a + 60 = 131081.43160867185, where now - a = 59.99999999998545 < 60: the timer used to be set
+    # again at that instant forever (lyra never ended on the showdown set-up, diurnal:0.3:0.9)
+    a = 131021.43160867186
+    assert (a + 60) - a < 60
+    table = make_table([("e", a, 2, 10_000.0), ("s", a + 10, 1, 100.0)]).assign(elastic_min=[2, 0], elastic_max=[4, 0])
+    result = replay_table(table, "1x8", "lyra")
+    jobs = result.jobs.set_index("job_id")
+    assert sorted(jobs.index) == ["e", "s"] and result.summary["scale_out_ops"] >= 1
+    assert jobs.loc["e", "jct_s"] < 10_000.0  # it ran scaled out

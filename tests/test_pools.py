@@ -361,3 +361,20 @@ def test_elastic_jobs_shrink_or_restart_and_inference_servers_stay_empty(strateg
     assert not any(engine.cluster.holders[g] for g in range(first, len(engine.cluster.holders)))
     for plan in policy.reclaimed:
         assert all(j.elastic_min for j in plan.shrink)
+
+
+def test_opportunistic_never_waits_for_more_than_inference_ever_lends():
+    # diurnal:0.42:0.95 on 4 inference servers keeps ceil(0.42 x 4) = 2 + 1 headroom at its trough: one
+    # server (8 T4 GPUs) is the most ever lent. A fungible 4-GPU job needs 12 T4 GPUs (r = 3): it used to
+    # wait for them forever (EngineError: left unfinished, job syn-000530 on the showdown cluster)
+    from schedlab.sched.replay import ReplaySpec, prepare, run as replay
+
+    orch = Orchestrator(InferenceLoad.diurnal(0.42, 0.95), LoanOptions(load="diurnal:0.42:0.95"))
+    engine = Engine(jobs_from_table(make_table([("a", 0.0, 1, 10.0)])), PooledCluster(spec()), LoanFifo(),
+                    orchestrator=orch)
+    assert orch.most_lent() == 1 and engine.cluster.inference_server_ids
+    table = make_table([("big", 0.0, 4, 7200.0), ("small", 0.0, 2, 7200.0)]).assign(fungible=True)
+    job_spec = ReplaySpec(cluster=spec(), policies=["opportunistic"], inference={"load": "diurnal:0.42:0.95"})
+    result = replay(job_spec, prepare(job_spec, table, warn=False))[0]
+    assert sorted(result.jobs["job_id"]) == ["big", "small"]  # both finished
+    assert result.summary["jobs_ran_on_loan"] == 1  # the small one still ran on the loan

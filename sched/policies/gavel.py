@@ -121,6 +121,9 @@ class Gavel(Policy):
     Params = GavelParams
     shares_gpus = True
     runs_without_workloads = True  # no job types: max-min fairness over time slices, nothing packed
+    # every round preempts the jobs not chosen again (Gavel §5 checkpoints them): a job that restarts
+    # from zero when preempted and needs more than its slices would never finish
+    needs = frozenset({"checkpoint"})
     waits_when_refused = True  # a combination whose placement is refused does not run that round (_start_alone)
 
     def __init__(self, params: GavelParams | None = None) -> None:

@@ -274,3 +274,4 @@ class GimbalMakespan(Gimbal):
     summary = "Gavel makespan + Gimbal: squeeze shorter jobs of a packing set to speed up the longest"
     paper = "Gimbal (2025) §4, §5.1, §5.2 Alg. 1 with makespan eqs. 5-6 (signs as the prose); base Gavel (§7.1)"
     Params = GimbalMakespanParams
+    needs = frozenset({"checkpoint"})  # its base Gavel's rounds preempt regardless of progress (gavel.py)

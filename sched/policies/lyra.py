@@ -221,13 +221,16 @@ class Lyra(HeterogeneousJobs, Policy):
         self._rescale_due = self._rescale_due or started
         if not self._rescale_due:
             return
-        interval = self.params.rescale_interval_s
-        if engine.now - self._last_rescale >= interval:
+        interval, now, last = self.params.rescale_interval_s, engine.now, self._last_rescale
+        # the second test is the timer's own sum: ``now - last`` may round below the interval at the
+        # time ``last + interval`` the timer fires (131081.43160867185 - 131021.43160867186 < 60), which
+        # used to set the same timer again and again at one instant, forever
+        if now - last >= interval or now >= last + interval:
             self._rescale_due = False
-            self._last_rescale = engine.now
+            self._last_rescale = now
             self.phase2(engine)
         elif self._timer_at is None:
-            self._timer_at = self._last_rescale + interval
+            self._timer_at = last + interval
             engine.set_timer(self._timer_at, ("lyra-rescale", self._timer_at))
 
     def phase1(self, engine: PolicyEngine) -> bool:
@@ -558,9 +561,9 @@ class Opportunistic(Lyra):
     summary = "fungible jobs only on idle inference servers (evicted when inference needs them), others on training"
     paper = "Lyra (EuroSys'23) §7.1, Table 5 row 6 (specs/lyra.md §1.3)"
     simplified = ("idle inference servers = those the orchestrator would lend (same 2 % headroom); the same SJF"
-                  " scheduler on each side; no elastic scaling; a job evicted once (or too large for the"
-                  " inference cluster) may then run on training servers, else a long job without checkpoint"
-                  " would restart forever")
+                  " scheduler on each side; no elastic scaling; a job evicted once (or larger than inference"
+                  " ever lends over its load series) may then run on training servers, else a long job without"
+                  " checkpoint would restart forever")
     Params = OpportunisticParams
 
     def __init__(self, params: OpportunisticParams | None = None) -> None:
@@ -572,14 +575,13 @@ class Opportunistic(Lyra):
         return False  # Table 5 row 6 is the Basic scenario: no job runs on both types
 
     def _pools_for(self, job: Job) -> tuple[int, ...]:
-        """Fungible jobs wait for inference servers, unless they need more than inference can ever
-        lend (then, like every other job, they run on training servers)."""
+        """Fungible jobs wait for inference servers, unless they need more than inference ever lends
+        over its load series (then, like every other job, they run on training servers)."""
         cluster = self._engine.cluster if self._engine is not None else None
         lendable = getattr(cluster, "inference_server_ids", ())
         if not job.fungible or not lendable:
             return (TRAINING,)
         if job.preemptions:  # evicted once: may also queue for training (else a long job never ends)
             return (TRAINING, LOAN)
-        headroom = math.ceil(self._engine.orchestrator.options.headroom * len(lendable) - 1e-9)
-        most = (len(lendable) - headroom) * cluster.gpus_per_server
+        most = self._engine.orchestrator.most_lent() * cluster.gpus_per_server
         return (LOAN,) if self._raw(self._engine, LOAN, job.requested_gpus) <= most else (TRAINING,)
