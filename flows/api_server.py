@@ -180,11 +180,15 @@ def wait_for_api(started: Future, progress_s: float = PROGRESS_S) -> str:
 
 def flush_api_logs(timeout: float = 10.0) -> None:
     """Send the logs this process has queued for the Prefect API now (they go in batches, every
-    ``PREFECT_LOGGING_TO_API_BATCH_INTERVAL`` s), while the flow's API still runs. Blocks: call it
-    where no event loop runs (on a Dask worker: :func:`flush_worker_api_logs`)."""
+    ``PREFECT_LOGGING_TO_API_BATCH_INTERVAL`` s), while the flow's API still runs. Blocks. Prefect's
+    drain returns a coroutine where the calling thread runs an event loop (an experiment started from
+    a notebook or any async caller): dropped, it printed ``RuntimeWarning: coroutine 'wait' was never
+    awaited`` and sent nothing; so it runs in a thread of its own, where no loop runs (on a Dask
+    worker's loop: :func:`flush_worker_api_logs`)."""
     from prefect.logging.handlers import APILogWorker
 
-    APILogWorker.drain_all(timeout=timeout)
+    with ThreadPoolExecutor(1, thread_name_prefix="prefect-log-drain") as pool:
+        pool.submit(APILogWorker.drain_all, timeout=timeout).result()
 
 
 async def flush_worker_api_logs(timeout: float = 10.0) -> None:

@@ -261,12 +261,14 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
             retrying(lambda: c.update_run(run_id, name=name))
         metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},
                    **{k: row[k] for k in compare.RATIOS.values()}}
-        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, _shown(k, v), now, 0) for k, v in metrics.items()
-                                                      if _finite(v)],
-                                     tags=[RunTag(NOTE_TAG, note), RunTag("schedlab.same_as", row.get(compare.SAME_AS) or ""),
-                                           RunTag(TIE_TAG, row.get(compare.TIE) or ""),
-                                           *([RunTag(RUN_COLOR_TAG, colours[label])] if colours and label in colours else []),
-                                           *([RunTag(REPLAYS_TAG, row[compare.PROGRESS])] if compare.PROGRESS in row else [])]))
+        shown = {k: _shown(k, v) for k, v in metrics.items() if _finite(v)}
+        tags = {NOTE_TAG: note, "schedlab.same_as": row.get(compare.SAME_AS) or "", TIE_TAG: row.get(compare.TIE) or "",
+                **({RUN_COLOR_TAG: colours[label]} if colours and label in colours else {}),
+                **({REPLAYS_TAG: row[compare.PROGRESS]} if compare.PROGRESS in row else {})}
+        if not (shown.items() <= run.data.metrics.items() and tags.items() <= run.data.tags.items()):
+            # a live comparison updates every row after each replay: only the rows that changed are written
+            retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in shown.items()],
+                                         tags=[RunTag(k, v) for k, v in tags.items()]))
         if run.info.status != "FINISHED":
             retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         out[key] = run_id

@@ -11,9 +11,12 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from schedlab.sched.policy_needs import CapabilityError, CapabilityWarning, check, predict
+from schedlab.sched.policies import POLICIES
+from schedlab.sched.policy_needs import (
+    CapabilityError, CapabilityWarning, check, predict, setup_capabilities, table_capabilities,
+)
 from schedlab.sched.core.pools import LoanOptions
-from schedlab.sched.replay import ReplaySpec, prepare, run
+from schedlab.sched.replay import PolicyRun, ReplaySpec, prepare, run
 from schedlab.sched.traces import LoadOptions, load_trace
 from schedlab.sched.traces.annotate import annotate, annotation_schemes, scheme_seed
 from schedlab.tasks import compare
@@ -150,11 +153,24 @@ def test_same_as_cites_the_fallback() -> None:
     assert table.loc["lyra", compare.SAME_AS] == ""
 
 
-def test_quickstart_states_why_its_identical_rows_coincide() -> None:
-    config = load_config(ROOT / "conf" / "experiments" / "quickstart.yaml")
-    reasons = {label: f.decides_as for (_, _, label), f in config.fallbacks().items()}
-    assert reasons == {"gandiva-elastic": "fifo", "gimbal-jct": "ssf", "lucid": "ssf", "lyra": "sjf",
-                       "opportunistic": "sjf"}
+def test_the_quickstart_gives_every_policy_what_its_mechanism_needs() -> None:
+    # issue #28 item 5: no policy of the quickstart falls back to another's behaviour, judged from the
+    # file at validation (no CapabilityWarning) and from the prepared table of each seed (no replay)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapabilityWarning)
+        config = load_config(ROOT / "conf" / "experiments" / "quickstart.yaml")
+    assert config.policies == "all" and config.fallbacks() == {}
+    specs = config.grid("v1")
+    for seed in config.seeds:
+        spec = next(s for s in specs if s.seed == seed).spec()
+        spec = spec.model_copy(update={"policies": tuple(PolicyRun(name=name) for name in POLICIES)})
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CapabilityWarning)
+            table = prepare(spec).table
+        assert {"workloads", "fungible", "elastic", "checkpoint"} <= table_capabilities(table), seed
+        present = table_capabilities(table) | setup_capabilities(spec.interference, spec.inference is not None)
+        assert check(list(POLICIES), present) == [], seed
+        assert table["fungible"].any() and (table["elastic_max"] > table["elastic_min"]).any()
 
 
 def test_on_the_showdown_setup_formerly_identical_policies_differ() -> None:

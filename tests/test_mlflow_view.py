@@ -245,3 +245,23 @@ def test_replay_track_checks_the_store_before_replaying(tmp_path, monkeypatch, c
     code = main(["replay", "--num-jobs", "20", "--policy", "fifo", "--out", str(tmp_path / "out"), "--track"])
     assert code == 2 and "unreachable" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
+    # a live comparison calls log_policy_runs after every replay: unchanged rows are not written again
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = MlflowClient(uri)
+    experiment = c.create_experiment("e", artifact_location=str(tmp_path / "artifacts"))
+    parent = c.create_run(experiment).info.run_id
+    rows = _rows("fifo", [100.0, 120.0], [0, 0]) + _rows("sjf", [80.0, 90.0], [0, 0])
+    first = mlflow_view.log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
+    rows[-1]["avg_jct_s"] = 70.0  # sjf's second seed changes, fifo's row does not
+    again = mlflow_view.log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
+    assert first == again
+    history = {c.get_run(run_id).data.tags["schedlab.label"]: len(c.get_metric_history(run_id, "avg_jct_s"))
+               for run_id in again.values()}
+    assert history == {"fifo": 1, "sjf": 2}
+    sjf = next(r for r in again.values() if c.get_run(r).data.tags["schedlab.label"] == "sjf")
+    assert c.get_run(sjf).data.metrics["avg_jct_s"] == 75.0

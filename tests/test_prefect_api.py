@@ -4,10 +4,13 @@ process that started it, SIGKILL included."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -93,3 +96,33 @@ def test_a_killed_experiment_leaves_no_prefect_server_behind(tmp_path, seed_home
             proc.kill()
         for server in _servers_of(home):
             server.kill()
+
+
+def test_flushing_logs_where_an_event_loop_runs_drains_them_and_leaves_no_coroutine(monkeypatch):
+    # Prefect's drain returns a coroutine where the calling thread runs a loop: called plainly it was
+    # dropped ("RuntimeWarning: coroutine 'wait' was never awaited") and nothing was sent
+    from prefect.logging.handlers import APILogWorker
+
+    from schedlab.flows.api_server import flush_api_logs
+
+    drained: list[float | None] = []
+
+    def drain_all(timeout: float | None = None, at_exit: bool = True):  # as Prefect's, without a server
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            drained.append(timeout)
+            return set(), set()
+        return asyncio.sleep(0)
+
+    monkeypatch.setattr(APILogWorker, "drain_all", drain_all)
+
+    async def in_a_loop() -> None:
+        flush_api_logs(timeout=3.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        asyncio.run(in_a_loop())
+        gc.collect()
+    flush_api_logs(timeout=4.0)  # and where none runs (the CLI)
+    assert drained == [3.0, 4.0]

@@ -29,6 +29,7 @@ from schedlab.sched.policies.elastic import (
     grow_by_gain,
     emptiest_first,
     packed_shape,
+    server_capacity,
     server_counts,
 )
 
@@ -73,7 +74,7 @@ class Optimus(RoundPolicy):
                 heapq.heappush(heap, (-gain, order, job))
         grow_by_gain(count, left, heap, lambda job, gpus: self._gain(job, gpus, per))
         targets: dict[Job, dict[int, int]] = {}
-        free = [cluster.gpus_per_server] * cluster.num_servers
+        free = server_capacity(engine)  # an inference server not lent offers none (sched/core/pools.py)
         for job in count:
             if job.running and job.num_gpus == count[job]:
                 targets[job] = server_counts(job, per)
