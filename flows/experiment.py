@@ -306,12 +306,21 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
             raise
 
 
+def _submission_order(config: ExperimentConfig, specs: list[ExperimentReplay]) -> list[ExperimentReplay]:
+    """The baseline's replays first (every speed-up of the live comparison needs them), then the
+    costliest policies' (``Policy.relative_cost``), so that a long replay does not start last and hold
+    the experiment up alone; otherwise the grid's order (a stable sort)."""
+    from schedlab.sched.policies import load_policy_class
+
+    cost = {name: load_policy_class(config.resolve_policy(name)).relative_cost for name in {s.policy for s in specs}}
+    return sorted(specs, key=lambda s: (s.label != config.baseline_label, -cost[s.policy]))
+
+
 def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
                      rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
     """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
-    # the baseline's replays first: every speed-up of the live comparison needs them
-    todo = sorted((s for s in specs if s.key not in done), key=lambda s: s.label != config.baseline_label)
+    todo = _submission_order(config, [s for s in specs if s.key not in done])
     print(f"experiment {config.name!r}: {len(specs)} replays; {len(specs) - len(todo)} already logged,"
           f" {len(todo)} to run")
     live = LiveComparison(uri, experiment_id, parent, config, specs, rank_by)

@@ -30,7 +30,8 @@ of the definitions re-exported here; in short:
 - **Class attributes** (``Policy``): ``name`` (required: the label of its results; not a shipped policy's),
   ``summary``, ``paper``, ``waits_when_refused`` (a job a strict placement refuses stays queued: needed
   to run under ``strict-consolidated`` / ``strict-best-fit``), ``shares_gpus``,
-  ``default_preemption_overhead_s`` (default :data:`CHECKPOINT_RESTORE_S`).
+  ``default_preemption_overhead_s`` (default :data:`CHECKPOINT_RESTORE_S`), ``relative_cost`` (how long
+  its replay takes against a queue policy's, default 1: an experiment submits the costliest first).
 - **Determinism**: the engine is deterministic for a seed; a policy that draws random numbers should seed
   them from its parameters so that a replay is repeatable (the tracking keys a run by its configuration).
 - **Helpers**: :class:`DemandQueue` (waiting jobs by GPU demand, best fitting job in O(distinct demands)),

@@ -41,6 +41,9 @@ class Policy:
     #: whether a start the placement strategy refuses although enough GPUs are free (``strict-consolidated``)
     #: leaves the job waiting; a policy that assumes any free GPUs will do cannot run under such a strategy
     waits_when_refused: ClassVar[bool] = False
+    #: how long a replay of this policy takes relative to a simple queue policy's (a hint only: an
+    #: experiment submits its costliest replays first so that they do not start last on the workers)
+    relative_cost: ClassVar[float] = 1.0
     #: engine capabilities this policy uses, made afresh for every engine (``sched/core/protocol.py``;
     #: Gimbal: per-worker calibration)
     capabilities: ClassVar[tuple[Callable[[], Capability], ...]] = ()

@@ -77,6 +77,7 @@ class Pollux(RoundPolicy):
         " the scheduler the true goodput"
     )
     Params = PolluxParams
+    relative_cost = 20.0  # the quickstart: ~30 s a replay where a queue policy takes ~1.5 s
 
     def __init__(self, params: PolluxParams | None = None) -> None:
         super().__init__(params)
