@@ -6,9 +6,7 @@ as typed (numbers through :mod:`schedlab.checks`); Ctrl-C exits 130 without a tr
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
-import gc
 import json
 import shutil
 import sys
@@ -52,19 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _skip_exit_collection() -> None:
-    """Let the process end without a last collection over every object the command allocated.
-    Registered when a command starts, :func:`gc.freeze` runs after the exit handlers the command's
-    libraries register (Prefect's log flush, Dask's and MLflow's clean-ups); finalization then leaves
-    the frozen heap to the OS. An experiment's process took about 6 s after its last line for that
-    collection alone (0.3 s frozen; a loaded 2-CPU machine). Registered once per process."""
-    if not getattr(_skip_exit_collection, "registered", False):
-        atexit.register(gc.freeze)
-        _skip_exit_collection.registered = True  # type: ignore[attr-defined]
-
-
 def main(argv: list[str] | None = None) -> int:
-    _skip_exit_collection()
+    settings.skip_exit_collection()
     args = build_parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
     # built once here and passed down (args.settings); exported before any command imports prefect or mlflow
     args.settings = settings.Settings.from_env().apply()
