@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    settings.skip_exit_collection()
     args = build_parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
     # built once here and passed down (args.settings); exported before any command imports prefect or mlflow
     args.settings = settings.Settings.from_env().apply()

@@ -28,7 +28,9 @@ Names that become file or folder names (experiment names, trace and policy label
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import hashlib
 import ipaddress
 import os
@@ -167,6 +169,23 @@ def export(values: Mapping[str, str]) -> None:
     :meth:`Settings.apply` does, and a Dask worker's plugin: ``schedlab.flows.workers``)."""
     for key, value in values.items():
         os.environ.setdefault(key, value)
+
+
+_exit_collection_skipped = False
+
+
+def skip_exit_collection() -> None:
+    """Let this process end without a last collection over every object it allocated: registered when a
+    command (``cli.main``) or a Dask worker (``tasks.replay.warm_up``) starts, :func:`gc.freeze` runs after
+    the exit handlers the libraries register later (Prefect's log flush, Dask's and MLflow's clean-ups);
+    finalization then leaves the frozen heap to the OS. Measured on a loaded 2-CPU machine: an
+    experiment's process ended ~6 s after its last line (0.3 s frozen), and a LocalCluster's close
+    waited ~4 s for a worker that had imported a replay's modules, then killed it (0.7 s frozen).
+    Registered once per process."""
+    global _exit_collection_skipped
+    if not _exit_collection_skipped:
+        atexit.register(gc.freeze)
+        _exit_collection_skipped = True
 
 
 @dataclass(frozen=True)

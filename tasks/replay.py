@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from schedlab import settings
 from schedlab.tasks.config import ExperimentReplay
 from schedlab.tasks.model_tracking import fetcher, lineage
 from schedlab.tasks import tracking
@@ -210,7 +211,9 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
 def warm_up(uri: str) -> int:
     """Import what a replay needs and open the tracking store, so that a fresh worker's first
     replay does not pay for it (run on every worker while the Prefect API starts); quiet the
-    warning Dask logs for a cancelled replay."""
+    warning Dask logs for a cancelled replay; let the worker end quickly when its cluster closes
+    (:func:`settings.skip_exit_collection`)."""
+    settings.skip_exit_collection()
     import prefect.task_engine  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
