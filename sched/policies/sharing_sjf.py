@@ -24,9 +24,10 @@ Theorem 1 compares the two jobs' remaining times in one unit. The new job's is i
 (``L_k``: seconds at goodput 1); by default (``time_to_go: nominal``) the running partner's is counted
 the same way, its nominal seconds left at its current pace (plus any restart overhead left). On
 fixed-duration jobs that is the engine's expected end. On goodput jobs (specs/pollux.md) the engine's
-expected end divides the nominal seconds left by the current epoch's goodput, which early in a
-run-to-convergence job is a fraction of its average (~0.17: 6-11x too long), so ``time_to_go:
-expected_end`` (the policy before issue #26) mixes units and overrates sharing with young partners.
+expected end divides the nominal seconds left by the current epoch's goodput, far from 1 and changing
+over a run (0.07-1.7 at castor-pollux seed 0's sharing decisions, low early in a job), so
+``time_to_go: expected_end`` (the policy before issue #26) mixes units. Castor Alg. 1 counts ``L_k`` as
+t_iter x iterations left, and Theorem 1 a running job's time as t_A i_A: both nominal.
 """
 
 from __future__ import annotations
