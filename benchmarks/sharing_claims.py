@@ -3,7 +3,7 @@ and each sharing decision's predicted benefit (Castor Theorem 1 / SJF-BSBF eq. 1
 realised one.
 
     python benchmarks/sharing_claims.py [--seeds 0 1 ... 9] [--labels castor sjf] [--cache DIR] \\
-        [--time-to-go nominal] [castor-pollux castor-pollux-h200]
+        [--time-to-go nominal|expected_end] [castor-pollux castor-pollux-h200]
 
 Per config: average JCT (hours) mean +/- std over seeds per policy label, the per-seed ranking, and the
 seed where castor loses most to sjf (its makespan, the jobs that decide it, the sharing decisions
@@ -39,40 +39,9 @@ JOB_COLUMNS = ("job_id", "num_gpus", "submit_time", "start_time", "end_time", "j
 HOUR = 3600.0
 
 
-def nominal_time_to_go(cls: type) -> type:
-    """What-if, not a shipped policy: ``cls`` (sjf-bsbf or castor) with Theorem 1's partner time to go
-    counted as the new job's is, in nominal seconds at the partner's pace (goodput 1), instead of the
-    engine's expected end (nominal seconds over the goodput of the partner's current epoch, which early
-    in a run-to-convergence job is a fraction of its average). Every partner is evaluated directly
-    (the grouped search's pruning assumes the engine's order of ends)."""
-    from schedlab.sched.policies.sharing_sjf import algorithm2
-
-    class NominalTimeToGo(cls):
-        def _remaining_limit(self, engine, job) -> float:
-            return math.inf
-
-        def beneficial(self, engine, job, enough):
-            found, holders = [], engine.cluster.holders
-            for _, index, partner in engine.by_end:
-                if partner.partners and sum(c for c, _ in partner.partners.values()) == partner.num_gpus:
-                    continue
-                gpus = [g for g in partner.gpus if len(holders[g]) == 1]
-                ran = max(0.0, engine.now - partner.last_update - partner.overhead_left)
-                left = partner.remaining - ran * partner.rate
-                a = (max(0.0, partner.last_update + partner.overhead_left - engine.now)
-                     + left * partner.pace / partner.solo_speed)
-                share, steps, pair = algorithm2(a, job.remaining, self.options(engine, job, partner, max_steps=1 << 30))
-                if share:
-                    found.append((pair, index, steps, partner, gpus))
-            found.sort(key=lambda entry: entry[:2])
-            return found
-
-    return NominalTimeToGo
-
-
-def run_one(spec, time_to_go: str = "engine") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One replay with the sharing policies' decision log on: (job table, decisions). ``time_to_go=
-    "nominal"``: the what-if :func:`nominal_time_to_go` (no decision log)."""
+def run_one(spec, time_to_go: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One replay with the sharing policies' decision log on: (job table, decisions). ``time_to_go``:
+    the sharing policies' Theorem 1 time to go (``SharingParams.time_to_go``; None: as configured)."""
     from schedlab.sched.policies.sharing_sjf import SJFBSBF
     from schedlab.sched.replay import prepare, run
 
@@ -81,8 +50,8 @@ def run_one(spec, time_to_go: str = "engine") -> tuple[pd.DataFrame, pd.DataFram
     log: list[dict] = []
 
     def with_log(policy):
-        if time_to_go == "nominal" and isinstance(policy, SJFBSBF):
-            return nominal_time_to_go(type(policy))(policy.params)
+        if time_to_go is not None and isinstance(policy, SJFBSBF):
+            policy = type(policy)(policy.params.model_copy(update={"time_to_go": time_to_go}))
         if hasattr(policy, "decision_log"):
             policy.decision_log = log
         return policy
@@ -92,11 +61,11 @@ def run_one(spec, time_to_go: str = "engine") -> tuple[pd.DataFrame, pd.DataFram
     return jobs, pd.DataFrame(log)
 
 
-def cached(spec, cache: Path | None, time_to_go: str = "engine") -> tuple[pd.DataFrame, pd.DataFrame]:
+def cached(spec, cache: Path | None, time_to_go: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``run_one`` through ``cache`` (``<key>.jobs.parquet`` / ``<key>.decisions.parquet``)."""
     if cache is None:
         return run_one(spec, time_to_go)
-    key = spec.model_copy(update={"code_version": f"sharing-claims-{time_to_go}"}).key
+    key = spec.model_copy(update={"code_version": f"sharing-claims-{time_to_go or 'configured'}"}).key
     jobs_path, dec_path = cache / f"{key}.jobs.parquet", cache / f"{key}.decisions.parquet"
     if jobs_path.exists() and dec_path.exists():
         return pd.read_parquet(jobs_path), pd.read_parquet(dec_path)
@@ -129,9 +98,10 @@ def realised(decisions: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
     d["pred_benefit_s"] = d["pred_wait_s"] - d["pred_share_s"]
     d["real_benefit_s"] = d["pred_wait_s"] - d["real_share_s"]
     # Theorem 1 in one unit: the partner's time to go at its pace with goodput 1 (as b counts the new
-    # job's nominal seconds), instead of its nominal seconds over its current epoch's goodput
-    a_nominal = d["partner_nominal_left_s"] * d["partner_pace_before"]
-    d["a_over_nominal"] = d["partner_left_s"] / a_nominal
+    # job's nominal seconds; time_to_go nominal), against the engine's expected end (its nominal
+    # seconds over its current epoch's goodput; time_to_go expected_end)
+    a_nominal = d["partner_nominal_s"]
+    d["a_over_nominal"] = d["partner_end_left_s"] / a_nominal
     d["nominal_a_shares"] = [theorem1(x, y / v, y, p, q)[0] for x, y, v, p, q in zip(
         a_nominal, d["remaining_s"], d["speed"], d["xi_partner_pred"], d["xi_job_pred"])]
     # the alternative SJF would take: the new job starts alone once enough GPUs are released (eq. 24)
@@ -276,8 +246,8 @@ def main() -> None:
     parser.add_argument("--labels", nargs="+", default=["castor", "sjf"], help="policy labels (default castor sjf)")
     parser.add_argument("--cache", type=Path, help="folder keeping each replay's jobs and decisions")
     parser.add_argument("--decisions", type=Path, help="write every config's decisions here (CSV per config)")
-    parser.add_argument("--time-to-go", choices=("engine", "nominal"), default="engine",
-                        help="nominal: the what-if of Theorem 1 on the partner's nominal time to go (nominal_time_to_go)")
+    parser.add_argument("--time-to-go", choices=("nominal", "expected_end"),
+                        help="the sharing policies' time_to_go (default: as configured; the policy's default is nominal)")
     args = parser.parse_args()
     if args.decisions:
         args.decisions.mkdir(parents=True, exist_ok=True)

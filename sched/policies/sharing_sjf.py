@@ -18,8 +18,16 @@ and start a job on free GPUs when enough are free. When not, but free GPUs plus 
 
 Where the papers are silent we chose, and say so: a job whose beneficial partners hold too few
 GPUs completes its gang with free GPUs (Alg. 1 line 9 counts them); the batch of a job placed
-beside several partners is the smallest any chosen pair needs (so memory fits beside each); the
-paper's "remaining time" of a running partner is its expected remaining wall time at its current pace.
+beside several partners is the smallest any chosen pair needs (so memory fits beside each).
+
+Theorem 1 compares the two jobs' remaining times in one unit. The new job's is its nominal solo time
+(``L_k``: seconds at goodput 1); by default (``time_to_go: nominal``) the running partner's is counted
+the same way, its nominal seconds left at its current pace (plus any restart overhead left). On
+fixed-duration jobs that is the engine's expected end. On goodput jobs (specs/pollux.md) the engine's
+expected end divides the nominal seconds left by the current epoch's goodput, far from 1 and changing
+over a run (0.07-1.7 at castor-pollux seed 0's sharing decisions, low early in a job), so
+``time_to_go: expected_end`` (the policy before issue #26) mixes units. Castor Alg. 1 counts ``L_k`` as
+t_iter x iterations left, and Theorem 1 a running job's time as t_A i_A: both nominal.
 """
 
 from __future__ import annotations
@@ -63,6 +71,10 @@ class SharingParams(BaseModel):
     mode: str = Field(default="timeslice", pattern="^(timeslice|mps)$")
     mps_shares: tuple[float, float] = (50.0, 50.0)  # active-thread % of the new job and its partner
     predictor: str | None = None  # ξ source for decisions; None: the replay's interference source
+    # Theorem 1's time to go of a running partner (module docstring): nominal seconds left at its
+    # pace, the new job's unit (nominal), or the engine's expected end (expected_end: on goodput jobs,
+    # nominal seconds over the current epoch's goodput). Equal on fixed-duration jobs.
+    time_to_go: str = Field(default="nominal", pattern="^(nominal|expected_end)$")
 
 
 class CastorParams(SharingParams):
@@ -225,7 +237,7 @@ class SJFBSBF(_SharingSJF):
     def __init__(self, params: SharingParams | None = None) -> None:
         super().__init__(params)
         self._groups: dict[tuple, tuple[list[float], list[tuple]]] = {}
-        self._groups_version = -1
+        self._groups_version: tuple = ()
         # sharing_threshold is proportional to the new job's remaining time (every term of eq. 16-23
         # scales with it), so per (new job's workload, partner group) one factor θ serves every job
         self._theta: dict[tuple, float] = {}
@@ -244,10 +256,11 @@ class SJFBSBF(_SharingSJF):
         if self.decision_log is None:
             return self._start_shared(engine, job, gpus, steps)
         holders = engine.cluster.holders
-        # per partner: time to go (by_end's key: remaining at the current rate), pace, and its nominal
-        # seconds left (not settled here: that would change the replay's floating-point state)
-        before = {p: (p.end_key[0] - engine.now, p.pace,
-                      p.remaining - max(0.0, engine.now - p.last_update - p.overhead_left) * p.rate)
+        # per partner: Theorem 1's time to go, pace, and its nominal seconds left (not settled here:
+        # that would change the replay's floating-point state)
+        before = {p: (self._time_to_go(engine, p), p.pace,
+                      p.remaining - max(0.0, engine.now - p.last_update - p.overhead_left) * p.rate,
+                      self._time_to_go(engine, p, "nominal"), self._time_to_go(engine, p, "expected_end"))
                   for p in {holders[g][0] for g in gpus}}
         remaining = job.remaining
         ok = self._start_shared(engine, job, gpus, steps)
@@ -256,18 +269,20 @@ class SJFBSBF(_SharingSJF):
         return ok
 
     def _log_decision(self, engine: PolicyEngine, job: Job, remaining: float, steps: int,
-                      before: dict[Job, tuple[float, float, float]]) -> None:
+                      before: dict[Job, tuple[float, float, float, float, float]]) -> None:
         """One record per partner of a sharing start (``decision_log``): what Theorem 1 predicted for
         the pair (eq. 14-23 on the policy's ξ) and what the engine then set (true ξ, the paces)"""
         for partner, (count, xi_job_true) in job.partners.items():
-            a, pace_before, nominal_left = before[partner]
+            a, pace_before, nominal_left, nominal_a, end_a = before[partner]
             option = next(o for o in self.options(engine, job, partner, max_steps=1 << 30) if o[0] == steps)
             _, xi_new, xi_running, speed = option
             _, share, wait = theorem1(a, remaining / speed, remaining, xi_running, xi_new)
             self.decision_log.append({
                 "time": engine.now, "job": job.job_id, "job_gpus": job.num_gpus, "remaining_s": remaining,
                 "steps": steps, "speed": speed, "partner": partner.job_id, "partner_gpus": partner.num_gpus,
-                "shared_gpus": count, "partner_left_s": a, "xi_job_pred": xi_new, "xi_partner_pred": xi_running,
+                # Theorem 1's time to go as the policy counted it, and both ways (time_to_go)
+                "shared_gpus": count, "partner_left_s": a, "partner_nominal_s": nominal_a,
+                "partner_end_left_s": end_a, "xi_job_pred": xi_new, "xi_partner_pred": xi_running,
                 "xi_job_true": xi_job_true, "xi_partner_true": partner.partners[job][1],
                 "job_pace": job.pace, "partner_pace_before": pace_before, "partner_pace": partner.pace,
                 "pred_share_s": share, "pred_wait_s": wait, "job_partners": len(job.partners),
@@ -351,10 +366,26 @@ class SJFBSBF(_SharingSJF):
             return None
         return chosen, steps_needed
 
+    def _time_to_go(self, engine: PolicyEngine, partner: Job, kind: str | None = None) -> float:
+        """Theorem 1's time to go of a running partner as ``kind`` counts it (default: the
+        ``time_to_go`` parameter; module docstring)."""
+        if (kind or self.params.time_to_go) == "expected_end" or partner.goodput is None:
+            return partner.end_key[0] - engine.now  # fixed duration: the two are the same
+        start = partner.last_update + partner.overhead_left
+        left = partner.remaining - max(0.0, engine.now - start) * partner.rate
+        return max(0.0, start - engine.now) + left * partner.pace / partner.solo_speed
+
     def _partner_groups(self, engine: PolicyEngine) -> dict[tuple, tuple[list[float], list[tuple]]]:
-        """Running jobs that hold GPUs alone, grouped by workload, in order of expected end (the
-        engine keeps running jobs in that order); rebuilt only when the engine's state has changed."""
-        if self._groups_version != engine.state_version:
+        """Running jobs that hold GPUs alone, grouped by workload, in order of the time-to-go end
+        (now + :meth:`_time_to_go`). On the engine's expected end (and with no goodput jobs) that is
+        the engine's order, rebuilt only when its state changes; a goodput partner's nominal time to
+        go falls at its goodput, so partners may overtake each other: rebuilt at each instant."""
+        version: tuple = (engine.state_version,)
+        nominal = self.params.time_to_go == "nominal" and engine.by_end and any(
+            p.goodput is not None for _, _, p in engine.by_end)
+        if nominal:
+            version = (engine.state_version, engine.now)
+        if self._groups_version != version:
             holders = engine.cluster.holders
             self._groups = {}
             for end, index, partner in engine.by_end:
@@ -363,9 +394,15 @@ class SJFBSBF(_SharingSJF):
                 gpus = [g for g in partner.gpus if len(holders[g]) == 1]
                 key = (partner.model, partner.batch_size, partner.accumulation_steps, partner.num_gpus)
                 ends, members = self._groups.setdefault(key, ([], []))
+                if nominal and partner.goodput is not None:
+                    end = engine.now + self._time_to_go(engine, partner)
                 ends.append(end)
                 members.append((end, index, partner, gpus))
-            self._groups_version = engine.state_version
+            if nominal:
+                for key, (ends, members) in self._groups.items():
+                    members.sort(key=lambda m: m[:2])
+                    ends[:] = [m[0] for m in members]
+            self._groups_version = version
         return self._groups
 
 
