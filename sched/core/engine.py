@@ -396,6 +396,11 @@ class Engine:
         """Whether running ``job`` is still paying its restore or allocation stall now."""
         return self.now - job.last_update <= job.overhead_left
 
+    def stall_left(self, job: Job) -> float:
+        """Seconds of restore or allocation stall running ``job`` has still to pay now (0 when none)."""
+        left = job.last_update + job.overhead_left - self.now
+        return left if left > 0.0 else 0.0
+
     def version_of(self, job: Job) -> int:
         """An opaque stamp that changes whenever ``job``'s rate changes, it stops or restarts."""
         return job.version

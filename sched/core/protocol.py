@@ -119,6 +119,10 @@ class PolicyEngine(Protocol):
         """Whether running ``job`` is still paying its restore or allocation stall now (no progress yet)."""
         ...
 
+    def stall_left(self, job: Job) -> float:
+        """Seconds of restore or allocation stall running ``job`` has still to pay now (0 when none)."""
+        ...
+
     def worker_view(self, job: Job) -> list[tuple]:
         """``[(gpu, partner, cap, local batch, ξ_w, t_w)]`` of running ``job`` (needs :attr:`calibration`)."""
         ...
@@ -237,6 +241,13 @@ class JobView(Protocol):
     def partners(self) -> dict | None: ...
     @property
     def pace(self) -> float: ...
+    @property
+    def rate(self) -> float:
+        """Solo seconds of work done per second now (``solo_speed / pace``, times a goodput job's epoch
+        goodput); 0 while queued."""
+    @property
+    def exclusive_jct_estimate(self) -> float:
+        """Castor eq. 24's JCT had the job waited for exclusive GPUs, set when it started shared (NaN else)."""
 
     # extension states
     @property

@@ -258,8 +258,7 @@ class SJFBSBF(_SharingSJF):
         holders = engine.cluster.holders
         # per partner: Theorem 1's time to go, pace, and its nominal seconds left (not settled here:
         # that would change the replay's floating-point state)
-        before = {p: (self._time_to_go(engine, p), p.pace,
-                      p.remaining - max(0.0, engine.now - p.last_update - p.overhead_left) * p.rate,
+        before = {p: (self._time_to_go(engine, p), p.pace, engine.remaining(p),
                       self._time_to_go(engine, p, "nominal"), self._time_to_go(engine, p, "expected_end"))
                   for p in {holders[g][0] for g in gpus}}
         remaining = job.remaining
@@ -370,10 +369,8 @@ class SJFBSBF(_SharingSJF):
         """Theorem 1's time to go of a running partner as ``kind`` counts it (default: the
         ``time_to_go`` parameter; module docstring)."""
         if (kind or self.params.time_to_go) == "expected_end" or partner.goodput is None:
-            return partner.end_key[0] - engine.now  # fixed duration: the two are the same
-        start = partner.last_update + partner.overhead_left
-        left = partner.remaining - max(0.0, engine.now - start) * partner.rate
-        return max(0.0, start - engine.now) + left * partner.pace / partner.solo_speed
+            return engine.expected_end(partner) - engine.now  # fixed duration: the two are the same
+        return engine.stall_left(partner) + engine.remaining(partner) * partner.pace / partner.solo_speed
 
     def _partner_groups(self, engine: PolicyEngine) -> dict[tuple, tuple[list[float], list[tuple]]]:
         """Running jobs that hold GPUs alone, grouped by workload, in order of the time-to-go end
