@@ -309,6 +309,37 @@ def test_bsbf_never_starts_a_pair_that_cannot_run(tmp_path):
     assert (jobs["end_time"] - jobs["submit_time"] >= jobs["duration"]).all()
 
 
+def test_bsbf_shares_only_with_partners_that_still_win_at_the_gang_batch(tmp_path):
+    # 20 GiB GPUs. J (imagenet b128, 2 GPUs, 100 s) beside P1 (bert b12) fits only at accumulation 4;
+    # beside P2 (cifar10, 100 s left) Theorem 1 says share at accumulation 1 (pair JCT 140 s, the
+    # best) but wait at 4, where J's solo speed drops to 0.75 (case 2: b - b_wait = 33 s > a(3 - 2ξ) = 20 s).
+    # Alg. 1 line 12 keeps only pairs that win; the gang runs at the smallest batch any chosen pair
+    # needs (4), so P2 must be re-judged there. Before the fix J took both GPUs at t = 1 (found on
+    # sjf-bsbf-philly seed 9: a 16-GPU job beside 600-h jobs at accumulation 4, +2.8 h average JCT).
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("name: c\npools:\n- servers: 1\n  gpus_per_server: 2\n  gpu_memory_gb: 20\n")
+    table = pairs_csv(tmp_path / "pairs.csv", [
+        ("imagenet", 32, "bert", 12, "timeslice", 50, 1.0, 1.0),
+        ("imagenet", 128, "cifar10", 64, "timeslice", 50, 1.4, 1.4),
+        ("imagenet", 32, "cifar10", 64, "timeslice", 50, 1.4, 1.4),
+    ])
+    engine = Engine([], ClusterState(load_cluster(str(cluster))), Scripted({}),
+                    sharing=SharingModel.for_cluster(load_cluster(str(cluster)), "analytic"))
+    speed = engine.sharing.accumulation_speed(_job("J", "imagenet", 128, gpus=2), 4)
+    assert theorem1(100.0, 100.0, 100.0, 1.4, 1.4)[0]  # P2 at accumulation 1: share
+    assert not theorem1(100.0, 100.0 / speed, 100.0, 1.4, 1.4)[0]  # at accumulation 4: wait
+    rows = [("P1", 0, 1, 500, "bert", 12), ("P2", 0, 1, 101, "cifar10", 64), ("J", 1, 2, 100, "imagenet", 128)]
+    log: list[dict] = []
+    SJFBSBF.decision_log = log
+    try:
+        jobs = replay_table(workload_table(rows), str(cluster), "sjf-bsbf", interference=f"table:{table}").jobs
+    finally:
+        SJFBSBF.decision_log = None
+    assert log and all(r["pred_share_s"] < r["pred_wait_s"] for r in log)  # every pair wins as it runs
+    j = jobs.set_index("job_id").loc["J"]
+    assert j["start_time"] == 101.0  # J waits for P2, then shares P1's GPU at accumulation 4
+    assert j["accumulation_steps"] == 4
+
 # ---- 4. memory feasibility -----------------------------------------------------------------------
 
 # catalog memory: bert at batch 12 is 15 GiB per GPU, bert at 4 ~6.09 GiB, cifar10 at 32 ~0.63 GiB

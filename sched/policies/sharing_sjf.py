@@ -18,7 +18,8 @@ and start a job on free GPUs when enough are free. When not, but free GPUs plus 
 
 Where the papers are silent we chose, and say so: a job whose beneficial partners hold too few
 GPUs completes its gang with free GPUs (Alg. 1 line 9 counts them); the batch of a job placed
-beside several partners is the smallest any chosen pair needs (so memory fits beside each).
+beside several partners is the smallest any chosen pair needs, and a partner is kept only if it
+fits and Theorem 1 still says share at that batch (Alg. 1 line 12 at the batch the gang runs).
 
 Theorem 1 compares the two jobs' remaining times in one unit. The new job's is its nominal solo time
 (``L_k``: seconds at goodput 1); by default (``time_to_go: nominal``) the running partner's is counted
@@ -227,7 +228,7 @@ class SJFBSBF(_SharingSJF):
     memory depend only on it) and kept in order of expected end. Within a group the pair's JCT grows
     with the partner's time-to-go, so the best partners are the first ones past the group's
     ``sharing_threshold``; each group is scanned from there only until it could fill the gang.
-    ``tests/test_policy_sharing.py`` checks this against the direct evaluation of every partner."""
+    ``tests/test_sharing.py`` checks this against the direct evaluation of every partner."""
 
     name = "sjf-bsbf"
     summary = "SJF with best-sharing-benefit-first: share only when Theorem 1 says it lowers the pair's JCT"
@@ -350,11 +351,11 @@ class SJFBSBF(_SharingSJF):
         for _, _, steps, partner, gpus in beneficial:
             steps_with = max(steps_needed, steps)
             recheck = partners if steps_with != steps_needed else []
-            if steps_with != steps and not engine.can_share(job, partner, self.params.mode, self._shares, steps_with):
-                skipped = True  # this pair was judged at a larger batch and cannot run at this one
+            if steps_with != steps and not self._wins_at(engine, job, partner, steps_with):
+                skipped = True  # this pair was judged at a larger batch and cannot run (or no longer wins) at this one
                 continue
-            if not all(engine.can_share(job, p, self.params.mode, self._shares, steps_with) for p in recheck):
-                skipped = True  # the smaller batch this pair needs would not run beside an earlier partner
+            if not all(self._wins_at(engine, job, p, steps_with) for p in recheck):
+                skipped = True  # the smaller batch this pair needs would not run (or win) beside an earlier partner
                 continue
             chosen.extend(gpus[: job.num_gpus - len(chosen)])
             partners.append(partner)
@@ -364,6 +365,13 @@ class SJFBSBF(_SharingSJF):
         if skipped and len(chosen) < job.num_gpus:
             return None
         return chosen, steps_needed
+
+    def _wins_at(self, engine: PolicyEngine, job: Job, partner: Job, steps: int) -> bool:
+        """Whether ``job`` runs beside ``partner`` at ``steps`` accumulation steps and Theorem 1 still
+        says share there (Alg. 1 line 12 at the batch the gang will really use: a pair judged at a
+        larger batch may lose at a smaller one, the slower solo speed outweighing the wait)."""
+        option = [o for o in self.options(engine, job, partner, max_steps=steps) if o[0] == steps]
+        return bool(option) and algorithm2(self._time_to_go(engine, partner), job.remaining, option)[0]
 
     def _time_to_go(self, engine: PolicyEngine, partner: Job, kind: str | None = None) -> float:
         """Theorem 1's time to go of a running partner as ``kind`` counts it (default: the
