@@ -309,13 +309,15 @@ def test_bsbf_never_starts_a_pair_that_cannot_run(tmp_path):
     assert (jobs["end_time"] - jobs["submit_time"] >= jobs["duration"]).all()
 
 
-def test_bsbf_shares_only_with_partners_that_still_win_at_the_gang_batch(tmp_path):
+@pytest.mark.parametrize("gang_check", ["theorem1", "memory"])
+def test_bsbf_gang_check_rejudges_partners_at_the_gang_batch(tmp_path, gang_check):
     # 20 GiB GPUs. J (imagenet b128, 2 GPUs, 100 s) beside P1 (bert b12) fits only at accumulation 4;
     # beside P2 (cifar10, 100 s left) Theorem 1 says share at accumulation 1 (pair JCT 140 s, the
     # best) but wait at 4, where J's solo speed drops to 0.75 (case 2: b - b_wait = 33 s > a(3 - 2ξ) = 20 s).
     # Alg. 1 line 12 keeps only pairs that win; the gang runs at the smallest batch any chosen pair
-    # needs (4), so P2 must be re-judged there. Before the fix J took both GPUs at t = 1 (found on
-    # sjf-bsbf-philly seed 9: a 16-GPU job beside 600-h jobs at accumulation 4, +2.8 h average JCT).
+    # needs (4), so with gang_check: theorem1 P2 is re-judged there (found on sjf-bsbf-philly seed 9:
+    # a 16-GPU job beside 600-h jobs at accumulation 4, +2.8 h average JCT); with the default
+    # (memory) P2 only has to fit at 4, and J takes both GPUs at t = 1.
     cluster = tmp_path / "c.yaml"
     cluster.write_text("name: c\npools:\n- servers: 1\n  gpus_per_server: 2\n  gpu_memory_gb: 20\n")
     table = pairs_csv(tmp_path / "pairs.csv", [
@@ -332,13 +334,18 @@ def test_bsbf_shares_only_with_partners_that_still_win_at_the_gang_batch(tmp_pat
     log: list[dict] = []
     SJFBSBF.decision_log = log
     try:
-        jobs = replay_table(workload_table(rows), str(cluster), "sjf-bsbf", interference=f"table:{table}").jobs
+        jobs = replay_table(workload_table(rows), str(cluster), "sjf-bsbf", {"gang_check": gang_check},
+                            interference=f"table:{table}").jobs
     finally:
         SJFBSBF.decision_log = None
-    assert log and all(r["pred_share_s"] < r["pred_wait_s"] for r in log)  # every pair wins as it runs
     j = jobs.set_index("job_id").loc["J"]
-    assert j["start_time"] == 101.0  # J waits for P2, then shares P1's GPU at accumulation 4
     assert j["accumulation_steps"] == 4
+    if gang_check == "theorem1":
+        assert log and all(r["pred_share_s"] < r["pred_wait_s"] for r in log)  # every pair wins as it runs
+        assert j["start_time"] == 101.0  # J waits for P2, then shares P1's GPU at accumulation 4
+    else:
+        assert j["start_time"] == 1.0  # beside P1 and P2 at once, P2's pair losing at accumulation 4
+        assert any(r["pred_share_s"] >= r["pred_wait_s"] for r in log)
 
 # ---- 4. memory feasibility -----------------------------------------------------------------------
 
