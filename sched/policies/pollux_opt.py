@@ -115,6 +115,9 @@ def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], floa
     where a row's cost reaches a new low are tried, smallest first, a later one replacing an earlier
     one only when strictly lower: the same sums, minimum and tie-break as trying every count."""
     C = capacity
+    fast = _dp_unconstrained(costs, C)
+    if fast is not None:
+        return fast
     dp = np.zeros(C + 1)
     choices = []
     for row in costs:
@@ -149,6 +152,40 @@ def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], floa
         out.append(r)
         c -= r
     return out[::-1], float(dp[C])
+
+
+def _dp_unconstrained(costs: list[list[float]], capacity: int) -> tuple[list[int], float] | None:
+    """``_dp_counts``'s answer without the table when every row's lowest cost fits at once (the rows'
+    lowest-cost counts sum to at most ``capacity``; else None).
+
+    Then ``dp`` before row j is, at every count it is read at, the running sum ``P`` of the earlier
+    rows' picks (float addition is monotone, so no other choice sums lower), and the programme keeps
+    the first new-low count ``r`` of row j where ``P + cost[r]`` equals ``P + lowest`` (a rounding
+    tie included): the same counts and minimum as the table."""
+    lows_per_row = []
+    total = 0
+    for row in costs:
+        width = min(len(row), capacity + 1)
+        best, lows = np.inf, []
+        for r in range(width):
+            c = row[r]
+            if c < best:
+                best = c
+                lows.append((r, c))
+        if not lows or best == np.inf:
+            return None
+        total += lows[-1][0]
+        if total > capacity:
+            return None
+        lows_per_row.append(lows)
+    counts = []
+    P = 0.0
+    for lows in lows_per_row:
+        target = P + lows[-1][1]
+        r = next(r for r, c in lows if P + c == target)
+        counts.append(r)
+        P = target
+    return counts, float(P)
 
 
 def _pack(problem: Problem, counts: list[int], options) -> Alloc:
