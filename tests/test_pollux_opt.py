@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from schedlab.sched.policies import pollux_opt
-from schedlab.sched.policies.pollux_opt import _dp_counts, _dp_unconstrained
+from schedlab.sched.policies.pollux_opt import _dp_counts, _dp_unconstrained, _new_lows
 from schedlab.sched.policies.pollux_problem import EPS, JobSpec, Problem
 
 
@@ -71,14 +71,14 @@ def test_dp_without_the_table_when_the_lowest_costs_fit(seed):
     costs = [random_row(rng, 6) for _ in range(int(rng.integers(1, 8)))]
     if seed % 2:  # a large first cost: later rows' costs tie once rounded (1e16 + 2.5 == 1e16 + 2.0)
         costs = [[1e16]] + [[1.0 / EPS, 2.5, 2.0, 2.0] for _ in costs]
-    fast = _dp_unconstrained(costs, capacity)
+    fast = _dp_unconstrained([_new_lows(row, capacity) for row in costs], capacity)
     assert fast is not None
     assert fast == _dp_counts(costs, capacity) == dense_dp(costs, capacity)
 
 
 def test_dp_table_when_the_lowest_costs_do_not_fit():
-    assert _dp_unconstrained([[1000.0, 2.0, 1.0], [1000.0, 2.0, 1.0]], 3) is None
     costs = [[1000.0, 2.0, 1.0], [1000.0, 2.0, 1.0]]
+    assert _dp_unconstrained([_new_lows(row, 3) for row in costs], 3) is None
     assert _dp_counts(costs, 3) == dense_dp(costs, 3) and sum(_dp_counts(costs, 3)[0]) == 3
 
 
