@@ -1,6 +1,6 @@
 """``pollux_opt``'s speed paths give exactly what the plain definitions give: ``_dp_counts`` (sparse:
-only a row's new lows are tried) the same minimum to the last bit and the same counts (ties: fewer
-GPUs) as trying every count; the local search's numpy pricing the same moves as its plain scan."""
+only a row's new lows are tried; no table when every row's lowest cost fits) the same minimum to the
+last bit and the same counts (ties: fewer GPUs, rounding ties included) as trying every count; the local search's numpy pricing the same moves as its plain scan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from schedlab.sched.policies import pollux_opt
-from schedlab.sched.policies.pollux_opt import _dp_counts
+from schedlab.sched.policies.pollux_opt import _dp_counts, _dp_unconstrained, _new_lows
 from schedlab.sched.policies.pollux_problem import EPS, JobSpec, Problem
 
 
@@ -62,6 +62,24 @@ def test_sparse_dp_equals_the_dense_definition(seed):
     counts, value = _dp_counts(costs, capacity)
     assert (counts, value) == dense_dp(costs, capacity)
     assert sum(counts) <= capacity
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dp_without_the_table_when_the_lowest_costs_fit(seed):
+    rng = np.random.default_rng(100 + seed)
+    capacity = int(rng.integers(20, 80))
+    costs = [random_row(rng, 6) for _ in range(int(rng.integers(1, 8)))]
+    if seed % 2:  # a large first cost: later rows' costs tie once rounded (1e16 + 2.5 == 1e16 + 2.0)
+        costs = [[1e16]] + [[1.0 / EPS, 2.5, 2.0, 2.0] for _ in costs]
+    fast = _dp_unconstrained([_new_lows(row, capacity) for row in costs], capacity)
+    assert fast is not None
+    assert fast == _dp_counts(costs, capacity) == dense_dp(costs, capacity)
+
+
+def test_dp_table_when_the_lowest_costs_do_not_fit():
+    costs = [[1000.0, 2.0, 1.0], [1000.0, 2.0, 1.0]]
+    assert _dp_unconstrained([_new_lows(row, 3) for row in costs], 3) is None
+    assert _dp_counts(costs, 3) == dense_dp(costs, 3) and sum(_dp_counts(costs, 3)[0]) == 3
 
 
 def test_ties_go_to_fewer_gpus():

@@ -115,31 +115,29 @@ def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], floa
     where a row's cost reaches a new low are tried, smallest first, a later one replacing an earlier
     one only when strictly lower: the same sums, minimum and tie-break as trying every count."""
     C = capacity
+    lows_per_row = [_new_lows(row, C) for row in costs]
+    fast = _dp_unconstrained(lows_per_row, C)
+    if fast is not None:
+        return fast
     dp = np.zeros(C + 1)
     choices = []
-    for row in costs:
-        width = min(len(row), C + 1)
-        best = np.inf
-        new = choice = None
-        for r in range(width):
-            c = row[r]
-            if not c < best:
-                continue
-            best = c
-            if new is None:
-                new = dp + c  # r = 0 (a row's first count is always a new low)
-                choice = np.zeros(C + 1, dtype=np.intp)
-                if r:  # a row whose first finite cost is not at r = 0: counts below r cannot be used
-                    new[:] = np.inf
-                    new[r:] = dp[: C + 1 - r] + c
-                    choice[r:] = r
-                continue
+    for lows in lows_per_row:
+        if not lows:  # no finite cost: nothing fits
+            dp, choice = np.full(C + 1, np.inf), np.zeros(C + 1, dtype=np.intp)
+            choices.append(choice)
+            continue
+        r, c = lows[0]
+        new = dp + c
+        choice = np.zeros(C + 1, dtype=np.intp)
+        if r:  # a row whose first finite cost is not at r = 0: counts below r cannot be used
+            new[:] = np.inf
+            new[r:] = dp[: C + 1 - r] + c
+            choice[r:] = r
+        for r, c in lows[1:]:
             cand = dp[: C + 1 - r] + c
             better = cand < new[r:]
             new[r:][better] = cand[better]
             choice[r:][better] = r
-        if new is None:  # no finite cost: nothing fits
-            new, choice = np.full(C + 1, np.inf), np.zeros(C + 1, dtype=np.intp)
         dp = new
         choices.append(choice)
     out = []
@@ -149,6 +147,37 @@ def _dp_counts(costs: list[list[float]], capacity: int) -> tuple[list[int], floa
         out.append(r)
         c -= r
     return out[::-1], float(dp[C])
+
+
+def _new_lows(row: list[float], capacity: int) -> list[tuple[int, float]]:
+    """(count, cost) where a row's cost reaches a new low, smallest count first (counts <= capacity)."""
+    best = np.inf
+    lows = []
+    for r in range(min(len(row), capacity + 1)):
+        c = row[r]
+        if c < best:
+            best = c
+            lows.append((r, c))
+    return lows
+
+
+def _dp_unconstrained(lows_per_row: list[list[tuple[int, float]]], capacity: int) -> tuple[list[int], float] | None:
+    """``_dp_counts``'s answer without the table when every row's lowest cost fits at once (the rows'
+    lowest-cost counts sum to at most ``capacity``; else None). Rows are ``_new_lows``.
+
+    Then ``dp`` before row j is, at every count it is read at, the running sum ``P`` of the earlier
+    rows' picks (float addition is monotone, so no other choice sums lower), and the programme keeps
+    the first new-low count ``r`` of row j where ``P + cost[r]`` equals ``P + lowest`` (a rounding
+    tie included): the same counts and minimum as the table."""
+    if not all(lows_per_row) or sum(lows[-1][0] for lows in lows_per_row) > capacity:
+        return None
+    counts = []
+    P = 0.0
+    for lows in lows_per_row:
+        target = P + lows[-1][1]
+        counts.append(next(r for r, c in lows if P + c == target))
+        P = target
+    return counts, float(P)
 
 
 def _pack(problem: Problem, counts: list[int], options) -> Alloc:
