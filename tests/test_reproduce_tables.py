@@ -156,9 +156,12 @@ def test_window_usage_integrates_the_steps_inside_the_window():
 
 def test_lyra_configs_replay_every_table5_row():
     """The lyra-*.yaml configs load (scenario annotation and inference key validated) and together give
-    every row of lyra-table5 a label; loaning rows have the inference load, scaling rows none."""
+    every row of lyra-table5 a label; loaning rows have the inference load, scaling rows none (they
+    read the ServeGen series in ../shared: skipped without it)."""
+    from helpers import shared_data
     from schedlab.tasks.config import load_config
 
+    shared_data("inference", "servegen_total_rate_per_10min.csv")
     spec = paper_tables()["lyra-table5"]
     labels: dict[str, object] = {}
     for name in spec["experiments"]:
