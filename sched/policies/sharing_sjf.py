@@ -253,6 +253,12 @@ class SJFBSBF(_SharingSJF):
         self._theta: dict[tuple, float] = {}
         self._limits: dict[tuple, float] = {}  # per instant: the largest remaining time that can share
         self._limits_at: tuple[int, float] = (-1, -1.0)
+        # whether a goodput job has arrived: their nominal time to go reorders the partner groups
+        self._goodput_jobs = False
+
+    def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
+        super().on_arrival(engine, job)
+        self._goodput_jobs = self._goodput_jobs or job.goodput is not None
 
     def share(self, engine: PolicyEngine, job: Job) -> bool:
         if job.remaining >= self._remaining_limit(engine, job):
@@ -398,8 +404,7 @@ class SJFBSBF(_SharingSJF):
         the engine's order, rebuilt only when its state changes; a goodput partner's nominal time to
         go falls at its goodput, so partners may overtake each other: rebuilt at each instant."""
         version: tuple = (engine.state_version,)
-        nominal = self.params.time_to_go == "nominal" and engine.by_end and any(
-            p.goodput is not None for _, _, p in engine.by_end)
+        nominal = self.params.time_to_go == "nominal" and self._goodput_jobs
         if nominal:
             version = (engine.state_version, engine.now)
         if self._groups_version != version:
