@@ -41,7 +41,7 @@ from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import LoadOptions, check_format, load_trace
-from schedlab.sched.traces.annotate import annotate, annotation_scheme, annotation_schemes, catalog_gpu_type, fill_durations
+from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
 #: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
@@ -122,11 +122,7 @@ class ReplaySpec(UserModel):
     @field_validator("annotate")
     @classmethod
     def _annotate(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            annotation_schemes(value)  # raises naming the list's bad item or conflict
-        elif value is not False and value != AUTO:
-            annotation_scheme(value)  # raises naming the scheme's bad field
-        return value
+        return value if value == AUTO else check_annotation(value)
 
     @field_validator("cluster")
     @classmethod

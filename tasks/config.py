@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback
 from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.models.inference import is_synthetic
 from schedlab.sched.replay import PolicyRun, ReplaySpec
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import LoadOptions, check_format
@@ -83,13 +84,9 @@ class TraceEntry(UserModel):
     @field_validator("annotate")
     @classmethod
     def _annotate(cls, value: Any) -> Any:
-        from schedlab.sched.traces.annotate import annotation_scheme, annotation_schemes
+        from schedlab.sched.traces.annotate import check_annotation
 
-        if isinstance(value, list):
-            annotation_schemes(value)  # raises naming the list's bad item or conflict
-        elif value is not False:
-            annotation_scheme(value)  # raises naming the scheme's bad field
-        return value
+        return check_annotation(value)
 
     _format = field_validator("format")(lambda cls, value: check_format(value))
 
@@ -263,7 +260,7 @@ class ExperimentConfig(UserModel):
         if self.inference is None:
             return None
         load = self.inference.load
-        if not load.startswith(("constant:", "diurnal:")):  # synthetic sources, not paths
+        if not is_synthetic(load):
             head, _, model = load.rpartition(":") if not Path(load).exists() and ":" in load else (load, "", "")
             load = (self.resolve_source(head) or head) + (f":{model}" if model else "")
         return self.inference.model_copy(update={"load": load}).model_dump()
@@ -501,7 +498,7 @@ def _check_semantics(config: ExperimentConfig, path: Path) -> None:
         try:
             load_inference(config.resolve_inference()["load"])
         except (InferenceLoadError, OSError) as err:
-            where = "" if Path(config.inference.load).is_absolute() or config.inference.load.startswith(("constant:", "diurnal:")) \
+            where = "" if Path(config.inference.load).is_absolute() or is_synthetic(config.inference.load) \
                 else f" (a relative path: {_looked_in(config)})"
             raise ConfigError(f"{path}: inference.load: {err}{where}") from None
     from schedlab.sched.policy_needs import CapabilityError

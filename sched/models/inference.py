@@ -42,6 +42,13 @@ SERVEGEN_RANGE = (0.42, 0.95)  # Lyra §2: inference utilisation 42-95 %
 UTIL_COLUMNS = ("utilization", "utilisation", "util")
 PREDICTORS = ("oracle", "last")
 DAY_S, DIURNAL_STEP_S = 86400.0, 600.0
+#: the prefixes of the sources that are generated, not read from a file
+SYNTHETIC = ("constant:", "diurnal:")
+
+
+def is_synthetic(spec: str) -> bool:
+    """Whether ``spec`` names a generated load (``constant:U``, ``diurnal:LOW:HIGH``), not a file."""
+    return spec.startswith(SYNTHETIC)
 
 
 class InferenceLoadError(ValueError):

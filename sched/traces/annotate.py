@@ -180,7 +180,7 @@ def _fill(df: pd.DataFrame, col: str, idx: np.ndarray, values: np.ndarray) -> np
 
 
 __all__ = ["LAMBDA_RANGE", "AnnotationError", "GimbalScheme", "JobAnnotationError", "LyraScheme", "annotate",
-           "annotate_gimbal", "annotation_scheme", "annotation_schemes", "lyra_scenario", "scheme_seed"]
+           "annotate_gimbal", "annotation_scheme", "annotation_schemes", "check_annotation", "lyra_scenario", "scheme_seed"]
 
 
 def catalog_gpu_type(catalog: WorkloadCatalog, gpu_type: str) -> str:
@@ -323,6 +323,17 @@ def annotation_schemes(schemes: list[str | dict[str, Any]] | tuple) -> list[Gimb
         raise ValueError("annotate: give the workload scheme before the Lyra one (Lyra's attributes are drawn"
                          " from the GPU counts and durations the workload scheme may rewrite)")
     return chosen
+
+
+def check_annotation(value: Any) -> Any:
+    """An ``annotate`` value as a replay or an experiment takes it: ``False``, one scheme
+    (:func:`annotation_scheme`) or a list combined (:func:`annotation_schemes`); raises ValueError
+    naming the bad scheme, field or list item."""
+    if isinstance(value, list):
+        annotation_schemes(value)
+    elif value is not False:
+        annotation_scheme(value)
+    return value
 
 
 def scheme_seed(seed: int, position: int) -> int:
