@@ -39,10 +39,19 @@ JOB_COLUMNS = ("job_id", "num_gpus", "submit_time", "start_time", "end_time", "j
 HOUR = 3600.0
 
 
-def run_one(spec, time_to_go: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One replay with the sharing policies' decision log on: (job table, decisions). ``time_to_go``:
-    the sharing policies' Theorem 1 time to go (``SharingParams.time_to_go``; None: as configured)."""
+def with_time_to_go(spec, time_to_go: str | None):
+    """``spec`` with the sharing policies' Theorem 1 time to go (``SharingParams.time_to_go``) set as a
+    parameter of the replay (so the cache key has it); None, or another policy: as configured."""
+    from schedlab.sched.policies import load_policy_class
     from schedlab.sched.policies.sharing_sjf import SJFBSBF
+
+    if time_to_go is None or not issubclass(load_policy_class(spec.policy), SJFBSBF):
+        return spec
+    return spec.model_copy(update={"params": {**spec.params, "time_to_go": time_to_go}})
+
+
+def run_one(spec) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One replay with the sharing policies' decision log on: (job table, decisions)."""
     from schedlab.sched.replay import prepare, run
 
     replay = spec.spec()
@@ -50,8 +59,6 @@ def run_one(spec, time_to_go: str | None = None) -> tuple[pd.DataFrame, pd.DataF
     log: list[dict] = []
 
     def with_log(policy):
-        if time_to_go is not None and isinstance(policy, SJFBSBF):
-            policy = type(policy)(policy.params.model_copy(update={"time_to_go": time_to_go}))
         if hasattr(policy, "decision_log"):
             policy.decision_log = log
         return policy
@@ -61,15 +68,15 @@ def run_one(spec, time_to_go: str | None = None) -> tuple[pd.DataFrame, pd.DataF
     return jobs, pd.DataFrame(log)
 
 
-def cached(spec, cache: Path | None, time_to_go: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def cached(spec, cache: Path | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``run_one`` through ``cache`` (``<key>.jobs.parquet`` / ``<key>.decisions.parquet``)."""
     if cache is None:
-        return run_one(spec, time_to_go)
-    key = spec.model_copy(update={"code_version": f"sharing-claims-{time_to_go or 'configured'}"}).key
+        return run_one(spec)
+    key = spec.key
     jobs_path, dec_path = cache / f"{key}.jobs.parquet", cache / f"{key}.decisions.parquet"
     if jobs_path.exists() and dec_path.exists():
         return pd.read_parquet(jobs_path), pd.read_parquet(dec_path)
-    jobs, decisions = run_one(spec, time_to_go)
+    jobs, decisions = run_one(spec)
     cache.mkdir(parents=True, exist_ok=True)
     jobs.to_parquet(jobs_path)
     decisions.to_parquet(dec_path)
@@ -265,7 +272,7 @@ def main() -> None:
         runs: dict[tuple[str, int], tuple[pd.DataFrame, pd.DataFrame]] = {}
         for spec in specs:
             t0 = time.perf_counter()
-            jobs, decisions = cached(spec, args.cache, args.time_to_go)
+            jobs, decisions = cached(with_time_to_go(spec, args.time_to_go), args.cache)
             if not decisions.empty:
                 decisions = realised(decisions.assign(seed=spec.seed), jobs)
             runs[(spec.label, spec.seed)] = (jobs, decisions)
