@@ -108,3 +108,29 @@ def test_a_round_that_keeps_the_pair_keeps_its_calibration():
     for before, after in kept:  # same cap, no switch, no aborted or new search
         assert (after["b_shares"], after["switches"], after["aborted"], after["searches"], after["searching"]) == (
             before["b_shares"], before["switches"], before["aborted"], before["searches"], False)
+
+
+def searches_started(params):
+    """(time, Gavel rounds so far, set changed at) of every search start of the pair run (B at 90 % of A's work)."""
+    engine, _ = pair_run(params, b_work=0.9 * LONG)
+    coordinator, base, starts = engine.policy.coordinator, engine.policy.base, []
+    start = coordinator._start
+
+    def on_start(view, jobset):
+        starts.append((view.now, len(base.round_times)))
+        start(view, jobset)
+
+    coordinator._start = on_start
+    engine.run()
+    return engine, starts
+
+
+def test_search_gate_kept_searches_only_a_pair_a_round_boundary_kept():
+    # OURS (issue #26): the pair forms in Gavel's first round; gated, its search waits for the next boundary
+    _, starts = searches_started(None)
+    assert starts[0][1] == 1  # ungated: searched in the round that formed it (at the first 30 s tick)
+    engine, gated = searches_started({"search_gate": "kept"})
+    coordinator = engine.policy.coordinator
+    assert gated[0][1] >= 2 and gated[0][0] >= engine.policy.base.round_times[1]
+    assert coordinator.gated >= 1 and coordinator.metrics()["gimbal_gated_searches"] == coordinator.gated
+    assert coordinator.aborted == 0

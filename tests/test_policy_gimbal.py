@@ -392,3 +392,44 @@ def test_no_memory_for_the_switching_context_ends_the_search():
     metrics = decider.metrics()
     assert metrics["gimbal_searches"] == 1 and metrics["gimbal_lgrr_switches"] == 0
     assert decider.coordinator.search_seconds == [pytest.approx(9.0)]  # the measurement window only
+
+
+# ---- makespan_guard (OURS, issue #26): F better but summed throughput lower is refused --------------------------
+def _makespan_pair(xi, guard):
+    # makespan: A (longer) is swelled, B squeezed; under M6, 1/ξ_A + 1/ξ_B = 1/(1 + (ξ⁰-1)p²) + √p/ξ⁰
+    params = {"objective": "makespan", "makespan_guard": guard}
+    return run(bert_beside_ncf(durations=(LONG + 10, LONG * 0.5)), "1x1:a40", pair_source(xi), params=params)
+
+
+def test_makespan_guard_refuses_a_best_f_configuration_that_lowers_summed_throughput():
+    # ξ⁰ = 1.3: each 10 % squeeze of B lowers max R_j (A speeds up) but the pair's Σ 1/pace falls (1.538 at
+    # 100 %, 1.534 at 90 %): Algorithm 1 keeps the squeeze, the guard refuses it and the start is restored
+    engine, _ = _makespan_pair(1.3, "none")
+    plain = engine.policy.coordinator
+    assert plain.swelled[0] == ("A",) and min(plain.final_shares) < 1.0
+    engine, jobs = _makespan_pair(1.3, "throughput")
+    guarded = engine.policy.coordinator
+    assert guarded.final_shares == [1.0, 1.0]
+    assert guarded.guard_refusals == 3 and guarded.early_exits == 1  # three refused plans end the search
+    assert engine.policy.metrics()["gimbal_guard_refusals"] == 3
+    assert "gimbal_guard_refusals" not in plain.metrics()  # default summaries keep their keys (digests)
+
+
+def test_makespan_guard_keeps_squeezes_that_raise_summed_throughput():
+    # ξ⁰ = 2.2: squeezing B raises Σ 1/pace above the start's (0.909) at every cap: the guard changes nothing
+    plain, _ = _makespan_pair(2.2, "none")
+    guarded, jobs = _makespan_pair(2.2, "throughput")
+    assert min(plain.policy.coordinator.final_shares) < 1.0
+    assert guarded.policy.coordinator.final_shares == plain.policy.coordinator.final_shares
+    assert guarded.policy.coordinator.guard_refusals == 0
+    assert [j.end_time for j in guarded.jobs] == [j.end_time for j in plain.jobs]
+
+
+@pytest.mark.parametrize(("policy", "params", "match"), [
+    ("gimbal-jct", {"makespan_guard": "throughput"}, "objective 'makespan' only"),
+    ("gimbal-deadline", {"makespan_guard": "throughput"}, "objective 'makespan' only"),
+    ("gimbal-jct", {"objective": "makespan", "search_gate": "kept"}, "round-based base"),
+])
+def test_our_options_are_validated(policy, params, match):
+    with pytest.raises(ValueError, match=match):
+        make_policy(policy, params)

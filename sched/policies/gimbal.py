@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schedlab.sched.core.calibration import Calibration
 from schedlab.sched.core.protocol import POLICY_MEMBERS
@@ -72,6 +72,23 @@ class GimbalParams(BaseModel):
     research_s: float | None = Field(default=None, gt=0, description="search a set again after this (A9)")
     feed_rates: bool = Field(default=True, description="give a base that takes them (Gavel's LP) the pair"
                              " throughputs measured after calibration (§3: Gimbal under the scheduler)")
+    makespan_guard: Literal["none", "throughput"] = Field(
+        default="none", description="OURS, not the paper's: 'throughput' keeps a configuration Algorithm 1 finds"
+        " better on F = max R_j only if the set's summed throughput (Σ 1/pace, solo = 1) is not below the"
+        " start's (the search's all-100 % configuration); makespan objective only (issue #26)")
+
+    search_gate: Literal["none", "kept"] = Field(
+        default="none", description="OURS, not the paper's: 'kept' searches a set only once a round boundary of"
+        " a round-based base (Gavel) has kept it; a set formed during the current round waits for the next")
+
+    @model_validator(mode="after")
+    def _our_options(self) -> GimbalParams:
+        if self.makespan_guard != "none" and self.objective != "makespan":
+            raise ValueError(f"makespan_guard={self.makespan_guard!r} applies to objective 'makespan' only,"
+                             f" not {self.objective!r}")
+        if self.search_gate != "none" and self.base != "gavel":
+            raise ValueError(f"search_gate={self.search_gate!r} needs a round-based base ('gavel'), not {self.base!r}")
+        return self
 
 
 class GimbalJctParams(GimbalParams):
@@ -170,6 +187,8 @@ class Gimbal(Policy):
         self.default_allocation_stall_s = self.base.default_allocation_stall_s
         self.sets = JobSets(p.max_jobset)
         self.coordinator = Coordinator(p, self.sets)
+        if p.search_gate == "kept":  # the validator allows it over Gavel only, whose rounds these are
+            self.coordinator.round_bounds = lambda: (self.base.round_start, self.base.round_start + self.base.params.round_s)
         if p.feed_rates and hasattr(self.base, "measured_rates"):  # Gavel: its LP sees calibrated pairs
             self.base.measured_rates = self.coordinator.measured_rates
         self._proxy: _EngineProxy | None = None

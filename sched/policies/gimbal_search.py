@@ -12,7 +12,13 @@ remaining wall time at a given pace (remaining solo seconds × pace / solo speed
 JCT F = mean R_j, prio = −u_j (mean over a subset); deadline F = max lateness max(0, now + R_j − D_j),
 prio = −slack (max); makespan F = max R_j, prio = R_j (max). Higher priority is swelled (subset2).
 A plan is successful if F at its paces beats F at the best configuration's paces, both on the
-remaining work of now (A8). A plan that would change nothing (caps at the floor, LISS already
+remaining work of now (A8). With ``makespan_guard="throughput"`` (OURS, off by default) a plan that
+beats F is still unsuccessful if the set's summed throughput Σ 1/pace is below the start's: on a
+round-based base that re-pairs jobs, a pair does not co-run to completion as F assumes, and slowing the
+pair as a whole slows the cluster's makespan (issue #26). With ``search_gate="kept"`` (OURS, off by default) a set
+formed during the base's current round is searched only after the next round boundary keeps it (a
+pair the round re-pairs is never searched: its search would be aborted, its switches wasted). A plan
+that would change nothing (caps at the floor, LISS already
 balanced, a disabled mechanism) ends the search: the search is deterministic, so it would repeat.
 """
 
@@ -22,7 +28,7 @@ import math
 import time
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from schedlab.sched.core.calibration import CalibrationError
 
@@ -47,9 +53,15 @@ class Search:
     best: dict = field(default_factory=dict)  # job -> (shares, batches)
     best_pace: dict = field(default_factory=dict)  # job -> pace
     measured: bool = False
+    start_throughput: float = 0.0  # Σ 1/pace of the start configuration (makespan_guard)
     failures: int = 0
     iterations: int = 0
     lgrr_iterations: int = 0
+
+
+def _throughput(jobs: list[Job]) -> float:
+    """Summed normalised throughput of ``jobs`` (solo = 1 each)."""
+    return sum(1.0 / j.pace for j in jobs)
 
 
 def _config(job: Job) -> tuple[dict, dict | None]:
@@ -74,6 +86,10 @@ class Coordinator:
         self.early_exits = 0
         self.aborted = 0
         self.blocked = 0  # configuration changes refused by the memory check
+        self.round_bounds: Callable[[], tuple[float, float]] | None = None  # base round (start, end): search_gate
+        self.changed_at: dict[int, float] = {}  # set id -> time of its last membership change (search_gate)
+        self.gated = 0  # searches deferred to the next round boundary by search_gate
+        self.guard_refusals = 0  # plans better on F refused by makespan_guard (lower summed throughput)
         self.final_shares: list[float] = []
         self.swelled: list[tuple[str, ...]] = []  # subset2 (the swelled, high-priority jobs) of every search
         self.measured: dict[int, dict[int, tuple[float, float]]] = {}  # job i -> partner k -> (rate_i, rate_k)
@@ -85,6 +101,8 @@ class Coordinator:
             if self.searches.pop(jobset.sid, None) is not None:
                 self.aborted += 1
             self.pending[jobset.sid] = None
+            if self.round_bounds is not None:
+                self.changed_at[jobset.sid] = engine.now
         for sid in [sid for sid in self.searches if sid not in self.sets.sets]:  # dissolved mid-search
             del self.searches[sid]
             self.aborted += 1
@@ -110,6 +128,10 @@ class Coordinator:
             if sid not in self.searches:
                 self.request(engine, jobset)
             return
+        if seq == "gate":  # a round boundary passed without changing the set: it was kept
+            self.pending[sid] = None
+            self._arm(engine)
+            return
         search = self.searches.get(sid)
         if search is None or search.seq != seq:
             return
@@ -126,7 +148,15 @@ class Coordinator:
         pending, self.pending = list(self.pending), {}
         for sid in pending:
             jobset = self.sets.sets.get(sid)
+            changed = self.changed_at.pop(sid, -math.inf)
             if jobset is not None and len(jobset.members) > 1:
+                if self.round_bounds is not None:
+                    began, ends = self.round_bounds()
+                    if changed >= began:  # formed in this round: wait for the next boundary
+                        self.changed_at[sid] = changed
+                        self.gated += 1
+                        engine.set_timer(max(ends, engine.now), (TAG, sid, jobset.generation, "gate"))
+                        continue
                 self._start(engine, jobset)
 
     # ---- Algorithm 1 ---------------------------------------------------------------------------
@@ -158,12 +188,18 @@ class Coordinator:
         members = search.jobset.members
         if not search.measured:
             search.measured = True
+            search.start_throughput = _throughput(members)
             self._keep(search)
         else:
             left = [engine.remaining(j) for j in members]  # solo seconds left, the same for both
             now = self._objective(engine, members, left, [j.pace for j in members])
             best = self._objective(engine, members, left, [search.best_pace[j] for j in members])
-            if now < best - _GAIN * abs(best):
+            better = now < best - _GAIN * abs(best)
+            if better and self.p.makespan_guard == "throughput" \
+                    and _throughput(members) < search.start_throughput * (1 - _GAIN):
+                better = False
+                self.guard_refusals += 1
+            if better:
                 self._keep(search)
                 search.failures = 0
             else:
@@ -345,7 +381,11 @@ class Coordinator:
     def metrics(self) -> dict[str, float]:
         seconds, steps = sorted(self.search_seconds), sorted(self.step_seconds)
         p95 = seconds[min(len(seconds) - 1, math.ceil(0.95 * len(seconds)) - 1)] if seconds else 0.0
+        ours = {} if self.p.makespan_guard == "none" else {"gimbal_guard_refusals": self.guard_refusals}
+        if self.p.search_gate != "none":
+            ours["gimbal_gated_searches"] = self.gated
         return {
+            **ours,  # only with the guard on: the default summaries (and their digests) are unchanged
             "gimbal_searches": len(seconds),
             "gimbal_search_mean_s": sum(seconds) / len(seconds) if seconds else 0.0,
             "gimbal_search_p95_s": p95,
