@@ -20,6 +20,9 @@ when its calibration ended (1 / pace per job), in place of Gavel's free-competit
 paper's Gavel runs on the testbed, where its throughputs are the calibrated jobs' own);
 ``unequal`` / ``max_jobset`` (and Gandiva's ``order=edf``) are passed to a base whose parameters have
 them. Ablation flags (Fig. 12): ``unequal`` (packs of different GPU counts), ``liss``, ``lgrr``.
+Two options of OURS, off by default (issue #26): ``makespan_guard: throughput`` keeps a configuration
+Algorithm 1 finds better on max R_j only if the set's summed throughput is not below the start's, and
+``search_gate: kept`` searches a set over Gavel only once a round boundary kept it.
 Placement: §5.1 puts each job "on the theoretically smallest number of nodes", so Gimbal's set-ups
 (``conf/experiments/gimbal-*.yaml``) replay under ``strict-best-fit``; a start it refuses leaves the
 job waiting in its base, which decides what runs instead.
@@ -166,7 +169,8 @@ class Gimbal(Policy):
         " times (OURS); search iterations of fixed length (39 s LGRR / 9 s LISS, Fig. 14); a search starts at the"
         " first 30 s tick after a set changes and never re-searches unless research_s; priorities of multi-job"
         " subsets: mean (JCT) or max (OURS); eqs. 3, 4, 6 signs as the prose; rule-breaking packs are errors,"
-        " not run sequentially (§5 intro); u_j from the catalog's gpu_util, else memory share (OURS); packs of"
+        " not run sequentially (§5 intro); u_j from the catalog's gpu_util, else memory share (OURS); options"
+        " makespan_guard and search_gate are OURS (off by default); packs of"
         " different GPU counts only where the base policy makes them (unequal is passed to bases that have it)"
     )
     Params = GimbalParams
