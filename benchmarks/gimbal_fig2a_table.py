@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import argparse
 from itertools import product
-from pathlib import Path
 
-from schedlab.sched.models.interference import MPS_EXCESS_KEPT, SHIPPED_TABLES, MpsCap, Analytic
+from schedlab.sched.models.interference import MPS_EXCESS_KEPT, SHIPPED_TABLES, Analytic, MpsCap
 from schedlab.sched.models.workloads import default_catalog
 
 #: Table 1's classes on the catalog (annotation's GIMBAL_MODELS; LLaMA -> gpt, profiled-only, kept here)
@@ -61,7 +60,8 @@ def check() -> dict[str, tuple[float, float]]:
     free = sum(values[k][0] > 1 for k in FIG2A)
     capped = sum(values[k][1] > 1 for k in FIG2A)
     if (free, capped) != (2, 4):
-        raise AssertionError(f"Fig. 2a counts not met: {free} of 5 win at x = 100 (want 2), {capped} at x = 60 (want 4)")
+        raise AssertionError(f"Fig. 2a counts not met: {free} of 5 win at x = 100 (want 2),"
+                             f" {capped} at x = 60 (want 4)")
     return values
 
 

@@ -192,7 +192,8 @@ class Gimbal(Policy):
         self.sets = JobSets(p.max_jobset)
         self.coordinator = Coordinator(p, self.sets)
         if p.search_gate == "kept":  # the validator allows it over Gavel only, whose rounds these are
-            self.coordinator.round_bounds = lambda: (self.base.round_start, self.base.round_start + self.base.params.round_s)
+            base = self.base
+            self.coordinator.round_bounds = lambda: (base.round_start, base.round_start + base.params.round_s)
         if p.feed_rates and hasattr(self.base, "measured_rates"):  # Gavel: its LP sees calibrated pairs
             self.base.measured_rates = self.coordinator.measured_rates
         self._proxy: _EngineProxy | None = None

@@ -15,11 +15,11 @@ A plan is successful if F at its paces beats F at the best configuration's paces
 remaining work of now (A8). With ``makespan_guard="throughput"`` (OURS, off by default) a plan that
 beats F is still unsuccessful if the set's summed throughput Σ 1/pace is below the start's: on a
 round-based base that re-pairs jobs, a pair does not co-run to completion as F assumes, and slowing the
-pair as a whole slows the cluster's makespan (issue #26). With ``search_gate="kept"`` (OURS, off by default) a set
-formed during the base's current round is searched only after the next round boundary keeps it (a
-pair the round re-pairs is never searched: its search would be aborted, its switches wasted). A plan
-that would change nothing (caps at the floor, LISS already
-balanced, a disabled mechanism) ends the search: the search is deterministic, so it would repeat.
+pair as a whole slows the cluster's makespan (issue #26). With ``search_gate="kept"`` (OURS, off by
+default) a set formed during the base's current round is searched only after the next round boundary
+keeps it (a pair the round re-pairs is never searched: its search would be aborted, its switches
+wasted). A plan that would change nothing (caps at the floor, LISS already balanced, a disabled
+mechanism) ends the search: the search is deterministic, so it would repeat.
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ class Coordinator:
         for sid in [sid for sid in self.searches if sid not in self.sets.sets]:  # dissolved mid-search
             del self.searches[sid]
             self.aborted += 1
+        for sid in [sid for sid in self.changed_at if sid not in self.sets.sets]:  # dissolved while gated
+            del self.changed_at[sid]
         self._arm(engine)
 
     def _arm(self, engine: PolicyEngine) -> None:
