@@ -154,6 +154,20 @@ def test_generator_filters_and_window():
         generate(trace, 10, seed=0, window=(0.0, 2 * DAY), models=MODELS)
 
 
+def test_arrival_scale_multiplies_submit_times_before_load():
+    """``arrival_scale`` (the calibrated length of the papers' "busiest period", issue #26) scales the
+    times from the origin, then ``load`` divides them; 1.0 leaves the table identical."""
+    base, _ = load_trace(WORKLOAD)
+    same, _ = load_trace(WORKLOAD, options=LoadOptions(arrival_scale=1.0))
+    pd.testing.assert_frame_equal(base, same)
+    scaled, _ = load_trace(WORKLOAD, options=LoadOptions(arrival_scale=5.2, load=2.0))
+    assert scaled["submit_time"].tolist() == pytest.approx([t * 5.2 / 2.0 for t in base["submit_time"]])
+    assert scaled.drop(columns="submit_time").equals(base.drop(columns="submit_time"))
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="arrival_scale"):
+            LoadOptions(arrival_scale=bad)
+
+
 def test_generator_names_sorted_by_time():
     out = generate(philly_like([0.5, 5.0, 50.0, 500.0] * 10), 40, seed=3, models=MODELS)
     assert out["submit_time"].is_monotonic_increasing
@@ -220,12 +234,19 @@ def _cluster16x4():
 
 
 
-@pytest.mark.parametrize("name, cluster, policies", [
-    ("castor-pollux", "castor-sim", {"castor", "sjf", "lucid", "pollux", "tiresias", "fifo"}),
-    ("sjf-bsbf-pollux", "sjf-bsbf-sim", {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}),
-    ("sjf-bsbf-pollux-480", "sjf-bsbf-sim", {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}),
+CASTOR_ROWS = {"castor", "sjf", "lucid", "pollux", "tiresias", "fifo"}
+SJF_BSBF_ROWS = {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}
+
+
+@pytest.mark.parametrize("name, cluster, policies, scale", [
+    ("castor-pollux", "castor-sim", CASTOR_ROWS, None),
+    ("sjf-bsbf-pollux", "sjf-bsbf-sim", SJF_BSBF_ROWS, None),
+    ("sjf-bsbf-pollux-480", "sjf-bsbf-sim", SJF_BSBF_ROWS, None),
+    ("castor-pollux-calibrated", "castor-sim", CASTOR_ROWS, 0.85),  # fitted on Table 5's FIFO JCT
+    ("sjf-bsbf-pollux-calibrated", "sjf-bsbf-sim", SJF_BSBF_ROWS, 5.2),  # fitted on Table III's FIFO JCT
+    ("sjf-bsbf-pollux-480-calibrated", "sjf-bsbf-sim", SJF_BSBF_ROWS, 5.2),  # Table III's value, not refitted
 ])
-def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
+def test_shipped_pollux_experiments(tmp_path, name, cluster, policies, scale):
     from schedlab.sched.policies import POLICIES
     from schedlab.tasks.config import CONF_DIR, load_config
 
@@ -235,7 +256,11 @@ def test_shipped_pollux_experiments(tmp_path, name, cluster, policies):
     config = load_config(path)
     assert config.clusters == [cluster] and {e.name for e in config.policy_entries()} == policies <= set(POLICIES)
     assert {t.format for t in config.traces} == {"pollux-philly"} and config.seeds == [0, 1, 2]
-    if name.endswith("-480"):  # SJF-BSBF Table IV: 480 jobs at the trace's own load
+    assert config.traces[0].options.get("arrival_scale") == scale
+    # the papers' Tiresias is 2D-LAS (Castor §9.1, SJF-BSBF §VI-A3); Pollux's Tiresias+TunedJobs runs beside it
+    modes = {e.label: e.params.get("mode") for e in config.policy_entries() if e.name == "tiresias"}
+    assert modes == {"tiresias": "las", "tiresias-tuned": "tuned-jobs"}
+    if "-480" in name:  # SJF-BSBF Table IV: 480 jobs at the trace's own load
         assert config.traces[0].options["num_jobs"] == 480 and config.traces[0].loads == [1.0]
     else:
         assert config.traces[0].options["num_jobs"] == 240 and config.traces[0].loads == [0.5, 1.0, 1.5, 2.0]

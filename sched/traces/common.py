@@ -159,6 +159,11 @@ class LoadOptions(UserModel):
     vcs: list[str] | None = None
     max_jobs: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # first N jobs after filters, in submit order
     load: float = Field(default=1.0, gt=0)  # submit times are divided by load
+    # a calibration, not a sweep: submit times (from the origin) are multiplied by ``arrival_scale`` before
+    # the load divides them. For a generated workload whose arrival period a paper leaves open (Castor
+    # §9.1 and SJF-BSBF §VI-A sample 240 jobs from "the busiest period" without its length), it sets what
+    # load 1.0 is; ``load`` stays the figures' axis around it (Castor Fig. 16, SJF-BSBF Fig. 6a)
+    arrival_scale: float = Field(default=1.0, gt=0)
     max_gpus: int | None = Field(default=None, ge=1)  # cluster capacity, for the oversize check
     on_oversize: Literal["error", "drop", "clip"] = "error"
     on_bad_duration: Literal["error", "drop"] = "error"
@@ -704,10 +709,10 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
     if not len(df):
         raise NothingLeft(file, _nothing_left(raw, dropped, options, t0, first, st))
 
-    # 8. rebase and load scaling (deadlines keep their slack after submission)
+    # 8. rebase, arrival scale and load scaling (deadlines keep their slack after submission)
     df = df.reset_index(drop=True)
     base = 0.0 if keep_clock else float(df["submit_time"].min())
-    submit = (df["submit_time"] - base) / options.load
+    submit = (df["submit_time"] - base) * options.arrival_scale / options.load  # x 1.0: bit-identical
     if "deadline" in df.columns:
         df["deadline"] = submit + (df["deadline"] - df["submit_time"])
     df["submit_time"] = submit.astype("float64")
