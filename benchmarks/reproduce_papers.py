@@ -45,10 +45,9 @@ def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
 
         inference_gpus = cluster.pool("inference").servers * cluster.pool("inference").gpus_per_server
         inference_busy = load_inference(spec.inference["load"]).integral(t0, t1) * inference_gpus
-    onloan = summary.get("onloan_usage", 0.0)
-    summary["window_training_usage"], summary["window_overall_usage"] = window_usage(
-        result.utilization, t0, t1, training_gpus, per, inference_gpus, inference_busy,
-        0.0 if math.isnan(onloan) else onloan)  # NaN: nothing lent
+    (summary["window_training_usage"], summary["window_overall_usage"],
+     summary["window_onloan_usage"]) = window_usage(result.utilization, t0, t1, training_gpus, per, inference_gpus,
+                                                    inference_busy)
     jobs = result.jobs[[c for c in JOB_COLUMNS if c in result.jobs.columns]]
     return spec.load, spec.label, jobs, time.perf_counter() - started, summary
 
@@ -162,6 +161,11 @@ def main() -> None:
         print(f"\n{table_name} (seconds; usage 0-1; seed means; `vs {spec['baseline']}` = {spec['baseline']} / row,"
               " `vs ref` = row / reference row, the paper's Reduction):")
         print(frame.round(3).to_string())
+        onloan = {label: [s["window_onloan_usage"] for s in sums if not math.isnan(s.get("window_onloan_usage", math.nan))]
+                  for label, sums in scheme_summaries.items()}
+        if any(onloan.values()):  # Lyra §7.3 Fig. 9: "consistently above 92 %"
+            print("on-loan server usage over the window (busy / lent GPU-seconds, seed mean; paper > 0.92): "
+                  + ", ".join(f"{label} {sum(v) / len(v):.3f}" for label, v in onloan.items() if v))
         if args.csv:
             Path(args.csv).mkdir(parents=True, exist_ok=True)
             frame.rename_axis("label").to_csv(Path(args.csv) / f"{table_name}.csv")

@@ -22,6 +22,8 @@
                                      #   against the YAML's folder, then the cwd) or pkg.module:Class
     placement: fewest-servers       # or strict-consolidated, strict-best-fit, best-fit, random (consolidated = fewest-servers)
     preemption_overhead_s: null      # default: the engine's (63 s)
+    allocation_stall_s: null         # every start and resize stalls the job this long (default: the policy's:
+                                     #   30 s for the round policies as Pollux's study, 0 for lyra and the rest)
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
                                      # interference: analytic[:XI] | gavel:… | table:… | model:PATH|URI
                                      # iteration_time: catalog | PATH | models:/iteration-time/N
@@ -169,6 +171,7 @@ class ExperimentConfig(UserModel):
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
     placement: str = "fewest-servers"
     preemption_overhead_s: float | None = Field(default=None, ge=0)
+    allocation_stall_s: float | None = Field(default=None, ge=0)
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
     smact_profiles: str | None = None
@@ -289,6 +292,7 @@ class ExperimentConfig(UserModel):
                                 policy=pol.name, label=pol.label or pol.name, params=pol.params,
                                 seed=seed, placement=self.placement,
                                 preemption_overhead_s=self.preemption_overhead_s,
+                                allocation_stall_s=self.allocation_stall_s,
                                 models=self.models.model_dump(), code_version=code_version,
                                 smact_profiles=self.resolve_profiles(),
                                 inference=self.resolve_inference(),
@@ -347,6 +351,7 @@ class ExperimentReplay(BaseModel):
     models: dict[str, str]
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
+    allocation_stall_s: float | None = None  # None: the policy's default (not in ``identity`` when None)
     inference: dict[str, Any] | None = None  # LoanOptions (not in ``identity`` when None)
     #: an external policy's lineage (``policy.source.*``: file path and SHA-256, package version); None
     #: for a shipped one (then not in ``identity``, which ``code_version`` covers)
@@ -364,6 +369,7 @@ class ExperimentReplay(BaseModel):
             annotate=self.annotate, cluster=self.cluster,
             policies=[PolicyRun(name=self.policy, params=self.params, source=self.policy_source)],
             seed=self.seed, placement=self.placement, preemption_overhead_s=self.preemption_overhead_s,
+            allocation_stall_s=self.allocation_stall_s,
             interference=self.models.get("interference", "analytic"),
             iteration_time=self.models.get("iteration_time", "catalog"),
             smact_profiles=self.smact_profiles,
@@ -381,7 +387,8 @@ class ExperimentReplay(BaseModel):
             "models": self.models, "code_version": self.code_version,
         } | ({"smact_profiles": self.smact_profiles} if self.smact_profiles else {}) | (
             {"inference": self.inference} if self.inference else {}) | (
-            {"policy_origin": self.policy_origin} if self.policy_origin else {})
+            {"policy_origin": self.policy_origin} if self.policy_origin else {}) | (
+            {"allocation_stall_s": self.allocation_stall_s} if self.allocation_stall_s is not None else {})
 
     @property
     def key(self) -> str:

@@ -98,6 +98,8 @@ def test_field_errors_name_file_and_field(tmp_path, old, new, where):
         ("clusters: [4x8]", "clusters: [4x8]\nplacement: bogus", "placement"),
         ("clusters: [4x8]", "clusters: [4x8]\nmodels: {interference: 'analytic:nan'}", "models.interference"),
         ("clusters: [4x8]", "clusters: [4x8]\nmodels: {interference: nosuch}", "models.interference"),
+        ("clusters: [4x8]", "clusters: [4x8]\nallocation_stall_s: -1", "allocation_stall_s"),
+        ("clusters: [4x8]", "clusters: [4x8]\nallocation_stall_s: .inf", "allocation_stall_s"),
     ],
 )
 def test_numbers_and_names_are_checked_when_the_file_is_read(tmp_path, old, new, where):
@@ -171,6 +173,18 @@ def test_keys_are_stable_and_cover_what_changes_a_result(tmp_path):
     assert {s.key for s in config.grid("v2")}.isdisjoint(s.key for s in a)  # code version
     other = load_config(write(tmp_path, BASE.replace("num_jobs: 50", "num_jobs: 51"), "o.yaml")).grid("v1")
     assert {s.key for s in other}.isdisjoint(s.key for s in a)  # loader options
+
+
+def test_allocation_stall_reaches_the_replay_and_its_key_only_when_set(tmp_path):
+    """``allocation_stall_s`` (a scaling cost for every policy of the experiment, e.g. afs vs lyra on
+    Lyra Table 5's scaling rows) reaches each replay and changes its key; unset, the keys are the
+    ones before the option existed (the policies' own defaults apply)."""
+    plain = load_config(write(tmp_path, BASE)).grid("v1")
+    stalled = load_config(write(tmp_path, BASE + "allocation_stall_s: 63\n", "s.yaml")).grid("v1")
+    assert all(s.allocation_stall_s is None and s.spec().allocation_stall_s is None for s in plain)
+    assert all("allocation_stall_s" not in s.identity for s in plain)
+    assert all(s.spec().allocation_stall_s == 63.0 for s in stalled)
+    assert {s.key for s in stalled}.isdisjoint(s.key for s in plain)
 
 
 def test_comparison_ratios_are_baseline_over_policy():

@@ -273,6 +273,11 @@ def test_pool_summary_in_replay(monkeypatch):
     assert s["loan_ops"] == 1 and s["servers_lent"] == 3 and s["reclaim_ops"] == 0
     assert s["jobs_ran_on_loan"] == 1 and s["preemption_ratio"] == 0
     assert s["onloan_usage"] == pytest.approx(6 * 1000 / (24 * 5000))
+    # the utilization series splits the busy GPUs by pool: b's 6 T4 GPUs from its start to its end
+    util = result.utilization.set_index("time")
+    b = result.jobs.iloc[1]
+    assert util["onloan_busy_gpus"].loc[b.start_time] == 6 and util["onloan_busy_gpus"].loc[b.end_time] == 0
+    assert (util["onloan_busy_gpus"] <= util["busy_gpus"]).all()
     assert s["gpu_util"] == pytest.approx((16 * 5000 + 6 * 1000) / (40 * 5000))
     assert list(result.jobs["ran_on_loan"]) == [False, True]
     assert math.isnan(s["collateral_damage"])

@@ -139,18 +139,21 @@ def test_lyra_table5_reductions_follow_the_paper():
 
 def test_window_usage_integrates_the_steps_inside_the_window():
     """Busy 8 of 16 GPUs on [0, 10), 16 on [10, 20), 4 after: over [5, 15) that is (8x5 + 16x5) / (16x10).
-    With pools, the on-loan busy GPU-seconds (on-loan usage x lent GPU-seconds) leave the training
-    figure, and overall adds the inference GPU-seconds over all GPUs."""
+    With pools, the on-loan busy GPUs leave the training figure, the on-loan usage is their GPU-seconds
+    over the lent ones inside the window (not the makespan's), and overall adds the inference
+    GPU-seconds over all GPUs."""
     from schedlab.sched.results.reproduce import window_usage
 
     steps = pd.DataFrame({"time": [0.0, 10.0, 20.0], "busy_gpus": [8, 16, 4]})
-    training, overall = window_usage(steps, 5.0, 15.0, 16)
-    assert training == pytest.approx(0.75) and math.isnan(overall)
-    pooled = steps.assign(servers_on_loan=[0, 2, 0])  # 2 x 8 GPUs lent on [10, 20), half of them busy
-    training, overall = window_usage(pooled, 5.0, 15.0, 16, 8, inference_gpus=16, inference_busy=40.0,
-                                     onloan_usage=0.5)
-    assert training == pytest.approx((40 + 80 - 0.5 * 16 * 5) / (16 * 10))
+    training, overall, onloan = window_usage(steps, 5.0, 15.0, 16)
+    assert training == pytest.approx(0.75) and math.isnan(overall) and math.isnan(onloan)
+    # 2 x 8 GPUs lent on [10, 20) with 8 of them busy, then 1 server lent and idle from 20 on
+    pooled = steps.assign(servers_on_loan=[0, 2, 1], onloan_busy_gpus=[0, 8, 0])
+    training, overall, onloan = window_usage(pooled, 5.0, 15.0, 16, 8, inference_gpus=16, inference_busy=40.0)
+    assert training == pytest.approx((40 + 80 - 8 * 5) / (16 * 10))
     assert overall == pytest.approx((120 + 40) / (32 * 10))
+    assert onloan == pytest.approx(8 * 5 / (16 * 5))
+    assert window_usage(pooled, 5.0, 30.0, 16, 8)[2] == pytest.approx(8 * 10 / (16 * 10 + 8 * 10))  # idle tail
     assert window_usage(steps, 25.0, 30.0, 16)[0] == pytest.approx(0.25)
 
 

@@ -130,6 +130,7 @@ class PooledCluster(ClusterState):
         self.capacity_gpu_s = 0.0  # ∫ GPUs available to training dt
         self.loan_busy_gpu_s = 0.0  # ∫ busy on-loan GPUs dt
         self.loaned_gpu_s = 0.0  # ∫ on-loan GPUs dt
+        self.loan_busy_timeline: list[tuple[float, int]] = []  # (time, busy on-loan GPUs) at changes
 
     # ---- views -------------------------------------------------------------------------------
     def pool_of(self, server: int) -> str:
@@ -240,6 +241,7 @@ class PooledCluster(ClusterState):
         if loaned:
             self._integrate()
             self.loan_busy += loaned
+            self.loan_busy_timeline.append((self._last, self.loan_busy))
             job.ran_on_loan = True
         return taken
 
@@ -251,6 +253,7 @@ class PooledCluster(ClusterState):
         if freed:
             self._integrate()
             self.loan_busy -= freed
+            self.loan_busy_timeline.append((self._last, self.loan_busy))
 
     def _integrate(self) -> None:
         now = self.clock()
@@ -503,13 +506,16 @@ def pool_summary(result: Any, table) -> dict[str, float]:
 
 
 def utilization_with_capacity(utilization, orch: Orchestrator):
-    """``utilization.parquet`` of a replay with pools: ``busy_gpus`` plus ``servers_on_loan`` and
-    ``capacity_gpus`` (GPUs available to training) at every change of either."""
+    """``utilization.parquet`` of a replay with pools: ``busy_gpus`` plus ``servers_on_loan``,
+    ``onloan_busy_gpus`` (the busy GPUs on on-loan servers, T4 counts: part of ``busy_gpus``) and
+    ``capacity_gpus`` (GPUs available to training) at every change of any."""
     import pandas as pd
 
     loans = pd.DataFrame(orch.timeline, columns=["time", "servers_on_loan"])
-    merged = pd.concat([utilization, loans]).groupby("time", sort=True).last().ffill()
-    merged = merged.fillna(0).astype({"busy_gpus": "int64", "servers_on_loan": "int64"}).reset_index()
+    busy = pd.DataFrame(orch.cluster.loan_busy_timeline, columns=["time", "onloan_busy_gpus"])
+    merged = pd.concat([utilization, loans, busy]).groupby("time", sort=True).last().ffill()
+    merged = merged.fillna(0).astype({"busy_gpus": "int64", "servers_on_loan": "int64",
+                                      "onloan_busy_gpus": "int64"}).reset_index()
     cluster = orch.cluster
     merged["capacity_gpus"] = (cluster.training_servers + merged["servers_on_loan"]) * cluster.gpus_per_server
     return merged

@@ -6,7 +6,9 @@ preempts), queued jobs get theirs in arrival order if they fit (else they are sk
 GPU at a time, the spare GPUs go to the job with the largest throughput gain per GPU,
 ``rate(w + 1) - rate(w)``, with no upper cap (unbounded elasticity) while the gain is positive.
 Lyra's elastic fixed-duration jobs (``elastic_min/max``, ``sched/models/scaling.py``) gain
-``(rate(w + 1) - rate(w)) / remaining``, their completion-rate gain.
+``(rate(w + 1) - rate(w)) / remaining``, their completion-rate gain, linear beyond their range (Lyra
+§7.4: "AFS assumes unbounded elasticity"); ``bounded: true`` stops them at ``elastic_max``, Lyra's own
+"limited elasticity" (a sensitivity, not the paper's AFS).
 A goodput job's rate is its goodput (specs/pollux.md) at its workload batch on ``w`` GPUs packed on
 the fewest servers; its base demand is its workload GPU count (``base: trace``) or one GPU
 (``base: one``, AFS' own start). Fixed-duration jobs are inelastic (base only). Placement: kept GPUs
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
 class AfsParams(RoundParams):
     base: Literal["trace", "one"] = Field(default="trace", description="base demand: workload GPUs or 1 GPU")
+    bounded: bool = Field(default=False, description="Lyra's elastic jobs grow no further than elastic_max"
+                          " (default: unbounded, as Lyra §7.4 says AFS is)")
 
 
 class Afs(RoundPolicy):
@@ -73,7 +77,7 @@ class Afs(RoundPolicy):
 
     def _gain(self, engine: PolicyEngine, job: Job, w: int, per: int) -> float:
         if job.goodput is None:  # Lyra's elastic jobs: completion-rate gain per GPU (specs/lyra.md §6 A10)
-            if not job.elastic_max:
+            if not job.elastic_max or (self.params.bounded and w >= job.elastic_max):
                 return 0.0
             lo, loss = job.elastic_min, job.scaling_loss
             return (speed(lo, loss, w + 1) - speed(lo, loss, w)) / max(engine.remaining(job), 1e-9)

@@ -132,27 +132,30 @@ REDUCED = ("queue_mean_s", "jct_mean_s", "preemption_ratio")
 
 
 def window_usage(utilization: pd.DataFrame, t0: float, t1: float, training_gpus: int, gpus_per_server: int = 8,
-                 inference_gpus: int = 0, inference_busy: float = 0.0, onloan_usage: float = 0.0) -> tuple[float, float]:
+                 inference_gpus: int = 0, inference_busy: float = 0.0) -> tuple[float, float, float]:
     """GPU usage over the window ``[t0, t1)`` (the trace's 15 days of submissions: Table 5's period,
-    not the replay's makespan, which a few long jobs stretch to weeks): ``(training, overall)``.
+    not the replay's makespan, which a few long jobs stretch to weeks): ``(training, overall, on_loan)``.
     ``utilization`` is the replay's step series (``time``, ``busy_gpus`` and, with pools,
-    ``servers_on_loan``). Training = busy GPU-seconds on the training servers over their GPUs x
-    window; the series does not split busy GPUs by pool, so the on-loan part is estimated as
-    ``onloan_usage`` (the replay's busy / lent GPU-seconds) x the lent GPU-seconds in the window.
-    Overall = (all busy GPU-seconds + ``inference_busy``, what the inference load itself used) over
-    all GPUs x window, raw counts (spec A14); NaN without inference GPUs."""
+    ``servers_on_loan`` and ``onloan_busy_gpus``). Training = busy GPU-seconds on the training servers
+    (``busy_gpus`` less ``onloan_busy_gpus``) over their GPUs x window. Overall = (all busy GPU-seconds +
+    ``inference_busy``, what the inference load itself used) over all GPUs x window, raw counts (spec
+    A14); NaN without inference GPUs. On-loan = busy over lent GPU-seconds in the window (Lyra §7.3
+    Fig. 9's "resource usage of on-loan servers"); NaN when nothing was lent."""
     if not t1 > t0:
-        return math.nan, math.nan
+        return math.nan, math.nan, math.nan
     times = utilization["time"].to_numpy(float)
     ends = np.append(times[1:], np.inf)  # each value holds from its time to the next change
     widths = np.clip(np.minimum(ends, t1) - np.maximum(times, t0), 0.0, None)
-    busy_s = float((utilization["busy_gpus"].to_numpy(float) * widths).sum())
-    lent_s = (float((utilization["servers_on_loan"].to_numpy(float) * widths).sum()) * gpus_per_server
-              if "servers_on_loan" in utilization.columns else 0.0)
-    training = (busy_s - (onloan_usage * lent_s if lent_s else 0.0)) / (training_gpus * (t1 - t0))
+
+    def integral(column: str) -> float:
+        return float((utilization[column].to_numpy(float) * widths).sum()) if column in utilization.columns else 0.0
+
+    busy_s, onloan_busy_s = integral("busy_gpus"), integral("onloan_busy_gpus")
+    lent_s = integral("servers_on_loan") * gpus_per_server
+    training = (busy_s - onloan_busy_s) / (training_gpus * (t1 - t0))
     overall = ((busy_s + inference_busy) / ((training_gpus + inference_gpus) * (t1 - t0))
                if inference_gpus else math.nan)
-    return training, overall
+    return training, overall, onloan_busy_s / lent_s if lent_s > 0 else math.nan
 
 
 def scheme_metrics(jobs: pd.DataFrame, summary: dict | None = None) -> dict[str, float]:
