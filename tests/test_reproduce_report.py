@@ -182,3 +182,19 @@ def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     lyra_page = pages[2].read_text()
     assert "lyra-sim training servers" in lyra_page and "84 x 8 V100" in lyra_page
     assert "none recorded" in page  # gimbal-philly has no calibration
+
+
+@pytest.mark.parametrize(("seeds", "message"), [(["0", "0"], "seeds: duplicate seeds [0, 0]"),
+                                                (["-1"], "argument --seeds: must be >= 0")])
+def test_reproduce_seeds_are_checked_before_any_work(tmp_path, capsys, monkeypatch, seeds, message):
+    from schedlab.cli import main
+
+    monkeypatch.setenv("SCHEDLAB_HOME", str(tmp_path / "home"))
+    try:
+        code = main(["reproduce", str(TINY), "--seeds", *seeds])
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "home" / "mlflow.db").exists()  # nothing ran
