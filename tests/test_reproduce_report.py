@@ -176,8 +176,8 @@ def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     page = pages[1].read_text()
     cells = _cell(page, "jct_vs_lucid", "ratio")
     assert cells[3] == f"{3.0 / 2.5:.2f} ± {np.std([2.0, 1.0], ddof=1):.2f}"  # 1.20 ± 0.71, not mean(2, 1)
-    assert cells[2] == "1.28" and cells[6] == "✓ within"
-    assert "Algorithm 1 keeping F = max R_j" in _cell(page, "makespan_vs_gavel", "ratio")[7]
+    assert cells[2] == "1.28" and cells[6] == "✓ within" and cells[7] == "+28 % / +20 %"  # the gains
+    assert "Algorithm 1 keeping F = max R_j" in _cell(page, "makespan_vs_gavel", "ratio")[8]
     assert "alt='ratios'" in page and "0" * 32 in page
     lyra_page = pages[2].read_text()
     assert "lyra-sim training servers" in lyra_page and "84 x 8 V100" in lyra_page
