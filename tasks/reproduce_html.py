@@ -144,9 +144,9 @@ def _cause(spec: dict, row: str, metric: str) -> str | None:
     return causes.get(f"{row}/{metric}") or causes.get(row)
 
 
-def table_cells(table_name: str, result: ConfigResult) -> tuple[pd.DataFrame, list[Cell]]:
-    """The flow's paper-vs-ours table for ``result`` (all seeds pooled) and its cells with the std over
-    seeds (the same :func:`compare` on each seed's replays alone)."""
+def table_cells(table_name: str, result: ConfigResult) -> list[Cell]:
+    """The cells of the flow's paper-vs-ours table for ``result`` (all seeds pooled, as in
+    ``reproduce.md``), each with the std over seeds (the same :func:`compare` on each seed's replays alone)."""
     spec = paper_tables()[table_name]
     at_load = [r for r in result.replays if math.isclose(r.load, float(spec["load"]))]
 
@@ -170,7 +170,7 @@ def table_cells(table_name: str, result: ConfigResult) -> tuple[pd.DataFrame, li
             std = float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
             cells.append(Cell(str(row), metric, paper, ours, std, len(values),
                               _last_recorded(spec, result.name, str(row), metric), _cause(spec, str(row), metric)))
-    return pooled, cells
+    return cells
 
 
 def load_sweep(result: ConfigResult) -> dict[tuple[str, str], pd.DataFrame]:
@@ -182,8 +182,8 @@ def load_sweep(result: ConfigResult) -> dict[tuple[str, str], pd.DataFrame]:
     if rows.empty:
         return out
     for (trace, cluster), part in rows.groupby(["trace", "cluster"], sort=True):
-        stats = part.groupby(["label", "load"])["jct_h"].agg(["mean", "std", "count"]).rename(columns={"count": "seeds"})
-        out[(str(trace), str(cluster))] = stats
+        stats = part.groupby(["label", "load"])["jct_h"].agg(["mean", "std", "count"])
+        out[(str(trace), str(cluster))] = stats.rename(columns={"count": "seeds"})
     return out
 
 
@@ -392,7 +392,8 @@ def _sweep_section(result: ConfigResult, spec: dict | None) -> list[str]:
             for load in wide.columns) + "</tr>" for label in result.labels if label in wide.index)
         out += [f"<figure><img alt='load sweep' src='data:image/png;base64,{png}'><figcaption>{caption}"
                 "</figcaption></figure>",
-                f"<table><thead><tr><th>average JCT (h), mean ± std</th>{head}</tr></thead><tbody>{body}</tbody></table>"]
+                f"<table><thead><tr><th>average JCT (h), mean ± std</th>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table>"]
     return out
 
 
@@ -404,7 +405,7 @@ def table_page(table_name: str, results: list[ConfigResult], uri: str,
             f" {spec['load']}</h1>", _calibration(spec)]
     summary: dict[str, Summary] = {}
     for result in results:
-        _, cells = table_cells(table_name, result)
+        cells = table_cells(table_name, result)
         s = summary[result.name] = Summary.of(cells)
         parent = f" (comparison run <code>{result.parent_run_id}</code>)" if result.parent_run_id else ""
         body += [f"<h2>{html.escape(result.name)}: {html.escape(result.description)}</h2>",
@@ -467,10 +468,11 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
     configs = "".join(
         f"<li><code>{html.escape(r.name)}</code>: seeds {r.seeds}, {len(r.replays)} finished replays, comparison"
         f" run <code>{r.parent_run_id or '—'}</code> (MLflow experiment id {r.experiment_id})</li>" for r in results)
+    parent_link = tracking.ui_url(tracking_uri, experiment_id, parent_run_id)
     index = [f"<h1>Paper vs ours: reproduction report ({stamp:%Y-%m-%d})</h1>",
              f"<p>Every <b>ours</b> number is computed from the <code>jobs.parquet</code> of the MLflow replay runs"
              f" of this invocation (each page lists them); the parent run is <code>{parent_run_id}</code> in"
-             f" experiment <code>reproduce</code> (<a href='{html.escape(tracking.ui_url(tracking_uri, experiment_id, parent_run_id))}'>"
+             f" experiment <code>reproduce</code> (<a href='{html.escape(parent_link)}'>"
              f"MLflow</a>), tracking store <code>{html.escape(tracking_uri)}</code>, code version"
              f" <code>{html.escape(code_version)}</code>. Ours = mean ± sample std over seeds; a number is"
              f" <b>within</b> when ours / paper is within 1 ± {BAND:.0%}. Values under \"last recorded\" are"

@@ -28,7 +28,8 @@ def _cell(page: str, row: str, column: str) -> list[str]:
     """The text of each <td> of the line for (row, column)."""
     line = re.search(rf"<tr[^>]*data-row='{re.escape(row)}' data-column='{re.escape(column)}'>(.*?)</tr>", page)
     assert line, (row, column)
-    return [re.sub(r"<[^>]+>", "", html.unescape(td)).strip() for td in re.findall(r"<td[^>]*>(.*?)</td>", line.group(1))]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", line.group(1))
+    return [re.sub(r"<[^>]+>", "", html.unescape(td)).strip() for td in cells]
 
 
 def _close(shown: str, value: float) -> bool:
