@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 import yaml
@@ -37,6 +39,28 @@ def number(kind: type = float, *, ge: float | None = None, gt: float | None = No
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an output folder (None when it can): it must be a writable folder, or not
+    exist yet under a writable folder (it is created when written)."""
+    if path.exists():
+        if not path.is_dir():
+            return "exists and is not a folder"
+        return None if os.access(path, os.W_OK | os.X_OK) else "is not writable"
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir():
+        return f"cannot be created: {parent} is not a folder"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot be created: {parent} is not writable"
+
+
+def output_dir(text: str) -> Path:
+    """An argparse ``type=``: a folder that exists or can be created (:func:`dir_problem`)."""
+    path = Path(text)
+    problem = dir_problem(path)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
+    return path
 
 
 #: the usual kinds

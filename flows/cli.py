@@ -95,6 +95,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--dask-address", metavar="ADDR", help="an existing Dask scheduler (default: a LocalCluster)")
     r.add_argument("--workers", type=checks.workers, metavar="N",
                    help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
+    r.add_argument("--seeds", type=checks.seed, nargs="+", metavar="SEED",
+                   help="replay these seeds in place of each config's `seeds` (distinct, non-negative)")
+    r.add_argument("--report", type=checks.output_dir, metavar="DIR",
+                   help="also write the HTML report there (index.html and one page per paper table: paper vs ours,"
+                   " mean +/- std over seeds, within +/-30 %%, calibrations, causes of misses, the load-sweep and"
+                   " ablation plots) and log it to the reproduce run under report/")
     r.set_defaults(func=_reproduce)
 
     e = subparsers.add_parser("end-to-end", help="profile -> fit -> an experiment using the fitted models",
@@ -386,9 +392,12 @@ def _reproduce(args: argparse.Namespace) -> int:
     def render(report: dict) -> None:
         print()
         print(report["markdown"])
+        if report.get("report"):
+            print(f"HTML report: {report['report']}")
 
     return _run("reproduce", args, lambda: run_reproduce(
-        args.configs or None, dask_address=args.dask_address, workers=args.workers), render)
+        args.configs or None, dask_address=args.dask_address, workers=args.workers, seeds=args.seeds,
+        report_dir=args.report), render)
 
 
 def _end_to_end(args: argparse.Namespace) -> int:

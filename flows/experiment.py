@@ -268,21 +268,23 @@ def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: Ex
 @flow(name="experiment", log_prints=True, persist_result=False)
 def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | None = None,
                     code_version: str | None = None, rank_by: str = "avg_jct_s",
-                    table_every: int = TABLE_EVERY) -> dict[str, Any]:
-    """Run every replay of the experiment not yet logged, then log and return the comparison; one
-    run of an experiment at a time per tracking store (:mod:`schedlab.flows.lifecycle`)."""
-    name = load_config(config_path).name
+                    table_every: int = TABLE_EVERY, seeds: list[int] | None = None) -> dict[str, Any]:
+    """Run every replay of the experiment not yet logged (``seeds`` in place of the file's), then log
+    and return the comparison; one run of an experiment at a time per tracking store
+    (:mod:`schedlab.flows.lifecycle`)."""
+    name = load_config(config_path, seeds).name
     lifecycle.claim_flow_run(tracking_uri, name)
     with lifecycle.experiment_lock(tracking_uri, name):
         for run_id in lifecycle.crash_stale_flow_runs(tracking_uri, name):
             print(f"flow run {run_id} of experiment {name!r} was left running by a killed process: marked CRASHED")
-        return _experiment(config_path, tracking_uri, artifact_root, code_version, rank_by, table_every)
+        return _experiment(config_path, tracking_uri, artifact_root, code_version, rank_by, table_every, seeds)
 
 
 def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
-                code_version: str | None, rank_by: str, table_every: int) -> dict[str, Any]:
+                code_version: str | None, rank_by: str, table_every: int,
+                seeds: list[int] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
-    config = load_config(config_path)
+    config = load_config(config_path, seeds)
     config.models = ModelSources(**resolve_latest(config.models.model_dump(), tracking_uri))  # `latest` -> N
     version = code_version or tracking.code_version()
     specs = config.grid(version)

@@ -16,7 +16,9 @@ set-ups with the Philly trace's own durations ``castor-philly`` and ``sjf-bsbf-p
 
 Everything goes to a parent MLflow run ``reproduce-<date>`` (experiment ``reproduce``:
 ``reproduce.md`` and one CSV per table, tagged with each experiment's comparison run), a Prefect
-markdown artifact ``reproduce`` and the terminal.
+markdown artifact ``reproduce`` and the terminal; with ``report_dir``, the HTML report
+(:mod:`schedlab.tasks.reproduce_html`: a page per paper table, ours as mean ± std over seeds, the
+plots) is written there and logged to the parent run under ``report/``.
 
 >>> report = run_reproduce()                                  # the three shipped configs
 >>> report = run_reproduce(["sjf-bsbf-philly"], dask_address="tcp://sched:8786")
@@ -68,8 +70,9 @@ def to_markdown(frame: pd.DataFrame, index: str) -> str:
 
 
 
-def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> dict[str, pd.DataFrame]:
-    """spec key -> its FINISHED replay's job table (from the run's ``jobs.parquet``)."""
+def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """spec key -> its FINISHED replay's job table (from the run's ``jobs.parquet``), and spec key ->
+    that run's id."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
     out: dict[str, pd.DataFrame] = {}
     with tempfile.TemporaryDirectory(prefix="schedlab-reproduce-") as tmp:
@@ -80,7 +83,7 @@ def replay_jobs(uri: str, experiment_id: str, specs: list[Any]) -> dict[str, pd.
             path = tracking.download(uri, run.info.run_id, "jobs.parquet", Path(tmp) / run.info.run_id)
             jobs = pd.read_parquet(path)  # ratio tables (Gimbal) also need submit/end times and deadlines
             out[spec.key] = jobs[[c for c in REPLAY_COLUMNS if c in jobs.columns]]
-    return out
+    return out, {key: run.info.run_id for key, run in done.items() if key in out}
 
 
 def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -140,9 +143,12 @@ def _section(config: Any, tables: dict[str, pd.DataFrame], report: dict[str, Any
 
 @flow(name="reproduce", log_prints=True, persist_result=False)
 def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, artifact_root: str | None = None,
-                   code_version: str | None = None) -> dict[str, Any]:
-    """Run each config's experiment (a subflow on the Dask cluster at ``dask_address``), then build,
-    log and return the paper-vs-ours and load-sweep tables."""
+                   code_version: str | None = None, seeds: list[int] | None = None,
+                   report_dir: str | None = None) -> dict[str, Any]:
+    """Run each config's experiment (a subflow on the Dask cluster at ``dask_address``; ``seeds`` in
+    place of each config's), then build, log and return the paper-vs-ours and load-sweep tables;
+    with ``report_dir``, also the HTML report (:mod:`schedlab.tasks.reproduce_html`), written there
+    and logged under ``report/``."""
     from prefect_dask import DaskTaskRunner
     from schedlab.flows.experiment import experiment_flow
 
@@ -150,11 +156,11 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
     uri = tracking_uri
     version = code_version or tracking.code_version()
     root = Path(artifact_root) if artifact_root else None
-    sections, all_tables, experiments, failures = [], {}, {}, {}
+    sections, all_tables, experiments, failures, results = [], {}, {}, {}, []
     for path in configs:
-        config = load_config(path)
+        config = load_config(path, seeds)
         state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))(
-            str(config._path), uri, artifact_root, version, return_state=True)
+            str(config._path), uri, artifact_root, version, seeds=seeds, return_state=True)
         report = state.result(raise_on_failure=False)
         if isinstance(report, BaseException):  # the experiment itself crashed (not a replay)
             failures[config.name] = f"{type(report).__name__}: {report}"
@@ -164,8 +170,14 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
             failures.update({f"{config.name}: {k}": v for k, v in report["failures"].items()})
         specs = config.grid(version)
         experiment_id = tracking.ensure_experiment(uri, config.name, root)
-        tables = tables_for(config, specs, replay_jobs(uri, experiment_id, specs))
+        jobs, run_ids = replay_jobs(uri, experiment_id, specs)
+        tables = tables_for(config, specs, jobs)
         all_tables.update(tables)
+        if report_dir:
+            from schedlab.tasks.reproduce_html import ConfigResult
+
+            results.append(ConfigResult.collect(config, specs, jobs, run_ids, experiment_id,
+                                                report and report["parent_run_id"]))
         experiments[config.name] = {"parent_run_id": report and report["parent_run_id"],
                                     "experiment_id": experiment_id, "tables": list(tables)}
         sections.append(_section(config, tables, report))
@@ -191,12 +203,21 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
             frame.rename_axis("policy").to_csv(out / "tables" / f"{settings.path_name(name)}.csv")
         retrying(lambda: c.log_artifact(parent, str(out / "reproduce.md")))
         retrying(lambda: c.log_artifacts(parent, str(out / "tables"), "tables"))
+    if report_dir:
+        from schedlab.tasks.reproduce_html import write_report
+
+        pages = write_report(Path(report_dir), results, parent_run_id=parent, experiment_id=experiment_id,
+                             tracking_uri=uri, code_version=version, stamp=stamp)
+        for page in pages:  # only this run's pages (the folder may hold others)
+            retrying(lambda: c.log_artifact(parent, str(page), "report"))
+        print(f"report: {pages[0]} ({len(pages)} pages; logged under report/ of run {parent})")
     retrying(lambda: c.log_metric(parent, "reproduce_wall_s", time.perf_counter() - started))
     retrying(lambda: c.set_terminated(parent, status="FAILED" if failures else "FINISHED"))
     create_markdown_artifact(markdown, key="reproduce", description="reproduction experiments: paper vs ours")
     report = {"parent_run_id": parent, "experiment_id": experiment_id, "tracking_uri": uri,
               "experiments": experiments, "tables": all_tables, "markdown": markdown, "failures": failures,
-              "ui_url": tracking.ui_url(uri, experiment_id, parent)}
+              "ui_url": tracking.ui_url(uri, experiment_id, parent),
+              "report": str(Path(report_dir) / "index.html") if report_dir else None}
     if failures:
         return Failed(message=f"reproduce: {len(failures)} failure(s)", data=report)
     return report
@@ -204,18 +225,26 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
 
 def run_reproduce(configs: list[str] | None = None, *, dask_address: str | None = None, workers: int | None = None,
                   tracking_uri: str | None = None, home: Path | None = None,
-                  code_version: str | None = None) -> dict[str, Any]:
-    """Validate every config, check the tracking store and the Dask address, then run
+                  code_version: str | None = None, seeds: list[int] | None = None,
+                  report_dir: str | Path | None = None) -> dict[str, Any]:
+    """Validate every config (with ``seeds`` in place of its own) and ``report_dir`` (a folder that
+    exists or can be created, writable), check the tracking store and the Dask address, then run
     :func:`reproduce_flow` on one Dask cluster (a LocalCluster unless ``dask_address``). Raises
-    ConfigError, TrackingError or DaskUnreachable before any work."""
+    ConfigError, TrackingError, DaskUnreachable or ValueError (``report_dir``) before any work."""
+    from schedlab import checks
     from schedlab.flows.experiment import orchestration
 
     home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    paths = [str(load_config(c)._path) for c in (configs or DEFAULT_CONFIGS)]  # ConfigError first
+    paths = [str(load_config(c, seeds)._path) for c in (configs or DEFAULT_CONFIGS)]  # ConfigError first
+    if report_dir is not None:
+        problem = checks.dir_problem(Path(report_dir))
+        if problem:
+            raise ValueError(f"report folder {report_dir}: {problem}")
+        report_dir = str(Path(report_dir).resolve())
     with orchestration(home, tracking_uri, dask_address, workers) as run:
         state = reproduce_flow(paths, run.uri, run.address, run.artifact_root,
-                               code_version or tracking.code_version(), return_state=True)
+                               code_version or tracking.code_version(), seeds, report_dir, return_state=True)
     report = state.result(raise_on_failure=False)
     if isinstance(report, BaseException):
         raise report

@@ -412,8 +412,9 @@ def _where(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
+def load_config(path: str | Path, seeds: list[int] | None = None) -> ExperimentConfig:
     """Read and validate an experiment YAML; a name without a folder looks in ``conf/experiments``.
+    ``seeds`` replaces the file's ``seeds`` (validated as if the file listed them).
 
     Raises :class:`ConfigError` naming the file and the field."""
     path = Path(path)
@@ -429,6 +430,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
+    if seeds is not None:
+        raw["seeds"] = list(seeds)
     try:
         config = ExperimentConfig.model_validate(raw)
     except ValidationError as err:

@@ -30,8 +30,66 @@ TABLES = Path(__file__).resolve().parents[2] / "conf" / "papers" / "tables.yaml"
 HOUR = 3600.0
 
 
-def paper_tables() -> dict[str, dict]:
-    return yaml.safe_load(TABLES.read_text())
+def paper_tables(path: Path = TABLES) -> dict[str, dict]:
+    """The published tables, each with its report fields checked (:func:`check_report_fields`)."""
+    tables = yaml.safe_load(path.read_text())
+    for name, spec in tables.items():
+        check_report_fields(name, spec, path)
+    return tables
+
+
+#: ``load_sweep:`` keys (the paper's figure of average JCT by load factor, e.g. Castor Fig. 16)
+LOAD_SWEEP_KEYS = {"figure", "points"}
+#: ``calibration:`` entry keys: a parameter of our set-up fitted to one of the table's rows
+CALIBRATION_KEYS = {"name", "value", "fitted_to", "note"}
+
+
+def check_report_fields(name: str, spec: dict, path: Path = TABLES) -> None:
+    """The optional fields the HTML report reads (``schedlab reproduce --report``), checked so that a
+    typo fails here, naming the table and the key, not on a page:
+
+    - ``calibration:`` a list of ``{name, value, fitted_to, note?}``: a parameter of our set-up fitted
+      to the table, ``fitted_to`` one of its rows;
+    - ``causes:`` ``row`` or ``row/column`` -> the measured cause of that row's (cell's) miss, short text;
+    - ``load_sweep:`` ``{figure, points}``: the paper's load-sweep figure and its printed points
+      (``policy -> {load: value}``, hours), ``null`` when the paper prints none."""
+    where = f"{path.name}: {name}"
+    rows = spec.get("rows") or {}
+    columns = spec.get("columns") or []
+    calibration = spec.get("calibration")
+    if calibration is not None:
+        if not isinstance(calibration, list):
+            raise ValueError(f"{where}: calibration: expected a list of {{name, value, fitted_to}}")
+        for i, entry in enumerate(calibration):
+            if not isinstance(entry, dict) or not {"name", "value", "fitted_to"} <= set(entry):
+                raise ValueError(f"{where}: calibration[{i}]: needs name, value and fitted_to")
+            if set(entry) - CALIBRATION_KEYS:
+                raise ValueError(f"{where}: calibration[{i}]: unknown key(s) {sorted(set(entry) - CALIBRATION_KEYS)};"
+                                 f" allowed {sorted(CALIBRATION_KEYS)}")
+            if entry["fitted_to"] not in rows:
+                raise ValueError(f"{where}: calibration[{i}].fitted_to: {entry['fitted_to']!r} is not a row of the"
+                                 f" table ({', '.join(rows)})")
+    causes = spec.get("causes")
+    if causes is not None:
+        if not isinstance(causes, dict):
+            raise ValueError(f"{where}: causes: expected a mapping of row or row/column -> text")
+        for key, text in causes.items():
+            row, _, column = str(key).partition("/")
+            if row not in rows:
+                raise ValueError(f"{where}: causes: {key!r}: {row!r} is not a row of the table ({', '.join(rows)})")
+            if column and column not in columns:
+                raise ValueError(f"{where}: causes: {key!r}: {column!r} is not a column of the table"
+                                 + (f" ({', '.join(columns)})" if columns else " (it has none: give the row alone)"))
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where}: causes: {key!r}: expected the cause as text")
+    sweep = spec.get("load_sweep")
+    if sweep is not None:
+        if not isinstance(sweep, dict) or set(sweep) != LOAD_SWEEP_KEYS or not isinstance(sweep["figure"], str):
+            raise ValueError(f"{where}: load_sweep: expected {{figure: text, points: null or policy -> {{load: hours}}}}")
+        for policy, points in (sweep["points"] or {}).items():
+            if not isinstance(points, dict) or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) for v in [*points, *points.values()]):
+                raise ValueError(f"{where}: load_sweep.points: {policy!r}: expected {{load: hours}}")
 
 
 CLASS_AVERAGES = ("mean", "share")

@@ -1,0 +1,201 @@
+"""The reproduction report (``schedlab reproduce --report DIR``, issue #26 item 4): its numbers are the
+MLflow replays' (recomputed here from each listed run's ``jobs.parquet``), it is logged to the parent
+run, and the report fields of ``conf/papers/tables.yaml`` are checked with errors naming the table and key."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from schedlab.sched.results.reproduce import TABLES, paper_tables
+
+pytestmark = pytest.mark.timeout(240)
+TINY = Path(__file__).resolve().parent / "fixtures" / "flows" / "reproduce-tiny.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("SCHEDLAB_CODE_VERSION", "test-version")
+
+
+def _cell(page: str, row: str, column: str) -> list[str]:
+    """The text of each <td> of the line for (row, column)."""
+    line = re.search(rf"<tr[^>]*data-row='{re.escape(row)}' data-column='{re.escape(column)}'>(.*?)</tr>", page)
+    assert line, (row, column)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", line.group(1))
+    return [re.sub(r"<[^>]+>", "", html.unescape(td)).strip() for td in cells]
+
+
+def _close(shown: str, value: float) -> bool:
+    """``shown`` (as the page prints it) is ``value`` to the digits printed."""
+    digits = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown.replace(",", "")) - value) <= 0.51 * 10 ** -digits
+
+
+def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, seed_home):
+    from schedlab.flows.reproduce import run_reproduce
+    from schedlab.tasks import tracking
+
+    out = tmp_path / "report"
+    report = run_reproduce([str(TINY)], workers=1, home=seed_home(tmp_path, prefect=False), seeds=[0, 1],
+                           report_dir=out)
+    assert report["failures"] == {} and report["report"] == str(out / "index.html")
+    index = (out / "index.html").read_text()
+    page = (out / "sjf-bsbf-table3.html").read_text()
+    parent = report["parent_run_id"]
+    assert parent in index and parent in page and "sjf-bsbf-table3.html" in index
+
+    # the replay runs the page names are this invocation's: 2 policies x 2 loads x 2 seeds
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = tracking.client(uri)
+    run_ids = re.findall(r"<code>([0-9a-f]{32})</code></a>", page)
+    assert len(run_ids) == 8
+    exp_run = report["experiments"]["sjf-bsbf-philly"]["parent_run_id"]
+    assert exp_run in page
+    per_seed: dict[tuple[str, float], list[tuple[int, pd.DataFrame]]] = {}
+    for run_id in run_ids:
+        run = c.get_run(run_id)
+        assert run.info.status == "FINISHED" and run.data.tags["schedlab.kind"] == "replay"
+        params = run.data.params
+        jobs = pd.read_parquet(tracking.download(uri, run_id, "jobs.parquet", tmp_path / "dl" / run_id))
+        per_seed.setdefault((params["label"], float(params["trace.option.load"])), []).append(
+            (int(params["seed"]), jobs))
+    assert {seed for runs in per_seed.values() for seed, _ in runs} == {0, 1}
+
+    spec = paper_tables()["sjf-bsbf-table3"]
+    large = spec["large_job_gpus"]
+    for label in ("fifo", "sjf"):
+        runs = sorted(per_seed[(label, 1.0)], key=lambda s: s[0])
+        checks = {"avg_jct_all": [j["jct_s"].mean() / 3600 for _, j in runs],
+                  "avg_queue_large": [j.loc[j["num_gpus"] > large, "wait_s"].mean() / 3600 for _, j in runs],
+                  "avg_queue_small": [j.loc[j["num_gpus"] <= large, "wait_s"].mean() / 3600 for _, j in runs]}
+        for column, values in checks.items():
+            cells = _cell(page, label, column)
+            paper = spec["rows"][label][spec["columns"].index(column)]
+            assert _close(cells[2], paper), (label, column, cells)
+            mean, std = float(np.mean(values)), float(np.std(values, ddof=1))
+            shown_mean, shown_std = cells[3].split(" ± ")
+            assert _close(shown_mean, mean) and _close(shown_std, std), (label, column, cells, values)
+            assert cells[4] == "2"  # seeds
+            ratio = mean / paper
+            assert _close(cells[5], ratio), (label, column, cells)
+            assert cells[6] == ("✓ within" if abs(ratio - 1) <= 0.30 else "✗ miss"), (label, column, cells)
+    assert _cell(page, "pollux", "avg_jct_all")[3] == "not replayed"  # the paper's row only
+    # the load sweep: a plot, the note that SJF-BSBF Fig. 6a prints no numbers, ours by load
+    assert "data:image/png;base64," in page and "the paper prints no numbers" in page
+    fifo_2 = [j["jct_s"].mean() / 3600 for _, j in per_seed[("fifo", 2.0)]]
+    sweep = re.search(r"<tr><td>fifo</td>(.*?)</tr>", page.split("average JCT (h), mean ± std")[1]).group(1)
+    shown = re.sub(r"<[^>]+>", " ", sweep).split()
+    assert _close(shown[3], float(np.mean(fifo_2))) and _close(shown[5], float(np.std(fifo_2, ddof=1)))
+
+    # logged on the parent reproduce run
+    art = Path(c.get_run(parent).info.artifact_uri.removeprefix("file://"))
+    assert (art / "report" / "index.html").read_text() == index
+    assert (art / "report" / "sjf-bsbf-table3.html").read_text() == page
+
+
+def _tables_with(tmp_path: Path, table: str, **fields) -> Path:
+    tables = yaml.safe_load(TABLES.read_text())
+    tables[table].update(fields)
+    path = tmp_path / "tables.yaml"
+    path.write_text(yaml.safe_dump(tables))
+    return path
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"causes": {"fifo/avg_jct_al": "x"}}, r"tables.yaml: sjf-bsbf-table3: causes: 'fifo/avg_jct_al': 'avg_jct_al' is"
+                                           " not a column"),
+    ({"causes": {"fifoo": "x"}}, r"sjf-bsbf-table3: causes: 'fifoo': 'fifoo' is not a row"),
+    ({"causes": {"fifo": ""}}, r"sjf-bsbf-table3: causes: 'fifo': expected the cause as text"),
+    ({"causes": ["fifo"]}, r"sjf-bsbf-table3: causes: expected a mapping"),
+    ({"calibration": [{"name": "servers", "value": 16, "fitted_to": "row 1"}]},
+     r"sjf-bsbf-table3: calibration\[0\].fitted_to: 'row 1' is not a row"),
+    ({"calibration": [{"name": "servers", "value": 16}]}, r"calibration\[0\]: needs name, value and fitted_to"),
+    ({"load_sweep": {"figure": "Fig. 6a", "points": {"fifo": {1.0: "high"}}}}, r"load_sweep.points: 'fifo'"),
+])
+def test_bad_report_fields_name_the_table_and_key(tmp_path, fields, message):
+    with pytest.raises(ValueError, match=message):
+        paper_tables(_tables_with(tmp_path, "sjf-bsbf-table3", **fields))
+
+
+def test_ratio_tables_take_causes_by_row_only(tmp_path):
+    with pytest.raises(ValueError, match=r"gimbal-philly: causes: 'jct_vs_lucid/ratio': 'ratio' is not a column of"
+                                         r" the table \(it has none: give the row alone\)"):
+        paper_tables(_tables_with(tmp_path, "gimbal-philly", causes={"jct_vs_lucid/ratio": "x"}))
+
+
+def test_shipped_report_fields():
+    """The shipped causes and calibrations are where the comments of tables.yaml put them."""
+    tables = paper_tables()
+    assert set(tables["sjf-bsbf-table4"]["causes"]) == {f"fifo/avg_queue_{c}" for c in ("all", "large", "small")}
+    assert "makespan_vs_gavel" in tables["gimbal-philly"]["causes"]
+    assert tables["lyra-table5"]["calibration"][0]["fitted_to"] == "fifo"
+    assert tables["castor-table5"]["load_sweep"]["points"] is None  # Fig. 16 is a figure only
+
+
+def test_report_option_is_checked_before_any_work(tmp_path, capsys):
+    from schedlab.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for target, why in ((blocker, "exists and is not a folder"), (blocker / "sub", "cannot be created")):
+        with pytest.raises(SystemExit) as stop:
+            main(["reproduce", str(TINY), "--report", str(target)])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "--report" in err and why in err and "Traceback" not in err
+
+
+def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
+    """A `kind: ratios` page (Gimbal §7.2): ours = baseline / policy of the seed means, as reproduce.md
+    prints it, ± the std of the per-seed ratios; the bars plot; a cause shown on its row; the
+    calibration table of a table that has one (Lyra Table 5)."""
+    from datetime import UTC, datetime
+
+    from schedlab.tasks.reproduce_html import ConfigResult, Replay, write_report
+
+    def jobs(jct_h: float) -> pd.DataFrame:
+        return pd.DataFrame({"num_gpus": [1, 2], "jct_s": [jct_h * 3600] * 2, "wait_s": [0.0, 0.0],
+                             "submit_time": [0.0, 0.0], "end_time": [jct_h * 3600] * 2})
+
+    jct = {("lucid", 0): 2.0, ("lucid", 1): 4.0, ("gimbal-jct", 0): 1.0, ("gimbal-jct", 1): 4.0}
+    replays = [Replay(label, seed, 1.0, "philly", "8x2", f"{i:032x}", jobs(h)) for i, ((label, seed), h)
+               in enumerate(jct.items())]
+    gimbal = ConfigResult("gimbal-jct", "test", [0, 1], "7", "p" * 32, replays, ["lucid", "gimbal-jct"])
+    lyra = ConfigResult("lyra-table5", "test", [0], "8", None,
+                        [Replay("fifo", 0, 1.0, "philly", "lyra-sim", "f" * 32, jobs(1.0).assign(queue_s=0.0))],
+                        ["fifo"])
+    pages = write_report(tmp_path, [gimbal, lyra], parent_run_id="r" * 32, experiment_id="9",
+                         tracking_uri="sqlite:///x.db", code_version="v", stamp=datetime.now(UTC))
+    assert [p.name for p in pages] == ["index.html", "gimbal-philly.html", "lyra-table5.html"]
+    page = pages[1].read_text()
+    cells = _cell(page, "jct_vs_lucid", "ratio")
+    assert cells[3] == f"{3.0 / 2.5:.2f} ± {np.std([2.0, 1.0], ddof=1):.2f}"  # 1.20 ± 0.71, not mean(2, 1)
+    assert cells[2] == "1.28" and cells[6] == "✓ within" and cells[7] == "+28 % / +20 %"  # the gains
+    assert "Algorithm 1 keeping F = max R_j" in _cell(page, "makespan_vs_gavel", "ratio")[8]
+    assert "alt='ratios'" in page and "0" * 32 in page
+    lyra_page = pages[2].read_text()
+    assert "lyra-sim training servers" in lyra_page and "84 x 8 V100" in lyra_page
+    assert "none recorded" in page  # gimbal-philly has no calibration
+
+
+@pytest.mark.parametrize(("seeds", "message"), [(["0", "0"], "seeds: duplicate seeds [0, 0]"),
+                                                (["-1"], "argument --seeds: must be >= 0")])
+def test_reproduce_seeds_are_checked_before_any_work(tmp_path, capsys, monkeypatch, seeds, message):
+    from schedlab.cli import main
+
+    monkeypatch.setenv("SCHEDLAB_HOME", str(tmp_path / "home"))
+    try:
+        code = main(["reproduce", str(TINY), "--seeds", *seeds])
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "home" / "mlflow.db").exists()  # nothing ran
