@@ -338,17 +338,21 @@ def _cells_table(cells: list[Cell], spec: dict, unit: str) -> str:
     return "".join(out)
 
 
-def _calibration(spec: dict) -> str:
-    entries = spec.get("calibration")
+def _calibration(spec: dict, experiment: str | None = None) -> str:
+    """The calibrated parameters of the whole table (``experiment`` None) or of one config's set-up."""
+    entries = [e for e in spec.get("calibration") or [] if e.get("experiment") == experiment]
     if not entries:
+        if experiment is not None:
+            return ""
         return ("<p><b>Calibrated parameters:</b> none recorded in <code>conf/papers/tables.yaml</code>"
-                " (<code>calibration:</code>) for this table.</p>")
+                " (<code>calibration:</code>) for this table's common set-up.</p>")
     rows = "".join(f"<tr><td>{html.escape(str(e['name']))}</td><td>{html.escape(str(e['value']))}</td>"
                    f"<td>{html.escape(str(e['fitted_to']))}</td><td>{html.escape(str(e.get('note', '')))}</td></tr>"
                    for e in entries)
-    return ("<p><b>Calibrated parameters</b> (fitted to the paper's numbers: a match on the row they were fitted"
-            " to is by construction):</p><table><thead><tr><th>parameter</th><th>value</th><th>fitted to row</th>"
-            f"<th>how</th></tr></thead><tbody>{rows}</tbody></table>")
+    scope = "" if experiment is None else f" of {html.escape(experiment)}"
+    return (f"<p><b>Calibrated parameters{scope}</b> (fitted to the paper's numbers: a match on the row they were"
+            " fitted to is by construction):</p><table><thead><tr><th>parameter</th><th>value</th><th>fitted to row"
+            f"</th><th>how</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def _unit(spec: dict) -> str:
@@ -412,7 +416,7 @@ def table_page(table_name: str, results: list[ConfigResult], uri: str,
                  f"<p class='meta'>Seeds {result.seeds}{parent}: {s.within} of {s.judged} compared numbers within"
                  f" ±{BAND:.0%} of the paper's; {s.judged - s.within} misses, {s.explained} of them with a measured"
                  f" cause recorded ({s.not_compared} not compared: not replayed, or the paper's value is 0 or"
-                 " NA).</p>", _cells_table(cells, spec, _unit(spec))]
+                 " NA).</p>", _calibration(spec, result.name), _cells_table(cells, spec, _unit(spec))]
         if spec.get("kind") == "ratios":
             body.append(f"<p class='meta'>A ratio within ±{BAND:.0%} can still fall short of the paper's gain: the"
                         " column <i>gain</i> gives ratio − 1, the paper's and ours (the bars below start at 1).</p>")

@@ -117,6 +117,8 @@ def _tables_with(tmp_path: Path, table: str, **fields) -> Path:
     ({"calibration": [{"name": "servers", "value": 16, "fitted_to": "row 1"}]},
      r"sjf-bsbf-table3: calibration\[0\].fitted_to: 'row 1' is not a row"),
     ({"calibration": [{"name": "servers", "value": 16}]}, r"calibration\[0\]: needs name, value and fitted_to"),
+    ({"calibration": [{"name": "arrival_scale", "value": 5.2, "fitted_to": "fifo", "experiment": "sjf-bsbf-pollx"}]},
+     r"sjf-bsbf-table3: calibration\[0\].experiment: 'sjf-bsbf-pollx' is not one of the table's experiments"),
     ({"load_sweep": {"figure": "Fig. 6a", "points": {"fifo": {1.0: "high"}}}}, r"load_sweep.points: 'fifo'"),
 ])
 def test_bad_report_fields_name_the_table_and_key(tmp_path, fields, message):
@@ -133,8 +135,12 @@ def test_ratio_tables_take_causes_by_row_only(tmp_path):
 def test_shipped_report_fields():
     """The shipped causes and calibrations are where the comments of tables.yaml put them."""
     tables = paper_tables()
-    assert set(tables["sjf-bsbf-table4"]["causes"]) == {f"fifo/avg_queue_{c}" for c in ("all", "large", "small")}
-    assert "makespan_vs_gavel" in tables["gimbal-philly"]["causes"]
+    assert {f"fifo/avg_queue_{c}" for c in ("all", "large", "small")} <= set(tables["sjf-bsbf-table4"]["causes"])
+    assert "makespan_alg1_vs_gavel" in tables["gimbal-philly"]["causes"]
+    for table, experiment in (("castor-table5", "castor-pollux-calibrated"),
+                              ("sjf-bsbf-table3", "sjf-bsbf-pollux-calibrated")):
+        [arrival] = [c for c in tables[table]["calibration"] if c.get("experiment") == experiment]
+        assert arrival["name"] == "arrival_scale" and arrival["fitted_to"] == "fifo"
     assert tables["lyra-table5"]["calibration"][0]["fitted_to"] == "fifo"
     assert tables["castor-table5"]["load_sweep"]["points"] is None  # Fig. 16 is a figure only
 
@@ -178,7 +184,7 @@ def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     cells = _cell(page, "jct_vs_lucid", "ratio")
     assert cells[3] == f"{3.0 / 2.5:.2f} ± {np.std([2.0, 1.0], ddof=1):.2f}"  # 1.20 ± 0.71, not mean(2, 1)
     assert cells[2] == "1.28" and cells[6] == "✓ within" and cells[7] == "+28 % / +20 %"  # the gains
-    assert "Algorithm 1 keeping F = max R_j" in _cell(page, "makespan_vs_gavel", "ratio")[8]
+    assert "Algorithm 1 keeping F = max R_j" in _cell(page, "makespan_alg1_vs_gavel", "ratio")[8]
     assert "alt='ratios'" in page and "0" * 32 in page
     lyra_page = pages[2].read_text()
     assert "lyra-sim training servers" in lyra_page and "84 x 8 V100" in lyra_page
@@ -199,3 +205,27 @@ def test_reproduce_seeds_are_checked_before_any_work(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "home" / "mlflow.db").exists()  # nothing ran
+
+
+def test_a_configs_calibration_shows_in_its_own_section(tmp_path):
+    """A calibration with ``experiment:`` (castor-pollux-calibrated's arrival_scale) is printed in that
+    config's section of the page, not among the table's common set-up, and not for the other configs."""
+    from datetime import UTC, datetime
+
+    from schedlab.tasks.reproduce_html import ConfigResult, Replay, write_report
+
+    jobs = pd.DataFrame({"num_gpus": [1, 16], "jct_s": [3600.0, 7200.0], "wait_s": [0.0, 60.0],
+                         "queue_s": [0.0, 60.0], "submit_time": [0.0, 0.0], "end_time": [3600.0, 7200.0]})
+
+    def result(name: str) -> ConfigResult:
+        return ConfigResult(name, "test", [0], "7", None, [Replay("fifo", 0, 1.0, "philly", "castor-sim",
+                                                                   "a" * 32, jobs)], ["fifo"])
+
+    pages = write_report(tmp_path, [result("castor-pollux"), result("castor-pollux-calibrated")],
+                         parent_run_id="r" * 32, experiment_id="9", tracking_uri="sqlite:///x.db",
+                         code_version="v", stamp=datetime.now(UTC))
+    page = next(p for p in pages if p.name == "castor-table5.html").read_text()
+    common, _, sections = page.partition("<h2>castor-pollux:")
+    plain, _, calibrated = sections.partition("<h2>castor-pollux-calibrated:")
+    assert "none recorded" in common and "arrival_scale" not in common + plain
+    assert "Calibrated parameters of castor-pollux-calibrated" in calibrated and "0.85" in calibrated

@@ -41,15 +41,16 @@ def paper_tables(path: Path = TABLES) -> dict[str, dict]:
 #: ``load_sweep:`` keys (the paper's figure of average JCT by load factor, e.g. Castor Fig. 16)
 LOAD_SWEEP_KEYS = {"figure", "points"}
 #: ``calibration:`` entry keys: a parameter of our set-up fitted to one of the table's rows
-CALIBRATION_KEYS = {"name", "value", "fitted_to", "note"}
+CALIBRATION_KEYS = {"name", "value", "fitted_to", "experiment", "note"}
 
 
 def check_report_fields(name: str, spec: dict, path: Path = TABLES) -> None:
     """The optional fields the HTML report reads (``schedlab reproduce --report``), checked so that a
     typo fails here, naming the table and the key, not on a page:
 
-    - ``calibration:`` a list of ``{name, value, fitted_to, note?}``: a parameter of our set-up fitted
-      to the table, ``fitted_to`` one of its rows;
+    - ``calibration:`` a list of ``{name, value, fitted_to, experiment?, note?}``: a parameter of our
+      set-up fitted to the table, ``fitted_to`` one of its rows, ``experiment`` the one config of the
+      table's ``experiments`` that carries it (absent: the set-up of all of them);
     - ``causes:`` ``row`` or ``row/column`` -> the measured cause of that row's (cell's) miss, short text;
     - ``load_sweep:`` ``{figure, points}``: the paper's load-sweep figure and its printed points
       (``policy -> {load: value}``, hours), ``null`` when the paper prints none."""
@@ -66,6 +67,9 @@ def check_report_fields(name: str, spec: dict, path: Path = TABLES) -> None:
             if set(entry) - CALIBRATION_KEYS:
                 raise ValueError(f"{where}: calibration[{i}]: unknown key(s) {sorted(set(entry) - CALIBRATION_KEYS)};"
                                  f" allowed {sorted(CALIBRATION_KEYS)}")
+            if "experiment" in entry and entry["experiment"] not in spec.get("experiments", []):
+                raise ValueError(f"{where}: calibration[{i}].experiment: {entry['experiment']!r} is not one of the"
+                                 f" table's experiments ({', '.join(spec.get('experiments', []))})")
             if entry["fitted_to"] not in rows:
                 raise ValueError(f"{where}: calibration[{i}].fitted_to: {entry['fitted_to']!r} is not a row of the"
                                  f" table ({', '.join(rows)})")
