@@ -42,6 +42,7 @@ class Problem:
     _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
     _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
     _no_gain: set = field(default_factory=set, repr=False)  # (j, counts) of by-count jobs no one-GPU move helps
+    _current_costs: list[float] | None = field(default=None, repr=False)
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
         key = (j, shape, None)
@@ -65,6 +66,12 @@ class Problem:
                 value = 1.0 / (s + EPS)
             self._memo[key] = value
         return value
+
+    def current_costs(self) -> list[float]:
+        """``cost`` of every job on its current allocation (kept: the jobs do not change)."""
+        if self._current_costs is None:
+            self._current_costs = [self.cost(j, job.current) for j, job in enumerate(self.jobs)]
+        return self._current_costs
 
     def moved_cost(self, j: int, shape: tuple[int, ...]) -> float:
         """``cost`` of job ``j`` moved to placement ``shape`` (largest first; restart factor applied)."""
