@@ -79,11 +79,22 @@ def solve(problem: Problem) -> Alloc:
     alloc = _pack(problem, counts, options)
     if sum(problem.cost(j, a) for j, a in enumerate(alloc)) <= bound * (1 + 1e-12):
         return alloc  # the packing reached the bound: optimal
-    alloc = _local_search(problem, alloc)
+    searched: dict[tuple, Alloc] = {}  # start -> where the (deterministic) local search ends
+
+    def search(start: Alloc) -> Alloc:
+        """``_local_search`` from ``start``, once per start (an end is its own end: no move improves it)."""
+        key = tuple(start)
+        end = searched.get(key)
+        if end is None:
+            end = searched[key] = _local_search(problem, start)
+            searched.setdefault(tuple(end), end)
+        return list(end)
+
+    alloc = search(alloc)
     value = problem.value(alloc)
     current = [job.current for job in jobs]
     if problem.feasible(current):  # a second start: where the jobs are now
-        trial = _local_search(problem, current)
+        trial = search(current)
         if problem.value(trial) > value:
             alloc, value = trial, problem.value(trial)
     for j, job in enumerate(jobs):  # perturb: put a job back where it is, evicting what is in the way
@@ -91,7 +102,7 @@ def solve(problem: Problem) -> Alloc:
             trial = _force(problem, alloc, j, job.current)
             if not problem.feasible(trial):
                 continue
-            trial = _local_search(problem, trial)
+            trial = search(trial)
             trial_value = problem.value(trial)
             if trial_value > value:
                 alloc, value = trial, trial_value
