@@ -457,7 +457,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
                 delta[k] = np.inf
                 delta[capped] = np.inf
-                cand = np.flatnonzero(delta < best[0])
+                cand = (delta < best[0]).nonzero()[0]  # (1-d: flatnonzero without its wrappers)
                 # the scan's answer: the lowest allowed delta, the first j on ties
                 for j in cand[np.lexsort((cand, delta[cand]))].tolist():
                     if pair_allowed(k, j, n):
