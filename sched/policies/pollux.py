@@ -126,11 +126,16 @@ class Pollux(RoundPolicy):
         jobs = list(self.active.values())
         fair = packed_shape(-(-total // max(1, len(jobs))), per)
         specs = []
+        idle = (0,) * nodes
         for job in jobs:
-            current = [0] * nodes
-            for s, n in server_counts(job, per).items():
-                current[index[s]] = n
-            specs.append(JobSpec(self._cap(job, total), tuple(current), self._speedup(job, fair), self._factor(engine, job),
+            if job.gpus:
+                held = [0] * nodes
+                for s, n in server_counts(job, per).items():
+                    held[index[s]] = n
+                current = tuple(held)
+            else:
+                current = idle
+            specs.append(JobSpec(self._cap(job, total), current, self._speedup(job, fair), self._factor(engine, job),
                                  by_count=job.goodput is None,
                                  by_nodes=self.learned is not None and job.goodput is not None))
         spread = min([self.params.max_nodes_per_job] + [j.goodput.model.max_servers(per) for j in jobs if j.goodput])

@@ -31,6 +31,7 @@ from schedlab.sched.policies.pollux_problem import (
 
 VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
 BOUND_MARGIN = 1e-6  # a move is priced exactly unless a bound (rounded otherwise) misses best by this
+PERMANENT = -1  # the local search's stamp of a kept move that no change of the other jobs alters
 
 
 def solve(problem: Problem) -> Alloc:
@@ -43,15 +44,28 @@ def solve(problem: Problem) -> Alloc:
     for j, job in enumerate(jobs):
         cur = sum(job.current)
         row = [(1.0 / EPS, ())]
-        for r in range(1, min(job.max_gpus, capacity, problem.max_nodes_per_job * G) + 1):
+        top = min(job.max_gpus, capacity, problem.max_nodes_per_job * G)
+        if job.by_count:  # every shape of a count prices the same, the first wins (``speed``'s value, not kept)
+            speedup, scale, factor = job.speedup, problem.scale, job.restart_factor
+            for r in range(1, top + 1):
+                shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
+                price = 1.0 / (speedup(shapes[0]) * scale * factor + EPS) if shapes else np.inf
+                row.append((price, shapes[0]) if price < np.inf else (np.inf, ()))
+            if 1 <= cur <= top:
+                keep = problem.cost(j, job.current)
+                if keep <= row[cur][0]:
+                    row[cur] = (keep, None)
+            options.append(row)
+            continue
+        for r in range(1, top + 1):
             best = (np.inf, ())
-            # every shape prices the same when only the count matters (and every shape on as many
-            # nodes when only the node and GPU counts matter), and the first one wins ties
-            if job.by_nodes and not job.by_count:
+            # every shape on as many nodes prices the same when only the node and GPU counts matter,
+            # and the first one wins ties
+            if job.by_nodes:
                 shapes = node_count_shapes(r, G, problem.max_nodes_per_job)
             else:
                 shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
-            for shape in shapes[:1] if job.by_count else shapes:
+            for shape in shapes:
                 s = problem.speed(j, shape) * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
@@ -65,11 +79,22 @@ def solve(problem: Problem) -> Alloc:
     alloc = _pack(problem, counts, options)
     if sum(problem.cost(j, a) for j, a in enumerate(alloc)) <= bound * (1 + 1e-12):
         return alloc  # the packing reached the bound: optimal
-    alloc = _local_search(problem, alloc)
+    searched: dict[tuple, Alloc] = {}  # start -> where the (deterministic) local search ends
+
+    def search(start: Alloc) -> Alloc:
+        """``_local_search`` from ``start``, once per start (an end is its own end: no move improves it)."""
+        key = tuple(start)
+        end = searched.get(key)
+        if end is None:
+            end = searched[key] = _local_search(problem, start)
+            searched.setdefault(tuple(end), end)
+        return list(end)
+
+    alloc = search(alloc)
     value = problem.value(alloc)
     current = [job.current for job in jobs]
     if problem.feasible(current):  # a second start: where the jobs are now
-        trial = _local_search(problem, current)
+        trial = search(current)
         if problem.value(trial) > value:
             alloc, value = trial, problem.value(trial)
     for j, job in enumerate(jobs):  # perturb: put a job back where it is, evicting what is in the way
@@ -77,7 +102,7 @@ def solve(problem: Problem) -> Alloc:
             trial = _force(problem, alloc, j, job.current)
             if not problem.feasible(trial):
                 continue
-            trial = _local_search(problem, trial)
+            trial = search(trial)
             trial_value = problem.value(trial)
             if trial_value > value:
                 alloc, value = trial, trial_value
@@ -281,7 +306,9 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
     capped = np.array([sum(a) >= job.max_gpus for a, job in zip(alloc, jobs)])  # jobs that may not grow
     mcount = [sum(1 for k in holders[n] if width[k] > 1) for n in range(N)]
     single: list[tuple[int, float, tuple[int, ...] | None] | None] = [None] * len(alloc)
-    stamp = 0
+    stamp = 0  # (a kept move stamped PERMANENT holds until its job moves: no one-GPU move of it gains)
+    back_cost = problem.current_costs()  # cost(j, jobs[j].current)
+    lose_delta: list[dict[int, float]] = [{} for _ in alloc]  # job -> node -> cost change of one GPU fewer there
 
     def multi_owner(n: int, skip: int) -> bool:
         """Does a multi-node job other than ``skip`` hold node ``n``?"""
@@ -303,19 +330,46 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                 return False
         return True
 
-    def best_single(j: int, a: tuple[int, ...], open_list: list[int]) -> tuple[float, tuple[int, ...] | None]:
-        """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties)."""
+    def best_single(j: int, a: tuple[int, ...], open_list: list[int]) -> tuple[int, float, tuple[int, ...] | None]:
+        """Job ``j``'s lowest allowed one-GPU move below the search's threshold (first on ties), stamped
+        PERMANENT where no move of ``j`` from ``a`` can gain whatever the other jobs hold."""
         if (j, a) in problem._no_gain:
-            return np.inf, None
+            return PERMANENT, np.inf, None
         if jobs[j].by_count and _count_floor(problem, j, a) - cost[j] >= -1e-12:
             problem._no_gain.add((j, a))  # no move can gain, whatever the other jobs hold
-            return np.inf, None  # (most fixed-duration jobs)
+            return PERMANENT, np.inf, None  # (most fixed-duration jobs)
         moves = _single_moves(problem, j, a, cost[j], open_list, gain_cost[j], problem._move_rows.setdefault((j, a), {}))
         rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
-        for delta, _, new in moves:  # the scan's order: lowest, then first
-            if allowed(j, new):
-                return float(delta), new
-        return np.inf, None
+        if not moves:
+            return stamp, np.inf, None
+        total, held, block = sum(a), nonzero(a), N + 2
+        for delta, index in moves:  # the scan's order: lowest, then first
+            n, code = divmod(index, block)
+            minus, plus = (None, n) if code == 0 else (n, None if code == 1 else code - 2)
+            if move_allowed(j, a, total, held, minus, plus):
+                new = list(a)
+                if minus is not None:
+                    new[minus] -= 1
+                if plus is not None:
+                    new[plus] += 1
+                return stamp, float(delta), tuple(new)
+        return stamp, np.inf, None
+
+    def move_allowed(j: int, a: tuple[int, ...], total: int, held, minus: int | None, plus: int | None) -> bool:
+        """``allowed`` for job ``j`` (on ``a``: ``total`` GPUs on the ``held`` nodes) giving up one GPU on
+        node ``minus`` and/or taking one on node ``plus`` (another node), without building the move."""
+        leaves = minus is not None and a[minus] == 1
+        joins = plus is not None and a[plus] == 0
+        spread_new = len(held) - leaves + joins
+        if total + (plus is not None) - (minus is not None) > jobs[j].max_gpus or spread_new > problem.max_nodes_per_job:
+            return False
+        if plus is not None and used[plus] + 1 > G:
+            return False  # (a node the job leaves or shrinks on only gets lighter)
+        if spread_new == 1:
+            return True
+        if joins and multi_owner(plus, j):
+            return False
+        return not any(multi_owner(n, j) for n, _ in held if not (leaves and n == minus))
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
         """Job ``j`` moved to ``new``: its cap and node count, node loads, and (multi-node) no node of
@@ -355,7 +409,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         for j in range(len(alloc)):  # one job: back to its allocation, +1 GPU, -1 GPU, or one GPU moved
             a = alloc[j]
             if a != jobs[j].current:
-                delta = problem.cost(j, jobs[j].current) - cost[j]
+                delta = back_cost[j] - cost[j]
                 if delta < best[0] and allowed(j, jobs[j].current):
                     best = (delta, [(j, jobs[j].current)])
             if not vector:  # small problems: the plain scan (numpy's overhead would dominate)
@@ -365,10 +419,11 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                         best = (delta, [(j, new)])
                 continue
             kept = single[j]
-            if kept is None or kept[0] != stamp:
-                kept = single[j] = (stamp, *best_single(j, a, open_list))
+            if kept is None or kept[0] != stamp and kept[0] != PERMANENT:
+                kept = single[j] = best_single(j, a, open_list)
             if kept[1] < best[0]:  # the first allowed move below best, as the scan finds it
                 best = (kept[1], [(j, kept[2])])
+        lows = None  # per node: the job with the lowest +1 GPU gain there, that gain and the second lowest
         for n in range(N):  # one GPU from a holder k of node n to a job j (every j for each k)
             on_n = holders[n]
             if not on_n:
@@ -386,28 +441,23 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                             if delta < best[0] and pair_allowed(k, j, n):
                                 best = (delta, [(k, lose), (j, gain)])
                 continue
+            if lows is None:
+                lows = _pair_bounds(problem, alloc, holders, gain_cost, cost_now, capped, rows)
             col = gain_cost[:, n]
-            for j in np.flatnonzero(np.isnan(col)).tolist():
-                if on_n != [j]:
-                    aj = alloc[j]
-                    col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
-                    rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
-            gains = col - cost_now  # the two lowest bound every holder's best pair move (up to rounding)
-            gains[np.isnan(gains) | capped] = np.inf  # (a job at its cap takes no GPU)
-            first = int(np.argmin(gains))
-            low = gains[first]
-            gains[first] = np.inf
-            second = gains.min()
+            first, low, second = lows[0][n], lows[1][n], lows[2][n]
             for k in on_n:
-                ak = alloc[k]
-                lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
-                d_lose = problem.cost(k, lose) - cost[k]
+                d_lose = lose_delta[k].get(n)
+                if d_lose is None:
+                    ak = alloc[k]
+                    d_lose = lose_delta[k][n] = problem.cost(k, ak[:n] + (ak[n] - 1,) + ak[n + 1:]) - cost[k]
                 if d_lose + (second if k == first else low) >= best[0] + BOUND_MARGIN:
                     continue
+                ak = alloc[k]
+                lose = ak[:n] + (ak[n] - 1,) + ak[n + 1:]
                 delta = (d_lose + col) - cost_now  # as d_lose + cost(j, gain) - cost[j], per j
                 delta[k] = np.inf
                 delta[capped] = np.inf
-                cand = np.flatnonzero(delta < best[0])
+                cand = (delta < best[0]).nonzero()[0]  # (1-d: flatnonzero without its wrappers)
                 # the scan's answer: the lowest allowed delta, the first j on ties
                 for j in cand[np.lexsort((cand, delta[cand]))].tolist():
                     if pair_allowed(k, j, n):
@@ -463,6 +513,7 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
                         holders[n].remove(j)
                 mcount[n] += (new_width > 1 and new[n] > 0) - (width[j] > 1 and old[n] > 0)
             single[j] = None
+            lose_delta[j] = {}
             width[j], capped[j] = new_width, sum(new) >= jobs[j].max_gpus
             alloc[j] = new
             cost[j] = cost_now[j] = problem.cost(j, new)
@@ -482,14 +533,44 @@ def _count_row(problem: Problem, j: int, a: tuple[int, ...]) -> np.ndarray:
     if not problem.jobs[j].by_count:
         return row
     current = problem.jobs[j].current
-    diff = [n for n in range(N) if a[n] != current[n]]
-    back = diff if len(diff) == 1 and current[diff[0]] == a[diff[0]] + 1 else []
-    other = next((n for n in range(N) if not back or n != back[0]), None)
+    back = -1  # the node where one GPU more makes ``a`` the current allocation (one GPU short on one node)
+    if sum(current) == sum(a) + 1:
+        diff = [n for n in range(N) if a[n] != current[n]]
+        if len(diff) == 1:
+            back = diff[0]
+    other = 0 if back != 0 else (1 if N > 1 else None)
     if other is not None:
         row[:] = problem.cost(j, a[:other] + (a[other] + 1,) + a[other + 1:])
-    for n in back:
-        row[n] = problem.cost(j, current)
+    if back >= 0:
+        row[back] = problem.cost(j, current)
     return row
+
+
+def _pair_bounds(problem: Problem, alloc: Alloc, holders: list[list[int]], gain_cost: np.ndarray,
+                 cost_now: np.ndarray, capped: np.ndarray, rows: dict) -> tuple[list[int], list[float], list[float]]:
+    """Per node n: the job whose gain ``cost(j, alloc[j] + one GPU on n) - cost[j]`` is lowest (the first
+    on ties; jobs at their cap excluded), that gain and the second lowest: they bound every pair move
+    onto n. Prices not known yet are filled first on the nodes with holders (except for a node's sole
+    holder), into ``gain_cost`` and the kept ``rows``."""
+    N = problem.nodes
+    for n in np.flatnonzero(np.isnan(gain_cost).any(axis=0)).tolist():
+        on_n = holders[n]
+        if not on_n:
+            continue
+        col = gain_cost[:, n]
+        for j in np.flatnonzero(np.isnan(col)).tolist():
+            if on_n != [j]:
+                aj = alloc[j]
+                col[j] = problem.cost(j, aj[:n] + (aj[n] + 1,) + aj[n + 1:])
+                rows.setdefault((j, aj), np.full(N, np.nan))[n] = col[j]
+    gains = gain_cost - cost_now[:, None]
+    gains[np.isnan(gains) | capped[:, None]] = np.inf  # (a job at its cap takes no GPU)
+    first = np.argmin(gains, axis=0)
+    nodes = np.arange(N)
+    low = gains[first, nodes]
+    gains[first, nodes] = np.inf
+    second = gains.min(axis=0)
+    return first.tolist(), low.tolist(), second.tolist()
 
 
 def _evict_costs(problem: Problem, alloc: Alloc, cost: list[float], holders: list[list[int]]):
@@ -555,11 +636,11 @@ def _scan_moves(a: tuple[int, ...], used: list[int], G: int) -> list[tuple[int, 
 
 
 def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, open_list: list[int],
-                  add: np.ndarray, other: dict[int, np.ndarray]) -> list[tuple[float, int, tuple[int, ...]]]:
-    """Job ``j``'s one-GPU moves that lower its cost by more than 1e-12, as (delta, scan index,
-    allocation) sorted: the local search's scan order is, for each node n, +1 on n (if n has room
-    and the job is under its cap), -1 on n, -1 on n and +1 on each other node m with room
-    (``open_list``). Prices are filled into ``add`` / ``other`` (cached while the job stays) only
+                  add: np.ndarray, other: dict[int, np.ndarray]) -> list[tuple[float, int]]:
+    """Job ``j``'s one-GPU moves that lower its cost by more than 1e-12, as (delta, scan index)
+    sorted: the local search's scan order is, for each node n (index n x (nodes + 2)), +1 on n (+0;
+    if n has room and the job is under its cap), -1 on n (+1), -1 on n and +1 on each other node m
+    with room (``open_list``; +2 + m). Prices are filled into ``add`` / ``other`` (cached while the job stays) only
     where needed; a by-count job's -1/+1 prices come as a row (``_count_row``)."""
     N = len(a)
     block = N + 2  # scan index: per node, +1, -1, then -1/+1 to each m
@@ -570,7 +651,7 @@ def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, o
             if price != price:  # nan: not priced yet
                 price = add[n] = problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:])
             if price - cost_j < -1e-12:
-                out.append((price - cost_j, n * block, a[:n] + (a[n] + 1,) + a[n + 1:]))
+                out.append((price - cost_j, n * block))
     for n, _ in nonzero(a):
         less = a[:n] + (a[n] - 1,) + a[n + 1:]
         row = other.get(n)
@@ -579,13 +660,13 @@ def _single_moves(problem: Problem, j: int, a: tuple[int, ...], cost_j: float, o
         if row[0] != row[0]:
             row[0] = problem.cost(j, less)
         if row[0] - cost_j < -1e-12:
-            out.append((row[0] - cost_j, n * block + 1, less))
+            out.append((row[0] - cost_j, n * block + 1))
         for m in open_list:
             if m != n:
                 price = row[1 + m]
                 if price != price:
                     price = row[1 + m] = problem.cost(j, less[:m] + (less[m] + 1,) + less[m + 1:])
                 if price - cost_j < -1e-12:
-                    out.append((price - cost_j, n * block + 2 + m, less[:m] + (less[m] + 1,) + less[m + 1:]))
-    out.sort(key=lambda move: move[:2])
+                    out.append((price - cost_j, n * block + 2 + m))
+    out.sort()
     return out

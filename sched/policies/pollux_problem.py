@@ -39,9 +39,11 @@ class Problem:
     max_nodes_per_job: int = 16
     scale: float = 1.0
     _memo: dict = field(default_factory=dict, repr=False)
+    _count_memo: dict = field(default_factory=dict, repr=False)  # by-count jobs: (j, GPUs, or -1: current) -> cost
     _gain_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> cost of +1 GPU per node
     _move_rows: dict = field(default_factory=dict, repr=False)  # (j, counts) -> node -> costs of -1 there (+1 elsewhere)
     _no_gain: set = field(default_factory=set, repr=False)  # (j, counts) of by-count jobs no one-GPU move helps
+    _current_costs: list[float] | None = field(default=None, repr=False)
 
     def speed(self, j: int, shape: tuple[int, ...]) -> float:
         key = (j, shape, None)
@@ -51,20 +53,36 @@ class Problem:
         return value
 
     def cost(self, j: int, counts: tuple[int, ...]) -> float:
-        """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node)."""
+        """1 / (speed-up + 1e-3) of job ``j`` on ``counts`` (GPUs per node). A by-count job's price is
+        kept per GPU count (moved) and for its current allocation: every shape of a count prices alike."""
+        job = self.jobs[j]
+        if job.by_count:
+            key = (j, -1) if counts == job.current else (j, sum(counts))
+            value = self._count_memo.get(key)
+            if value is None:
+                value = self._count_memo[key] = self._price(j, counts)
+            return value
         key = (j, counts)
         value = self._memo.get(key)
         if value is None:
-            shape = tuple(sorted((c for c in counts if c), reverse=True))
-            if not shape:
-                value = 1.0 / EPS
-            else:
-                s = self.speed(j, shape)
-                if counts != self.jobs[j].current:
-                    s *= self.jobs[j].restart_factor
-                value = 1.0 / (s + EPS)
-            self._memo[key] = value
+            value = self._memo[key] = self._price(j, counts)
         return value
+
+    def _price(self, j: int, counts: tuple[int, ...]) -> float:
+        """``cost`` computed (not kept)."""
+        shape = tuple(sorted((c for c in counts if c), reverse=True))
+        if not shape:
+            return 1.0 / EPS
+        s = self.speed(j, shape)
+        if counts != self.jobs[j].current:
+            s *= self.jobs[j].restart_factor
+        return 1.0 / (s + EPS)
+
+    def current_costs(self) -> list[float]:
+        """``cost`` of every job on its current allocation (kept: the jobs do not change)."""
+        if self._current_costs is None:
+            self._current_costs = [self.cost(j, job.current) for j, job in enumerate(self.jobs)]
+        return self._current_costs
 
     def moved_cost(self, j: int, shape: tuple[int, ...]) -> float:
         """``cost`` of job ``j`` moved to placement ``shape`` (largest first; restart factor applied)."""
