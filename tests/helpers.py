@@ -9,6 +9,15 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REPRODUCE_TINY = FIXTURES / "flows" / "reproduce-tiny.yaml"  # the reproduce flow's tiny config
+
+
+@pytest.fixture
+def reproduce_env(monkeypatch):
+    """The reproduce tests' environment: the project's own MLflow store, a fixed code version.
+    A test module takes it for every test with ``pytestmark = pytest.mark.usefixtures("reproduce_env")``."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("SCHEDLAB_CODE_VERSION", "test-version")
 
 
 def shared_data(*parts: str) -> Path:

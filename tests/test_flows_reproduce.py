@@ -11,14 +11,9 @@ import pytest
 from schedlab.flows.reproduce import DEFAULT_CONFIGS, run_reproduce
 from schedlab.tasks import tracking
 
-pytestmark = pytest.mark.timeout(240)
-TINY = Path(__file__).resolve().parent / "fixtures" / "flows" / "reproduce-tiny.yaml"
+from helpers import REPRODUCE_TINY as TINY, reproduce_env  # noqa: F401 (the fixture)
 
-
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("SCHEDLAB_CODE_VERSION", "test-version")
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("reproduce_env")]
 
 
 def test_the_default_configs_validate():
