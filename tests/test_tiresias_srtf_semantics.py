@@ -103,3 +103,17 @@ def test_srtf_ties_keep_the_simulators_order(tmp_path):
     rows = [(1, 0, 100), (1, 0, 100), (1, 0, 100), (1, 50, 50)]
     jct, preempted = _jobs(tmp_path, rows, "1x2", "srtf", {})
     assert jct == {1: 100.0, 2: 100.0, 3: 200.0, 4: 100.0} and not any(preempted.values())  # simulator
+
+
+def test_blocking_makes_the_first_job_that_does_not_fit_wait_for_the_rest(tmp_path):
+    # job 1 (1 GPU) runs; job 2 (2 GPUs) does not fit; job 3 (1 GPU) would fit. The simulator (default)
+    # skips job 2 and starts job 3; `blocking` (ours, issue #26) holds job 3 behind job 2, as strict FIFO.
+    rows = [(1, 0, 10), (2, 1, 50), (1, 2, 50)]
+    params = {"queue_thresholds": [3600.0], "promote_knob": 0.0, "blocking": True}
+    assert _jobs(tmp_path, rows, "1x2", "tiresias", params) == ({1: 10.0, 2: 59.0, 3: 108.0}, {1: 0, 2: 0, 3: 0})
+    # one queue that no job leaves, blocking: the jobs start in submission order, as under strict fifo
+    rows = [(1, 0, 30), (2, 1, 50), (1, 2, 20), (1, 3, 5), (2, 4, 10)]
+    one_queue = {"queue_thresholds": [1e9], "promote_knob": 0.0, "blocking": True}
+    assert _jobs(tmp_path, rows, "1x2", "tiresias", one_queue)[0] == _jobs(tmp_path, rows, "1x2", "fifo", {})[0]
+    with pytest.raises(ValueError, match="blocking applies to 2D-LAS"):
+        Tiresias(TiresiasParams(mode="tuned-jobs", blocking=True))

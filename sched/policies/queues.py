@@ -210,10 +210,12 @@ class LevelQueues:
         _discard(lv.by_demand[gpus], index)
         _discard(lv.running if running else lv.waiting, index)
 
-    def switch(self, capacity: int) -> tuple[list[int], list[int]]:
+    def switch(self, capacity: int, blocking: bool = False) -> tuple[list[int], list[int]]:
         """Make the greedy choice for ``capacity`` GPUs the running set. Returns ``(start, stop)``: the
         waiting jobs it chose, in serving order, and the running jobs it left out (level by level, by
         index); both are already marked running / waiting here, the caller starts and preempts them.
+        ``blocking``: the first job (in serving order) that does not fit ends the choice, as strict FIFO
+        does, instead of being skipped.
 
         Level by level, ``reach`` finds how far the GPUs left go in index order, ``next_fitting`` the
         next job that fits after one that does not; the chosen spans ``[lo, hi)`` are compared with the
@@ -246,9 +248,9 @@ class LevelQueues:
             chosen_waiting: list[tuple[int, int]] = []  # slices of ``waiting`` that start
             left_running: list[tuple[int, int]] = []  # slices of ``running`` that stop
             at = base = 0  # ``at``: position in ``running`` after the last chosen job
-            lo = low if capacity >= walk else lv.next_fitting(low, capacity)  # the next job (index) chosen
+            lo = low if capacity >= walk or blocking else lv.next_fitting(low, capacity)  # the next job chosen
             while lo is not None:
-                if capacity >= walk:  # jobs lo..hi-1 are chosen: how far the GPUs reach, in one descent
+                if capacity >= walk or blocking:  # jobs lo..hi-1 are chosen: how far the GPUs reach, in one descent
                     hi, capacity = sums.reach(base + capacity)
                     if hi > lo:
                         a = bisect_left(waiting, lo)
@@ -261,6 +263,8 @@ class LevelQueues:
                             left_running.append((at, a))
                             stop += running[at:a]
                         at = bisect_left(running, hi, a)
+                    if blocking and hi < sums.end:  # job hi does not fit: nothing after it starts
+                        capacity = 0
                     if hi >= sums.end or capacity == 0:
                         break
                     lo = lv.next_fitting(hi + 1, capacity)  # job hi does not fit

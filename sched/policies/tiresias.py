@@ -31,6 +31,9 @@ knob (0 turns promotion off) defaults to what each reading ran: 0 with ``code`` 
 (schedlab's choice before issue #23; the paper leaves it to the operator).
 The simulator's demotion and its clock tick in whole seconds; ``code`` demotes at the first whole
 second at or after the crossing (the same instant for every job whose GPU count divides the threshold).
+``blocking: true`` (an option of ours, off by default) makes the first job in serving order that does
+not fit end the pass, as strict FIFO does; the authors' simulator and the default skip it (issue #26:
+the Castor and SJF-BSBF papers' Tiresias is close to their FIFO, which skipping cannot explain).
 Simplified: no placement-aware consolidation switch (Tiresias §4, "profile-based placement"): every
 job uses the engine's placement strategy.
 
@@ -69,6 +72,9 @@ class TiresiasParams(BaseModel):
         default="code",
         description="code: the authors' simulator (queue order, promotion); paper: the literal §3.2 reading",
     )
+    blocking: bool = Field(
+        default=False, description="las mode: the first job in serving order that does not fit ends the pass"
+        " (strict FIFO's head-of-line blocking) instead of being skipped (the authors' simulator skips)")
     mode: Literal["auto", "las", "tuned-jobs"] = Field(
         default="auto", description="tuned-jobs: Pollux study's Tiresias+TunedJobs; auto: it for goodput workloads"
     )
@@ -119,6 +125,8 @@ class Tiresias(Policy):
             self._tuned_jobs()
 
     def _tuned_jobs(self) -> None:
+        if self.params.blocking:
+            raise ValueError("tiresias: blocking applies to 2D-LAS (mode las), not to Tiresias+TunedJobs")
         given = self.params.model_fields_set
         self.tuned = TunedJobsMode(
             self.params.queue_thresholds if "queue_thresholds" in given else [STUDY_THRESHOLD_GPU_S],
@@ -188,7 +196,7 @@ class Tiresias(Policy):
         if self.code and (self.moves or self.overdue):
             self._apply_moves(engine)
         jobs, start_order = self.jobs, self.start_order
-        start, stop = self.queues.switch(engine.cluster.total_gpus)  # marks them in the queues too
+        start, stop = self.queues.switch(engine.cluster.total_gpus, self.params.blocking)  # marks them too
         if stop:
             stop.sort(key=start_order.__getitem__)
             knob, preempt, now = self.knob, engine.preempt, engine.now
