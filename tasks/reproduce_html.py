@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -190,9 +189,8 @@ def load_sweep(result: ConfigResult) -> dict[tuple[str, str], pd.DataFrame]:
 # ---- plots ------------------------------------------------------------------------------------------
 
 def _png(fig: Any) -> str:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", pad_inches=0.12)
-    return base64.b64encode(buffer.getvalue()).decode()
+    """The figure inlined: :func:`plots.figure_png` (the comparison page's PNG) as base64."""
+    return base64.b64encode(plots.figure_png(fig)).decode()
 
 
 def sweep_plot(stats: pd.DataFrame, labels: list[str], figure: str | None, points: dict | None) -> str:
