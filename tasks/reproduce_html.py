@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab import settings
-from schedlab.sched.results.reproduce import HOUR, compare, paper_tables, tables_for_experiment
+from schedlab.sched.results.reproduce import HOUR, RowOrder, compare, paper_tables, tables_for_experiment
 from schedlab.tasks import plots
 
 #: ours / paper within 1 ± BAND counts as reproduced
@@ -353,6 +353,22 @@ def _calibration(spec: dict, experiment: str | None = None) -> str:
             f"</th><th>how</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
+def _order(cells: list[Cell], spec: dict) -> str:
+    """The rows' order on the table's first column (``classes`` tables: average JCT of all jobs), the
+    paper's beside ours, and the longest run of rows kept in the paper's order."""
+    if spec.get("kind", "classes") != "classes":
+        return ""
+    column = spec["columns"][0]
+    first = [c for c in cells if c.column == column]
+    order = RowOrder.of({c.row: c.paper for c in first}, {c.row: c.ours for c in first})
+    if len(order.paper) < 2:
+        return ""
+    chain = lambda rows: " &lt; ".join(html.escape(r) for r in rows)  # noqa: E731
+    return (f"<p class='meta'><b>Order</b> on {html.escape(column)}, lowest first: paper {chain(order.paper)};"
+            f" ours {chain(order.ours)}. Longest run in the paper's order: {chain(order.kept)}"
+            f" (<b>{len(order.kept)} of {len(order.paper)}</b> rows).</p>")
+
+
 def _unit(spec: dict) -> str:
     kind = spec.get("kind", "classes")
     return {"classes": "hours", "ratios": "ratio", "schemes": "s, usage 0-1, ratios"}.get(kind, "")
@@ -414,7 +430,8 @@ def table_page(table_name: str, results: list[ConfigResult], uri: str,
                  f"<p class='meta'>Seeds {result.seeds}{parent}: {s.within} of {s.judged} compared numbers within"
                  f" ±{BAND:.0%} of the paper's; {s.judged - s.within} misses, {s.explained} of them with a measured"
                  f" cause recorded ({s.not_compared} not compared: not replayed, or the paper's value is 0 or"
-                 " NA).</p>", _calibration(spec, result.name), _cells_table(cells, spec, _unit(spec))]
+                 " NA).</p>", _order(cells, spec), _calibration(spec, result.name),
+                 _cells_table(cells, spec, _unit(spec))]
         if spec.get("kind") == "ratios":
             body.append(f"<p class='meta'>A ratio within ±{BAND:.0%} can still fall short of the paper's gain: the"
                         " column <i>gain</i> gives ratio − 1, the paper's and ours (the bars below start at 1).</p>")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from schedlab.sched.results.reproduce import TABLES, paper_tables
+from schedlab.sched.results.reproduce import TABLES, RowOrder, paper_tables
 
 from helpers import REPRODUCE_TINY as TINY, reproduce_env  # noqa: F401 (the fixture)
 
@@ -82,6 +82,12 @@ def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, see
             assert _close(cells[5], ratio), (label, column, cells)
             assert cells[6] == ("✓ within" if abs(ratio - 1) <= 0.30 else "✗ miss"), (label, column, cells)
     assert _cell(page, "pollux", "avg_jct_all")[3] == "not replayed"  # the paper's row only
+    # the order line: the paper's rows that were replayed, by the paper's value and by ours
+    means = {label: float(np.mean([j["jct_s"].mean() / 3600 for _, j in per_seed[(label, 1.0)]]))
+             for label in ("fifo", "sjf")}
+    ours = " &lt; ".join(sorted(means, key=means.get))
+    kept = 2 if means["sjf"] < means["fifo"] else 1
+    assert f"paper sjf &lt; fifo; ours {ours}." in page and f"<b>{kept} of 2</b> rows" in page
     # the load sweep: a plot, the note that SJF-BSBF Fig. 6a prints no numbers, ours by load
     assert "data:image/png;base64," in page and "the paper prints no numbers" in page
     fifo_2 = [j["jct_s"].mean() / 3600 for _, j in per_seed[("fifo", 2.0)]]
@@ -224,3 +230,17 @@ def test_a_configs_calibration_shows_in_its_own_section(tmp_path):
     plain, _, calibrated = sections.partition("<h2>castor-pollux-calibrated:")
     assert "none recorded" in common and "arrival_scale" not in common + plain
     assert "Calibrated parameters of castor-pollux-calibrated" in calibrated and "0.85" in calibrated
+
+
+def test_row_order_keeps_the_longest_run_of_the_papers_order():
+    """Castor Table 5's average JCT, the paper's and ours calibrated (issue #26): four rows keep the paper's order."""
+    paper = {"fifo": 2.64, "sjf": 1.88, "tiresias": 2.57, "pollux": 2.17, "lucid": 2.10, "castor": 1.54}
+    ours = {"fifo": 2.64, "sjf": 0.91, "tiresias": 0.64, "pollux": 0.59, "lucid": 0.96, "castor": 0.75}
+    order = RowOrder.of(paper, ours)
+    assert order.paper == ["castor", "sjf", "lucid", "pollux", "tiresias", "fifo"]
+    assert order.ours == ["pollux", "tiresias", "castor", "sjf", "lucid", "fifo"]
+    assert order.kept == ["castor", "sjf", "lucid", "fifo"]
+    # a row missing on one side is left out; a tie in ours does not keep the order
+    order = RowOrder.of(paper | {"sjf-ffs": 1.2}, ours | {"tiresias": 1.05, "lucid": 0.91})
+    assert "sjf-ffs" not in order.paper and order.kept == ["castor", "sjf", "tiresias", "fifo"]
+    assert RowOrder.of({"a": 1.0}, {}).kept == []

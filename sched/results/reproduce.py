@@ -20,6 +20,7 @@ row (Lyra's "Reduction = scheme / Lyra", §7.1) for mean queueing, mean JCT and 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +185,28 @@ def compare(table_name: str, jobs_by_policy: dict[str, list[pd.DataFrame]],
             rows[policy] = {f"{c} paper": p for c, p in zip(spec["columns"], paper)}
     ordered = [f"{c} {who}" for c in spec["columns"] for who in ("ours", "paper")]
     return pd.DataFrame.from_dict(rows, orient="index").reindex(columns=ordered)
+
+
+@dataclass(frozen=True)
+class RowOrder:
+    """How a table's rows rank on one column, the paper's and ours (lowest first), and the longest run of
+    rows that keep the paper's order in ours: the reading of a claim such as "castor < sjf < fifo"."""
+
+    paper: list[str]
+    ours: list[str]
+    kept: list[str]
+
+    @classmethod
+    def of(cls, paper: dict[str, float], ours: dict[str, float]) -> RowOrder:
+        """Rows with a finite value on both sides; ``kept`` is the longest subsequence of the paper's order
+        whose values rise in ours too (ties in ours break it)."""
+        rows = [r for r in paper if math.isfinite(paper[r]) and math.isfinite(ours.get(r, math.nan))]
+        by_paper = sorted(rows, key=lambda r: paper[r])
+        best: list[list[str]] = []  # best[i]: the longest kept run ending at by_paper[i]
+        for i, row in enumerate(by_paper):
+            runs = [best[j] for j in range(i) if ours[by_paper[j]] < ours[row]]
+            best.append(max(runs, key=len, default=[]) + [row])
+        return cls(by_paper, sorted(rows, key=lambda r: ours[r]), max(best, key=len, default=[]))
 
 
 #: Lyra Table 5's columns (specs/lyra.md §4.1-4.2)
