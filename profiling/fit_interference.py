@@ -44,10 +44,18 @@ def _pair_key(a: tuple, b: tuple) -> str:
 def rows_from_store(df: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
     """(training rows, solo table, indicator names) from a profile store frame (``latest()``).
 
+    A job's features are its own solo's (same micro-batch *and* accumulation steps) and its
+    micro-batch. The ``pair`` (the unit :func:`split_by_pair` holds out) is the pair of jobs, each
+    (workload, per-GPU batch = micro-batch x accumulation steps, GPUs): like the mode and the MPS
+    shares, processing a job's batch as several micro-batches (SJF-BSBF §V-B) is a configuration of
+    the same pair, so a pair measured both ways is held out or trained on as a whole.
+
     The solo table keeps only the solos that describe a job on some training row (the features the
     model is trained with): a solo at a batch no pair was measured at would be a feature outside the
     training set, so a job at such a batch is described by its workload's nearest paired batch; pairs
-    measured at other batches bring their solos in automatically."""
+    measured at other batches, or with accumulation, bring their solos in automatically. The model
+    looks a job up by micro-batch: where one micro-batch was paired both with and without
+    accumulation, the solo without it describes the job."""
     ok = df[df["status"] == "ok"]
     solo = ok[ok["kind"] == "solo"].sort_values("created_at")
     pairs = ok[(ok["kind"] == "pair") & ok["xi"].notna()]
@@ -71,12 +79,19 @@ def rows_from_store(df: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]
             row |= {"mps": float(r["mode"] == "mps"), "share0": _num(r["share"]), "share1": _num(p["share"]),
                     "gpus": float(r.num_gpus), "job0_workload": r.workload, "job1_workload": p.workload,
                     "job": int(r.job), "xi": float(r.xi),
-                    "pair": _pair_key((r.workload, r.batch_size, r.accum_steps, r.num_gpus),
-                                      (p.workload, p.batch_size, p.accum_steps, p.num_gpus))}
+                    "pair": _pair_key(_job_key(r), _job_key(p))}
             rows.append(row)
-    solo_entries = [{"workload": k[0], "batch": float(k[2]), "gpus": int(k[4]), "values": v}
-                    for k, v in table.items() if k in paired and k[3] == 1]
-    return pd.DataFrame(rows), solo_entries, inds + ["batch"]
+    entries: dict[tuple, tuple[int, dict[str, Any]]] = {}  # (workload, micro-batch, GPUs), first measured first
+    for k, values in table.items():
+        e = (k[0], k[2], k[4])
+        if k in paired and (e not in entries or k[3] < entries[e][0]):  # fewest accumulation steps wins
+            entries[e] = (k[3], {"workload": k[0], "batch": float(k[2]), "gpus": int(k[4]), "values": values})
+    return pd.DataFrame(rows), [entry for _, entry in entries.values()], inds + ["batch"]
+
+
+def _job_key(r: pd.Series) -> tuple:
+    """A pair's job: (workload, per-GPU batch = micro-batch x accumulation steps, GPUs)."""
+    return str(r.workload), int(r.batch_size) * int(r.accum_steps), int(r.num_gpus)
 
 
 def _num(v: Any) -> float:

@@ -96,6 +96,43 @@ def test_solo_table_keeps_the_paired_batches_only(tmp_path: Path) -> None:
     assert model._entry("cifar10", 256.0, 1)["batch"] == 16.0
 
 
+def test_accumulation_is_a_configuration_of_the_same_pair(tmp_path: Path) -> None:
+    """SJF-BSBF's shared configuration (half the batch, accumulation 2): each job is described by its own
+    solo (same micro-batch and accumulation), the pair is the same pair of jobs as at the full batch (held
+    out together), and the paired half-batch solos enter the model's table, looked up by micro-batch."""
+    store = write_pair_store(tmp_path / "store")
+    half = {"smact_mean": 0.33, "fp32a_mean": 0.11, "drama_mean": 0.05, "cpu_mean": 0.2}
+    single = {"smact_mean": 0.44, "fp32a_mean": 0.22, "drama_mean": 0.06, "cpu_mean": 0.2}
+    for w, accum, ind in (("cifar10", 2, half), ("cifar10", 1, single)):  # the solos at micro-batch 8
+        store.write([ProfileRecord(config_key=f"s-{w}-8-{accum}", sweep="fx", kind="solo", workload=w, size="tiny",
+                                   batch_size=8, accum_steps=accum, num_gpus=1, device="cpu", iter_time_mean_s=0.01,
+                                   ind=ind)])
+    store.write([ProfileRecord(config_key="p-half", sweep="fx", kind="pair", workload=w, size="tiny", batch_size=8,
+                               accum_steps=2, num_gpus=1, device="cpu", job=j, partner=q, mode="mps", share=50.0,
+                               xi=x, iter_time_mean_s=0.02)
+                 for j, (w, q, x) in enumerate((("cifar10", "bert", 1.3), ("bert", "cifar10", 1.9)))])
+    store.write([ProfileRecord(config_key="s-bert-8-2", sweep="fx", kind="solo", workload="bert", size="tiny",
+                               batch_size=8, accum_steps=2, num_gpus=1, device="cpu", iter_time_mean_s=0.01,
+                               ind=half | {"smact_mean": 0.5})])
+    rows, solo, _ = F.rows_from_store(store.latest())
+    new = rows[rows["xi"].isin([1.3, 1.9])]
+    assert len(rows) == 146 and len(new) == 2 and rows["pair"].nunique() == 36  # no 37th pair
+    full = rows[(rows["job0_workload"] == "cifar10") & (rows["job1_workload"] == "bert") & (rows["job0_batch"] == 16)]
+    assert set(new["pair"]) <= set(full["pair"])
+    c = new[new["job0_workload"] == "cifar10"].iloc[0]
+    assert (c["job0_batch"], c["job0_SMACT"], c["job1_SMACT"]) == (8.0, 0.33, 0.5)  # its own solos, accumulation 2
+    entries = {(e["workload"], e["batch"]): e["values"]["SMACT"] for e in solo}
+    assert entries[("cifar10", 8.0)] == 0.33 and entries[("bert", 8.0)] == 0.5  # paired now, by micro-batch
+    assert ("cifar10", 4.0) in entries and len(solo) == 10
+    # a micro-batch paired both ways is described by its solo without accumulation
+    store.write([ProfileRecord(config_key="p-single", sweep="fx", kind="pair", workload=w, size="tiny", batch_size=8,
+                               accum_steps=1, num_gpus=1, device="cpu", job=j, partner="cifar10", mode="mps",
+                               share=50.0, xi=1.4, iter_time_mean_s=0.02) for j, w in enumerate(("cifar10", "cifar10"))])
+    rows, solo, _ = F.rows_from_store(store.latest())
+    assert {(e["workload"], e["batch"]): e["values"]["SMACT"] for e in solo}[("cifar10", 8.0)] == 0.44
+    assert rows["pair"].nunique() == 37 and len(solo) == 10
+
+
 def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
     _, model = fitted
     a = Job("a", 0, 1, 10, model="imagenet", batch_size=16)  # one vocabulary: the profiled imagenet
@@ -187,3 +224,19 @@ def test_gavel_config_only_variant(tmp_path: Path, capsys: pytest.CaptureFixture
     shipped = json.loads((SHIPPED / "meta.json").read_text())
     assert shipped["training"]["data_sha256"] == meta["training"]["data_sha256"]  # the default is reproducible
     shutil.rmtree(out)
+
+
+def test_shipped_h200_model_is_fitted_on_the_shipped_store() -> None:
+    """conf/models/interference-h200 was fitted on every pair of data/profiles/h200 (the training rows'
+    hash and the solo table say so): refit after the store grows (conf/models/README.md)."""
+    from schedlab.profiling.store import read_profiles
+
+    root = Path(__file__).resolve().parents[1]
+    meta = json.loads((root / "conf" / "models" / "interference-h200" / "meta.json").read_text())
+    df, _ = read_profiles(root / "data" / "profiles" / "h200" / "profiles.parquet")
+    rows, solo, job_features = F.rows_from_store(df)
+    features, _ = F.feature_names(rows, job_features)
+    assert meta["feature_names"] == features and meta["solo"] == json.loads(json.dumps(solo))
+    assert meta["training"]["rows"] == len(rows) and meta["training"]["data_sha256"] == F.data_hash(rows, features)
+    half = [e for e in solo if e["workload"] == "cifar10" and e["batch"] == 64.0]  # SJF-BSBF's half batch, paired
+    assert len(half) == 1 and len(solo) == 18

@@ -3,6 +3,7 @@ solo runs (σ) as store records, and the export to the share-aware interference 
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -136,3 +137,28 @@ def test_sweep_numbers_are_numbers(grid, field):
     """Issue #30 (lax values): YAML true, NaN, fractions and zero counts in a sweep are errors naming the field."""
     with pytest.raises(SweepError, match=field):
         parse(grid)
+
+
+def test_shipped_h200_table_is_the_store_export_and_answers_sigma_from_its_capped_solos():
+    """conf/interference/h200-pairs.csv is the export of data/profiles/h200 (call 5 measured Gimbal's σ(p),
+    phase 8), and ``table:h200-pairs.csv`` answers σ(p) from those rows, not the p^-0.5 default."""
+    from schedlab.profiling.store import read_profiles
+    from schedlab.sched.core.cluster import load_cluster
+    from schedlab.sched.models.interference import make_interference
+    from schedlab.sched.models.sharing import DEFAULT_RHO, SharingModel
+
+    root = Path(__file__).resolve().parents[1]
+    df, _ = read_profiles(root / "data" / "profiles" / "h200" / "profiles.parquet")
+    shipped = pd.read_csv(root / "conf" / "interference" / "h200-pairs.csv")
+    export = pd.read_csv(io.StringIO(mps_table(df, "full").to_csv(index=False)))  # as the CLI writes it
+    pd.testing.assert_frame_equal(shipped, export)
+    capped = df[(df["kind"] == "solo-mps") & (df["status"] == "ok")]
+    assert len(capped) == 63 and shipped["model_b"].isna().sum() == 63  # 7 workloads x caps 10..90
+    table = make_interference("table:h200-pairs.csv")
+    sharing = SharingModel.for_cluster(load_cluster("1x1"), table)
+    for _, r in capped.iterrows():
+        job = Job("j", 0, 1, 1, model=r.workload, batch_size=float(r.batch_size))
+        p = float(r.share) / 100
+        assert sharing.restricted_solo(job, p) == pytest.approx(max(float(r.xi), 1.0))  # < 1 raised, as the table
+    vgg16 = Job("v", 0, 1, 1, model="vgg16", batch_size=64.0)
+    assert sharing.restricted_solo(vgg16, 0.12) > 2 * 0.1 ** -DEFAULT_RHO  # nearest cap 10 %: ~1/p, not p^-0.5
