@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
+
+from schedlab.sched.models.lbfgsb import minimize_lbfgsb
 
 if TYPE_CHECKING:
     from schedlab.sched.models.goodput import GoodputModel
@@ -183,15 +184,15 @@ def _fit(history: tuple[bytes, ...]) -> ThroughputParams:
         fix(3, _LOWER)
         fix(5, _LOWER)
     data = _fit_data(nodes, replicas, micro, np.log(pass_time), np.log(step_time))
-    bounds = list(zip(lower[mask], upper[mask]))
+    low, high = lower[mask], upper[mask]
     guess = _least_squares_start(start, mask, nodes, replicas, micro, pass_time, step_time - pass_time)
     best = None
     # L-BFGS-B's tiny BLAS calls cost 2-3x more with BLAS threads on a busy machine: fit on one thread
     with _blas().limit(limits=1, user_api="blas"):
-        smoothed = minimize(_objective, np.clip(guess, lower, upper)[mask], args=(mask, start, data, _SMOOTH),
-                            jac=True, method="L-BFGS-B", bounds=bounds)
+        smoothed = minimize_lbfgsb(_objective, np.clip(guess, lower, upper)[mask], (mask, start, data, _SMOOTH),
+                                   low, high)
         for point in (start[mask], smoothed.x):
-            result = minimize(_objective, point, args=(mask, start, data), jac=True, method="L-BFGS-B", bounds=bounds)
+            result = minimize_lbfgsb(_objective, point, (mask, start, data), low, high)
             if best is None or result.fun < best.fun:
                 best = result
     params = start.copy()
