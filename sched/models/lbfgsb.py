@@ -48,9 +48,10 @@ def minimize_lbfgsb(fun: Callable[..., tuple[float, np.ndarray]], x0: np.ndarray
     iwa = np.zeros(3 * n, dtype=np.int32)
     task, ln_task = np.zeros(2, dtype=np.int32), np.zeros(2, dtype=np.int32)
     lsave, isave, dsave = np.zeros(4, dtype=np.int32), np.zeros(44, dtype=np.int32), np.zeros(29)
-    # scipy evaluates at the start once, then again only where the routine asks at another point
-    evaluated = x.copy()
-    value, grad = fun(evaluated, *args)
+    # scipy evaluates at the start once, then again only where the routine asks at another point (equal
+    # floats: as its ``np.array_equal``, -0.0 equals 0.0 and nan equals nothing)
+    evaluated = x.tolist()
+    value, grad = fun(x.copy(), *args)
     nfev = 1
     f, g = np.array(0.0), np.zeros(n)
     iterations = 0
@@ -59,9 +60,10 @@ def minimize_lbfgsb(fun: Callable[..., tuple[float, np.ndarray]], x0: np.ndarray
         setulb(m, x, low_bnd, upper_bnd, nbd, f, g, _FACTR, _PGTOL, wa, iwa, task, lsave, isave, dsave, _MAXLS,
                ln_task)
         if task[0] == _FG:
-            if not (x == evaluated).all():
-                evaluated = x.copy()
-                value, grad = fun(evaluated, *args)
+            point = x.tolist()
+            if point != evaluated:
+                evaluated = point
+                value, grad = fun(x.copy(), *args)
                 nfev += 1
             f, g = value, np.array(grad, dtype=float)  # (scipy passes the routine a copy of the gradient)
         elif task[0] == _NEW_X:
