@@ -9,6 +9,7 @@ import pytest
 from scipy.optimize import minimize
 
 from schedlab.sched.models.goodput_fit import _LOWER, _MAX_GAMMA, _SMOOTH, _START, _fit_data, _objective
+from schedlab.sched.models import lbfgsb
 from schedlab.sched.models.lbfgsb import minimize_lbfgsb
 
 
@@ -51,8 +52,12 @@ def rosenbrock(x: np.ndarray) -> tuple[float, np.ndarray]:
     return value, grad
 
 
-def test_every_kind_of_bound_as_scipy():
-    """Unbounded, lower only, both, upper only; a start outside its bounds."""
+@pytest.mark.parametrize("own_loop", [True, False])
+def test_every_kind_of_bound_as_scipy(own_loop, monkeypatch):
+    """Unbounded, lower only, both, upper only; a start outside its bounds; with scipy's loop or its own
+    (another scipy version: minimize itself)."""
+    assert lbfgsb.SCIPY_LOOP  # the scipy this project runs with: its own loop is used
+    monkeypatch.setattr(lbfgsb, "SCIPY_LOOP", own_loop)
     lower = np.array([-np.inf, 0.5, -1.0, -np.inf])
     upper = np.array([np.inf, np.inf, 0.8, 2.0])
     x0 = np.array([-1.2, 0.0, 1.5, 3.0])

@@ -3,8 +3,9 @@ runs it with its default options, without the wrappers around scipy's L-BFGS-B r
 the same calls of the routine, the same points evaluated and the same result, bit for bit, at a
 fraction of the cost on the goodput fit's small problems (7 parameters, ~50 evaluations: the
 wrappers cost more than the loss). Mirrors scipy 1.17's ``_minimize_lbfgsb`` loop (maxcor 10,
-ftol 2.22e-9, gtol 1e-5, maxls 20, maxiter and maxfun 15000); ``tests/test_lbfgsb.py`` checks it
-against ``minimize`` on the fit's own losses.
+ftol 2.22e-9, gtol 1e-5, maxls 20, maxiter and maxfun 15000); with another scipy (another routine,
+or another loop) it calls ``minimize`` itself. ``tests/test_lbfgsb.py`` checks it against ``minimize``
+on the fit's own losses.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 import numpy as np
-from scipy.optimize import _lbfgsb
+import scipy
+from scipy.optimize import _lbfgsb, minimize
+
+SCIPY_LOOP = scipy.__version__.split(".")[:2] == ["1", "17"]  # the loop below is this scipy's
 
 _MAXCOR = 10
 _FACTR = 2.2204460492503131e-09 / np.finfo(float).eps  # minimize's ftol as the routine's factr
@@ -39,6 +43,9 @@ def minimize_lbfgsb(fun: Callable[..., tuple[float, np.ndarray]], x0: np.ndarray
     n = len(x)
     if lower.shape != (n,) or upper.shape != (n,) or np.any(upper < lower):
         raise ValueError(f"bounds must be {n} pairs with lower <= upper (got {lower}, {upper})")
+    if not SCIPY_LOOP:
+        result = minimize(fun, x, args=args, jac=True, method="L-BFGS-B", bounds=list(zip(lower, upper)))
+        return Minimum(result.x, result.fun)
     x = np.clip(x, lower, upper)
     has_lower, has_upper = np.isfinite(lower), np.isfinite(upper)
     nbd = np.where(has_lower, np.where(has_upper, 2, 1), np.where(has_upper, 3, 0)).astype(np.int32)
