@@ -9,7 +9,7 @@ import pytest
 
 from schedlab.sched.policies import pollux_opt
 from schedlab.sched.policies.pollux_opt import _dp_counts, _dp_unconstrained, _new_lows
-from schedlab.sched.policies.pollux_problem import EPS, JobSpec, Problem
+from schedlab.sched.policies.pollux_problem import EPS, JobSpec, Problem, candidate_shapes, spread_shapes
 
 
 def dense_dp(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
@@ -88,8 +88,9 @@ def test_ties_go_to_fewer_gpus():
     assert counts == [1, 2] and value == 3.0
 
 
-def random_problem(seed: int, by_count: bool = False) -> Problem:
-    """A random state; ``by_count``: every speed-up depends on the GPU count only (Philly's jobs)."""
+def random_problem(seed: int, by_count: bool = False, spread: bool = False) -> Problem:
+    """A random state; ``by_count``: every speed-up depends on the GPU count only (Philly's jobs);
+    ``spread``: on the GPU count and on whether they span nodes only (a learned estimate), not flagged."""
     rng = np.random.default_rng(seed)
     nodes, per = int(rng.integers(2, 7)), 4
     free = [per] * nodes
@@ -102,9 +103,10 @@ def random_problem(seed: int, by_count: bool = False) -> Problem:
         table = {}  # a speed-up per placement shape, drawn once; some shapes tie
 
         def speedup(shape, table=table, gen=np.random.default_rng(int(rng.integers(1 << 30)))):
-            key = sum(shape) if by_count else shape
+            key = sum(shape) if by_count else (len(shape) > 1, sum(shape)) if spread else shape
             if key not in table:
-                table[key] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / len(shape))
+                spreads = min(len(shape), 2) if spread else len(shape)
+                table[key] = float(gen.choice([0.0, 0.5, 1.0, 1.0, 1.5, 2.0]) * sum(shape) / spreads)
             return table[key]
 
         specs.append(JobSpec(int(rng.integers(1, nodes * per + 1)), tuple(current), speedup,
@@ -122,6 +124,22 @@ def test_local_search_numpy_pricing_finds_the_same_moves(seed, by_count, monkeyp
     scan = pollux_opt.solve(random_problem(seed, by_count))
     monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 0)
     assert pollux_opt.solve(random_problem(seed, by_count)) == scan
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_spread_pricing_finds_what_pricing_every_shape_finds(seed):
+    # a job flagged by_spread is priced on the first shape on one node and the first over several only
+    # (spread_shapes): where its speed-up depends on nothing else, solve's answer is that of every shape
+    flagged = random_problem(seed, spread=True)
+    for job in flagged.jobs:
+        job.by_spread = True
+    assert pollux_opt.solve(flagged) == pollux_opt.solve(random_problem(seed, spread=True))
+
+
+def test_spread_shapes_are_the_first_on_one_node_and_over_several():
+    assert spread_shapes(3, 4) == ((3,), (2, 1))
+    assert spread_shapes(6, 4) == candidate_shapes(6, 4)[:1] == ((4, 2),)
+    assert spread_shapes(1, 4) == ((1,),)
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -29,13 +29,15 @@ of lower loss: never worse than the study's own start in its own loss.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
+
+from schedlab.sched.models.lbfgsb import minimize_lbfgsb
 
 if TYPE_CHECKING:
     from schedlab.sched.models.goodput import GoodputModel
@@ -84,23 +86,31 @@ def iteration_time(params: ThroughputParams, nodes: Values, replicas: Values, mi
 
 
 class _FitData(NamedTuple):
-    """A fit's observations and what the loss needs of them that no parameter changes."""
+    """A fit's observations (n configurations) as the loss reads them; nothing here depends on a parameter.
+    The loss computes pass and sync times as one array of 2n times, ``alpha + beta x`` per element."""
 
-    micro: np.ndarray
+    n: int
+    index: np.ndarray  # (4n,) each time's alpha, then its beta, in (alpha_grad, alpha_sync_node,
+    #                    alpha_sync_local, _LOWER, the four betas): pass times read 0 and 4; sync times their link's
+    x: np.ndarray  # (2n,) what beta multiplies: micro-batches, then max(K - 2, _LOWER)
     log_grad_obs: np.ndarray
     log_step_obs: np.ndarray
-    multi: np.ndarray  # 1.0 where the configuration spans nodes (the node link), else 0.0
-    local: np.ndarray  # 1.0 on one node with several GPUs (the local link), else 0.0
-    extra: np.ndarray  # max(K - 2, _LOWER)
-    link: np.ndarray  # 0 node link, 1 local link, 2 none (one GPU)
+    factors: np.ndarray  # (6, n) the gradient's per-observation factors: 1, micro-batch (d pass time),
+    #                      multi, multi x extra, local, local x extra (d sync time); multi / local: 1.0 where the
+    #                      configuration uses the node / local link, else 0.0
 
 
 def _fit_data(nodes: np.ndarray, replicas: np.ndarray, micro: np.ndarray, log_grad_obs: np.ndarray,
               log_step_obs: np.ndarray) -> _FitData:
     """The loss's data: the observations (``log_*_obs``: log pass and step times) and their links."""
+    n = len(micro)
     multi, local = nodes > 1, (nodes <= 1) & (replicas > 1)
-    return _FitData(micro, log_grad_obs, log_step_obs, multi.astype(float), local.astype(float),
-                    np.maximum(replicas - 2, _LOWER), np.where(multi, 0, np.where(local, 1, 2)))
+    link = np.where(multi, 1, np.where(local, 2, 3))  # alpha_sync_node, alpha_sync_local, or _LOWER (one GPU)
+    alphas = np.concatenate((np.zeros(n, dtype=np.intp), link))
+    extra = np.maximum(replicas - 2, _LOWER)
+    multi, local = multi.astype(float), local.astype(float)
+    return _FitData(n, np.concatenate((alphas, alphas + 4)), np.concatenate((micro, extra)), log_grad_obs,
+                    log_step_obs, np.stack((np.ones(n), micro, multi, multi * extra, local, local * extra)))
 
 
 _sum = np.add.reduce  # np.sum's own reduction, without its wrapper (the loss runs ~10^5 times a replay)
@@ -110,37 +120,39 @@ def _objective(free: np.ndarray, mask: np.ndarray, fixed: np.ndarray, data: _Fit
                smooth: float = 0.0) -> tuple[float, np.ndarray]:
     """The fit's loss and its gradient in the free parameters (the study's loss, our derivation);
     ``smooth > 0`` rounds the square roots' kink at zero error: sqrt(mean squared error + smooth^2).
-    Each subexpression is computed once (``sync_time``'s link choice comes from ``data.link``)."""
+
+    Written for speed (it runs ~2 x 10^5 times a learned replay) with every element computed by the
+    same floating-point operations as the plain formulas, so fits are bit for bit those of the plain
+    code: pass and sync times share one array for each power and log; the gradient's seven sums are one
+    reduction of a (7, n) array (a row's sum is that of the row alone); the retrogression terms stay
+    numpy scalars (inf, not an error, on overflow)."""
     p = fixed.copy()
     p[mask] = free
-    micro, log_grad_obs, log_step_obs, multi, local, extra, link = data
-    n = len(micro)
-    grad = p[0] + p[1] * micro
-    sync = np.array((p[2], p[4], _LOWER))[link] + np.array((p[3], p[5], _LOWER))[link] * extra
-    g = p[6]
-    grad_g, sync_g = grad ** g, sync ** g
+    n, index, x, log_grad_obs, log_step_obs, factors = data
+    a_grad, b_grad, a_node, b_node, a_local, b_local, g = p.tolist()
+    coef = np.array((a_grad, a_node, a_local, _LOWER, b_grad, b_node, b_local, _LOWER))[index]
+    times = coef[: 2 * n] + coef[2 * n:] * x  # pass times (T_grad), then sync times (T_sync)
+    powered, log_times = times ** g, np.log(times)
+    grad, grad_g, sync_g, log_grad = times[:n], powered[:n], powered[n:], log_times[:n]
     total = grad_g + sync_g
-    log_total, log_grad = np.log(total), np.log(grad)
+    log_total = np.log(total)
     r1, r2 = log_grad - log_grad_obs, log_total / g - log_step_obs
-    e1, e2 = np.sqrt(_sum(r1 ** 2) / n + smooth ** 2), np.sqrt(_sum(r2 ** 2) / n + smooth ** 2)
-    loss = e1 + e2 + _GAMMA_PULL * (g - 1) ** 2 + _RETROGRESSION_PULL * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
-    # d loss / d grad and d loss / d sync through both errors
+    e1 = math.sqrt(float(_sum(r1 ** 2)) / n + smooth ** 2)
+    e2 = math.sqrt(float(_sum(r2 ** 2)) / n + smooth ** 2)
+    q_node, q_local = p[3] / p[2], p[5] / p[4]
+    loss = e1 + e2 + _GAMMA_PULL * (g - 1) ** 2 + _RETROGRESSION_PULL * (q_node ** 2 + q_local ** 2)
+    # d loss / d grad and d loss / d sync through both errors, then times each parameter's factor
     w1 = r1 / (n * e1) if e1 > 0 else np.zeros(n)
     w2 = r2 / (n * e2) if e2 > 0 else np.zeros(n)
-    d_grad = w1 / grad + w2 * grad ** (g - 1) / total
-    d_sync = w2 * sync ** (g - 1) / total
-    d_gamma = _sum(w2 * (-log_total / g ** 2 + (grad_g * log_grad + sync_g * np.log(sync)) / (g * total)))
-    d_multi, d_local = d_sync * multi, d_sync * local
-    jac = np.array([
-        _sum(d_grad), _sum(d_grad * micro),
-        _sum(d_multi), _sum(d_multi * extra),
-        _sum(d_local), _sum(d_local * extra),
-        d_gamma + 2 * _GAMMA_PULL * (g - 1),
-    ])
-    jac[2] -= 2 * _RETROGRESSION_PULL * p[3] ** 2 / p[2] ** 3
-    jac[3] += 2 * _RETROGRESSION_PULL * p[3] / p[2] ** 2
-    jac[4] -= 2 * _RETROGRESSION_PULL * p[5] ** 2 / p[4] ** 3
-    jac[5] += 2 * _RETROGRESSION_PULL * p[5] / p[4] ** 2
+    via_step = w2 * (times ** (g - 1)).reshape(2, n) / total  # w2 d(step)/d(grad), then w2 d(step)/d(sync)
+    terms = np.empty((7, n))
+    np.multiply(w1 / grad + via_step[0], factors[:2], out=terms[:2])
+    np.multiply(via_step[1], factors[2:], out=terms[2:6])
+    np.multiply(w2, -log_total / g ** 2 + (grad_g * log_grad + sync_g * log_times[n:]) / (g * total), out=terms[6])
+    jac = _sum(terms, 1)
+    pull = 2 * _RETROGRESSION_PULL
+    jac[2:] += np.array((-(pull * p[3] ** 2 / p[2] ** 3), pull * p[3] / p[2] ** 2,
+                         -(pull * p[5] ** 2 / p[4] ** 3), pull * p[5] / p[4] ** 2, 2 * _GAMMA_PULL * (g - 1)))
     return float(loss), jac[mask]
 
 
@@ -183,15 +195,15 @@ def _fit(history: tuple[bytes, ...]) -> ThroughputParams:
         fix(3, _LOWER)
         fix(5, _LOWER)
     data = _fit_data(nodes, replicas, micro, np.log(pass_time), np.log(step_time))
-    bounds = list(zip(lower[mask], upper[mask]))
+    low, high = lower[mask], upper[mask]
     guess = _least_squares_start(start, mask, nodes, replicas, micro, pass_time, step_time - pass_time)
     best = None
     # L-BFGS-B's tiny BLAS calls cost 2-3x more with BLAS threads on a busy machine: fit on one thread
     with _blas().limit(limits=1, user_api="blas"):
-        smoothed = minimize(_objective, np.clip(guess, lower, upper)[mask], args=(mask, start, data, _SMOOTH),
-                            jac=True, method="L-BFGS-B", bounds=bounds)
+        smoothed = minimize_lbfgsb(_objective, np.clip(guess, lower, upper)[mask], (mask, start, data, _SMOOTH),
+                                   low, high)
         for point in (start[mask], smoothed.x):
-            result = minimize(_objective, point, args=(mask, start, data), jac=True, method="L-BFGS-B", bounds=bounds)
+            result = minimize_lbfgsb(_objective, point, (mask, start, data), low, high)
             if best is None or result.fun < best.fun:
                 best = result
     params = start.copy()

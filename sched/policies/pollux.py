@@ -137,7 +137,7 @@ class Pollux(RoundPolicy):
                 current = idle
             specs.append(JobSpec(self._cap(job, total), current, self._speedup(job, fair), self._factor(engine, job),
                                  by_count=job.goodput is None,
-                                 by_nodes=self.learned is not None and job.goodput is not None))
+                                 by_spread=self.learned is not None and job.goodput is not None))
         spread = min([self.params.max_nodes_per_job] + [j.goodput.model.max_servers(per) for j in jobs if j.goodput])
         problem = Problem(specs, nodes, per, spread, scale=nodes / total)
         return problem, jobs

@@ -11,9 +11,9 @@ throughput parameters. After a report a running job re-chooses its batch from th
 study re-chooses after every simulated step), and the round's allocation is priced with it.
 
 What the scheduler reads from the estimate (the study's ``SpeedupFunction``): goodput depends on the
-number of nodes and GPUs (not on how GPUs spread over the nodes); a job's speed-up is its best
-estimated goodput over the 50 candidate batches, over that on one node with the fair share of
-ceil(GPUs / jobs) GPUs; before the first report it is linear, GPUs / fair share, and the batch is
+number of GPUs and on whether they span nodes (the throughput model's sync link; not on how many nodes
+or how GPUs spread over them); a job's speed-up is its best estimated goodput over the 50 candidate
+batches, over that on one node with the fair share of ceil(GPUs / jobs) GPUs; before the first report it is linear, GPUs / fair share, and the batch is
 ``max(B0, min per-GPU batch x GPUs)``. A job's GPU cap doubles the most GPUs it has reported on.
 """
 
@@ -36,11 +36,11 @@ class LearnedGoodput:
 
     def __init__(self) -> None:
         self.estimates: dict[Job, GoodputEstimate] = {}
-        # per job, what its estimate gives while it lasts: the best (batch, goodput) per (nodes, GPUs)
-        # until a refit or new gradient statistics; the candidates' iteration times per (nodes, GPUs)
-        # until a refit; their efficiencies per GPU count until new gradient statistics
-        self._best: dict[Job, dict[tuple[int, int], tuple[int, float]]] = {}
-        self._times: dict[Job, dict[tuple[int, int], np.ndarray]] = {}
+        # per job, what its estimate gives while it lasts: the best (batch, goodput) per (several nodes?,
+        # GPUs) until a refit or new gradient statistics; the candidates' iteration times per (several
+        # nodes?, GPUs) until a refit; their efficiencies per GPU count until new gradient statistics
+        self._best: dict[Job, dict[tuple[bool, int], tuple[int, float]]] = {}
+        self._times: dict[Job, dict[tuple[bool, int], np.ndarray]] = {}
         self._efficiency: dict[Job, dict[int, np.ndarray]] = {}
         self._choices: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}  # (id(model), GPUs) -> candidates
 
@@ -79,26 +79,30 @@ class LearnedGoodput:
 
     def best(self, job: Job, nodes: int, replicas: int) -> tuple[int, float]:
         """The estimate's best ``(batch, goodput)`` on ``replicas`` GPUs over ``nodes`` nodes;
-        ``(0, 0.0)`` if no candidate batch fits; needs a report."""
-        memo = self._best[job]
-        key = (nodes, replicas)
-        found = memo.get(key)
-        if found is None:
-            choices, micro, accum, trained = self._candidates(job.goodput.model, replicas)
-            if not len(choices):
-                found = (0, 0.0)
-            else:
-                est = self.estimates[job]
-                efficiency = self._efficiency[job].get(replicas)
-                if efficiency is None:
-                    efficiency = self._efficiency[job][replicas] = est.efficiency(trained)
-                times = self._times[job].get(key)
-                if times is None:
-                    times = self._times[job][key] = est.iteration_times(nodes, replicas, micro, accum)
-                goodput = efficiency / times  # est.goodput, its two parts kept
-                i = int(np.argmax(goodput))
-                found = (int(choices[i]), float(goodput[i])) if goodput[i] > 0 else (0, 0.0)
-            memo[key] = found
+        ``(0, 0.0)`` if no candidate batch fits; needs a report. The throughput model tells one node
+        from several, not how many (its sync link), so every ``nodes > 1`` shares one answer."""
+        key = (nodes > 1, replicas)
+        found = self._best[job].get(key)
+        return self._find_best(job, key) if found is None else found
+
+    def _find_best(self, job: Job, key: tuple[bool, int]) -> tuple[int, float]:
+        """``best`` computed for ``key`` (several nodes?, GPUs), and kept until the estimate changes."""
+        multi, replicas = key
+        choices, micro, accum, trained = self._candidates(job.goodput.model, replicas)
+        if not len(choices):
+            found = (0, 0.0)
+        else:
+            est = self.estimates[job]
+            efficiency = self._efficiency[job].get(replicas)
+            if efficiency is None:
+                efficiency = self._efficiency[job][replicas] = est.efficiency(trained)
+            times = self._times[job].get(key)
+            if times is None:
+                times = self._times[job][key] = est.iteration_times(2 if multi else 1, replicas, micro, accum)
+            goodput = efficiency / times  # est.goodput, its two parts kept
+            i = int(goodput.argmax())
+            found = (int(choices[i]), float(goodput[i])) if goodput[i] > 0 else (0, 0.0)
+        self._best[job][key] = found
         return found
 
     def batch(self, job: Job, shape: tuple[int, ...]) -> int:
@@ -120,7 +124,14 @@ class LearnedGoodput:
             fair -= 1
         if base <= 0.0:
             return lambda shape: 0.0
-        return lambda shape: self.best(job, len(shape), sum(shape))[1] / base
+        memo, find = self._best[job], self._find_best  # ``best``, inlined: the solver asks ~10^6 times a replay
+
+        def speedup(shape: tuple[int, ...]) -> float:
+            key = (len(shape) > 1, sum(shape))
+            found = memo.get(key)
+            return (find(job, key) if found is None else found)[1] / base
+
+        return speedup
 
     def max_reported(self, job: Job) -> int:
         """The most GPUs among the configurations ``job`` has reported."""

@@ -25,8 +25,8 @@ from schedlab.sched.policies.pollux_problem import (
     Problem,
     candidate_shapes,
     min_node_shapes,
-    node_count_shapes,
     nonzero,
+    spread_shapes,
 )
 
 VECTOR_MIN = 2048  # jobs x nodes from which the local search prices moves with numpy (same moves)
@@ -59,10 +59,10 @@ def solve(problem: Problem) -> Alloc:
             continue
         for r in range(1, top + 1):
             best = (np.inf, ())
-            # every shape on as many nodes prices the same when only the node and GPU counts matter,
-            # and the first one wins ties
-            if job.by_nodes:
-                shapes = node_count_shapes(r, G, problem.max_nodes_per_job)
+            # every shape on one node, and every one over several, prices the same when only the GPU count
+            # and the spread matter, and the first one wins ties
+            if job.by_spread:
+                shapes = spread_shapes(r, G, problem.max_nodes_per_job)
             else:
                 shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
             for shape in shapes:

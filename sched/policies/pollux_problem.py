@@ -28,7 +28,8 @@ class JobSpec:
     speedup: Callable[[tuple[int, ...]], float]  # placement shape (largest first) -> speed-up
     restart_factor: float = 1.0  # multiplies the speed-up when the allocation changes
     by_count: bool = False  # the speed-up depends on the GPU count only (not on the placement's shape)
-    by_nodes: bool = False  # the speed-up depends on the node and GPU counts only (a learned estimate)
+    by_spread: bool = False  # the speed-up depends on the GPU count and on whether they span nodes only (a learned
+    #                          estimate: its throughput model tells one node from several, not how many)
 
 
 @dataclass
@@ -123,11 +124,14 @@ def candidate_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[
 
 
 @lru_cache(maxsize=None)
-def node_count_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[int, ...], ...]:
-    """``candidate_shapes`` keeping the first placement of each node count: those a job whose speed-up
-    depends on its node and GPU counts only (``JobSpec.by_nodes``) prices differently."""
-    seen: set[int] = set()
-    return tuple(s for s in candidate_shapes(r, per_node, max_nodes) if not (len(s) in seen or seen.add(len(s))))
+def spread_shapes(r: int, per_node: int, max_nodes: int = 16) -> tuple[tuple[int, ...], ...]:
+    """``candidate_shapes`` keeping the first placement on one node and the first over several: those a
+    job whose speed-up depends on its GPU count and on whether they span nodes only (``JobSpec.by_spread``)
+    prices differently."""
+    firsts: dict[bool, tuple[int, ...]] = {}
+    for shape in candidate_shapes(r, per_node, max_nodes):
+        firsts.setdefault(len(shape) > 1, shape)
+    return tuple(firsts.values())  # (in candidate_shapes' order: one node before several)
 
 
 @lru_cache(maxsize=None)
