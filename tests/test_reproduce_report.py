@@ -139,9 +139,15 @@ def test_shipped_report_fields():
     assert {f"fifo/avg_queue_{c}" for c in ("all", "large", "small")} <= set(tables["sjf-bsbf-table4"]["causes"])
     assert "makespan_alg1_vs_gavel" in tables["gimbal-philly"]["causes"]
     for table, experiment in (("castor-table5", "castor-pollux-calibrated"),
-                              ("sjf-bsbf-table3", "sjf-bsbf-pollux-calibrated")):
-        [arrival] = [c for c in tables[table]["calibration"] if c.get("experiment") == experiment]
-        assert arrival["name"] == "arrival_scale" and arrival["fitted_to"] == "fifo"
+                              ("sjf-bsbf-table3", "sjf-bsbf-pollux-calibrated"),
+                              ("sjf-bsbf-table4", "sjf-bsbf-pollux-480-calibrated")):
+        # two disclosed calibrations per calibrated config: arrivals on FIFO, Tiresias' blocking on Table III
+        entries = {c["name"]: c for c in tables[table]["calibration"] if c.get("experiment") == experiment}
+        assert set(entries) == {"arrival_scale", "tiresias blocking"}
+        assert entries["arrival_scale"]["fitted_to"] == "fifo" and entries["tiresias blocking"]["fitted_to"] == "tiresias"
+        note = entries["tiresias blocking"]["note"]
+        assert entries["tiresias blocking"]["value"] is True
+        assert "chosen on this row" in note if table == "sjf-bsbf-table3" else "Table III's choice" in note
     assert tables["lyra-table5"]["calibration"][0]["fitted_to"] == "fifo"
     assert tables["castor-table5"]["load_sweep"]["points"] is None  # Fig. 16 is a figure only
 
