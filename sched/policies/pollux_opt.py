@@ -342,34 +342,18 @@ def _local_search(problem: Problem, alloc: Alloc) -> Alloc:
         rows[(j, a)] = gain_cost[j].copy()  # what it priced, for the next local search
         if not moves:
             return stamp, np.inf, None
-        total, held, block = sum(a), nonzero(a), N + 2
+        block = N + 2
         for delta, index in moves:  # the scan's order: lowest, then first
-            n, code = divmod(index, block)
-            minus, plus = (None, n) if code == 0 else (n, None if code == 1 else code - 2)
-            if move_allowed(j, a, total, held, minus, plus):
-                new = list(a)
-                if minus is not None:
-                    new[minus] -= 1
-                if plus is not None:
-                    new[plus] += 1
-                return stamp, float(delta), tuple(new)
+            n, code = divmod(index, block)  # +1 on n (code 0), -1 on n (1), -1 on n and +1 on code - 2
+            new = list(a)
+            if code != 0:
+                new[n] -= 1
+            if code != 1:
+                new[n if code == 0 else code - 2] += 1
+            new = tuple(new)
+            if allowed(j, new):
+                return stamp, float(delta), new
         return stamp, np.inf, None
-
-    def move_allowed(j: int, a: tuple[int, ...], total: int, held, minus: int | None, plus: int | None) -> bool:
-        """``allowed`` for job ``j`` (on ``a``: ``total`` GPUs on the ``held`` nodes) giving up one GPU on
-        node ``minus`` and/or taking one on node ``plus`` (another node), without building the move."""
-        leaves = minus is not None and a[minus] == 1
-        joins = plus is not None and a[plus] == 0
-        spread_new = len(held) - leaves + joins
-        if total + (plus is not None) - (minus is not None) > jobs[j].max_gpus or spread_new > problem.max_nodes_per_job:
-            return False
-        if plus is not None and used[plus] + 1 > G:
-            return False  # (a node the job leaves or shrinks on only gets lighter)
-        if spread_new == 1:
-            return True
-        if joins and multi_owner(plus, j):
-            return False
-        return not any(multi_owner(n, j) for n, _ in held if not (leaves and n == minus))
 
     def allowed(j: int, new: tuple[int, ...]) -> bool:
         """Job ``j`` moved to ``new``: its cap and node count, node loads, and (multi-node) no node of
