@@ -45,28 +45,18 @@ def solve(problem: Problem) -> Alloc:
         cur = sum(job.current)
         row = [(1.0 / EPS, ())]
         top = min(job.max_gpus, capacity, problem.max_nodes_per_job * G)
-        if job.by_count:  # every shape of a count prices the same, the first wins (``speed``'s value, not kept)
-            speedup, scale, factor = job.speedup, problem.scale, job.restart_factor
-            for r in range(1, top + 1):
-                shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
-                price = 1.0 / (speedup(shapes[0]) * scale * factor + EPS) if shapes else np.inf
-                row.append((price, shapes[0]) if price < np.inf else (np.inf, ()))
-            if 1 <= cur <= top:
-                keep = problem.cost(j, job.current)
-                if keep <= row[cur][0]:
-                    row[cur] = (keep, None)
-            options.append(row)
-            continue
         for r in range(1, top + 1):
             best = (np.inf, ())
-            # every shape on one node, and every one over several, prices the same when only the GPU count
-            # and the spread matter, and the first one wins ties
+            # every shape prices the same when only the GPU count matters, and every shape on one node, and
+            # every one over several, when only the count and the spread do; the first one wins ties
             if job.by_spread:
                 shapes = spread_shapes(r, G, problem.max_nodes_per_job)
             else:
                 shapes = candidate_shapes(r, G, problem.max_nodes_per_job)
-            for shape in shapes:
-                s = problem.speed(j, shape) * job.restart_factor
+            for shape in shapes[:1] if job.by_count else shapes:
+                # a by-count job: ``speed``'s value, not kept (one shape per count; the memo costs more)
+                speed = job.speedup(shape) * problem.scale if job.by_count else problem.speed(j, shape)
+                s = speed * job.restart_factor
                 if 1.0 / (s + EPS) < best[0]:
                     best = (1.0 / (s + EPS), shape)
             if r == cur:
