@@ -195,17 +195,19 @@ class ReplayResult:
 def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | None = None,
         progress: bool | Callable[[int, int], None] = False,
         each: Callable[[ReplayResult], None] | None = None,
-        wrap_policy: Callable[[Policy], Policy] | None = None) -> list[ReplayResult]:
+        wrap_policy: Callable[[Policy], Policy] | None = None,
+        engine: Callable[..., Engine] = Engine) -> list[ReplayResult]:
     """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
     ``wrap_policy``: what the engine runs in place of each policy made (``check-policy``'s observer,
-    ``sched/policy_check.py``)."""
+    ``sched/policy_check.py``). ``engine``: what makes the engine (called as :class:`Engine` is): another
+    backend of the policy API, e.g. the testbed's live engine (``profiling/testbed/live.py``)."""
     prepared = prepared if prepared is not None else prepare(spec, fetch=fetch)
     results = []
     for policy in spec.policies:
-        result = _replay(spec, prepared, policy, fetch, progress, wrap_policy)
+        result = _replay(spec, prepared, policy, fetch, progress, wrap_policy, engine)
         if each is not None:
             each(result)
         results.append(result)
@@ -337,7 +339,8 @@ def gc_paused():
 @gc_paused()
 def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetch | None,
             progress: bool | Callable[[int, int], None],
-            wrap_policy: Callable[[Policy], Policy] | None = None) -> ReplayResult:
+            wrap_policy: Callable[[Policy], Policy] | None = None,
+            make_engine: Callable[..., Engine] = Engine) -> ReplayResult:
     """One policy on the prepared table. ``spec.interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), read
     anew per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
@@ -363,7 +366,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
 
         state = PooledCluster(cluster, spec.inference)
         orchestrator = Orchestrator(load_inference(spec.inference.load), spec.inference, spec.seed)
-    engine = Engine(
+    engine = make_engine(
         JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
         state,
         decider,

@@ -84,22 +84,21 @@ def fit_iteration_time(args: argparse.Namespace) -> int:
             raise ValueError(f"no Pollux workloads (placements.csv) under {args.pollux}")
         data_hash = hashlib.sha256(json.dumps(sorted(fits)).encode()).hexdigest()
         store_version: dict[str, Any] = {"pollux": "profiles/pollux/traces", "workloads": sorted(fits)}
+        model = IterationTimeModel({
+            "schema_version": SCHEMA_VERSION, "kind": ITERATION_KIND, "workloads": fits,
+            "training": {"source": args.source, "holdout": args.holdout, "seed": args.seed, "data_sha256": data_hash,
+                         "profile_store": store_version},
+        })
     else:
         df, store_version = _store(args)
         skipped: list[str] = []
-        fits = fitting.fit_store(df, holdout=args.holdout, seed=args.seed, skipped=skipped)
-        for why in skipped:
-            print(f"not fitted: {why}")
-        if not fits:
-            raise ValueError(f"no workload in {args.profiles or 'the profile store'} can be fitted "
-                             f"({len(skipped)} measured at one batch only)")
-        rows = fitting.solo_rows(df)
-        data_hash = hashlib.sha256(rows.sort_values(list(rows.columns)).to_csv(index=False).encode()).hexdigest()
-    model = IterationTimeModel({
-        "schema_version": SCHEMA_VERSION, "kind": ITERATION_KIND, "workloads": fits,
-        "training": {"source": args.source, "holdout": args.holdout, "seed": args.seed, "data_sha256": data_hash,
-                     "profile_store": store_version},
-    })
+        try:
+            model = IterationTimeModel(fitting.store_artifact(df, store_version, holdout=args.holdout, seed=args.seed,
+                                                              skipped=skipped))
+        finally:
+            for why in skipped:
+                print(f"not fitted: {why}")
+        fits, data_hash = model.data["workloads"], model.data["training"]["data_sha256"]
     print(f"{'workload':12s} {'gpu':6s} {'MAPE train':>10s} {'held-out':>9s} {'rows':>5s}  params")
     metrics: dict[str, float] = {}
     for wl, by_gpu in fits.items():
