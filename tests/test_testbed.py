@@ -219,6 +219,7 @@ def test_options_become_one_validated_spec(tmp_path):
     (["--trace", "/nonexistent.csv", "--policy", "fifo"], "--trace /nonexistent.csv: no such file"),
     (["--generate", "3", "--policy", "fifo", "--set", "sjf.blocking=true"], "POLICY among --policy fifo"),
     (["--generate", "3", "--policy", "fifo", "--set", "fifo.speed=2"], "has no parameter 'speed'"),
+    (["--generate", "3", "--policy", "castor"], "MPS sharing needs CUDA devices"),
 ])
 def test_bad_options_are_refused_naming_the_flag(tmp_path, argv, message):
     with pytest.raises(ValueError, match=message):

@@ -146,6 +146,15 @@ def render(policy: str, comparison: dict[str, Any]) -> str:
     lines.append(f"  activities: " + (f"all within {comparison['tolerance_s']:g} s" if apart is None else
                  f"first more than {comparison['tolerance_s']:g} s apart: job {apart['job']} {apart['event']}"
                  f" #{apart['occurrence']} (testbed {_t(apart['real_t'])}, replay {_t(apart['replay_t'])})"))
+    sources = comparison.get("error_sources")
+    if sources:
+        start, speed = sources["startup"], sources["speed"]["exclusive"]
+        if start["measured_s"]["n"]:
+            lines.append(f"  start-up: measured median {start['measured_s']['median']:.2f} s (p90"
+                         f" {start['measured_s']['p90']:.2f}), modelled {start['modelled_s']:.2f} s")
+        if speed["n"]:
+            lines.append(f"  speed: iterations of unshared jobs took {speed['median']:.2f}x the model's (median;"
+                         f" p10-p90 {speed['p10']:.2f}-{speed['p90']:.2f})")
     for side in ("real", "replay"):
         problems = comparison["activity_problems"][side]
         if problems:

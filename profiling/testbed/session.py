@@ -26,10 +26,11 @@ import pandas as pd
 
 from schedlab.profiling.testbed import minitrace, node
 from schedlab.profiling.testbed.activity import ActivityLog, Recorder
+from schedlab.profiling.testbed.budget import error_sources
 from schedlab.profiling.testbed.compare import compare, render
 from schedlab.profiling.testbed.devices import Device
 from schedlab.profiling.testbed.live import LiveEngine
-from schedlab.profiling.testbed.spec import TestbedSpec, environment_note
+from schedlab.profiling.testbed.spec import TestbedSpec, environment_note, mps_split
 
 Echo = Callable[[str], None]
 
@@ -52,6 +53,13 @@ def write_json(path: Path, data: Any) -> Path:
     tmp.write_text(json.dumps(_jsonable(data), indent=1) + "\n")
     tmp.replace(path)
     return path
+
+
+def _cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def cluster_for(devices: list[Device]):
@@ -82,8 +90,7 @@ def _profile_table(spec: TestbedSpec, trace: pd.DataFrame | None, devices: int) 
     return pd.DataFrame(rows, columns=["model", "batch_size", "num_gpus"])
 
 
-def node_models(spec: TestbedSpec, devices: list[Device], trace: pd.DataFrame | None,
-                mps_env: Callable[[float | None], dict[str, str]] | None, echo: Echo) -> node.NodeModels:
+def node_models(spec: TestbedSpec, devices: list[Device], trace: pd.DataFrame | None, echo: Echo) -> node.NodeModels:
     """The node's models: read from ``--models``, else profiled, fitted and measured into ``OUT/node``."""
     if spec.models is not None:
         echo(f"node models: {spec.models}")
@@ -99,7 +106,7 @@ def node_models(spec: TestbedSpec, devices: list[Device], trace: pd.DataFrame | 
     gpu_type = cluster_for(devices).training_pool.gpu_type
     overheads = node.measure_overheads(
         node.job_kinds(table), devices, folder, lambda w, b: timing.solo_iteration_time(w, b, 1, gpu_type, servers=1),
-        size=spec.workload_size, samples=spec.overhead_samples, env=mps_env(None) if mps_env else None, echo=echo)
+        size=spec.workload_size, samples=spec.overhead_samples, echo=echo)
     facts = {**node.facts(devices), "profile_counts": counts, "fit": fitted, "overheads": overheads["samples"],
              "load_before": load_before, "load_after": node.load_average(), "wall_s": time.time() - started}
     models = node.NodeModels(folder, overheads["startup_s"], overheads["restart_s"], overheads["stop_s"], facts)
@@ -154,12 +161,13 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
         engines.append(engine)
         return engine
 
-    load_before, started = node.load_average(), time.time()
+    load_before, started, cpu = node.load_average(), time.time(), _cpu_s()
     echo(f"{policy.label}: running {len(table)} jobs on the testbed ({environment_note()})")
     (real,) = replay.run(rspec, prepared, engine=live)
     engine = engines[0]
     real.summary.update({"backend": "testbed", "devices": [d.label for d in devices], "unfinished": engine.unfinished,
                          "rounded_micro_batches": engine.rounded_micro_batches, "wall_s": time.time() - started,
+                         "testbed_cpu_s": _cpu_s() - cpu,  # the testbed's own loop (not its jobs): CPU it took
                          "load_before": load_before, "load_after": node.load_average()})
     real.write(folder / "testbed")
     real_log = ActivityLog(sorted(engine.log, key=lambda r: r["t"]))
@@ -171,7 +179,9 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
     replay_log.write(folder / "replay" / "activity.jsonl")
     comparison = compare(real.jobs, real_log, simulated.jobs, replay_log, spec.tolerance_s)
     comparison.update({"policy": policy.label, "load_before": load_before, "load_after": real.summary["load_after"],
-                       "node": {"startup_s": models.startup_s, "restart_s": models.restart_s, "stop_s": models.stop_s}})
+                       "node": {"startup_s": models.startup_s, "restart_s": models.restart_s, "stop_s": models.stop_s},
+                       "error_sources": error_sources(real.jobs, real_log, models.startup_s, models.restart_s),
+                       "testbed_cpu_s": real.summary["testbed_cpu_s"]})
     write_json(folder / "comparison.json", comparison)
     echo(render(policy.label, comparison))
     return comparison
@@ -183,19 +193,20 @@ def execute(spec: TestbedSpec, echo: Echo = print) -> int:
     devices = spec.make_devices()
     echo(f"testbed: {len(devices)} {spec.device} device(s): {', '.join(d.label for d in devices)}; {environment_note()}")
     trace = load_testbed_trace(spec.trace, len(devices)) if spec.trace is not None else None
+    models = node_models(spec, devices, trace, echo)  # the profiler runs its own MPS daemon when it needs one
+    if trace is None:
+        trace = generated_trace(spec, devices, models)
+        trace.to_csv(spec.out / "trace.csv", index=False)
+        echo(f"mini trace: {len(trace)} jobs in {spec.out / 'trace.csv'}")
     daemon = None
     if spec.device == "cuda" and spec.mps_shares():
         from schedlab.profiling.mps import MpsDaemon
 
         daemon = MpsDaemon(spec.out / "mps", [d.gpu for d in devices])
     with daemon if daemon is not None else nullcontext():
-        mps_env = None if daemon is None else (lambda share: daemon.env(share))
-        models = node_models(spec, devices, trace, mps_env, echo)
-        if trace is None:
-            trace = generated_trace(spec, devices, models)
-            trace.to_csv(spec.out / "trace.csv", index=False)
-            echo(f"mini trace: {len(trace)} jobs in {spec.out / 'trace.csv'}")
-        comparisons = {p.label: run_policy(spec, p, devices, trace, models, mps_env, echo) for p in spec.policies}
+        comparisons = {p.label: run_policy(spec, p, devices, trace, models,
+                                           daemon.env if daemon is not None and mps_split(p) else None, echo)
+                       for p in spec.policies}
     headline = {label: {"relative_error": c["relative_error"], "per_job_jct_error": c["per_job_jct_error"],
                         "real": c["real"], "replay": c["replay"],
                         "decisions_identical": c["decisions"]["first_difference"] is None,

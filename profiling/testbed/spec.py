@@ -114,6 +114,9 @@ class TestbedSpec(UserModel):
             if cls.capabilities:
                 raise ValueError(f"--policy {policy.label}: needs engine capabilities the live backend lacks"
                                  " (per-worker calibration)")
+        if self.device == "cpu" and self.mps_shares():
+            raise ValueError("--policy: MPS sharing needs CUDA devices; on cpu set the policy's mode to timeslice"
+                             " (e.g. --set castor.mode=timeslice)")
         if self.models is not None:
             from schedlab.profiling.testbed.node import NodeModels
 
@@ -149,12 +152,13 @@ class TestbedSpec(UserModel):
 
     def mps_shares(self) -> list[tuple[float, float]]:
         """The MPS splits the policies share GPUs at (what the profile must measure on a GPU)."""
-        out = []
-        for policy in self.policies:
-            params = policy.policy_class().Params.model_validate(policy.params)
-            if getattr(params, "mode", None) == "mps":
-                out.append(tuple(float(s) for s in params.mps_shares))
-        return list(dict.fromkeys(out))
+        return list(dict.fromkeys(s for s in map(mps_split, self.policies) if s is not None))
+
+
+def mps_split(policy: PolicyRun) -> tuple[float, float] | None:
+    """The (new job, partner) MPS shares ``policy`` co-locates jobs at; None when it does not use MPS."""
+    params = policy.policy_class().Params.model_validate(policy.params)
+    return tuple(float(s) for s in params.mps_shares) if getattr(params, "mode", None) == "mps" else None
 
 
 # ---- the command line ---------------------------------------------------------------------------
