@@ -120,8 +120,8 @@ def copy_simulator(peer: Path, into: Path, changes: tuple[str, ...]) -> Path:
     with ``changes`` applied."""
     simulation = into / "simulator"
     if (peer / FOLDER / "simulator.py").is_file():
-        shutil.copytree(peer / FOLDER, simulation, ignore=lambda _, names: [
-            n for n in names if not n.endswith(".py") and not (peer / FOLDER / n).is_dir()])
+        shutil.copytree(peer / FOLDER, simulation, ignore=lambda folder, names: [
+            n for n in names if not n.endswith(".py") and not (Path(folder) / n).is_dir()])
     else:
         listed = subprocess.run(["git", f"--git-dir={peer}", "ls-tree", "-r", "--name-only", "HEAD", "--", FOLDER],
                                 capture_output=True, text=True, check=False)
