@@ -26,7 +26,8 @@ README_COMMANDS = [
 ]
 #: what a user does not have: the design notes and implementation specs, and the developers' shared
 #: folder except its data (experiment files and defaults read the development data at ../shared/data)
-FOREIGN_DOCS = re.compile(r"specs/|\bspec [a-z]+\.md|DESIGN\.md|\.\./shared(?!/data\b)|GPU-RUNBOOK")
+FOREIGN_DOCS = re.compile(r"specs/|\bspec [a-z]+\.md|\bspecs? ?(?:§|A\d|M\d)|\[R\]|the spec's default|DESIGN\.md"
+                          r"|\.\./shared(?!/data\b)|GPU-RUNBOOK")
 ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*\d+|\(#\d+\)|(?<![\w&#])#\d{1,3}(?:'s|\s+item|\s+§)", re.IGNORECASE)
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".txt", ".csv", ".json", ".cfg", ".ini", ""}
 
@@ -195,7 +196,18 @@ def test_no_product_file_points_at_documents_users_do_not_have():
     """Code, comments, docstrings, configuration and the README name docs pages or paper sections,
     never the design notes, the implementation specs or the shared folder's documents."""
     offending = offending_lines(product_files(), FOREIGN_DOCS)
+    offending += [f"generated page: {line}" for text in gen_ref.render().values() for line in text.splitlines()
+                  if FOREIGN_DOCS.search(line)]
     assert offending == [], "\n".join(offending)
+
+
+def test_docs_pages_named_in_product_files_exist():
+    """Code and configuration point at docs pages by path; each must be there (or be generated)."""
+    named = re.compile(r"docs/((?:[\w-]+/)*[\w-]+\.md)")
+    missing = [f"{line} -> docs/{match}" for line in offending_lines(product_files(), named)
+               for match in named.findall(line.split(": ", 1)[1])
+               if not (ROOT / "docs" / match).is_file() and match not in gen_ref.PAGES]
+    assert missing == [], "\n".join(missing)
 
 
 def test_no_issue_numbers_in_user_facing_text():
@@ -210,7 +222,7 @@ def test_no_issue_numbers_in_user_facing_text():
 
 def test_the_patterns_catch_what_they_must():
     for text in ("see specs/gimbal.md §5", "DESIGN.md, layers", "../shared/papers/lyra.txt",
-                 "(../shared/GPU-RUNBOOK.md)", "spec gimbal.md M6"):
+                 "(../shared/GPU-RUNBOOK.md)", "spec gimbal.md M6", "(spec A13)", "specs §1.2", "[R] A2"):
         assert FOREIGN_DOCS.search(text), text
     assert not FOREIGN_DOCS.search("source: ../shared/data/traces/philly/philly_jobs_pollux.csv")
     for text in ("(issue #28)", "Issue 24", "issues #23/#25", "before #26's fix", "(#26)", "#13 item 2"):
