@@ -13,6 +13,7 @@ import enum
 import importlib
 import inspect
 import json
+import os
 import re
 import textwrap
 import types
@@ -33,9 +34,11 @@ SOURCES: dict[str, str] = {
 }
 #: the configuration schemas: (title, what it is, dotted path of a pydantic model or a dataclass)
 SCHEMAS: list[tuple[str, str, str]] = [
-    ("Experiment file", "`conf/experiments/*.yaml`, `schedlab experiment PATH`",
+    ("Experiment file", "`conf/experiments/*.yaml`, `schedlab experiment PATH`; every key explained with an example in"
+     " [Experiments and their YAML](../how-to/experiments.md#experiment-files-confexperimentsyaml)",
      "schedlab.tasks.config:ExperimentConfig"),
-    ("Cluster file", "`conf/clusters/*.yaml`, `--cluster PATH`", "schedlab.sched.core.cluster:ClusterSpec"),
+    ("Cluster file", "`conf/clusters/*.yaml`, `--cluster PATH`; see [Clusters](../how-to/clusters.md)",
+     "schedlab.sched.core.cluster:ClusterSpec"),
     ("Trace loader options", "a trace's `options:` in an experiment, the `replay` flags of the same names",
      "schedlab.sched.traces:LoadOptions"),
     ("Inference servers lent to training", "an experiment's `inference:`, the `--inference-*` flags",
@@ -78,29 +81,40 @@ def load(dotted: str) -> Any:
 _CODE_SPAN = re.compile(r"(`[^`]*`)")
 
 
+_DOCS_PAGE = re.compile(r"\bdocs/((?:[\w-]+/)*[\w-]+\.md)")
+
+
+def link_docs(text: str) -> str:
+    """``docs/PAGE.md`` named in code text -> a link to that page (the generated pages are one level down)."""
+    return _DOCS_PAGE.sub(lambda m: f"[{m.group(1).removesuffix('.md')}](../{m.group(1)})", text)
+
+
 def md(text: str | None) -> str:
-    """Plain text as Markdown: code spans kept, emphasis characters and HTML brackets escaped."""
+    """Plain text as Markdown: code spans kept, emphasis characters and HTML brackets escaped, docs
+    pages named by path linked."""
     if not text:
         return ""
     parts = _CODE_SPAN.split(str(text))
     for i in range(0, len(parts), 2):
-        parts[i] = (parts[i].replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
-                    .replace("<", "&lt;").replace(">", "&gt;").replace("[", "\\["))
+        parts[i] = link_docs(parts[i].replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+                             .replace("<", "&lt;").replace(">", "&gt;").replace("[", "\\["))
     return "".join(parts)
 
 
 def cell(text: Any) -> str:
-    """One table cell: Markdown text on one line, pipes escaped."""
-    return md(" ".join(str(text).split())).replace("|", "\\|")
+    """One table cell: Markdown text on one line, pipes escaped outside code spans (inside one a pipe
+    does not split the cell)."""
+    parts = _CODE_SPAN.split(md(" ".join(str(text).split())))
+    return "".join(p.replace("|", "\\|") if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def code(value: Any) -> str:
-    """A value as a code span in a table cell (backticks inside handled, pipes escaped)."""
+    """A value as a code span in a table cell (backticks inside handled)."""
     text = " ".join(str(value).split())
     text = text.replace(str(REPO.parent), "<repo>/..").replace(str(REPO), "<repo>")
     fence = "``" if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def table(header: list[str], rows: Iterable[list[str]]) -> str:
@@ -123,6 +137,8 @@ def docstring_md(doc: str | None) -> str:
     text = re.sub(r":(?:class|func|meth|data|attr|mod|exc|obj):`~?([^`]+)`",
                   lambda m: f"`{m.group(1).rsplit('.', 1)[-1] if '~' in m.group(0) else m.group(1)}`", text)
     text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    parts = _CODE_SPAN.split(text)
+    text = "".join(link_docs(p) if i % 2 == 0 else p for i, p in enumerate(parts))
     out: list[str] = []
     lines = text.splitlines()
     i = 0
@@ -190,8 +206,10 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
 
 
 def cli_entries(parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
-    """Sub-command -> its reference entry (a Markdown section)."""
+    """Sub-command -> its reference entry (a Markdown section); usage lines wrapped at 100 columns,
+    whatever the terminal that builds the site."""
     parser = parser or load(SOURCES["parser"])()
+    os.environ["COLUMNS"] = "100"  # argparse reads it when it formats; the same page on every machine
     entries = {}
     for full, sub, short in subcommands(parser):
         parts = [f"## `{full}`\n", f"{md(sub.description or short)}\n" if sub.description or short else "",
@@ -208,7 +226,7 @@ def cli_entries(parser: argparse.ArgumentParser | None = None) -> dict[str, str]
 
 def cli_page(parser: argparse.ArgumentParser | None = None) -> str:
     parser = parser or load(SOURCES["parser"])()
-    entries = cli_entries(parser)
+    entries = cli_entries(parser)  # sets COLUMNS first
     head = ["# Command line\n", GENERATED_NOTE, f"{md(parser.description)}\n",
             f"```\n{parser.format_usage().strip()}\n```\n",
             table(["command", "what it does"],
@@ -232,9 +250,9 @@ def type_name(annotation: Any) -> str:
     if origin is typing.Annotated:
         return type_name(args[0])
     if origin is typing.Literal:
-        return " \\| ".join(json.dumps(a) for a in args)
+        return " | ".join(json.dumps(a) for a in args)
     if origin in (typing.Union, types.UnionType):
-        return " \\| ".join(type_name(a) for a in args)
+        return " | ".join(type_name(a) for a in args)
     if origin is not None:
         name = getattr(origin, "__name__", str(origin))
         return f"{name}[{', '.join(type_name(a) for a in args)}]" if args else name
@@ -327,7 +345,7 @@ def fields(cls: type) -> list[dict[str, str]]:
 
 
 def model_section(cls: type, level: int = 3) -> str:
-    rows = [[code(f["name"]), code(f["type"].replace(" \\| ", " | ")), f["default"], cell(f["constraints"]),
+    rows = [[code(f["name"]), code(f["type"]), f["default"], cell(f["constraints"]),
              cell(f["description"])] for f in fields(cls)]
     doc = docstring_md(cls.__doc__) if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "(") else ""
     return "\n".join([f"{'#' * level} `{cls.__name__}`\n", f"{doc}\n" if doc else "",
@@ -398,7 +416,7 @@ def policy_entries(policies: Mapping[str, type] | None = None,
             parts.append(docstring_md(first) + "\n")
         if params:
             parts.append(table(["parameter", "type", "default", "constraints", "description"],
-                               [[code(p["name"]), code(p["type"].replace(" \\| ", " | ")), p["default"],
+                               [[code(p["name"]), code(p["type"]), p["default"],
                                  cell(p["constraints"]), cell(p["description"])] for p in params]))
         else:
             parts.append("No parameters.\n")
@@ -411,9 +429,9 @@ def policies_page(policies: Mapping[str, type] | None = None,
     policies = load(SOURCES["policies"]) if policies is None else policies
     entries = policy_entries(policies, needs)
     capabilities = load(SOURCES["capabilities"])
-    summary = table(["policy", "what it does", "paper", "simplified"],
-                    [[f"[`{n}`](#{slug(n)})", cell(getattr(c, "summary", "")), cell(getattr(c, "paper", "")),
-                      cell(getattr(c, "simplified", "") or "—")] for n, c in sorted(policies.items())])
+    summary = table(["policy", "what it does", "paper"],
+                    [[f"[`{n}`](#{slug(n)})", cell(getattr(c, "summary", "")), cell(getattr(c, "paper", ""))]
+                     for n, c in sorted(policies.items())])
     caps = table(["capability", "what gives it"], [[code(k), cell(v)] for k, v in capabilities.items()])
     return "\n".join(["# Policies\n", GENERATED_NOTE,
                       "Every registered policy (the registry, installed packages' `schedlab.policies` entry points"
