@@ -17,7 +17,7 @@ Two ways (``repack``):
   every second it sorts its waiting list, then its running list, stably): every waiting job before
   every running one, waiting jobs in the order they entered the queue (an instant's arrivals before
   the jobs preempted then), running jobs in the order they (re)started.
-- ``repack: false`` (schedlab before issue #23): the waiting job with the least remaining work runs
+- ``repack: false`` (schedlab's earlier rule): the waiting job with the least remaining work runs
   first. If it does not fit, running jobs with *more* remaining work are preempted, longest first,
   until it fits; if even that cannot free enough GPUs it waits, and smaller jobs that fit are started
   (work-conserving).
