@@ -3,7 +3,7 @@
 experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so
 each rule (trace loading and capacity check, workload annotation, solo durations from the iteration-
 time model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity)
-lives here once (DESIGN.md, "How the engine works")."""
+lives here once (docs/explanation/design.md, "How the engine works")."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
-    (specs/pollux.md); that is what SJF-like policies see as the job's length.
+    (docs/explanation/pollux.md); that is what SJF-like policies see as the job's length.
 
     An error about a job names the trace file, the job's data row and the file's column. Before it
     returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
