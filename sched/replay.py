@@ -75,6 +75,13 @@ class PolicyRun(UserModel):
     def policy_class(self) -> type[Policy]:
         return load_policy_class(self.name, source=self.source)
 
+    @staticmethod
+    def many(value: Any) -> Any:
+        """A spec's ``policies`` as given: a policy named alone has no parameters."""
+        if isinstance(value, (list, tuple)):
+            return tuple({"name": v} if isinstance(v, str) else v for v in value)
+        return value
+
 
 class ReplaySpec(UserModel):
     """One replay: a trace (file or the synthetic generator) and how it is read, a cluster, one or more
@@ -103,13 +110,7 @@ class ReplaySpec(UserModel):
     smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d)
     inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
 
-    @field_validator("policies", mode="before")
-    @classmethod
-    def _policy_names(cls, value: Any) -> Any:
-        """A policy given by name alone: no parameters."""
-        if isinstance(value, (list, tuple)):
-            return tuple({"name": v} if isinstance(v, str) else v for v in value)
-        return value
+    _policy_names = field_validator("policies", mode="before")(lambda cls, value: PolicyRun.many(value))
 
     @field_validator("trace", "iteration_time", "goodput_root", "smact_profiles", mode="before")
     @classmethod

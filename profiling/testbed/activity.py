@@ -21,7 +21,6 @@ Events (``t`` in trace seconds, the replay's clock):
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from schedlab.sched.core.job import Job
-from schedlab.sched.policies.base import Policy
+from schedlab.sched.policies.base import Policy, PolicyWrapper
 
 EVENTS = ("submit", "start", "progress", "preempt", "end")
 DECISIONS = ("start", "preempt")
@@ -165,16 +164,12 @@ class _RecordingEngine:
         return self._engine.accumulating(job, steps)
 
 
-class Recorder(Policy):
+class Recorder(PolicyWrapper):
     """``inner``, unchanged, with its decisions, arrivals and completions written to ``log``."""
 
     def __init__(self, inner: Policy, log: ActivityLog) -> None:
-        super().__init__(inner.params)
-        self.inner, self.log = inner, log
-        self.name = inner.name  # type: ignore[misc]
-        for attr in ("shares_gpus", "default_preemption_overhead_s", "default_allocation_stall_s",
-                     "waits_when_refused", "capabilities"):
-            setattr(self, attr, getattr(inner, attr))
+        super().__init__(inner)
+        self.log = log
         self._view: _RecordingEngine | None = None
 
     def _engine(self, engine: Any) -> _RecordingEngine:
@@ -198,11 +193,3 @@ class Recorder(Policy):
 
     def schedule(self, engine: Any) -> None:
         self.inner.schedule(self._engine(engine))
-
-    def metrics(self) -> dict[str, float]:
-        return self.inner.metrics()
-
-
-def finite(value: float) -> float | None:
-    """``value`` for JSON (None for NaN or infinity)."""
-    return value if isinstance(value, (int, float)) and math.isfinite(value) else None

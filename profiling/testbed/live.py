@@ -1,5 +1,5 @@
 """The live backend of the policy API: the simulator's engine whose clock is the wall clock and whose
-completions are real training processes ending (DESIGN.md, "One policy, two backends").
+completions are real training processes ending (``docs/explanation/design.md``: one policy, two backends).
 
 :class:`LiveEngine` *is* the simulator's :class:`~schedlab.sched.core.engine.Engine`: the cluster's GPU
 bookkeeping, placement, the job records, the running set, ``by_end``, the version stamps, progress

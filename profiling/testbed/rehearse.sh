@@ -4,22 +4,11 @@
 # this venv's Python), profiling/testbed/gpu_run.sh --device cpu, and the node's limits on what comes back
 # (at most 8 files of at most 16 MiB) and the outputs checked (three policies compared, logs complete).
 #   profiling/testbed/rehearse.sh [JOBS]          # default 4 jobs of 3-6 s
-# REHEARSAL_VENV (default /tmp/schedlab-node-venv, shared with profiling/rehearse.sh) is made when absent.
+# The venv: profiling/node_venv.sh (REHEARSAL_VENV, REHEARSAL_PYTHON), shared with profiling/rehearse.sh.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 jobs=${1:-4}
-venv=${REHEARSAL_VENV:-${TMPDIR:-/tmp}/schedlab-node-venv}
-if [ ! -x "$venv/bin/python" ]; then
-  "${REHEARSAL_PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check torch==2.13.0 numpy pandas pyarrow pyyaml tqdm psutil \
-    prometheus-client nvidia-ml-py scipy scikit-learn
-fi
-for absent in pydantic sortedcontainers xgboost prefect mlflow dask; do
-  if "$venv/bin/python" -c "import $absent" 2>/dev/null; then
-    echo "rehearse: $venv has $absent, which the node's image lacks" >&2
-    exit 1
-  fi
-done
+venv=$("$root/profiling/node_venv.sh" pydantic sortedcontainers xgboost prefect mlflow dask)
 work=$(mktemp -d "${TMPDIR:-/tmp}/schedlab-testbed-rehearsal.XXXXXX")
 version=$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
 "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version "$version" \

@@ -59,12 +59,7 @@ class TestbedSpec(UserModel):
     tolerance_s: float = Field(default=2.0, gt=0)
     placement: str = "fewest-servers"
 
-    @field_validator("policies", mode="before")
-    @classmethod
-    def _policy_names(cls, value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return tuple({"name": v} if isinstance(v, str) else v for v in value)
-        return value
+    _policy_names = field_validator("policies", mode="before")(lambda cls, value: PolicyRun.many(value))
 
     @field_validator("kinds")
     @classmethod
