@@ -32,7 +32,7 @@ def digests(result) -> dict[str, str]:
 
 
 def run_all(trace: str, policies: list[str], jobs: int, gavel_jobs: int) -> dict[str, dict[str, str]]:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace

@@ -98,7 +98,7 @@ def instrument() -> tuple[array, list[float]]:
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, interference: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 

@@ -51,7 +51,7 @@ def lyra_sim():
 
 
 def load_table(trace: str):
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
     from schedlab.sched.traces import LoadOptions, load_trace
 
     table, _ = load_trace(trace, fmt="philly", options=LoadOptions(

@@ -41,7 +41,7 @@ from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import LoadOptions, check_format, load_trace
-from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
+from schedlab.sched.models.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
 #: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the

@@ -86,7 +86,7 @@ class TraceEntry(UserModel):
     @field_validator("annotate")
     @classmethod
     def _annotate(cls, value: Any) -> Any:
-        from schedlab.sched.traces.annotate import check_annotation
+        from schedlab.sched.models.annotate import check_annotation
 
         return check_annotation(value)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from schedlab.sched.traces.annotate import catalog_gpu_type
+from schedlab.sched.models.annotate import catalog_gpu_type
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.models.interference import InterferenceSource, make_interference
 from schedlab.sched.core.job import Job
