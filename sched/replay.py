@@ -239,7 +239,12 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         options = spec.options
         if options.max_gpus is None:  # the capacity check: no job larger than the cluster
             options = options.model_copy(update={"max_gpus": pool.servers * pool.gpus_per_server})
-        table, report = load_trace(spec.trace, spec.format, options)
+        applications = None
+        if spec.format == "pollux-philly":  # its generator draws jobs from the goodput models
+            from schedlab.sched.models.goodput import load_applications
+
+            applications = load_applications(spec.goodput_root)
+        table, report = load_trace(spec.trace, spec.format, options, applications=applications)
     smact = None
     if spec.smact_profiles is not None:
         from schedlab.profiling.smact import smact_profile
