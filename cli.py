@@ -393,9 +393,10 @@ def _replay(args: argparse.Namespace) -> int:
 def _run_replay(args: argparse.Namespace, spec: Any, fetch: Any, out: Path, tracking_uri: str | None) -> int:
     """Replay ``spec`` (:func:`schedlab.sched.replay.run`): each policy's results written, and logged
     with ``--track``, as it ends; then the comparison."""
+    from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import prepare, run, write_atomic
 
-    prepared = prepare(spec, fetch=fetch)
+    prepared = prepare(spec, fetch=fetch, smact=profile_for(spec))
     report, notes, cluster = prepared.report, prepared.notes, prepared.cluster
     if notes.get("annotated") and not args.annotate:
         print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")

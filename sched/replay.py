@@ -100,7 +100,7 @@ class ReplaySpec(UserModel):
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
     goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
-    smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d)
+    smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d); see prepare
     inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
 
     @field_validator("policies", mode="before")
@@ -196,7 +196,8 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
         progress: bool | Callable[[int, int], None] = False,
         each: Callable[[ReplayResult], None] | None = None,
         wrap_policy: Callable[[Policy], Policy] | None = None) -> list[ReplayResult]:
-    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
+    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given: a spec
+    naming ``smact_profiles`` needs one prepared with its SMACT profile), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
@@ -213,7 +214,7 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
 
 
 def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
-            fetch: Fetch | None = None, warn: bool = True) -> Prepared:
+            fetch: Fetch | None = None, warn: bool = True, smact: SmactProfile | None = None) -> Prepared:
     """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
     it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
     trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
@@ -229,9 +230,16 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
     (specs/pollux.md); that is what SJF-like policies see as the job's length.
 
+    ``smact``: the SM-activity profile read from the profile store ``spec.smact_profiles`` names (the
+    caller reads it: ``schedlab.profiling.smact.profile_for(spec)``; nothing in ``sched`` reads the
+    profile store); required when the spec names one.
+
     An error about a job names the trace file, the job's data row and the file's column. Before it
     returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
     (unless not ``warn``) for one that will decide as another."""
+    if spec.smact_profiles is not None and smact is None:
+        raise ValueError(f"smact_profiles {spec.smact_profiles}: the replay needs the SMACT profile read from it"
+                         " (prepare(spec, ..., smact=schedlab.profiling.smact.profile_for(spec)))")
     cluster = spec.cluster_spec()
     timing = make_iteration_time(spec.iteration_time, fetch)
     if table is None:
@@ -245,11 +253,6 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
 
             applications = load_applications(spec.goodput_root)
         table, report = load_trace(spec.trace, spec.format, options, applications=applications)
-    smact = None
-    if spec.smact_profiles is not None:
-        from schedlab.profiling.smact import smact_profile
-
-        smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)  # ValueError naming the folder
     scheme = spec.annotate
     if scheme == AUTO:
         scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)
