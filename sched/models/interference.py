@@ -42,11 +42,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from schedlab import conf
+
 if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
     from schedlab.sched.models.fitted import Fetch
 
-GAVEL_MAPPING = Path(__file__).resolve().parents[2] / "conf" / "interference" / "gavel.yaml"
+GAVEL_MAPPING = conf.path("interference", "gavel.yaml")
 MODES = ("timeslice", "mps")
 MPS_EXCESS_KEPT = 0.57  # Castor §8: MPS lowers ξ by up to 43%
 
@@ -211,7 +213,7 @@ class MpsCap:
 
 
 #: ``table:NAME`` also finds a table shipped in ``conf/interference/`` (e.g. ``table:h200-pairs.csv``)
-SHIPPED_TABLES = Path(__file__).resolve().parents[2] / "conf" / "interference"
+SHIPPED_TABLES = conf.path("interference")
 
 
 class PairsTable(_Cached):

@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-TABLES = Path(__file__).resolve().parents[2] / "conf" / "papers" / "tables.yaml"
+from schedlab import conf
+
+TABLES = conf.path("papers", "tables.yaml")
 HOUR = 3600.0
 
 
