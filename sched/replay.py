@@ -30,6 +30,7 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
 from schedlab.sched.core.placement import DEFAULT, canonical_placement, check_policy
 from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.models.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
 from schedlab.sched.models.fitted import Fetch, make_iteration_time
 from schedlab.sched.models.interference import make_interference
 from schedlab.sched.models.scaling import use_elastic_scaling
@@ -41,7 +42,6 @@ from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import LoadOptions, check_format, load_trace
-from schedlab.sched.models.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
 #: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
@@ -100,7 +100,7 @@ class ReplaySpec(UserModel):
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
     goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
-    smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d); see prepare
+    smact_profiles: str | None = None  # a profile store: SM-activity distribution (Castor Fig. 12c/d); see prepare
     inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
 
     @field_validator("policies", mode="before")

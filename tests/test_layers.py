@@ -139,7 +139,8 @@ def test_the_check_catches_each_rule_inside_sched(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("modules", "absent"), [
-    ("schedlab.sched.core.engine, schedlab.sched.core.pools, schedlab.sched.core.calibration", "schedlab.sched.policies"),
+    ("schedlab.sched.core.engine, schedlab.sched.core.pools, schedlab.sched.core.calibration",
+     "schedlab.sched.policies"),
     ("schedlab.sched.traces", "schedlab.sched.models"),
     ("schedlab.sched.replay, schedlab.sched.policy_check", "schedlab.profiling"),
 ])

@@ -33,7 +33,8 @@ def test_pyproject_lists_exactly_the_package_folders():
 def test_every_shipped_conf_file_is_package_data():
     """setuptools installs only the files ``[tool.setuptools.package-data]``'s globs match: a file added
     to conf/ under another suffix would be missing from a regular install."""
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["schedlab.conf"]
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["schedlab.conf"]
     conf = ROOT / "conf"
     shipped = {p for p in conf.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".py"}
     matched = {p for pattern in patterns for p in conf.glob(pattern) if p.is_file()}
