@@ -112,12 +112,12 @@ def test_the_check_catches_each_rule_inside_sched(tmp_path, monkeypatch):
     (tmp_path / "sched" / "traces").mkdir()
     (tmp_path / "sched" / "core" / "pools.py").write_text(
         "from typing import TYPE_CHECKING\n"
-        "from schedlab.sched.policies.reclaim import plan_for\n"
+        "from schedlab.sched.policies.ordered import FIFO\n"
         "if TYPE_CHECKING:\n"
         "    from schedlab.sched.policies.base import Policy\n"
         "def view():\n"
         "    from schedlab.sched import policies\n")
-    (tmp_path / "sched" / "traces" / "annotate.py").write_text(
+    (tmp_path / "sched" / "traces" / "loader.py").write_text(
         "from ..models.workloads import default_catalog\n"
         "if TYPE_CHECKING:\n"
         "    from schedlab.sched.models.goodput import GoodputModel\n")
@@ -129,10 +129,10 @@ def test_the_check_catches_each_rule_inside_sched(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     profiling = "sched reads no profile store: the caller injects SMACT profiles"
     assert sorted(_violations()) == sorted([
-        "sched/core/pools.py:2 imports schedlab.sched.policies.reclaim (core imports no policy)",
+        "sched/core/pools.py:2 imports schedlab.sched.policies.ordered (core imports no policy)",
         "sched/core/pools.py:6 imports schedlab.sched.policies (core imports no policy)",
-        "sched/traces/annotate.py:1 imports schedlab.sched.models.workloads (traces import no model)",
-        "sched/traces/annotate.py:3 imports schedlab.sched.models.goodput (traces import no model)",
+        "sched/traces/loader.py:1 imports schedlab.sched.models.workloads (traces import no model)",
+        "sched/traces/loader.py:3 imports schedlab.sched.models.goodput (traces import no model)",
         f"sched/replay.py:3 imports schedlab.profiling.smact ({profiling})",
         f"sched/replay.py:4 imports schedlab.profiling.store ({profiling})",
     ])
