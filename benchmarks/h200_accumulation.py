@@ -1,4 +1,4 @@
-"""What halving the batch with gradient accumulation costs on the H200 (issue #26; SJF-BSBF §IV-A4, Alg. 2),
+"""What halving the batch with gradient accumulation costs on the H200 (SJF-BSBF §IV-A4, Alg. 2),
 measured (data/profiles/h200 phases 1, 2, 5, 9, 10) against the replays' model (eq. 3 on the catalog,
 ``SharingModel.accumulation_speed``; ξ from the Gavel table).
 

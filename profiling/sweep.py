@@ -62,7 +62,7 @@ class PairConfig:
 @dataclass(frozen=True)
 class CappedSoloConfig:
     """A solo run alone on its GPU(s) under an MPS active-thread cap (percent): Gimbal's squeezed
-    worker on an unshared GPU, σ(p) (spec gimbal.md §5; kind ``solo-mps`` in the store)."""
+    worker on an unshared GPU, σ(p) (docs/explanation/gimbal.md; kind ``solo-mps`` in the store)."""
 
     solo: SoloConfig
     share: float

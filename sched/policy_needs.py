@@ -1,4 +1,4 @@
-"""What each policy needs of a replay, and what makes its own mechanism act (issue #28 item 4).
+"""What each policy needs of a replay, and what makes its own mechanism act.
 
 A policy class declares (``sched/policies/base.py``) the capabilities it **needs** (it cannot run
 without them: the replay would abort mid-way) and the alternatives it **uses** (each a set of

@@ -3,7 +3,7 @@
 experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so
 each rule (trace loading and capacity check, workload annotation, solo durations from the iteration-
 time model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity)
-lives here once (DESIGN.md, "How the engine works")."""
+lives here once (docs/explanation/design.md, "How the engine works")."""
 
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
-    (specs/pollux.md); that is what SJF-like policies see as the job's length.
+    (docs/explanation/pollux.md); that is what SJF-like policies see as the job's length.
 
     ``smact``: the SM-activity profile read from the profile store ``spec.smact_profiles`` names (the
     caller reads it: ``schedlab.profiling.smact.profile_for(spec)``; nothing in ``sched`` reads the

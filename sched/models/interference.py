@@ -20,8 +20,8 @@ Sources, interchangeable:
   ``share_b`` column makes MPS caps two-dimensional (the nearest ``(share_a, share_b)``, no shares =
   (100, 100); ties go to the nearest share ratio, then the lower shares); rows with an empty
   ``model_b`` are restricted-solo rows: ``xi_a`` = σ of ``model_a`` alone under cap ``share_a``
-  (Gimbal's squeezed worker on an unshared GPU, specs/gimbal.md §5).
-- ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (specs/gimbal.md M6, OURS):
+  (Gimbal's squeezed worker on an unshared GPU, docs/explanation/gimbal.md).
+- ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (docs/explanation/gimbal.md, OURS):
   with ξ⁰ the base's free-competition ``mps`` ratio, a worker capped at p beside a partner capped at
   q runs at ``ξ = p^-ρ (1 + (ξ⁰ - 1) q^η)`` and alone at ``σ(p) = p^-ρ`` (ρ = 0.5, η = 2 by default).
   Shares are active-thread percentages, as everywhere; ``timeslice`` is the base's unchanged.
@@ -167,7 +167,7 @@ class GavelTable(_Cached):
 
 class MpsCap:
     """Gimbal's restriction model over a free-competition ξ source (module docstring; M6 of
-    specs/gimbal.md: X(1, 1) = ξ⁰, squeezing the partner lowers ξ, a capped job slows down)."""
+    docs/explanation/gimbal.md: X(1, 1) = ξ⁰, squeezing the partner lowers ξ, a capped job slows down)."""
 
     def __init__(self, base: InterferenceSource, rho: float = 0.5, eta: float = 2.0) -> None:
         for name, value in (("rho", rho), ("eta", eta)):

@@ -13,7 +13,7 @@ Two ways (``repack``):
   waiting jobs the one that has had that remaining work longer, then arrival order. The walk starts at
   the first waiting job that would start (nothing changes before it), so an event that starts nothing
   costs a look at each GPU-count bucket's head.
-- ``repack: false`` (schedlab before issue #23): the waiting job with the least remaining work runs
+- ``repack: false`` (schedlab's earlier rule): the waiting job with the least remaining work runs
   first. If it does not fit, running jobs with *more* remaining work are preempted, longest first,
   until it fits; if even that cannot free enough GPUs it waits, and smaller jobs that fit are started
   (work-conserving).

@@ -1,4 +1,4 @@
-"""Pollux workloads (specs/pollux.md): the study's workload CSVs, and a generator from the Philly trace.
+"""Pollux workloads (docs/explanation/pollux.md): the study's workload CSVs, and a generator from the Philly trace.
 
 ``pollux``: ``name,time,application,num_replicas,batch_size`` (``time`` in seconds, ``batch_size``
 the *global* batch). Jobs run until convergence, so there is no duration: the table has ``model``
