@@ -222,6 +222,11 @@ def _check_policy(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+#: the most values one ``--set`` VALUE may hold (aliases followed): a parameter is a number, a word or a
+#: short list, never a document
+MAX_SET_NODES = 10_000
+
+
 def _policy_params(pairs: list[str], names: dict[str, str]) -> dict[str, dict[str, Any]]:
     """``--set POLICY.PARAM=VALUE`` by policy label; ``names`` maps each way a policy may be named in
     POLICY (its label, its spec as given) to its label. The longest name that prefixes the key wins (a
@@ -240,7 +245,9 @@ def _policy_params(pairs: list[str], names: dict[str, str]) -> dict[str, dict[st
         if param in params[label]:
             raise ValueError(f"--set {pair!r}: {label}.{param} is set twice")
         try:
-            params[label][param] = checks.load_yaml(value)
+            params[label][param] = checks.load_yaml(value, max_nodes=MAX_SET_NODES)
+        except checks.YAMLLimitError as err:
+            raise ValueError(f"--set {pair!r}: VALUE refused: {err}") from None
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
             raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({problem})") from None

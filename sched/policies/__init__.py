@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import pkgutil
 import re
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from schedlab.checks import bool_as_number, bool_message, did_you_mean, finite_floats, validation_message
 from schedlab.sched.core.placement import register_waiting_policies
@@ -74,9 +76,28 @@ def _not_a_policy(value: Any, where: str) -> str | None:
     if not (isinstance(value.Params, type) and issubclass(value.Params, BaseModel)):
         return f"{where}: {value.__name__}.Params must be a pydantic BaseModel (e.g. schedlab.sched.api.NoParams)"
     try:
-        value.Params()
+        defaults = value.Params()
     except ValidationError as err:
         return f"{where}: {value.__name__}.Params needs a default for every field ({validation_message(err)})"
+    problem = unloggable(defaults)
+    if problem is not None:
+        return f"{where}: {value.__name__}.Params: the default of {problem}"
+    return None
+
+
+def unloggable(params: BaseModel, names: Any = None) -> str | None:
+    """Why a parameter of ``params`` (of ``names``, default all) cannot be recorded as JSON, as the runs'
+    ``params.*`` are (``parameter NAME (VALUE) cannot be encoded as JSON: WHY``), or None. Checked where a
+    policy is loaded and its parameters given, so that no replay starts with a value its tracking cannot
+    write."""
+    for name in type(params).model_fields if names is None else names:
+        try:
+            json.dumps(params.model_dump(mode="json", include={name})[name])
+        except (ValueError, TypeError, PydanticSerializationError) as err:
+            shown = repr(getattr(params, name))
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            return f"parameter {name!r} ({shown}) cannot be encoded as JSON: {why}"
     return None
 
 
@@ -362,4 +383,7 @@ def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str 
         where = bool_as_number(value, getattr(validated, key))
         if where is not None:
             raise ValueError(f"bad parameters for policy {name!r}: {key}: {bool_message(where)}")
+    problem = unloggable(validated, params or {})
+    if problem is not None:
+        raise ValueError(f"bad parameters for policy {name!r}: {problem}")
     return cls(validated)

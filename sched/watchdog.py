@@ -1,0 +1,225 @@
+"""Policy code run in a child process that the caller can stop: a Python thread cannot be killed, and a
+policy call that never returns (a loop, a sleep, an ``except BaseException`` that swallows every
+attempt to interrupt it) or that ends the process (``os._exit``, a crash of native code) would take
+the caller with it.
+
+A :class:`Watchdog` keeps one child process (forked from a fork server that has imported what the
+child needs, never from the caller: see :func:`_context`) and hands it items one at a time; the child
+applies ``target(item, beat)`` and sends back what it returns. ``beat`` (a :class:`Heartbeat` in
+shared memory) is where the child says when the policy call it is in started; the caller polls it
+while it waits and kills the child once a call has run past ``call_deadline_s``, or the whole item past
+``item_limit_s``. A killed or dead child is replaced by a fresh fork before the next item.
+
+The child finds the policy by its spec (a registered name, ``file.py:Class``, ``module:Class``): a class
+registered only in the caller's memory is unknown there. Cost on the normal path
+(``benchmarks/check_policy_watchdog.py``): the fork server's start once per process, a fork per child,
+then per item a pipe round trip and pickling the item and its answer; per policy call, two writes to
+shared memory.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: the policy calls a heartbeat can name (its slot 2 is an index into this tuple)
+CALLS = ("on_arrival", "on_finish", "on_timer", "on_epoch", "schedule")
+
+
+class Heartbeat:
+    """Three doubles in shared memory: when the current policy call started (``time.monotonic()``; 0:
+    none in progress), the engine's clock then, and which call (an index into :data:`CALLS`)."""
+
+    __slots__ = ("_slots",)
+
+    def __init__(self, context: Any) -> None:
+        self._slots = context.RawArray("d", 3)
+
+    def enter(self, call: str, now: float) -> None:
+        slots = self._slots
+        slots[1], slots[2] = now, CALLS.index(call) if call in CALLS else -1
+        slots[0] = time.monotonic()
+
+    def leave(self) -> None:
+        self._slots[0] = 0.0
+
+    def current(self) -> tuple[float, float, str]:
+        """(seconds since the call in progress started, or 0.0 for none; engine time; the call)."""
+        started, now, which = self._slots[0], self._slots[1], int(self._slots[2])
+        call = CALLS[which] if 0 <= which < len(CALLS) else "a policy call"
+        return (time.monotonic() - started if started else 0.0), now, call
+
+
+@dataclass(frozen=True)
+class Returned:
+    value: Any
+
+
+@dataclass(frozen=True)
+class Overran:
+    """A call (``call`` at engine time ``now``) was still running ``seconds`` after it started, past
+    ``limit_s``, and was stopped; ``call`` is None when the whole item ran past ``item_limit_s``."""
+
+    call: str | None
+    seconds: float
+    limit_s: float
+    now: float
+
+
+@dataclass(frozen=True)
+class Died:
+    """The child ended without answering: ``how`` (``exited with status 0``, ``killed by SIGSEGV``),
+    inside ``call`` (None: outside any policy call) at engine time ``now``."""
+
+    how: str
+    call: str | None
+    now: float
+
+
+Outcome = Returned | Overran | Died
+
+
+class Watchdog:
+    """``target(item, beat)`` applied in a child process, one item at a time, with the limits enforced
+    from outside (use as a context manager: the child is stopped on exit).
+
+    ``tick_s``: how often the caller looks at the heartbeat while it waits (default: a fifth of the
+    smallest limit, at most 50 ms): a call is stopped at most ``tick_s`` after its deadline. The child
+    ignores SIGINT (the terminal's Ctrl-C is the caller's to handle), so a ``KeyboardInterrupt`` in the
+    child is always the policy's own."""
+
+    def __init__(self, target: Callable[[Any, Heartbeat], Any], *, call_deadline_s: float | None = None,
+                 item_limit_s: float | None = None, tick_s: float | None = None,
+                 preload: tuple[str, ...] = ()) -> None:
+        self.target, self.call_deadline_s, self.item_limit_s = target, call_deadline_s, item_limit_s
+        limits = [x for x in (call_deadline_s, item_limit_s) if x is not None]
+        self.tick_s = tick_s if tick_s is not None else min([0.05, *(x / 5 for x in limits)])
+        self._context = _context(preload)
+        self._process: Any = None
+        self._conn: Any = None
+        self._beat: Heartbeat | None = None
+        self.restarts = 0  # children started after the first (each after a kill or a death)
+        self.stopped = 0  # items stopped at a limit
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._process is not None:
+            try:
+                self._conn.send(None)  # a clean end: the child returns from its loop
+                self._process.join(timeout=1.0)
+            except (OSError, ValueError):
+                pass
+            self._stop()
+
+    def _start(self) -> None:
+        if self._beat is not None:
+            self.restarts += 1
+        self._beat = Heartbeat(self._context)
+        ours, theirs = self._context.Pipe()
+        self._process = self._context.Process(target=_serve, args=(self.target, theirs, self._beat),
+                                              name="schedlab-watchdog", daemon=True)
+        self._process.start()
+        theirs.close()
+        self._conn = ours
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process.is_alive():
+            process.kill()
+        process.join()
+        self._conn.close()
+
+    def call(self, item: Any) -> Outcome:
+        """``target(item, beat)`` in the child: what it returned, or how it overran or died. An error
+        ``target`` raises in the child is re-raised here (``target`` should turn the policy's errors into
+        values: what reaches here is a bug of the caller's)."""
+        if self._process is None or not self._process.is_alive():
+            if self._process is not None:
+                self._stop()
+            self._start()
+        assert self._beat is not None
+        self._conn.send(item)
+        started = time.monotonic()
+        while True:
+            if self._conn.poll(self.tick_s):
+                try:
+                    kind, value = self._conn.recv()
+                except (EOFError, OSError):
+                    return self._died()
+                if kind == "raised":
+                    raise value
+                return Returned(value)
+            if not self._process.is_alive():
+                if self._conn.poll(0):  # it answered, then ended
+                    continue
+                return self._died()
+            running, now, name = self._beat.current()
+            if self.call_deadline_s is not None and running > self.call_deadline_s:
+                self._stop()
+                self.stopped += 1
+                return Overran(name, running, self.call_deadline_s, now)
+            elapsed = time.monotonic() - started
+            if self.item_limit_s is not None and elapsed > self.item_limit_s:
+                self._stop()
+                self.stopped += 1
+                return Overran(None, elapsed, self.item_limit_s, now)
+
+    def _died(self) -> Died:
+        assert self._beat is not None
+        running, now, name = self._beat.current()
+        self._process.join(timeout=5.0)
+        code = self._process.exitcode
+        self._stop()
+        if code is None or code >= 0:
+            how = f"exited with status {code}"
+        else:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        return Died(how, name if running else None, now)
+
+
+def _context(preload: tuple[str, ...]) -> Any:
+    """Children forked from a fork server: a process started afresh that imports ``preload`` (what the
+    children need, so each starts in milliseconds) and does nothing else. Not forked from the caller: a
+    caller with threads (an XGBoost model's OpenMP pool, pyarrow's allocator, a progress bar's monitor)
+    would leave their locks held in the child for ever. Where there is no fork server, spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["schedlab.sched.watchdog", *preload])  # only before the server starts
+    return context
+
+
+def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) -> None:
+    """The child's loop: items in, answers out, until ``None`` or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            item = conn.recv()
+        except (EOFError, OSError):
+            return
+        if item is None:
+            return
+        try:
+            answer = ("returned", target(item, beat))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller, which re-raises it
+            answer = ("raised", err)
+        beat.leave()
+        try:
+            conn.send(answer)
+        except Exception as err:  # noqa: BLE001 - an answer that cannot be pickled
+            conn.send(("raised", RuntimeError(f"the watchdog's child could not send its answer: {err!r}")))
+
+
+__all__ = ["CALLS", "Died", "Heartbeat", "Outcome", "Overran", "Returned", "Watchdog"]
