@@ -1,0 +1,47 @@
+"""How long the shipped paper set-ups' replays take: the figure a per-replay time limit is chosen from.
+
+Each replay of the chosen configs (``conf/experiments/``; one seed, the labels given) runs in this
+process through the experiment's own ``execute`` (no Prefect, no MLflow), one after the other; per
+replay: CPU seconds (user + system), wall seconds, jobs. Run it from the repository's root (the configs
+read the development data beside it).
+
+    python benchmarks/shipped_replay_times.py lyra-scaling --labels pollux afs [--seed 0] [--load 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("configs", nargs="+")
+    parser.add_argument("--labels", nargs="*", help="only these policies' replays (default: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--load", type=float, help="only this load (default: every load)")
+    args = parser.parse_args()
+
+    from schedlab.tasks.config import load_config
+    from schedlab.tasks.replay import execute
+
+    print(f"{'config':<22} {'policy':<20} {'load':>5} {'jobs':>7} {'CPU s':>8} {'wall s':>8}", flush=True)
+    for name in args.configs:
+        config = load_config(name, [args.seed])
+        for spec in config.grid("benchmark"):
+            if args.labels and spec.label not in args.labels or args.load is not None and spec.load != args.load:
+                continue
+            cpu, wall = cpu_s(), time.perf_counter()
+            result, _ = execute(spec)
+            print(f"{name:<22} {spec.label:<20} {spec.load:>5g} {len(result.jobs):>7,} {cpu_s() - cpu:>8.1f}"
+                  f" {time.perf_counter() - wall:>8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
