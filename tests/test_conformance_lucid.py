@@ -1,31 +1,15 @@
 """schedlab's lucid, fifo and sjf against Lucid's own simulator, job for job (issue #23).
 
 The simulator's per-job JCTs on Philly-derived traces in Lucid's trace format are fixtures
-(``fixtures/conformance/lucid-*``, recorded by ``benchmarks/conformance_lucid_record.py``, which states
-its commit, driver and fix); the traces are remade here from the shared Philly CSV
-(``benchmarks/conformance_lucid.py``), so these tests skip without it. Bars: average JCT within 1 % and
+(``fixtures/conformance/lucid-*``, recorded by ``schedlab.studies.conformance.lucid_record``, which
+states its commit, driver and fix); the traces are remade here from the shared Philly CSV
+(``schedlab.studies.conformance.lucid``), so these tests skip without it. Bars: average JCT within 1 % and
 at least 95 % of jobs within 1 s (today every job agrees to the second)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-lucid = _load("conformance_lucid")
+from schedlab.studies.conformance import lucid
 
 
 @pytest.mark.skipif(not lucid.PHILLY.exists(), reason="shared Philly trace not available")

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {"tests", "benchmarks", ".venv", ".git", ".schedlab", ".ci"}
+SKIP = {"tests", ".venv", ".git", ".schedlab", ".ci"}
 
 
 def test_pyproject_lists_exactly_the_package_folders():

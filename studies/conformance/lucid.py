@@ -28,25 +28,24 @@ whole-second submit times and durations.
 
 Lucid's own Venus trace (``data/Venus/cluster_full_log.csv``) is not in its repository snapshot; the
 traces are Philly-derived and made here (``lucid_trace``), never stored: ``n`` consecutive jobs of
-``/work/shared/data/traces/philly`` (up to a GPU count) from a seeded start row, on one VC of a few
+the development data's ``traces/philly`` (up to a GPU count) from a seeded start row, on one VC of a few
 8-GPU nodes (Lucid's Venus VCs have 1-32). The simulator's per-job results are fixtures
-(``tests/fixtures/conformance/lucid-*``, made by ``benchmarks/conformance_lucid_record.py``).
+(``tests/fixtures/conformance/lucid-*``, made by ``lucid_record.py``).
 
-    python benchmarks/conformance_lucid.py [--trace lucid-500 ...] [--case lucid ...]
+    python -m schedlab.studies.conformance.lucid [--trace lucid-500 ...] [--case lucid ...]
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import PHILLY, _philly, compare, fixture_path, load_expected, parse_args, per_job, row  # noqa: E402
+from schedlab.studies.conformance.common import (PHILLY, compare, fixture_path, load_expected, parse_args, per_job,
+                                                 philly_rows, row)
 
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
@@ -88,7 +87,7 @@ def lucid_trace(n: int, seed: int, max_gpus: int, workload: str = "bert", source
     times are datetimes from ``START`` (whole seconds after the window's first job); durations as in
     the file; every job is the ``WORKLOADS[workload]`` (the columns Lucid's profile tables are looked
     up by)."""
-    df = _philly(str(source))
+    df = philly_rows(str(source))
     if max_gpus < 1:
         raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
     df = df[(df["num_gpus"] <= max_gpus) & (df["duration"] > 0)].reset_index(drop=True)
