@@ -4,7 +4,6 @@ decides on the real speed), and ``mem_h200`` reads the H200 solos' memory."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
@@ -14,6 +13,7 @@ from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog
 from schedlab.sched.policies import sharing_sjf
 from schedlab.sched.replay import ReplaySpec, run
 from schedlab.studies import sharing_counterfactuals as cf
+from helpers import table_digest
 from test_replay_digests import COLUMNS, DIGESTS
 
 PATCHED = [(SharingModel, "accumulation_speed"), (SharingModel, "ratio"), (sharing_sjf._SharingSJF, "options"),
@@ -43,8 +43,7 @@ def test_variants_restore_everything_and_actual_is_bit_identical():
             pass
     with cf.variant("actual"):
         jobs = _replay("16x4")
-    text = jobs[COLUMNS].to_csv(index=False, float_format=lambda x: repr(float(x)))
-    assert hashlib.sha256(text.encode()).hexdigest() == json.loads(DIGESTS.read_text())["sjf-bsbf"]
+    assert table_digest(jobs[COLUMNS]) == json.loads(DIGESTS.read_text())["sjf-bsbf"]
 
 
 def test_acc_free_frees_the_engine_not_the_decision():
