@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES, cli_env, run_cli
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 TINY_SWEEP = FIXTURES / "flows" / "tiny-sweep.yaml"  # ncf at 2 batch sizes, solo and as pairs
 #: names that would point outside $SCHEDLAB_HOME if they became paths as they are

@@ -104,10 +104,6 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     order = ["gandiva", *(f"policy-{i}" for i in range(1, 22)), "policy-0"]
     t = plots.tail(gandiva)
     assert t["max"] == 354_428.0 and t["over_day"] == 5 and plots.tail_text(t).endswith("99% at 0 s")
-    path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
-                                baseline="policy-0")
-    width, height = _png_size(path)
-    assert width >= 2000 and height >= 1000  # 2x
     labels = []  # the legend: the top 3 and the baseline, each with its tail
     original = plots._cdf
 
@@ -117,9 +113,12 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
 
     plots._cdf = spy
     try:
-        plots.cdf_comparison(series, tmp_path / "w2.png", "wait", "wait_s (s)", order=order, top=3, baseline="policy-0")
+        path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
+                                    baseline="policy-0")
     finally:
         plots._cdf = original
+    width, height = _png_size(path)
+    assert width >= 2000 and height >= 1000  # 2x
     assert [lb.split(":")[0] for lb in labels] == ["gandiva", "policy-1", "policy-2", "policy-0 (baseline)"]
     assert labels[0] == "gandiva: p99 0 s, max 4.1 d, 5 jobs > 1 d, 99% at 0 s"
     grid = plots.cdf_grid(series, tmp_path / "grid.png", "wait", "wait_s (s)", order=order, baseline="policy-0")

@@ -213,6 +213,7 @@ def test_shipped_gavel_default_loads_and_answers() -> None:
     assert source.fallbacks == 0
 
 
+@pytest.mark.slow
 def test_gavel_config_only_variant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = shared_data("profiles", "gavel", "simulation_throughputs.json")
     out = tmp_path / "g"

@@ -109,6 +109,7 @@ def test_readme_check_policy_command_runs_as_shown(outside, capsys):
         assert re.search(rf"^  ok +{rule} ", printed, re.M), rule
 
 
+@pytest.mark.slow
 def test_replay_track_records_the_file_hash(outside):
     assert main(["replay", "--policy", "my_policy.py:SmallestFirst", "fifo", "--num-jobs", "30", "--out", "t",
                  "--no-progress", "--track"]) == 0

@@ -33,6 +33,7 @@ def _close(shown: str, value: float) -> bool:
     return abs(float(shown.replace(",", "")) - value) <= 0.51 * 10 ** -digits
 
 
+@pytest.mark.slow
 def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, seed_home):
     from schedlab.flows.reproduce import run_reproduce
     from schedlab.tasks import tracking
