@@ -94,6 +94,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data)
 
 
+@pytest.mark.slow
 def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     rng = np.random.default_rng(0)
     gandiva = np.zeros(1000)
@@ -130,6 +131,7 @@ def _bars(table, **kw):
     return fig, fig.axes[0]
 
 
+@pytest.mark.slow
 def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(tmp_path):
     rows = [r for i, p in enumerate(["fifo", *(f"p{i}" for i in range(1, 22))])
             for r in _rows(p, [40000.0 if p == "fifo" else 14000.0 + 40 * i, 14100.0 + 40 * i], [0, 0])]
@@ -246,6 +248,7 @@ def test_replay_track_checks_the_store_before_replaying(tmp_path, monkeypatch, c
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     # a live comparison calls log_policy_runs after every replay: unchanged rows are not written again
     from mlflow.tracking import MlflowClient

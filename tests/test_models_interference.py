@@ -147,6 +147,7 @@ def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
     assert model.fallbacks == 1
 
 
+@pytest.mark.slow
 def test_save_load_and_mlflow_reproduce_exactly(fitted: tuple[Path, InterferenceModel], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch, seed_home) -> None:
     root, model = fitted

@@ -248,6 +248,7 @@ PLUGIN = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_installed_entry_point_joins_the_registry(tmp_path):
     """A distribution on sys.path (a dist-info folder, as pip leaves) declaring ``schedlab.policies``."""
     (tmp_path / "byo_plugin").mkdir()

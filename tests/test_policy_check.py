@@ -292,6 +292,7 @@ def test_cli_passes_parameters_to_the_policy(capsys) -> None:
     assert "check-policy tiresias: 3 generated cases" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_subprocess_passes_fifo(tmp_path) -> None:
     done = run_cli(["check-policy", "fifo", "--examples", "5", "--max-jobs", "4"], cli_env(tmp_path), tmp_path,
                    timeout=120)

@@ -32,6 +32,7 @@ def _replay_table(seed: int) -> pd.DataFrame:
     return table
 
 
+@pytest.mark.slow
 def test_every_printed_table_comes_from_the_kept_columns(script):
     """Each config's ratio and class tables, from the tables ``run_spec`` keeps (JOB_COLUMNS), equal
     the same tables from the full job tables; every ratio row whose labels ran has a value."""

@@ -166,6 +166,7 @@ def test_report_option_is_checked_before_any_work(tmp_path, capsys):
         assert "--report" in err and why in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     """A `kind: ratios` page (Gimbal §7.2): ours = baseline / policy of the seed means, as reproduce.md
     prints it, ± the std of the per-seed ratios; the bars plot; a cause shown on its row; the

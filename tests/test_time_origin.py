@@ -143,6 +143,7 @@ def test_cli_refuses_an_unknown_time_origin(two_jobs, capsys):
 STUDY_DATA = SHARED_DATA / "profiles" / "pollux"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (STUDY_DATA / "workloads-2.0").is_dir(), reason="Pollux study data not present")
 @pytest.mark.parametrize("policy", ["tiresias", "optimus"])
 def test_cli_experiment_and_benchmark_agree_with_the_study(policy, tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 from schedlab.tasks import tracking
 from schedlab.tasks.tracking import TrackingError
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 OPEN = textwrap.dedent("""\
     import sys, time
