@@ -9,16 +9,16 @@ at least 95 % of jobs within 1 s (today every job agrees to the second)."""
 from __future__ import annotations
 
 import pytest
-from schedlab.studies.conformance import lucid
+from schedlab.studies.conformance import common, lucid
 
 
-@pytest.mark.skipif(not lucid.PHILLY.exists(), reason="shared Philly trace not available")
+@pytest.mark.skipif(not common.PHILLY.exists(), reason="shared Philly trace not available")
 @pytest.mark.parametrize("case", sorted(lucid.CASES))
 @pytest.mark.parametrize("trace", sorted(lucid.TRACES))
 def test_schedlab_agrees_with_lucids_simulator(trace, case, tmp_path):
     n, seed, max_gpus, nodes = lucid.TRACES[trace]
     path = lucid.write_trace(lucid.lucid_trace(n, seed, max_gpus, lucid.CASES[case][3]), tmp_path / f"{trace}.csv")
-    r = lucid.compare(lucid.run_ours(path, case, nodes), lucid.load_expected(trace, case))
+    r = common.compare(lucid.run_ours(path, case, nodes), common.load_expected(trace, case))
     rel, share = lucid.BARS[case]
     assert r["jobs"] == n
     assert abs(r["avg_jct_rel"]) <= rel, r
@@ -27,7 +27,7 @@ def test_schedlab_agrees_with_lucids_simulator(trace, case, tmp_path):
     assert abs(r["avg_wait_s"] - r["avg_wait_s_peer"]) <= 1.0, r
 
 
-@pytest.mark.skipif(not lucid.PHILLY.exists(), reason="shared Philly trace not available")
+@pytest.mark.skipif(not common.PHILLY.exists(), reason="shared Philly trace not available")
 def test_lucid_trace_is_in_lucids_columns_and_filtered():
     df = lucid.lucid_trace(200, 5, 8)
     assert list(df.columns) == lucid.LUCID_COLUMNS
@@ -40,6 +40,6 @@ def test_lucid_trace_is_in_lucids_columns_and_filtered():
 def test_every_case_has_its_recorded_output():
     for trace, (n, *_) in lucid.TRACES.items():
         for case in lucid.CASES:
-            expected = lucid.load_expected(trace, case)
+            expected = common.load_expected(trace, case)
             assert len(expected) == n
             assert list(expected.columns) == ["job_id", "jct_s"]

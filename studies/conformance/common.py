@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -76,6 +80,32 @@ def row(r: dict, width: int) -> str:
             f" {100 * r['avg_jct_rel']:+6.2f}% {r['makespan_s']:9.0f} {r['makespan_s_peer']:9.0f}"
             f" {r['avg_wait_s']:9.0f} {r['avg_wait_s_peer']:9.0f} {100 * r['within_1s']:5.1f}%"
             f" {r['max_abs_diff_s']:8.0f}")
+
+
+def print_comparisons(args: argparse.Namespace, width: int, replay: Callable[[str, str, Path], pd.DataFrame],
+                      preemptions: bool = False) -> None:
+    """Every (trace, case) of ``args`` that has a recorded peer output: ``replay(trace, case, folder)``
+    (schedlab's per-job table, ``folder`` a scratch folder for trace files) compared with the peer's, as a
+    table row (``width``: of the trace and case columns; ``preemptions``: both sides' counts too) or, with
+    ``--json``, one JSON object."""
+    if not args.json:
+        print(f"{'trace':{width}s} {'case':{width}s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
+              f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s}"
+              + (f" {'preempt':>8s} {'peer':>6s}" if preemptions else ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        for trace in args.trace:
+            for case in args.case:
+                if not fixture_path(trace, case).exists():
+                    print(f"{trace:{width}s} {case:{width}s} (no recorded peer output)")
+                    continue
+                started = time.perf_counter()
+                r = compare(replay(trace, case, Path(tmp)), load_expected(trace, case))
+                r.update(trace=trace, case=case, seconds=time.perf_counter() - started)
+                if args.json:
+                    print(json.dumps(r))
+                    continue
+                extra = f" {r['preemptions']:8d} {r['preemptions_peer']:6d}" if preemptions else ""
+                print(row(r, width) + extra, flush=True)
 
 
 def parse_args(doc: str, traces: dict, cases: dict) -> argparse.Namespace:

@@ -37,15 +37,12 @@ the development data's ``traces/philly`` (up to a GPU count) from a seeded start
 
 from __future__ import annotations
 
-import json
 import random
-import time
 from pathlib import Path
 
 import pandas as pd
 
-from schedlab.studies.conformance.common import (PHILLY, compare, fixture_path, load_expected, parse_args, per_job,
-                                                 philly_rows, row)
+from schedlab.studies.conformance.common import PHILLY, parse_args, per_job, philly_rows, print_comparisons
 
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
@@ -133,28 +130,14 @@ def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
 
 def main() -> None:
     args = parse_args(__doc__, TRACES, CASES)
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        if not args.json:
-            print(f"{'trace':11s} {'case':11s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
-                  f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s}")
-        for trace in args.trace:
-            n, seed, max_gpus, nodes = TRACES[trace]
-            for case in args.case:
-                if not fixture_path(trace, case).exists():
-                    print(f"{trace:11s} {case:11s} (no recorded peer output)")
-                    continue
-                workload = CASES[case][3]
-                trace_df = lucid_trace(n, seed, max_gpus, workload, Path(args.source))
-                path = write_trace(trace_df, Path(tmp) / f"{trace}-{workload}.csv")
-                started = time.perf_counter()
-                r = compare(run_ours(path, case, nodes), load_expected(trace, case))
-                r.update(trace=trace, case=case, seconds=time.perf_counter() - started)
-                if args.json:
-                    print(json.dumps(r))
-                    continue
-                print(row(r, 11), flush=True)
+    def replay(trace: str, case: str, folder: Path) -> pd.DataFrame:
+        n, seed, max_gpus, nodes = TRACES[trace]
+        workload = CASES[case][3]
+        path = write_trace(lucid_trace(n, seed, max_gpus, workload, Path(args.source)), folder / f"{trace}-{workload}.csv")
+        return run_ours(path, case, nodes)
+
+    print_comparisons(args, 11, replay)
 
 
 if __name__ == "__main__":

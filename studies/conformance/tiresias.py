@@ -23,15 +23,12 @@ The simulator's recorded per-job JCTs are fixtures (``tests/fixtures/conformance
 from __future__ import annotations
 
 import csv
-import json
 import random
-import time
 from pathlib import Path
 
 import pandas as pd
 
-from schedlab.studies.conformance.common import (PHILLY, compare, fixture_path, load_expected, parse_args, per_job,
-                                                 philly_rows, row)
+from schedlab.studies.conformance.common import PHILLY, parse_args, per_job, philly_rows, print_comparisons
 
 CLUSTER = "32x4"  # the simulator's n32g4.csv: 1 switch, 32 nodes, 4 GPUs each
 PEER_COLUMNS = ["job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval"]
@@ -107,26 +104,14 @@ def run_ours(trace_csv: Path, case: str) -> pd.DataFrame:
 
 def main() -> None:
     args = parse_args(__doc__, TRACES, CASES)
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        if not args.json:
-            print(f"{'trace':12s} {'case':12s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
-                  f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s} {'preempt':>8s} {'peer':>6s}")
-        for trace in args.trace:
-            n, seed = TRACES[trace]
-            path = write_trace(philly_trace(n, seed, Path(args.source)), Path(tmp) / f"{trace}.csv")
-            for case in args.case:
-                if not fixture_path(trace, case).exists():
-                    print(f"{trace:12s} {case:12s} (no recorded peer output)")
-                    continue
-                started = time.perf_counter()
-                r = compare(run_ours(path, case), load_expected(trace, case))
-                r.update(trace=trace, case=case, seconds=time.perf_counter() - started)
-                if args.json:
-                    print(json.dumps(r))
-                    continue
-                print(row(r, 12) + f" {r['preemptions']:8d} {r['preemptions_peer']:6d}", flush=True)
+    def replay(trace: str, case: str, folder: Path) -> pd.DataFrame:
+        path = folder / f"{trace}.csv"
+        if not path.exists():  # one file per trace, for all its cases
+            write_trace(philly_trace(*TRACES[trace], Path(args.source)), path)
+        return run_ours(path, case)
+
+    print_comparisons(args, 12, replay, preemptions=True)
 
 
 if __name__ == "__main__":
