@@ -22,10 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from schedlab.benchmarks.common import DATA, ROOT
+from schedlab import conf
+from schedlab.benchmarks.common import DATA
 
 GAVEL = DATA / "profiles" / "gavel" / "simulation_throughputs.json"
-MODEL = ROOT / "conf" / "models" / "interference-gavel-v100"
+MODEL = conf.path("models", "interference-gavel-v100")
 
 
 def main(argv: list[str] | None = None) -> int:

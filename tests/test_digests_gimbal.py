@@ -34,7 +34,7 @@ def _interference() -> str:
 def test_philly_512_replay_is_bit_identical_to_the_recorded_one(policy):
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
 
     trace = shared_data("traces", "philly", "philly_jobs_pollux.csv")
     table, _ = load_trace(trace, "philly", LoadOptions(max_jobs=POLICIES[policy], max_gpus=512))

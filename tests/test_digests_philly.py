@@ -31,7 +31,7 @@ def philly():
 @pytest.mark.parametrize("policy", [*BASELINES, "gavel"])
 def test_philly_replay_is_bit_identical_to_the_recorded_one(policy, philly):
     from schedlab.sched.replay import ReplaySpec, prepare, run
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
 
     table = annotate(philly, seed=0) if policy in SHARING else philly
     spec = ReplaySpec(cluster="philly-512", policies=[policy])

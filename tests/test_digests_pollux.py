@@ -36,7 +36,7 @@ def test_study_workload_is_bit_identical_to_the_recorded_one(monkeypatch):
 def test_lyra_window_is_bit_identical_to_the_recorded_one(hours, monkeypatch):
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
 
     monkeypatch.setenv("SCHEDLAB_POLLUX_DATA", str(shared_data("profiles", "pollux")))
     options = LoadOptions(start=LYRA_WINDOW_START_S, end=LYRA_WINDOW_START_S + hours * 3600, on_oversize="drop",

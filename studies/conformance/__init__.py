@@ -6,9 +6,10 @@ code (a checkout outside this repository; not run in CI) and writes those fixtur
 
 - ``tiresias`` / ``tiresias_record``: the Tiresias simulator (``tiresias``, ``srtf``, ``fifo``);
 - ``gavel`` / ``gavel_record``: Gavel's simulator (``gavel``);
-- ``lucid`` / ``lucid_record``: Lucid's simulator (``lucid``, ``fifo``, ``sjf``).
+- ``lucid`` / ``lucid_record``: Lucid's simulator (``lucid``, ``fifo``, ``sjf``);
+- ``helios`` / ``helios_record``: the Helios simulator (``fifo``, ``sjf``, ``srtf``, ``qssf``).
 
-``common`` holds what they share (the Philly CSV, the fixtures, :func:`~.common.compare`). The tests
-(``tests/test_conformance*.py``) import these modules; ``python -m schedlab.studies.conformance.NAME``
-prints the comparison. The findings are in ``docs/studies/conformance.md``.
+``common`` holds what the first three share (the Philly CSV, the fixtures, :func:`~.common.compare`).
+The tests (``tests/test_conformance*.py``) import these modules; ``python -m
+schedlab.studies.conformance.NAME`` prints the comparison. The findings are in ``docs/studies/``.
 """
