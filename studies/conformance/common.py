@@ -49,11 +49,18 @@ def load_expected(trace: str, case: str) -> pd.DataFrame:
     return pd.read_csv(fixture_path(trace, case))
 
 
-def compare(ours: pd.DataFrame, peer: pd.DataFrame) -> dict:
-    """Average JCT, makespan, average wait and per-job JCT agreement of ``ours`` with ``peer``."""
+def joined(ours: pd.DataFrame, peer: pd.DataFrame) -> pd.DataFrame:
+    """``ours`` and ``peer`` side by side, job for job (the peer's columns suffixed ``_peer``); a
+    :class:`ValueError` when their job ids differ."""
     both = ours.merge(peer, on="job_id", suffixes=("", "_peer"), validate="one_to_one")
     if len(both) != len(ours) or len(both) != len(peer):
         raise ValueError(f"job ids differ: ours {len(ours)}, peer {len(peer)}, common {len(both)}")
+    return both
+
+
+def compare(ours: pd.DataFrame, peer: pd.DataFrame) -> dict:
+    """Average JCT, makespan, average wait and per-job JCT agreement of ``ours`` with ``peer``."""
+    both = joined(ours, peer)
     diff = (both["jct_s"] - both["jct_s_peer"]).abs()
     end, end_peer = both["submit_time"] + both["jct_s"], both["submit_time"] + both["jct_s_peer"]
     start = both["submit_time"].min()
