@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 from schedlab.sched.models.annotate import LAMBDA_RANGE, AnnotationError, annotate
 from schedlab.sched.models.workloads import default_catalog
+from helpers import SHARED_DATA
 
-PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_jobs_pollux.csv"
+PHILLY = SHARED_DATA / "traces" / "philly" / "philly_jobs_pollux.csv"
 
 
 def _jobs(n: int = 400, seed: int = 7) -> pd.DataFrame:

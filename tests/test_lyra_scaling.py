@@ -281,7 +281,8 @@ class Watch(Policy):
 
 @pytest.mark.parametrize("name, params, capped", [
     ("lyra", {}, True), ("lyra", {"elastic": False}, True), ("gandiva-elastic", {}, True),
-    ("afs", {}, False), ("afs", {"bounded": True}, True), ("pollux", {}, True),
+    ("afs", {}, False), ("afs", {"bounded": True}, True),
+    pytest.param("pollux", {}, True, marks=pytest.mark.slow),  # its optimiser: seconds on this table
 ])
 def test_policy_end_to_end(basic_table, name, params, capped):
     jobs = jobs_from_table(basic_table)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {"tests", "benchmarks", ".venv", ".git", ".schedlab", ".ci"}
+SKIP = {"tests", ".venv", ".git", ".schedlab", ".ci"}
 
 
 def test_pyproject_lists_exactly_the_package_folders():
@@ -49,7 +49,7 @@ def test_an_installed_wheel_holds_every_package_and_finds_its_data_from_any_fold
     finds an experiment and a sweep by name."""
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".schedlab", "__pycache__", "*.egg-info", "build", "dist", "tests", "benchmarks"))
+        ".git", ".venv", ".schedlab", "__pycache__", "*.egg-info", "build", "dist", "tests"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     built = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"),
                             str(source)], capture_output=True, text=True, timeout=600)

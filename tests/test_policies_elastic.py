@@ -48,6 +48,7 @@ def random_problem(seed: int) -> Problem:
     return Problem(jobs, nodes, per, scale=1 / per)
 
 
+@pytest.mark.slow
 def test_optimiser_against_exhaustive_search():
     exact, worst = 0, 1.0
     cases = 150

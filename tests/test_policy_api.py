@@ -109,6 +109,7 @@ def test_readme_check_policy_command_runs_as_shown(outside, capsys):
         assert re.search(rf"^  ok +{rule} ", printed, re.M), rule
 
 
+@pytest.mark.slow
 def test_replay_track_records_the_file_hash(outside):
     assert main(["replay", "--policy", "my_policy.py:SmallestFirst", "fifo", "--num-jobs", "30", "--out", "t",
                  "--no-progress", "--track"]) == 0
@@ -247,6 +248,7 @@ PLUGIN = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_installed_entry_point_joins_the_registry(tmp_path):
     """A distribution on sys.path (a dist-info folder, as pip leaves) declaring ``schedlab.policies``."""
     (tmp_path / "byo_plugin").mkdir()

@@ -623,6 +623,7 @@ def _run_sharing(cluster: str, table: pd.DataFrame, key: str, source: str, seed:
     return engine, job_table(engine.run())
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sharing_scenarios())
 def test_sharing_invariants(scenario):

@@ -1,4 +1,4 @@
-"""The sharing policies' optional decision log (``decision_log``, read by benchmarks/sharing_claims.py):
+"""The sharing policies' optional decision log (``decision_log``, read by schedlab.studies.sharing_claims):
 off by default, and with it on the replay is bit-identical; each record is Theorem 1 on the policy's ξ
 and the engine's ξ / paces at the start."""
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -54,10 +53,9 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures" / "conformance"
-#: the development data (never copied into the repository): ``$SCHEDLAB_DATA``, else beside the checkout
-DATA = Path(os.environ.get("SCHEDLAB_DATA") or ROOT.parent / "shared" / "data")
+from schedlab.benchmarks.common import DATA
+from schedlab.studies.conformance.common import FIXTURES, joined
+
 ITP = DATA / "traces" / "itp"
 
 GPUS_PER_NODE = 8  # the simulator's consolidate placer supports no other
@@ -213,9 +211,7 @@ def load_expected(trace: str, case: str) -> pd.DataFrame:
 
 def compare(ours: pd.DataFrame, peer: pd.DataFrame) -> dict:
     """Job for job: how many start and end at the same second, the end differences, and the averages."""
-    both = ours.merge(peer, on="job_id", suffixes=("", "_peer"), validate="one_to_one")
-    if len(both) != len(ours) or len(both) != len(peer):
-        raise ValueError(f"job ids differ: ours {len(ours)}, peer {len(peer)}, common {len(both)}")
+    both = joined(ours, peer)
     if not (both["submit_time"] == both["submit_time_peer"]).all():
         raise ValueError("submit times differ: not the same trace")
     end = (both["end_time"] - both["end_time_peer"]).abs()

@@ -101,7 +101,7 @@ class _SharingSJF(Policy):
     shares_gpus = True
     default_preemption_overhead_s = 0.0  # non-preemptive (Castor §3.3: no preemption or migration)
     Params = SharingParams
-    #: a list to record each sharing decision in (``benchmarks/sharing_claims.py``); None: off
+    #: a list to record each sharing decision in (``schedlab.studies.sharing_claims``); None: off
     decision_log: list[dict] | None = None
 
     def __init__(self, params: SharingParams | None = None) -> None:

@@ -28,25 +28,21 @@ whole-second submit times and durations.
 
 Lucid's own Venus trace (``data/Venus/cluster_full_log.csv``) is not in its repository snapshot; the
 traces are Philly-derived and made here (``lucid_trace``), never stored: ``n`` consecutive jobs of
-``/work/shared/data/traces/philly`` (up to a GPU count) from a seeded start row, on one VC of a few
+the development data's ``traces/philly`` (up to a GPU count) from a seeded start row, on one VC of a few
 8-GPU nodes (Lucid's Venus VCs have 1-32). The simulator's per-job results are fixtures
-(``tests/fixtures/conformance/lucid-*``, made by ``benchmarks/conformance_lucid_record.py``).
+(``tests/fixtures/conformance/lucid-*``, made by ``lucid_record.py``).
 
-    python benchmarks/conformance_lucid.py [--trace lucid-500 ...] [--case lucid ...]
+    python -m schedlab.studies.conformance.lucid [--trace lucid-500 ...] [--case lucid ...]
 """
 
 from __future__ import annotations
 
-import json
 import random
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import PHILLY, _philly, compare, fixture_path, load_expected, parse_args, per_job, row  # noqa: E402
+from schedlab.studies.conformance.common import PHILLY, parse_args, per_job, philly_rows, print_comparisons
 
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
@@ -88,7 +84,7 @@ def lucid_trace(n: int, seed: int, max_gpus: int, workload: str = "bert", source
     times are datetimes from ``START`` (whole seconds after the window's first job); durations as in
     the file; every job is the ``WORKLOADS[workload]`` (the columns Lucid's profile tables are looked
     up by)."""
-    df = _philly(str(source))
+    df = philly_rows(str(source))
     if max_gpus < 1:
         raise ValueError(f"max_gpus must be >= 1, got {max_gpus}")
     df = df[(df["num_gpus"] <= max_gpus) & (df["duration"] > 0)].reset_index(drop=True)
@@ -134,28 +130,14 @@ def run_ours(trace_csv: Path, case: str, nodes: int) -> pd.DataFrame:
 
 def main() -> None:
     args = parse_args(__doc__, TRACES, CASES)
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        if not args.json:
-            print(f"{'trace':11s} {'case':11s} {'avg JCT ours':>12s} {'peer':>10s} {'rel':>7s} {'makespan':>9s}"
-                  f" {'peer':>9s} {'wait':>9s} {'peer':>9s} {'<=1 s':>6s} {'max |d|':>8s}")
-        for trace in args.trace:
-            n, seed, max_gpus, nodes = TRACES[trace]
-            for case in args.case:
-                if not fixture_path(trace, case).exists():
-                    print(f"{trace:11s} {case:11s} (no recorded peer output)")
-                    continue
-                workload = CASES[case][3]
-                trace_df = lucid_trace(n, seed, max_gpus, workload, Path(args.source))
-                path = write_trace(trace_df, Path(tmp) / f"{trace}-{workload}.csv")
-                started = time.perf_counter()
-                r = compare(run_ours(path, case, nodes), load_expected(trace, case))
-                r.update(trace=trace, case=case, seconds=time.perf_counter() - started)
-                if args.json:
-                    print(json.dumps(r))
-                    continue
-                print(row(r, 11), flush=True)
+    def replay(trace: str, case: str, folder: Path) -> pd.DataFrame:
+        n, seed, max_gpus, nodes = TRACES[trace]
+        workload = CASES[case][3]
+        path = write_trace(lucid_trace(n, seed, max_gpus, workload, Path(args.source)), folder / f"{trace}-{workload}.csv")
+        return run_ours(path, case, nodes)
+
+    print_comparisons(args, 11, replay)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 and each sharing decision's predicted benefit (Castor Theorem 1 / SJF-BSBF eq. 14-23) against the
 realised one.
 
-    python benchmarks/sharing_claims.py [--seeds 0 1 ... 9] [--labels castor sjf] [--cache DIR] \\
+    python -m schedlab.studies.sharing_claims [--seeds 0 1 ... 9] [--labels castor sjf] [--cache DIR] \\
         [--time-to-go nominal|expected_end] [castor-pollux castor-pollux-h200]
 
 Per config: average JCT (hours) mean +/- std over seeds per policy label, the per-seed ranking, and the

@@ -3,11 +3,11 @@
 Gavel (github.com/stanford-futuredata/gavel, ``scheduler/``) simulates its policies in 360 s rounds.
 Its ``max_min_fairness`` (LAS with equal weights, one V100 type, no space sharing) on its shipped
 96-job trace ``traces/physical_cluster/max_min_fairness.trace``, 16 V100s, is recorded per job in
-``tests/fixtures/conformance/gavel-<trace>-<policy>.csv`` by ``conformance_gavel_record.py`` (the
+``tests/fixtures/conformance/gavel-<trace>-<policy>.csv`` by ``gavel_record.py`` (the
 trace's facts, each job's solo V100 duration and the simulator's JCT). This script replays the same
 jobs through schedlab's ``gavel`` (16 GPUs, no restart cost: Gavel's simulator charges none, and no
 pairs: ``space_sharing`` off, as the unpacked policy) and compares average JCT, makespan, average
-wait and every job's JCT with :func:`conformance.compare`.
+wait and every job's JCT with ``common.compare``.
 
 Cases (``CASES``): ``gavel``, schedlab's defaults; ``gavel-interval``, the re-solve interval counted
 from time 0 (``resolve_after_start: false``, schedlab's earlier rule); ``gavel-ecos-ties``, the LP's
@@ -16,20 +16,18 @@ equal jobs kept bit-equal as ECOS, Gavel's solver, returns them (``refine_tolera
 only: it removes the whole-step rounds, the one difference schedlab does not model). See docs/explanation/fidelity.md,
 "How close each baseline is to its authors' code".
 
-    python benchmarks/conformance_gavel.py [--case gavel ...] [--jobs]
+    python -m schedlab.studies.conformance.gavel [--case gavel ...] [--jobs]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import FIXTURES, compare  # noqa: E402
+from schedlab.studies.conformance.common import FIXTURES, compare
 
 MANIFEST = FIXTURES / "gavel-manifest.json"
 CLUSTER = "16x1"  # the simulator's -c 16:0:0 with its default one GPU per server

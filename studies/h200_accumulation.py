@@ -2,7 +2,7 @@
 measured (data/profiles/h200 phases 1, 2, 5, 9, 10) against the replays' model (eq. 3 on the catalog,
 ``SharingModel.accumulation_speed``; ξ from the Gavel table).
 
-    python benchmarks/h200_accumulation.py [--profiles data/profiles/h200/profiles.parquet]
+    python -m schedlab.studies.h200_accumulation [--profiles data/profiles/h200/profiles.parquet]
 
 Units: the profiler's iteration time is one optimizer step, ``accum`` micro-batches included
 (profiling/runner.py ``step``), so a phase-9/10 row is already per full (global-batch) step; its ξ is
@@ -29,10 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from schedlab.benchmarks.common import DATA, ROOT
+
 #: the middle batch of each workload (conf/sweeps/gpu-node.yaml ``mid``); phase 9-10 run at half of it
 MID = {"cifar10": 128, "imagenet": 64, "yolov3": 8, "vgg16": 64, "mobilenetv2": 64, "bert": 16, "gpt": 8,
        "deepspeech2": 16, "ncf": 32768}
-GAVEL = "gavel:../shared/data/profiles/gavel/simulation_throughputs.json"
+GAVEL = f"gavel:{DATA / 'profiles' / 'gavel' / 'simulation_throughputs.json'}"
 
 
 def solo_times(df: pd.DataFrame) -> pd.Series:
@@ -131,7 +133,7 @@ def table(profiles: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profiles", type=Path, default=Path("data/profiles/h200/profiles.parquet"))
+    parser.add_argument("--profiles", type=Path, default=ROOT / "data" / "profiles" / "h200" / "profiles.parquet")
     args = parser.parse_args()
     out, pairs = table(args.profiles)
     pd.set_option("display.width", 200)

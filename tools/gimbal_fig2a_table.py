@@ -16,7 +16,7 @@ middle+middle loses at both. :func:`improvement` computes Fig. 2a's y for one pa
 M6 model; :func:`check` asserts the 2-of-5 / 4-of-5 counts on the five values. ``timeslice`` rows
 invert Castor's 43 % MPS rule (ξ_ts = 1 + (ξ⁰ − 1) / 0.57), as the ``gavel:`` source applies it.
 
-    python benchmarks/gimbal_fig2a_table.py            # writes the table, prints the check
+    python -m schedlab.tools.gimbal_fig2a_table            # writes the table, prints the check
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 our results beside the papers' tables and the load sweep (Castor Fig. 16 / SJF-BSBF Fig. 6a), with
 the wall time.
 
-    python benchmarks/reproduce_papers.py [--workers 2] [--loads 1.0] [castor-pollux sjf-bsbf-pollux ...]
-    python benchmarks/reproduce_papers.py --interference table:h200-pairs.csv gimbal-jct gimbal-makespan
-    python benchmarks/reproduce_papers.py --cache /tmp/lyra --seeds 0 lyra-table5 lyra-scaling lyra-advanced \\
+    python -m schedlab.studies.reproduce_papers [--workers 2] [--loads 1.0] [castor-pollux sjf-bsbf-pollux ...]
+    python -m schedlab.studies.reproduce_papers --interference table:h200-pairs.csv gimbal-jct gimbal-makespan
+    python -m schedlab.studies.reproduce_papers --cache /tmp/lyra --seeds 0 lyra-table5 lyra-scaling lyra-advanced \\
         lyra-heterogeneous lyra-ideal          # Lyra Table 5 (one seed; --labels to run some rows only)
 
 Default configs: the Philly set-ups with the trace's own durations (castor-philly, sjf-bsbf-philly,

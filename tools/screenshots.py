@@ -1,10 +1,19 @@
-"""Look at the MLflow UI the way a researcher does, during and after the quickstart (not in CI).
+"""Screenshots in headless Chromium of what a researcher looks at: the MLflow UI during and after the
+quickstart (``ui``), and the reproduction report opened from disk (``report``). Not run in CI.
 
-Starts ``schedlab ui --port 5077`` on a scratch ``$SCHEDLAB_HOME``, then runs ``schedlab experiment
-quickstart`` in the background and, while it runs, opens the link it prints in headless Chromium
-(playwright) as soon as the first replay has finished; it checks that every link printed uses the
-port ``schedlab ui`` serves and that the classic runs view has a policy row with ``avg_jct_s``
-within 60 s of the first finished replay. Screenshots, in ``--out``:
+Both need playwright (``pip install playwright`` in any virtual environment; ``playwright install`` is
+not needed: a Chromium executable is given with ``--chromium``, e.g. ``/usr/bin/chromium``) and import
+nothing of schedlab, so they run from the checkout with that interpreter::
+
+    python -m venv /tmp/pw && /tmp/pw/bin/pip install playwright
+    /tmp/pw/bin/python tools/screenshots.py ui --python .venv/bin/python --chromium /usr/bin/chromium --out /tmp/screens
+    /tmp/pw/bin/python tools/screenshots.py report DIR OUT.png [--chromium /usr/bin/chromium]
+
+``ui`` starts ``schedlab ui --port 5077`` (with ``--python``, the interpreter that has schedlab) on a
+scratch ``$SCHEDLAB_HOME``, then runs ``schedlab experiment quickstart`` in the background and, while
+it runs, opens the link it prints as soon as the first replay has finished; it checks that every link
+printed uses the port ``schedlab ui`` serves and that the classic runs view has a policy row with
+``avg_jct_s`` within 60 s of the first finished replay. Screenshots, in ``--out``:
 
 - ``1-live-runs-table.png``: the printed link while the experiment runs (classic runs view, one row
   per policy with its done/running/queued replays);
@@ -20,13 +29,11 @@ within 60 s of the first finished replay. Screenshots, in ``--out``:
 - ``8-experiment-default.png``: the experiment opened without the link's query.
 
 ``timings.json`` records when each live screenshot was taken (seconds after the first finished
-replay) and whether the experiment was still running. Needs playwright (``pip install playwright``
-in any venv) and a Chromium executable (``--chromium``, e.g. ``/usr/bin/chromium``; playwright's
-own browsers are not used, ``playwright install`` is not needed)::
+replay) and whether the experiment was still running.
 
-    python -m venv /tmp/pw && /tmp/pw/bin/pip install playwright
-    /tmp/pw/bin/python benchmarks/ui_screenshots.py --python .venv/bin/python --chromium /usr/bin/chromium \\
-        --out /tmp/screens
+``report DIR OUT.png`` screenshots the reproduction report (``schedlab reproduce --report DIR``):
+``OUT.png`` is the index, full page, and ``OUT-<page>.png`` every other page of ``DIR`` (full page,
+1680 px wide).
 """
 
 from __future__ import annotations
@@ -206,20 +213,13 @@ class Browser:
         self._pw.stop()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--python", default=sys.executable, help="interpreter with schedlab installed")
-    parser.add_argument("--chromium", default="/usr/bin/chromium", help="Chromium executable")
-    parser.add_argument("--home", type=Path, help="scratch SCHEDLAB_HOME (default: a new temporary folder)")
-    parser.add_argument("--config", default="quickstart")
-    parser.add_argument("--port", type=int, default=5077, help="the port `schedlab ui` serves (every link must use it)")
-    parser.add_argument("--out", type=Path, help="screenshot folder (default: HOME/screenshots)")
-    args = parser.parse_args()
+def ui(args: argparse.Namespace) -> int:
+    """The MLflow UI during and after the quickstart (module doc)."""
     home = args.home or Path(tempfile.mkdtemp(prefix="schedlab-ui-"))
     out = args.out or home / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{args.port}"
-    ui = start_ui(args.python, home, args.port)
+    server = start_ui(args.python, home, args.port)
     browser = Browser(args.chromium)
     timings: dict[str, object] = {}
     experiment = None
@@ -268,8 +268,47 @@ def main() -> int:
         if experiment is not None:
             experiment.stop()
         browser.close()
-        stop_ui(ui)
+        stop_ui(server)
     return 0
+
+
+def report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Every page of a reproduction report, as a reader opens it from disk (module doc)."""
+    index = args.report / "index.html"
+    if not index.is_file():
+        parser.error(f"{index}: no such file (run `schedlab reproduce ... --report {args.report}` first)")
+    if args.out.suffix != ".png":
+        parser.error(f"{args.out}: expected a .png path")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    pages = [index, *sorted(p for p in args.report.glob("*.html") if p != index)]
+    browser = Browser(args.chromium)
+    try:
+        for page in pages:
+            out = args.out if page == index else args.out.with_name(f"{args.out.stem}-{page.stem}.png")
+            browser.shot(page.resolve().as_uri(), out, settle=0.5, full_page=True, height=1000)
+    finally:
+        browser.close()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    browser = argparse.ArgumentParser(add_help=False)
+    browser.add_argument("--chromium", default="/usr/bin/chromium", help="Chromium executable")
+    commands = parser.add_subparsers(dest="command", required=True)
+    live = commands.add_parser("ui", parents=[browser], help="the MLflow UI during and after the quickstart")
+    live.add_argument("--python", default=sys.executable, help="interpreter with schedlab installed")
+    live.add_argument("--home", type=Path, help="scratch SCHEDLAB_HOME (default: a new temporary folder)")
+    live.add_argument("--config", default="quickstart")
+    live.add_argument("--port", type=int, default=5077, help="the port `schedlab ui` serves (every link must use it)")
+    live.add_argument("--out", type=Path, help="screenshot folder (default: HOME/screenshots)")
+    pages = commands.add_parser("report", parents=[browser], help="every page of a reproduction report (schedlab reproduce --report)")
+    pages.add_argument("report", type=Path, help="the report folder (holds index.html)")
+    pages.add_argument("out", type=Path, help="PNG for the index; the other pages go beside it as OUT-<page>.png")
+    args = parser.parse_args()
+    if not Path(args.chromium).is_file():
+        parser.error(f"--chromium {args.chromium}: no such file")
+    return ui(args) if args.command == "ui" else report(parser, args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Where SJF-BSBF's extra run time over SJF comes from: the same replays with one sharing cost
 switched off at a time in the engine, while the policy still decides on the real ones.
 
-    python benchmarks/sharing_counterfactuals.py [--seeds 0 1 2] [--variants ...] sjf-bsbf-pollux ...
+    python -m schedlab.studies.sharing_counterfactuals [--seeds 0 1 2] [--variants ...] sjf-bsbf-pollux ...
 
 Run time = JCT - queueing (each job's end minus its first start), hours, seed means. Variants of sjf-bsbf
 (``actual`` is the configured replay, bit-identical to it):
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,12 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sharing_claims import HOUR, run_one  # noqa: E402
+from schedlab.benchmarks.common import ROOT
+from schedlab.studies.sharing_claims import HOUR, run_one
 
 VARIANTS = ("actual", "acc_free", "xi_free", "pace_avg", "min_steps", "mem_h200")
 LABELS = ("sjf", "sjf-ffs", "sjf-bsbf")
-PROFILES = Path(__file__).resolve().parents[1] / "data" / "profiles" / "h200" / "profiles.parquet"
+PROFILES = ROOT / "data" / "profiles" / "h200" / "profiles.parquet"
 
 
 def h200_memory(profiles: Path = PROFILES) -> dict[str, tuple[float, float]]:

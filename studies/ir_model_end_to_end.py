@@ -4,8 +4,8 @@ average JCT and the sharing benefit (Castor: under 10% apart).
 The average sharing benefit (eq. 24, a mean of per-job ratios) is dominated by a few jobs with very
 large ratios, so the median is printed too.
 
-    python benchmarks/ir_model_end_to_end.py                  # 240 synthetic jobs on castor-physical
-    python benchmarks/ir_model_end_to_end.py --jobs 480 --load 2 --cluster castor-sim
+    python -m schedlab.studies.ir_model_end_to_end                  # 240 synthetic jobs on castor-physical
+    python -m schedlab.studies.ir_model_end_to_end --jobs 480 --load 2 --cluster castor-sim
 
 Measurements: Gavel's published co-location table (``gavel:PATH``, V100, one GPU, time-sliced; the
 MPS rule of ``sched/models/interference.py`` for MPS). Model: the configuration-only XGBoost ξ model fitted
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from schedlab import conf
+from schedlab.benchmarks.common import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
-GAVEL = ROOT.parent / "shared" / "data" / "profiles" / "gavel" / "simulation_throughputs.json"
+GAVEL = DATA / "profiles" / "gavel" / "simulation_throughputs.json"
 MODEL = conf.path("models", "interference-gavel-v100")
 
 

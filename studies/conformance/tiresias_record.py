@@ -21,9 +21,9 @@ Python 2 (``pip install --target DIR numpy==1.16.6``).
 Per (trace, case) it writes ``<trace>-<case>.csv`` with the simulator's ``job_id, jct_s, preempt``
 (from its ``job.csv``: JCT, preemptions) and updates ``manifest.json`` (commit, flags, fixes, trace
 definitions, the simulator's summary figures and run time). Traces are made by
-``conformance.philly_trace`` from the Philly CSV, never stored.
+``tiresias.philly_trace`` from the Philly CSV, never stored.
 
-    python benchmarks/conformance_record.py --peer /tmp/tiresias-peer --py2-path /tmp/py2site \\
+    python -m schedlab.studies.conformance.tiresias_record --peer /tmp/tiresias-peer --py2-path /tmp/py2site \\
         [--python /root/.pyenv/versions/2.7.18/bin/python] [--trace philly-500 ...] [--case tiresias ...]
 """
 
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import CASES, FIXTURES, PHILLY, PLACEMENTS, TRACES, philly_trace, write_trace  # noqa: E402
+from schedlab.studies.conformance.common import FIXTURES, PHILLY
+from schedlab.studies.conformance.tiresias import CASES, PLACEMENTS, TRACES, philly_trace, write_trace
 
 PEER_REPO = "github.com/SymbioticLab/Tiresias"
 PEER_COMMIT = "959f9b08f44fa1b4f2b3aed79b01e4d439264a94"
@@ -146,7 +146,7 @@ def main() -> None:
         "peer": {"repo": PEER_REPO, "commit": PEER_COMMIT, "folder": "simulator", "python": "2.7.18, numpy 1.16.6",
                  "cluster_spec": CLUSTER_SPEC.strip(), "queue_setup": "jobs.py num_queue/queue_limit as in CASES",
                  "fixes": [{"file": f, "in": fn, "old": o, "new": n, "why": w} for f, fn, o, n, w in FIXES]},
-        "traces": {name: {"jobs": n, "seed": seed, "made_by": "benchmarks/conformance.py philly_trace",
+        "traces": {name: {"jobs": n, "seed": seed, "made_by": "schedlab.studies.conformance.tiresias.philly_trace",
                           "source": "philly_jobs_pollux.csv (Pollux OSDI'21 artifact)"}
                    for name, (n, seed) in TRACES.items()},
         "cases": {name: {"schedlab": {"policy": p, "params": prm, "placement": PLACEMENTS[scheme]},

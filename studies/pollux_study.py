@@ -10,7 +10,7 @@ by the first, and ``goodput_fit`` keeps a process's fits). ``--check-cli`` also 
 ``schedlab replay --format pollux`` (the CLI's own code, in the worker) and reports whether its
 average JCT equals the benchmark's, cell by cell.
 
-    python benchmarks/pollux_study.py [--data ../shared/data/profiles/pollux] [--workers 2]
+    python -m schedlab.studies.pollux_study [--data PATH/profiles/pollux] [--workers 2]
         [--policies tiresias optimus pollux] [--workloads 1 .. 8] [--loads 0.5 1.0 1.5 2.0] [--check-cli]
         [--knowledge learned|oracle]
 
@@ -28,8 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "profiles" / "pollux"
+from schedlab.benchmarks.common import DATA
+
+DEFAULT_DATA = DATA / "profiles" / "pollux"
 CLUSTER = "16x4:t4"  # the study's 16 g4dn.12xlarge nodes (pollux-64)
 FOLDERS = {0.5: "workloads-0.5", 1.0: "workloads", 1.5: "workloads-1.5", 2.0: "workloads-2.0"}
 # the study's average JCTs (s), workloads 1-8, from its published results (results-jobload/)
@@ -118,7 +119,8 @@ def main() -> None:
         for policy in args.policies:
             start = time.perf_counter()
             cold = json.loads(subprocess.run(
-                [sys.executable, __file__, "--data", args.data, "--knowledge", args.knowledge, "--one", policy, "6", "1.0"],
+                [sys.executable, "-m", __spec__.name, "--data", args.data, "--knowledge", args.knowledge,
+                 "--one", policy, "6", "1.0"],
                 check=True, capture_output=True, text=True).stdout.splitlines()[-1])
             process = time.perf_counter() - start
             replay_cell(args.data, policy, 6, 1.0, args.knowledge)  # warm the model caches

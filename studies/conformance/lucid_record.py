@@ -21,7 +21,7 @@ as its ``utils.simulate_vc`` does (``python driver.py TRACE POLICY OUT NODES``),
 simulator's ``job_id, jct_s`` (its log's ``end_time - submit_time``) and records the run in
 ``manifest-lucid.json`` (commit, driver, fixes, trace definitions, the simulator's summary figures).
 
-    python benchmarks/conformance_lucid_record.py --peer /tmp/lucid-peer [--python python3] [--trace ...] [--case ...]
+    python -m schedlab.studies.conformance.lucid_record --peer /tmp/lucid-peer [--python python3] [--trace ...] [--case ...]
 """
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance import FIXTURES, PHILLY  # noqa: E402
-from conformance_lucid import CASES, GPUS_PER_NODE, TRACES, VC, WORKLOADS, lucid_trace, write_trace  # noqa: E402
+from schedlab.studies.conformance.common import FIXTURES, PHILLY
+from schedlab.studies.conformance.lucid import CASES, GPUS_PER_NODE, TRACES, VC, WORKLOADS, lucid_trace, write_trace
 
 PEER_REPO = "github.com/S-Lab-System-Group/Lucid"
 PEER_COMMIT = "63685a3ab7d15d8e940bb47ef98b6d5cca472b13"  # "Fix typo", the repository's head when recorded
@@ -67,11 +66,11 @@ FIXES = [
      " its co-located speed, and never a packing target) until it ends"),
 ]
 
-#: run inside the peer's ``simulation/`` folder: argv = trace CSV, policy, output CSV, nodes
+#: written into (the copy of) the peer's ``simulation/`` folder, whose modules it imports as its
+#: neighbours, and run there: argv = trace CSV, policy, output CSV, nodes
 DRIVER = r'''
 import logging, sys, tempfile, types
 import pandas as pd
-sys.path.insert(0, ".")
 from job import Job, Trace
 from cluster import VC
 from updater import ColocateUpdater
@@ -128,7 +127,7 @@ def prepare(peer: Path, into: Path) -> Path:
 
 
 def run_peer(simulation: Path, trace: Path, policy: str, nodes: int, python: str, out: Path) -> pd.DataFrame:
-    driver = out.parent / "driver.py"
+    driver = simulation / "schedlab_driver.py"
     driver.write_text(DRIVER)
     argv = [python, str(driver), str(trace), policy, str(out), str(nodes)]
     done = subprocess.run(argv, cwd=simulation, capture_output=True, text=True, check=False)
@@ -156,12 +155,12 @@ def main() -> None:
     manifest.update({
         "peer": {"repo": PEER_REPO, "commit": PEER_COMMIT, "folder": "simulation", "placer": "consolidate",
                  "vc": {"name": VC, "nodes": "per trace", "gpus_per_node": GPUS_PER_NODE, "cpus_per_node": 96},
-                 "driver": "benchmarks/conformance_lucid_record.py DRIVER (oracle estimates, no PAS, no profiler)",
+                 "driver": "schedlab.studies.conformance.lucid_record.DRIVER (oracle estimates, no PAS, no profiler)",
                  "workloads": {name: dict(zip(["model", "dataset", "batchsize", "amp", "gmem"], peer))
                                for name, (peer, _, _) in WORKLOADS.items()},
                  "fixes": [{"file": f, "old": o, "new": n, "why": w} for f, o, n, w in FIXES]},
         "traces": {name: {"jobs": n, "seed": seed, "max_gpus": g, "nodes": nodes,
-                          "made_by": "benchmarks/conformance_lucid.py lucid_trace",
+                          "made_by": "schedlab.studies.conformance.lucid.lucid_trace",
                           "source": "philly_jobs_pollux.csv (Pollux OSDI'21 artifact)"}
                    for name, (n, seed, g, nodes) in TRACES.items()},
         "cases": {name: {"schedlab": {"policy": p, "params": prm, "placement": "strict-best-fit",

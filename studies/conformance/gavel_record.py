@@ -21,7 +21,7 @@ scale_factor)``) and the simulator's JCT (``jct_s``, from its "Job N: JCT" lines
 and ``gavel-manifest.json`` (commit, flags, stand-ins, edits, solver versions, summary figures). ``--python`` must
 have numpy and cvxpy (with ECOS) installed, e.g. a virtual environment outside this repository.
 
-    python benchmarks/conformance_gavel_record.py --peer /tmp/gavel --python /tmp/gavel-venv/bin/python
+    python -m schedlab.studies.conformance.gavel_record --peer /tmp/gavel --python /tmp/gavel-venv/bin/python
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance_gavel import FIXTURES, MANIFEST, PEER_FLAGS, PEER_POLICY, TRACE, VARIANTS, fixture_path  # noqa: E402
+from schedlab.studies.conformance.gavel import (FIXTURES, MANIFEST, PEER_FLAGS, PEER_POLICY, TRACE, VARIANTS,
+                                                fixture_path)
 
 PEER_REPO = "github.com/stanford-futuredata/gavel"
 PEER_COMMIT = "c4fa40097339e9608ab71fd64c8bdea96a5e4a4c"
