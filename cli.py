@@ -24,7 +24,7 @@ from schedlab.sched.core.cluster import ClusterError, load_cluster
 from schedlab.sched.results.outdir import os_reason
 from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES, canonical_placement, check_policy
 from schedlab.tasks.fit_cli import register as register_fit
-from schedlab.tasks.compare import METRICS
+from schedlab.sched.reporting.compare import METRICS
 from schedlab.sched.policies import BASELINES, POLICIES
 from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, path_problem
 
@@ -463,7 +463,8 @@ def _tracked(args: argparse.Namespace, uri: str | None, spec: Any, source: str, 
         return
     import signal
 
-    from schedlab.tasks import mlflow_view, tracking
+    from schedlab.sched.reporting import mlflow_view
+    from schedlab.tasks import tracking
     from schedlab.tasks.adhoc import adhoc_runs
 
     shared = {"trace.source": source, "trace.format": args.format or "auto", "cluster": args.cluster,

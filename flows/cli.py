@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    " (default: a LocalCluster)")
     p.add_argument("--workers", type=checks.workers, metavar="N",
                    help=f"LocalCluster worker processes, 1-{checks.MAX_WORKERS} (default: CPUs, at most 8)")
-    from schedlab.tasks.compare import RANKABLE
+    from schedlab.sched.reporting.compare import RANKABLE
 
     p.add_argument("--rank-by", default="avg_jct_s", choices=list(RANKABLE), metavar="METRIC",
                    help=f"the metric policies are ranked by, best first: {', '.join(RANKABLE)} (default avg_jct_s)")
@@ -271,7 +271,7 @@ def newest_comparison(uri: str) -> dict[str, str] | None:
     (the experiment's comparison view); None when there is none."""
     import datetime
 
-    from schedlab.tasks import mlflow_view
+    from schedlab.sched.reporting import mlflow_view
     from schedlab.tasks.tracking import KIND_TAG, client, retrying
 
     c = client(uri)

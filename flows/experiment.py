@@ -44,7 +44,9 @@ from schedlab.flows.api_server import (
 )
 from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ExperimentReplay, load_config
 from schedlab.tasks.model_tracking import resolve_latest
-from schedlab.tasks import compare, mlflow_view, plots, tracking
+from schedlab.sched.reporting import compare, mlflow_view, plots
+from schedlab.tasks import tracking
+from schedlab.tasks.mlflow_view import comparison_view, describe_experiment
 from schedlab.tasks.replay import ReplayFailed, replay_task, warm_up
 from schedlab.tasks.tracking import (
     EXPERIMENT_KEY_TAG,
@@ -291,8 +293,8 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
     uri = tracking_uri
     experiment_id = tracking.ensure_experiment(uri, config.name, Path(artifact_root) if artifact_root else None)
     # the classic view and the shared comparison view before any replay: links work from the first second
-    mlflow_view.describe_experiment(uri, experiment_id, config.description)
-    mlflow_view.comparison_view(uri, experiment_id, rank_by)
+    describe_experiment(uri, experiment_id, config.description)
+    comparison_view(uri, experiment_id, rank_by)
     with lifecycle.InterruptGate().installed() as gate:
         with gate.shielded():
             parent = _parent_run(uri, experiment_id, config, specs, Path(config_path).resolve())

@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 
 from schedlab import settings
-from schedlab.tasks import compare, mlflow_view, plots, report_html
+from schedlab.sched.reporting import comparison_html, compare, mlflow_view, plots
+from schedlab.tasks.mlflow_view import log_policy_runs
 from schedlab.tasks.config import ExperimentConfig, ExperimentReplay
 from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
@@ -63,7 +64,7 @@ def knobs(policy: str, params: dict[str, Any], source: str | None = None) -> str
 
 
 def replay_row(spec: ExperimentReplay, metrics: dict[str, float]) -> dict[str, Any]:
-    """One finished replay as a row of :func:`schedlab.tasks.compare.comparison`."""
+    """One finished replay as a row of :func:`schedlab.sched.reporting.compare.comparison`."""
     return {"trace": spec.trace_label, "trace_name": spec.trace, "load": spec.load, "cluster": spec.cluster,
             "policy": spec.label, "seed": spec.seed, **metrics}
 
@@ -165,7 +166,7 @@ class LiveComparison:
         text = self.markdown(table) + suffix
         c = client(self.uri)
         baseline = self.config.baseline_label
-        mlflow_view.log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table, baseline,
+        log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table, baseline,
                                     self.policy_params(), colours={k: v["color"] for k, v in self.styles.items()})
         with self._lock:
             rows = list(self.rows.values())
@@ -188,7 +189,7 @@ class LiveComparison:
                     retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
             shown = [*self._bars.items(), *((p.name, p.read_bytes()) for p in figures)]
             done, total = len(self.rows), len(self.specs)
-            page = report_html.comparison_html(
+            page = comparison_html.comparison_html(
                 table, rows, baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
                 f"{done} of {total} replays finished; {len(self.config.seeds)} seed(s); best first by {self.rank_by}",
                 {k: v["color"] for k, v in self.styles.items()}, shown)

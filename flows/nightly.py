@@ -39,6 +39,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
 
 from schedlab.flows.api_server import exported_api_url
+from schedlab.sched.reporting.mlflow_view import run_url
 from schedlab.tasks import tracking
 from schedlab.tasks.fit import KINDS, fit_task
 from schedlab.tasks.profile import (
@@ -253,7 +254,7 @@ def nightly_profile(sweep: str = DEFAULT_SWEEP, cpu_fallback: bool = False, cpu_
     retrying(lambda: c.set_terminated(parent, status=status))
     report.update(status="failed" if report["failures"] else "ok", parent_run_id=parent,
                   experiment_id=experiment_id, profile_run_ids=profile_ids, **counts,
-                  ui_url=tracking.ui_url(uri, experiment_id, parent))
+                  ui_url=run_url(uri, experiment_id, parent))
     lines = [f"## nightly {stamp:%Y-%m-%d}: sweep `{chosen['name']}`"
              + (" (CPU fallback: no GPU worker)" if report["cpu_fallback_used"] else ""), "",
              "| host | configs | records merged | status |", "|---|---|---:|---|"]

@@ -8,7 +8,7 @@ set-ups with the Philly trace's own durations ``castor-philly`` and ``sjf-bsbf-p
 ``castor-itp`` (the Castor Table 6 set-up on the ITP trace). From the replays'
 ``jobs.parquet`` it builds, per config:
 
-- the **paper-vs-ours table** (:func:`schedlab.sched.results.reproduce.compare`) where
+- the **paper-vs-ours table** (:func:`schedlab.sched.reporting.paper_tables.compare`) where
   ``conf/papers/tables.yaml`` has published numbers for the config (matched by its ``experiments``
   list): average JCT and queueing, all / large / small jobs, hours, seed means at the paper's load;
 - the **load sweep**: average JCT (hours, seed means) per policy and load factor (Castor Fig. 16,
@@ -17,7 +17,7 @@ set-ups with the Philly trace's own durations ``castor-philly`` and ``sjf-bsbf-p
 Everything goes to a parent MLflow run ``reproduce-<date>`` (experiment ``reproduce``:
 ``reproduce.md`` and one CSV per table, tagged with each experiment's comparison run), a Prefect
 markdown artifact ``reproduce`` and the terminal; with ``report_dir``, the HTML report
-(:mod:`schedlab.tasks.reproduce_html`: a page per paper table, ours as mean ± std over seeds, the
+(:mod:`schedlab.sched.reporting.paper_report`: a page per paper table, ours as mean ± std over seeds, the
 plots) is written there and logged to the parent run under ``report/``.
 
 >>> report = run_reproduce()                                  # the three shipped configs
@@ -42,6 +42,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
 from schedlab.tasks.config import load_config
+from schedlab.sched.reporting.mlflow_view import run_url
 from schedlab.tasks import tracking
 from schedlab.tasks.tracking import KIND_TAG, client, retrying
 
@@ -90,7 +91,7 @@ def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> 
     """The config's tables: ``<paper table>`` (paper vs ours) when published numbers exist, and
     ``<config>__jct_by_load`` (average JCT in hours, policy x load; one per trace and cluster when
     the config has several)."""
-    from schedlab.sched.results.reproduce import compare, tables_for_experiment
+    from schedlab.sched.reporting.paper_tables import compare, tables_for_experiment
 
     tables: dict[str, pd.DataFrame] = {}
     for name, spec in tables_for_experiment(config.name).items():
@@ -128,7 +129,7 @@ def _section(config: Any, tables: dict[str, pd.DataFrame], report: dict[str, Any
             lines.append("Average JCT (hours, seed means) by load factor:")
             lines += ["", to_markdown(frame, "policy")]
         else:
-            from schedlab.sched.results.reproduce import paper_tables
+            from schedlab.sched.reporting.paper_tables import paper_tables
 
             spec = paper_tables()[name]
             if spec.get("kind") == "ratios":
@@ -147,7 +148,7 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
                    report_dir: str | None = None) -> dict[str, Any]:
     """Run each config's experiment (a subflow on the Dask cluster at ``dask_address``; ``seeds`` in
     place of each config's), then build, log and return the paper-vs-ours and load-sweep tables;
-    with ``report_dir``, also the HTML report (:mod:`schedlab.tasks.reproduce_html`), written there
+    with ``report_dir``, also the HTML report (:mod:`schedlab.sched.reporting.paper_report`), written there
     and logged under ``report/``."""
     from prefect_dask import DaskTaskRunner
     from schedlab.flows.experiment import experiment_flow
@@ -174,7 +175,7 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
         tables = tables_for(config, specs, jobs)
         all_tables.update(tables)
         if report_dir:
-            from schedlab.tasks.reproduce_html import ConfigResult
+            from schedlab.sched.reporting.paper_report import ConfigResult
 
             results.append(ConfigResult.collect(config, specs, jobs, run_ids, experiment_id,
                                                 report and report["parent_run_id"]))
@@ -204,7 +205,7 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
         retrying(lambda: c.log_artifact(parent, str(out / "reproduce.md")))
         retrying(lambda: c.log_artifacts(parent, str(out / "tables"), "tables"))
     if report_dir:
-        from schedlab.tasks.reproduce_html import write_report
+        from schedlab.sched.reporting.paper_report import write_report
 
         pages = write_report(Path(report_dir), results, parent_run_id=parent, experiment_id=experiment_id,
                              tracking_uri=uri, code_version=version, stamp=stamp)
@@ -216,7 +217,7 @@ def reproduce_flow(configs: list[str], tracking_uri: str, dask_address: str, art
     create_markdown_artifact(markdown, key="reproduce", description="reproduction experiments: paper vs ours")
     report = {"parent_run_id": parent, "experiment_id": experiment_id, "tracking_uri": uri,
               "experiments": experiments, "tables": all_tables, "markdown": markdown, "failures": failures,
-              "ui_url": tracking.ui_url(uri, experiment_id, parent),
+              "ui_url": run_url(uri, experiment_id, parent),
               "report": str(Path(report_dir) / "index.html") if report_dir else None}
     if failures:
         return Failed(message=f"reproduce: {len(failures)} failure(s)", data=report)

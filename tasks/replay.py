@@ -30,7 +30,7 @@ from schedlab import settings
 from schedlab.tasks.config import ExperimentReplay
 from schedlab.tasks.model_tracking import fetcher, lineage
 from schedlab.tasks import tracking
-from schedlab.tasks.mlflow_view import standard_tags
+from schedlab.sched.reporting.mlflow_view import run_metrics, standard_tags
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def run_params(spec: ExperimentReplay) -> dict[str, str]:
     external policy's lineage (``policy.source.*``), the preemption overhead the engine charges (and
     whether it is the policy's default), trace and loader options, cluster, seed, model sources and
     code version."""
-    from schedlab.tasks.mlflow_view import policy_params, preemption_overhead
+    from schedlab.sched.reporting.mlflow_view import policy_params, preemption_overhead
 
     params: dict[str, Any] = {
         "policy": spec.policy, "label": spec.label, "trace": spec.trace, "trace.label": spec.trace_label,
@@ -132,7 +132,7 @@ class JobsDone:
 def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
     """Run one replay and log it as one MLflow run (exactly once per key). Plain function: the
     Prefect task below wraps it; tests and serial benchmarks call it directly."""
-    from schedlab.tasks import plots
+    from schedlab.sched.reporting import plots
 
     c = client(uri)
     key = spec.key
@@ -171,7 +171,7 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
-        metrics = tracking.run_metrics(summary)
+        metrics = run_metrics(summary)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
@@ -218,7 +218,7 @@ def warm_up(uri: str) -> int:
     import pyarrow.parquet  # noqa: F401
 
     from schedlab.sched import replay  # noqa: F401
-    from schedlab.tasks import plots  # noqa: F401
+    from schedlab.sched.reporting import plots  # noqa: F401
 
     client(uri)
     import logging

@@ -19,7 +19,7 @@ from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.replay import PolicyRun, ReplaySpec, prepare, run
 from schedlab.sched.traces import LoadOptions, load_trace
 from schedlab.sched.traces.annotate import annotate, annotation_schemes, scheme_seed
-from schedlab.tasks import compare
+from schedlab.sched.reporting import compare
 from schedlab.tasks.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from schedlab.cli import counted, main, policy_listing
 from schedlab.flows import REPRODUCE_CONFIGS
 from schedlab.flows.live import LiveComparison, elapsed, knobs
 from schedlab.sched.policies import POLICIES, make_policy
-from schedlab.tasks import compare
+from schedlab.sched.reporting import compare
 from schedlab.tasks.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_no_message_names_a_missing_markdown_file():
 
 def test_links_use_the_recorded_ui(tmp_path, monkeypatch):
     from schedlab.flows.cli import ui_hint
-    from schedlab.tasks import mlflow_view, tracking
+    from schedlab.sched.reporting import mlflow_view
 
     home = tmp_path / "home"
     assert settings.ui_base(home) == settings.DEFAULT_UI and ui_hint(home) == "schedlab ui"
@@ -110,7 +110,7 @@ def test_links_use_the_recorded_ui(tmp_path, monkeypatch):
     settings.record_ui("127.0.0.1", 5078, home)
     monkeypatch.setenv("SCHEDLAB_HOME", str(home))
     assert mlflow_view.runs_url("sqlite:///x.db", "3").startswith("http://127.0.0.1:5078/#/experiments/3/runs?")
-    assert tracking.ui_url("sqlite:///x.db", "3", "r").startswith("http://127.0.0.1:5078/#/experiments/3/runs/r")
+    assert mlflow_view.run_url("sqlite:///x.db", "3", "r").startswith("http://127.0.0.1:5078/#/experiments/3/runs/r")
     assert mlflow_view.runs_url("http://server:80", "3").startswith("http://server:80/#/")  # a tracking server's own UI
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from schedlab.tasks.config import CONF_DIR, ConfigError, load_config
 from schedlab.sched.policies import POLICIES
-from schedlab.tasks import compare
+from schedlab.sched.reporting import compare
 
 BASE = """\
 name: t

@@ -19,6 +19,8 @@ FORBIDDEN = {
 }
 #: heavy orchestration/tracking libraries the computing layers may import only inside functions
 ORCHESTRATION = ("prefect", "mlflow", "dask", "distributed")
+#: packages of pure functions: no orchestration or tracking library at any level (inside functions too)
+PURE = ("sched/reporting",)
 
 
 def _imports(path: Path) -> list[tuple[int, str, bool]]:
@@ -47,6 +49,11 @@ def _violations() -> list[str]:
                     bad.append(f"{rel}:{line} imports {module} (upward)")
                 if package in ("sched", "profiling") and top and module.split(".")[0] in ORCHESTRATION:
                     bad.append(f"{rel}:{line} imports {module} at module level")
+    for package in PURE:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for line, module, _ in _imports(path):
+                if module.split(".")[0] in ORCHESTRATION:
+                    bad.append(f"{path.relative_to(ROOT)}:{line} imports {module} (a pure package)")
     return bad
 
 
@@ -57,16 +64,20 @@ def test_no_upward_or_orchestration_imports():
 def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
     """The scan itself must fail on a planted violation (it is not a test that cannot fail)."""
     fake = tmp_path / "sched"
-    fake.mkdir()
+    (fake / "reporting").mkdir(parents=True)
     (fake / "bad.py").write_text("from schedlab.flows.experiment import run\nimport mlflow\n")
+    (fake / "reporting" / "view.py").write_text("def log():\n    from mlflow import MlflowClient\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert _violations() == [
         "sched/bad.py:1 imports schedlab.flows.experiment (upward)",
         "sched/bad.py:2 imports mlflow at module level",
+        "sched/reporting/view.py:2 imports mlflow (a pure package)",
     ]
 
 
 @pytest.mark.parametrize("module", ["schedlab.sched.replay", "schedlab.sched.traces", "schedlab.profiling.store",
+                                    "schedlab.sched.reporting.mlflow_view", "schedlab.sched.reporting.paper_report",
+                                    "schedlab.sched.reporting.comparison_html",
                                     "schedlab.profiling.fitting", "schedlab.profiling.fit_interference"])
 def test_computing_layers_load_without_prefect_or_mlflow(module):
     code = (f"import sys, {module}; "
