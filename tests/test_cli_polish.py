@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from schedlab import settings
-from schedlab.cli import counted, main, policy_listing
+from schedlab.cli import main
+from schedlab.cli.policies import policy_listing
+from schedlab.cli.replay import counted
 from schedlab.flows import REPRODUCE_CONFIGS
 from schedlab.flows.live import LiveComparison, elapsed, knobs
 from schedlab.sched.policies import POLICIES, make_policy
@@ -97,7 +99,7 @@ def test_no_message_names_a_missing_markdown_file():
 
 
 def test_links_use_the_recorded_ui(tmp_path, monkeypatch):
-    from schedlab.flows.cli import ui_hint
+    from schedlab.cli.ui import ui_hint
     from schedlab.sched.reporting import mlflow_view
 
     home = tmp_path / "home"

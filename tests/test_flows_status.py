@@ -114,7 +114,7 @@ def test_ui_names_the_newest_comparison(home):
     import time
 
     from schedlab import settings
-    from schedlab.flows.cli import newest_comparison
+    from schedlab.cli.ui import newest_comparison
 
     uri = settings.tracking_uri()
     tracking.check_tracking(uri)

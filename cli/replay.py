@@ -1,14 +1,11 @@
-"""The ``schedlab`` command line: one entry point, one sub-command per job.
-
-Every option is checked before any work starts: a bad value exits 2 with a message naming the option
-as typed (numbers through :mod:`schedlab.checks`); Ctrl-C exits 130 without a traceback."""
+"""``schedlab replay``: replay a job trace through one or more policies on a simulated cluster, print
+their comparison and write the results to ``--out`` (with ``--track``, also MLflow runs)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,81 +14,23 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schedlab import __version__, checks, settings
-from schedlab.flows.cli import interrupted_by, register as register_flows
-from schedlab.profiling.cli import register as register_profile
+from schedlab import checks, settings
+from schedlab.cli.common import interrupted_by
 from schedlab.sched.core.cluster import ClusterError, load_cluster
-from schedlab.sched.results.outdir import os_reason
 from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES, canonical_placement, check_policy
-from schedlab.tasks.fit_cli import register as register_fit
+from schedlab.sched.policies import BASELINES
 from schedlab.sched.reporting.compare import METRICS
-from schedlab.sched.policies import BASELINES, POLICIES
-from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, TraceError, path_problem
+from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, path_problem
 
 DEFAULT_CLUSTER = "castor-sim"
 
 
-DESCRIPTION = ("Replay GPU-cluster job traces through schedulers, run experiments over Dask tracked in"
-               " MLflow, profile training workloads and fit the models that decide how fast shared jobs run.")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="schedlab", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"schedlab {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_replay(commands)
-    policies = commands.add_parser("policies", help="list every registered policy",
-                                   description="List every registered policy, its paper and its parameters (installed packages'"
-                                   " `schedlab.policies` entry points included).")
-    policies.set_defaults(func=_policies)
-    _add_check_policy(commands)
-    for register in (register_flows, register_profile, register_fit):  # experiment/ui/serve…, profile, fit
-        register(commands)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    settings.skip_exit_collection()
-    args = build_parser().parse_args(_attach_dash_values(sys.argv[1:] if argv is None else argv))
-    # built once here and passed down (args.settings); exported before any command imports prefect or mlflow
-    args.settings = settings.Settings.from_env().apply()
-    try:
-        return int(args.func(args) or 0)
-    except (TraceError, ClusterError, ValueError) as err:
-        message = err.describe(_flag) if isinstance(err, TraceError) else err
-        print(f"schedlab {args.command}: error: {message}", file=sys.stderr)
-        return 2
-    except OSError as err:  # read-only, full disk, no permission: the user's to fix, not a crash
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"schedlab {args.command}: error: {where}{os_reason(err)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\nschedlab {args.command}: interrupted", file=sys.stderr)
-        return 130
-
-
-#: options whose value may start with a dash: ``--cluster -1x8`` must reach the cluster check, which names the
-#: number out of range, instead of argparse's "expected one argument"
-DASH_VALUES = ("--cluster",)
-
-
-def _attach_dash_values(argv: list[str]) -> list[str]:
-    """``argv`` with ``--cluster -1x8`` written as ``--cluster=-1x8``."""
-    out: list[str] = []
-    for arg in argv:
-        if out and out[-1] in DASH_VALUES and arg[:1] == "-" and arg[1:2].isdigit():
-            out[-1] = f"{out[-1]}={arg}"
-        else:
-            out.append(arg)
-    return out
-
-
-def _flag(option: str) -> str:
+def flag(option: str) -> str:
     """The replay flag for a trace-loading option named in an error's hint (``fmt`` -> ``--format``)."""
     return {"fmt": "--format", "vcs": "--vc"}.get(option, "--" + option.replace("_", "-"))
 
 
-def _add_replay(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("replay", help="replay a job trace through one or more policies",
                             description="Replay a job trace through one or more policies on a simulated cluster"
                             " and print their comparison; results go to --out.")
@@ -167,62 +106,10 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--track", action="store_true", help="also log each policy's replay as an MLflow run"
                    " ($MLFLOW_TRACKING_URI, else $SCHEDLAB_HOME/mlflow.db; see `schedlab ui`)")
     p.add_argument("--experiment", default="replay", help="MLflow experiment of --track (default: replay)")
-    p.set_defaults(func=_replay)
+    p.set_defaults(func=run)
 
 
-def _add_check_policy(commands: argparse._SubParsersAction) -> None:
-    from schedlab.sched.policy_check import MAX_CALLS, MAX_JOBS
-
-    p = commands.add_parser(
-        "check-policy", help="check a policy against the engine's rules on generated traces",
-        description="Run a policy through generated traces (1-10 jobs) and clusters (1-4 servers x 1-8 GPUs)"
-        " with Hypothesis and check the engine's rules: GPUs never over capacity, no start before submission,"
-        " every job finishes, progress monotone, same seed -> same results, the engine touched only through its"
-        " API, bounded time per call. Each broken rule is reported with a minimal reproducing trace."
-        " Exit 0: all rules hold; 1: some broken.")
-    p.add_argument("spec", metavar="SPEC", help="the policy: a registered name (see `schedlab policies`), "
-                   "path/to/file.py:Class, package.module:Class or an installed entry point")
-    p.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
-                   help="a policy parameter, e.g. promote_knob=4 (repeatable; VALUE is YAML)")
-    p.add_argument("--examples", type=checks.number(int, ge=1, le=100_000), default=100, metavar="N",
-                   help="generated cases to try (1-100000; default 100); shrinking a failure adds more")
-    p.add_argument("--seed", type=checks.seed, default=0,
-                   help="seed of the case generator and of every replay (>= 0; default 0)")
-    p.add_argument("--max-jobs", type=checks.number(int, ge=1, le=MAX_JOBS), default=MAX_JOBS, metavar="N",
-                   help=f"most jobs in a generated trace (1-{MAX_JOBS}; default {MAX_JOBS})")
-    p.add_argument("--deadline-s", type=checks.number(float, gt=0), default=1.0, metavar="S",
-                   help="most seconds one policy call may take (> 0; default 1)")
-    p.add_argument("--max-calls", type=checks.number(int, ge=1, le=10_000_000), default=MAX_CALLS, metavar="N",
-                   help=f"policy calls one replay may take before 'finishes' fails (default {MAX_CALLS:,})")
-    p.add_argument("--no-elastic", action="store_true", help="generate no elastic jobs (elastic_min/max)")
-    p.add_argument("--save", metavar="DIR", help="write each minimal failing trace to DIR/RULE.csv")
-    p.set_defaults(func=_check_policy)
-
-
-def _check_policy(args: argparse.Namespace) -> int:
-    from schedlab.sched.policies import load_policy_class
-    from schedlab.sched.policy_check import CheckOptions, check_policy
-
-    load_policy_class(args.spec)  # ValueError naming what is wrong with the spec
-    # PARAM=VALUE, or POLICY.PARAM=VALUE as replay's --set takes it
-    pairs = [pair if pair.startswith(f"{args.spec}.") else f"{args.spec}.{pair}" for pair in args.set]
-    params = _policy_params(pairs, {args.spec: args.spec})[args.spec]
-    options = CheckOptions(examples=args.examples, seed=args.seed, max_jobs=args.max_jobs,
-                           deadline_s=args.deadline_s, elastic=not args.no_elastic, params=params,
-                           max_calls=args.max_calls)
-    save = Path(args.save) if args.save else None
-    if save is not None:
-        if save.exists() and not save.is_dir():
-            raise ValueError(f"--save {save}: exists and is not a folder")
-        if save.exists() and any(save.glob("*.csv")):
-            raise ValueError(f"--save {save}: already holds CSV files; choose an empty or new folder")
-    report = check_policy(args.spec, options)
-    saved = {v.rule: v.save(save) for v in report.violations} if save is not None else None
-    print(report.text(saved))
-    return 0 if report.passed else 1
-
-
-def _policy_params(pairs: list[str], names: dict[str, str]) -> dict[str, dict[str, Any]]:
+def policy_params(pairs: list[str], names: dict[str, str]) -> dict[str, dict[str, Any]]:
     """``--set POLICY.PARAM=VALUE`` by policy label; ``names`` maps each way a policy may be named in
     POLICY (its label, its spec as given) to its label. The longest name that prefixes the key wins (a
     file spec has dots of its own)."""
@@ -284,7 +171,7 @@ def _check_replay(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
 
     specs = _policy_specs(args.policy)
     names = {**{given: label for given, label in zip(args.policy, specs)}, **{label: label for label in specs}}
-    params = _policy_params(args.set, names)
+    params = policy_params(args.set, names)
     for label, spec in specs.items():
         try:
             make_policy(spec, params[label])
@@ -374,7 +261,7 @@ def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
     return options
 
 
-def _replay(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from schedlab.sched.results.outdir import claim, fresh_folder
 
     spec, fetch, tracking_uri = _check_replay(args)
@@ -502,39 +389,3 @@ def format_table(frame) -> str:
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def _policies(args: argparse.Namespace) -> int:
-    print(policy_listing(shutil.get_terminal_size().columns))
-    return 0
-
-
-def policy_listing(width: int) -> str:
-    """Every policy: its name in a column as wide as the longest name, then its summary, paper,
-    parameters and simplifications, each wrapped to ``width`` and indented under the first."""
-    import textwrap
-
-    from schedlab.sched.policies import PLUGIN_DISTS
-
-    column = max(len(name) for name in POLICIES) + 2
-    body = max(width - column, 30)
-    lines = []
-    for name, cls in sorted(POLICIES.items()):
-        paper = getattr(cls, "paper", "")
-        parts = [f"{getattr(cls, 'summary', '')}{f'  [{paper}]' if paper else ''}".strip()]
-        if name in PLUGIN_DISTS:
-            parts.append("installed from {}=={}".format(*PLUGIN_DISTS[name]))
-        defaults = cls.Params().model_dump(mode="json")
-        if defaults:
-            parts.append("parameters: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in defaults.items()))
-        if cls.simplified:
-            parts.append(f"simplified: {cls.simplified}")
-        for i, part in enumerate(parts):
-            wrapped = textwrap.wrap(part, body, subsequent_indent="  " if i else "", break_on_hyphens=False) or [""]
-            for j, text in enumerate(wrapped):
-                lines.append((name if i == 0 and j == 0 else "").ljust(column) + text)
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
