@@ -1,4 +1,5 @@
-"""DESIGN.md "Layers": nothing imports upward, and sched/ + profiling/ load without Prefect or MLflow."""
+"""Layers: nothing imports upward (cli/ on top, then flows/, tasks/, sched/ + profiling/), sched/ +
+profiling/ load without Prefect or MLflow, and sched/reporting/ imports no orchestration library at all."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: package -> the schedlab packages it must never import (at any depth)
 FORBIDDEN = {
-    "sched": ("schedlab.flows", "schedlab.tasks"),
-    "profiling": ("schedlab.flows", "schedlab.tasks"),
-    "tasks": ("schedlab.flows",),
-    "conf": ("schedlab.flows", "schedlab.tasks", "schedlab.sched", "schedlab.profiling"),
+    "sched": ("schedlab.flows", "schedlab.tasks", "schedlab.cli"),
+    "profiling": ("schedlab.flows", "schedlab.tasks", "schedlab.cli"),
+    "tasks": ("schedlab.flows", "schedlab.cli"),
+    "flows": ("schedlab.cli",),  # the command line is the top layer
+    "conf": ("schedlab.flows", "schedlab.tasks", "schedlab.sched", "schedlab.profiling", "schedlab.cli"),
 }
 #: heavy orchestration/tracking libraries the computing layers may import only inside functions
 ORCHESTRATION = ("prefect", "mlflow", "dask", "distributed")
