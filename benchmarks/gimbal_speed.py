@@ -69,7 +69,7 @@ def instrument() -> tuple[array, list[float]]:
     (payloads tagged by the coordinator) and its base policy's handlers; returns the array (seconds)
     of coordination steps and the one-element list of base seconds the replay fills."""
     import schedlab.sched.replay as replay_module
-    from schedlab.sched.policies.gimbal_search import TAG
+    from schedlab.sched.policies.gimbal.search import TAG
 
     steps = array("d")
     base_s = [0.0]

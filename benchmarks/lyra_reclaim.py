@@ -20,7 +20,7 @@ import time
 from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
 from schedlab.sched.core.job import Job
 from schedlab.sched.core.pools import LoanOptions, PooledCluster, place_on
-from schedlab.sched.policies.reclaim import STRATEGIES, ReclaimView, plan_for
+from schedlab.sched.core.reclaim import STRATEGIES, ReclaimView, plan_for
 
 
 def build(loaned: int, seed: int) -> tuple[PooledCluster, list[Job]]:

@@ -91,7 +91,7 @@ def mckp_instance(rng: np.random.Generator, items: int = 354, capacity: int = 24
 
 
 def mckp(repeat: int) -> None:
-    from schedlab.sched.policies.mckp import solve
+    from schedlab.sched.policies.lyra.knapsack import solve
 
     rng = np.random.default_rng(0)
     times = []

@@ -1,5 +1,5 @@
-"""Our pollux optimiser (``pollux_opt.solve``) against a genetic algorithm like the study's
-(``pollux_ga.GeneticSolver``: population 100, 100 generations) on states recorded from a pollux
+"""Our pollux optimiser (``pollux.optimiser.solve``) against a genetic algorithm like the study's
+(``pollux.genetic.GeneticSolver``: population 100, 100 generations) on states recorded from a pollux
 replay of a study workload (specs/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
 least the GA's value) and solve times.
 
@@ -40,9 +40,9 @@ def main() -> None:
     from schedlab.sched.models.goodput import load_applications
     from schedlab.sched.core.job import jobs_from_table
     from schedlab.sched.policies import make_policy
-    from schedlab.sched.policies.pollux_ga import GeneticSolver
-    from schedlab.sched.policies.pollux_opt import solve
-    from schedlab.sched.policies.pollux_problem import Problem
+    from schedlab.sched.policies.pollux.genetic import GeneticSolver
+    from schedlab.sched.policies.pollux.optimiser import solve
+    from schedlab.sched.policies.pollux.problem import Problem
     from schedlab.sched.replay import ReplaySpec, prepare
 
     path = Path(args.data) / FOLDERS[args.load] / f"workload-{args.workload}.csv"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from schedlab.sched.policies.sharing_sjf import theorem1
+from schedlab.sched.policies.sharing.policy import theorem1
 
 JOB_COLUMNS = ("job_id", "num_gpus", "submit_time", "start_time", "end_time", "jct_s", "wait_s")
 HOUR = 3600.0
@@ -43,7 +43,7 @@ def with_time_to_go(spec, time_to_go: str | None):
     """``spec`` with the sharing policies' Theorem 1 time to go (``SharingParams.time_to_go``) set as a
     parameter of the replay (so the cache key has it); None, or another policy: as configured."""
     from schedlab.sched.policies import load_policy_class
-    from schedlab.sched.policies.sharing_sjf import SJFBSBF
+    from schedlab.sched.policies.sharing.policy import SJFBSBF
 
     if time_to_go is None or not issubclass(load_policy_class(spec.policy), SJFBSBF):
         return spec

@@ -56,7 +56,7 @@ def h200_memory(profiles: Path = PROFILES) -> dict[str, tuple[float, float]]:
 @contextlib.contextmanager
 def variant(name: str) -> Iterator[None]:
     """Patch the engine for ``name`` (module docstring) for the duration of the block."""
-    import schedlab.sched.policies.sharing_sjf as sjf
+    import schedlab.sched.policies.sharing.policy as sjf
     from schedlab.sched.core.engine import Engine
     from schedlab.sched.models.sharing import SharingModel
     from schedlab.sched.models.workloads import WorkloadCatalog

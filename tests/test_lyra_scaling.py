@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import make_table
-from schedlab.sched.policies import bfd
+from schedlab.sched.policies.lyra import bfd
 from schedlab.sched.traces.annotate import AnnotationError, lyra_scenario
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import Job, jobs_from_table
-from schedlab.sched.policies.mckp import concave_counts, solve, solve_concave
+from schedlab.sched.policies.lyra.knapsack import concave_counts, solve, solve_concave
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.base import Policy
 from helpers import replay_table

@@ -1,4 +1,4 @@
-"""``pollux`` with ``knowledge: learned`` (the default; sched/policies/pollux_learned.py) against
+"""``pollux`` with ``knowledge: learned`` (the default; sched/policies/pollux/learned.py) against
 ``knowledge: oracle`` (schedlab before issue #25): oracle reproduces the old results bit for bit, the
 learned scheduler never reads a job's true goodput, and the study's workload-6 cell within 3%."""
 

@@ -28,7 +28,7 @@ from schedlab.sched.core.job import Job, jobs_from_table
 from schedlab.sched.results.metrics import job_table, sharing_summary
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.sharing_sjf import (
+from schedlab.sched.policies.sharing.policy import (
     SJFBSBF,
     algorithm2,
     sharing_threshold,

@@ -14,7 +14,7 @@ import pytest
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog
-from schedlab.sched.policies import sharing_sjf
+from schedlab.sched.policies.sharing import policy as sharing_sjf
 from schedlab.sched.replay import ReplaySpec, run
 from test_replay_digests import COLUMNS, DIGESTS
 

@@ -10,7 +10,7 @@ import math
 
 import pytest
 from schedlab.sched.policies import make_policy
-from schedlab.sched.policies.sharing_sjf import Castor, SJFBSBF, theorem1
+from schedlab.sched.policies.sharing.policy import Castor, SJFBSBF, theorem1
 from schedlab.sched.replay import ReplaySpec, run
 from helpers import shared_data
 from test_replay_digests import COLUMNS, DIGESTS

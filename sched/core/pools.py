@@ -27,8 +27,8 @@ the next tick will aim for; ``reclaims`` (``ReclaimRecord`` per reclaim), ``time
 inference=LoanOptions(load=...))``, CLI ``--inference-load``, experiment key ``inference:``.
 
 Reclaiming: the servers come from ``policy.choose_reclaim(engine, n) -> list[int]`` when the policy
-defines it, else from the ``reclaim`` strategy (``sched/policies/reclaim.py``) on :meth:`Orchestrator.view`.
-The orchestrator applies :func:`~schedlab.sched.policies.reclaim.plan_for`: elastic jobs whose loss there fits
+defines it, else from the ``reclaim`` strategy (``sched/core/reclaim.py``) on :meth:`Orchestrator.view`.
+The orchestrator applies :func:`~schedlab.sched.core.reclaim.plan_for`: elastic jobs whose loss there fits
 their slack (``num_gpus − elastic_min``; :attr:`Orchestrator.slack` may be replaced) shrink via
 ``engine.resize``, the others are preempted (progress lost unless the job checkpoints: the job's
 ``checkpoint`` column, else ``options.lose_progress``, the paper's no-checkpoint default) and pay
@@ -61,7 +61,7 @@ from schedlab.sched.core.cluster import ClusterSpec, ClusterState
 from schedlab.sched.models.inference import InferenceLoad
 from schedlab.sched.core.placement import fill
 from schedlab.sched.core.protocol import Capability, EngineError
-from schedlab.sched.policies.reclaim import (
+from schedlab.sched.core.reclaim import (
     STRATEGIES,
     ReclaimPlan,
     ReclaimView,

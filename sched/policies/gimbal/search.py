@@ -35,7 +35,7 @@ from schedlab.sched.core.calibration import CalibrationError
 if TYPE_CHECKING:
     from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
-    from schedlab.sched.policies.gimbal_sets import JobSet, JobSets
+    from schedlab.sched.policies.gimbal.job_sets import JobSet, JobSets
 
 TAG = "gimbal"
 MONITOR = (TAG, "monitor")

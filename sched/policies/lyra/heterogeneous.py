@@ -2,7 +2,7 @@
 
 A mixin of :class:`~schedlab.sched.policies.lyra.Lyra` (its pools, BFD starts and scale-in): phase 1
 considers heterogeneous jobs after every other pending job and starts them on one GPU type if the
-free GPUs allow, else on training and on-loan GPUs at once (see ``lyra.py``'s module doc).
+free GPUs allow, else on training and on-loan GPUs at once (see ``lyra/policy.py``'s module doc).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from schedlab.sched.policies import bfd
+from schedlab.sched.policies.lyra import bfd
 
 if TYPE_CHECKING:
     from schedlab.sched.core.protocol import PolicyEngine

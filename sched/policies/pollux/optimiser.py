@@ -1,6 +1,6 @@
-"""A fast optimiser for Pollux's allocation problem (``pollux_problem.py``; Pollux OSDI'21 §4.2).
+"""A fast optimiser for Pollux's allocation problem (``problem.py``; Pollux OSDI'21 §4.2).
 
-``solve`` (ours; the study uses a genetic algorithm, ``pollux_ga.py``):
+``solve`` (ours; the study uses a genetic algorithm, ``genetic.py``):
 1. for every job and GPU count r, its best option: keep its allocation (no restart factor) or a
    move to the best placement of r GPUs on the fewest nodes or one more, or balanced on more nodes;
 2. an exact dynamic programme over GPU counts (the objective is separable: min sum of costs with
@@ -19,7 +19,7 @@ import bisect
 
 import numpy as np
 
-from schedlab.sched.policies.pollux_problem import (
+from schedlab.sched.policies.pollux.problem import (
     EPS,
     Alloc,
     Problem,

@@ -5,10 +5,10 @@ by SJF with skipping — the pending job with the shortest running time (an elas
 base) whose demand fits the idle GPUs plus the GPUs held by flexible workers is started; flexible
 workers are scaled in to make room (never a preemption). **Phase 2**, at most every
 ``rescale_interval_s`` (a timer, specs/lyra.md §6 A1): the GPUs left over plus all flexible GPUs
-are shared among the running elastic jobs by the multiple-choice knapsack (``sched/policies/mckp.py``): job
+are shared among the running elastic jobs by the multiple-choice knapsack (``sched/policies/lyra/knapsack.py``): job
 ``j``'s item ``k`` is ``k`` more workers, weight ``k g`` GPUs, value ``T_j(base) - T_j(base + k g)``
 with ``T`` the remaining run time (§6 A8); chosen workers that cannot be placed are trimmed.
-Placement is best-fit decreasing by workers (``sched/policies/bfd.py``, §5.3): inelastic workers of
+Placement is best-fit decreasing by workers (``sched/policies/lyra/bfd.py``, §5.3): inelastic workers of
 ``min(d, 8)`` GPUs, elastic ones of ``elastic_gpus_per_worker``; flexible workers go to servers
 apart from base workers where the pools allow (the flexible group).
 
@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from schedlab.sched.policies import bfd
-from schedlab.sched.policies.mckp import concave_counts, solve, solve_concave
+from schedlab.sched.policies.lyra import bfd
+from schedlab.sched.policies.lyra.knapsack import concave_counts, solve, solve_concave
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.lyra_hetero import LOAN, TRAINING, HeterogeneousJobs
-from schedlab.sched.policies.reclaim import get_strategy as get_reclaim
+from schedlab.sched.policies.lyra.heterogeneous import LOAN, TRAINING, HeterogeneousJobs
+from schedlab.sched.core.reclaim import get_strategy as get_reclaim
 from schedlab.sched.models.scaling import run_time
 from sortedcontainers import SortedList
 
@@ -482,8 +482,8 @@ class Lyra(HeterogeneousJobs, Policy):
 
     def _concave_choice(self, engine: PolicyEngine, jobs: list[Job], sizes: list[int], units: int) -> list[int]:
         """The exact MCKP optimum for linearly (or imperfectly) scaling jobs, whose values are concave
-        in the extra workers: the largest marginal savings (``mckp.concave_counts``; on a tie at the
-        cut, ``mckp.solve_concave`` on the same gains). Item ``k`` of job ``j`` saves
+        in the extra workers: the largest marginal savings (``knapsack.concave_counts``; on a tie at the
+        cut, ``knapsack.solve_concave`` on the same gains). Item ``k`` of job ``j`` saves
         ``R_j lo_j (1 / (lo_j + a_j (k - 1) g) - 1 / (lo_j + a_j k g))``; the bracket is cached."""
         g = self.params.elastic_gpus_per_worker
         marginals = []

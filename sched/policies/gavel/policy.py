@@ -3,7 +3,7 @@ Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Lear
 
 On a homogeneous cluster Gavel's heterogeneity reduces to *combinations*: a job alone, or a pair of
 jobs with the same GPU count space-sharing the same GPUs (§3.1). The allocation ``X[c]`` (fraction of
-time per combination) is the optimum of a linear program (``gavel_lp.py``): ``max_min_fairness``
+time per combination) is the optimum of a linear program (``gavel/lp.py``): ``max_min_fairness``
 (§4.1, LAS with equal weights) or ``makespan`` (§4.2), solved with scipy's HiGHS.
 
 Rounds (§5): every ``round_s`` seconds (6 minutes, §5 and Gavel's ``time_per_iteration=360``) the
@@ -71,7 +71,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.gavel_lp import STAGE_TOLERANCE, RepeatSolver, build_problem
+from schedlab.sched.policies.gavel.lp import STAGE_TOLERANCE, RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ As in the study's simulator, ncf jobs keep batch 32768 on one GPU (``fixed_batch
 
 What the scheduler knows (``knowledge``): ``learned`` (default, as the study) prices allocations and
 chooses batches with each job's own estimate, fitted online to what the job has run
-(``pollux_learned.py``: goodput by nodes and GPU count, the fair share on one node, the cap from the
+(``learned.py``: goodput by nodes and GPU count, the fair share on one node, the cap from the
 GPUs a job has reported running on, the batch re-chosen every round); ``oracle`` uses every job's
 true goodput from its first round (schedlab before issue #25). Progress always follows the true goodput.
 
@@ -23,8 +23,8 @@ scaling (d x ``scaling.speed`` over the fair share). Every reallocation is a che
 study's 30 s stall, the restart factor above): a preempted or moved job keeps its progress whatever
 the trace's ``checkpoint`` (Lyra's jobs without checkpoint lose it only to Lyra's own preemptions).
 
-Solver (``solver``): ``search`` (ours, ``pollux_opt.solve``: exact DP over GPU counts, packing and
-local search) or ``ga`` (a genetic algorithm like the study's, ``pollux_ga.py``; slow).
+Solver (``solver``): ``search`` (ours, ``optimiser.solve``: exact DP over GPU counts, packing and
+local search) or ``ga`` (a genetic algorithm like the study's, ``genetic.py``; slow).
 Simplified: no cluster autoscaling; no interference.
 """
 
@@ -42,9 +42,9 @@ from schedlab.sched.policies.elastic import (
     server_capacity,
     server_counts,
 )
-from schedlab.sched.policies.pollux_learned import LearnedGoodput
-from schedlab.sched.policies.pollux_opt import solve
-from schedlab.sched.policies.pollux_problem import JobSpec, Problem, nonzero
+from schedlab.sched.policies.pollux.learned import LearnedGoodput
+from schedlab.sched.policies.pollux.optimiser import solve
+from schedlab.sched.policies.pollux.problem import JobSpec, Problem, nonzero
 from schedlab.sched.models.scaling import speed
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ class Pollux(RoundPolicy):
         if self.params.solver == "search":
             return solve(problem)
         if self._ga is None:
-            from schedlab.sched.policies.pollux_ga import GeneticSolver
+            from schedlab.sched.policies.pollux.genetic import GeneticSolver
 
             self._ga = GeneticSolver(self.params.ga_population, self.params.ga_generations, self.params.seed)
         return self._ga.solve(problem, jobs)  # warm-started from the last round's population

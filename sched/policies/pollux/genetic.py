@@ -1,6 +1,6 @@
 """A genetic algorithm for Pollux's allocation problem, like the one of the study's simulator (Pollux
 §4.2: population 100, 100 generations, warm-started from the last round; specs/pollux.md). Ours,
-written from that description: the reference that ``pollux_opt.solve`` must reach (benchmarks) and
+written from that description: the reference that ``optimiser.solve`` must reach (benchmarks) and
 ``pollux``'s ``solver: ga``.
 
 A state is a jobs x nodes matrix of GPU counts. Offspring: single-point crossover over jobs;
@@ -17,7 +17,7 @@ from typing import Hashable
 
 import numpy as np
 
-from schedlab.sched.policies.pollux_problem import Alloc, Problem
+from schedlab.sched.policies.pollux.problem import Alloc, Problem
 
 
 class GeneticSolver:

@@ -7,7 +7,7 @@ the workers of every packed combination at run time with two primitives mapped o
 (§4): LGRR, MPS caps in 10 % steps with a 3.6 s switch stall (§4.1, §7.4), and LISS, lossless input
 sample stealing between a job's workers (§4.1-4.2), through the engine's ``calibrate`` (see
 ``sched/core/calibration.py``). Its coordinator runs Algorithm 1 (§5.2) on every job packing set (§5.1,
-``gimbal_sets.py``) after the set changes, as a state machine on timers (``gimbal_search.py``).
+``job_sets.py``) after the set changes, as a state machine on timers (``search.py``).
 
 Each policy wraps its paper's base (§7.1): ``gimbal-jct`` = Lucid (JCT, eqs. 1-2), ``gimbal-deadline``
 = Gandiva extended with deadlines (eqs. 3-4), ``gimbal-makespan`` = Gavel's makespan policy (eqs. 5-6).
@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from schedlab.sched.core.calibration import Calibration
 from schedlab.sched.core.protocol import POLICY_MEMBERS
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.gimbal_search import TAG, Coordinator
-from schedlab.sched.policies.gimbal_sets import JobSets
+from schedlab.sched.policies.gimbal.search import TAG, Coordinator
+from schedlab.sched.policies.gimbal.job_sets import JobSets
 
 if TYPE_CHECKING:
     from schedlab.sched.core.protocol import PolicyEngine
@@ -298,4 +298,4 @@ class GimbalMakespan(Gimbal):
     summary = "Gavel makespan + Gimbal: squeeze shorter jobs of a packing set to speed up the longest"
     paper = "Gimbal (2025) §4, §5.1, §5.2 Alg. 1 with makespan eqs. 5-6 (signs as the prose); base Gavel (§7.1)"
     Params = GimbalMakespanParams
-    needs = frozenset({"checkpoint"})  # its base Gavel's rounds preempt regardless of progress (gavel.py)
+    needs = frozenset({"checkpoint"})  # its base Gavel's rounds preempt regardless of progress (gavel/policy.py)
