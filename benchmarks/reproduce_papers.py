@@ -98,7 +98,7 @@ def main() -> None:
     Settings.from_env().apply().prefect_ready()  # before prefect is imported (tasks.replay), for the workers too
     from dask.distributed import Client, LocalCluster
     from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=DEFAULT)

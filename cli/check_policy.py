@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 
 from schedlab import checks
-from schedlab.cli.replay import policy_params
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -40,13 +39,20 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from schedlab.sched.policies import load_policy_class
-    from schedlab.sched.policy_check import CheckOptions, check_policy
+    from pydantic import ValidationError
 
-    load_policy_class(args.spec)  # ValueError naming what is wrong with the spec
+    from schedlab.sched.policy_check import CheckOptions, check_policy
+    from schedlab.sched.spec import PolicyRun, SpecError, policy_runs
+
     # PARAM=VALUE, or POLICY.PARAM=VALUE as replay's --set takes it
     pairs = [pair if pair.startswith(f"{args.spec}.") else f"{args.spec}.{pair}" for pair in args.set]
-    params = policy_params(pairs, {args.spec: args.spec})[args.spec]
+    try:
+        [policy] = policy_runs([args.spec], pairs)
+        params = PolicyRun(name=policy["name"], params=policy["params"]).params
+    except SpecError as err:  # the spec's own message; a pair named by --set
+        raise ValueError(f"--set {err}" if err.field == "params" else str(err)) from None
+    except ValidationError as err:
+        raise ValueError(f"--set: {checks.validation_message(err).removeprefix('params: ')}") from None
     options = CheckOptions(examples=args.examples, seed=args.seed, max_jobs=args.max_jobs,
                            deadline_s=args.deadline_s, elastic=not args.no_elastic, params=params,
                            max_calls=args.max_calls)

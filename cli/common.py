@@ -30,7 +30,7 @@ def interrupted_by(*signums: int) -> Iterator[None]:
 def setup_errors() -> tuple[type[BaseException], ...]:
     """What a flow command raises before any work: its message is the whole story (exit 2)."""
     from schedlab.flows.experiment import DaskUnreachable, PrefectUnavailable
-    from schedlab.tasks.config import ConfigError
+    from schedlab.sched.spec import ConfigError
     from schedlab.tasks.tracking import TrackingError
 
     return (ConfigError, TrackingError, DaskUnreachable, PrefectUnavailable, FileNotFoundError, ValueError)

@@ -1,5 +1,9 @@
 """``schedlab replay``: replay a job trace through one or more policies on a simulated cluster, print
-their comparison and write the results to ``--out`` (with ``--track``, also MLflow runs)."""
+their comparison and write the results to ``--out`` (with ``--track``, also MLflow runs).
+
+The flags translate into a :class:`~schedlab.sched.spec.ReplaySpec`, which validates them (and whose
+parts, :mod:`schedlab.sched.parts`, are built before any work); an error is re-worded with the flag's
+name. argparse only turns text into numbers and keeps the choices it lists in ``--help``."""
 
 from __future__ import annotations
 
@@ -11,16 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from schedlab import checks, settings
 from schedlab.cli.common import interrupted_by
-from schedlab.sched.core.cluster import ClusterError, load_cluster
-from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES, canonical_placement, check_policy
+from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES
 from schedlab.sched.policies import BASELINES
-from schedlab.sched.reporting.compare import METRICS
-from schedlab.sched.traces import FORMATS, TIME_ORIGINS, LoadOptions, path_problem
+from schedlab.sched.reporting.terminal import comparison_table, format_table, load_line
+from schedlab.sched.spec import AUTO, ReplaySpec, SpecError, policy_runs
+from schedlab.sched.traces import FORMATS, TIME_ORIGINS
 
 DEFAULT_CLUSTER = "castor-sim"
 
@@ -63,25 +66,25 @@ def register(commands: argparse._SubParsersAction) -> None:
                    " ServeGen's CSV[:MODEL] or constant:U; the cluster needs an 'inference' pool")
     p.add_argument("--inference-predictor", dest="predictor", choices=["oracle", "last"],
                    help="how the orchestrator predicts the next period's inference load (default: oracle)")
-    p.add_argument("--inference-headroom", dest="headroom", type=checks.number(float, ge=0, lt=1), metavar="F",
+    p.add_argument("--inference-headroom", dest="headroom", type=checks.number(float), metavar="F",
                    help="fraction of inference servers never lent (0 <= F < 1; default: 0.02, Lyra §7.1)")
     p.add_argument("--reclaim", help="which on-loan servers go back: lyra, scf, random,"
                    " random-idle-first, optimal (default: lyra)")
-    p.add_argument("--gpu-equivalence", dest="gpu_equivalence", type=checks.number(float, gt=0), metavar="R",
+    p.add_argument("--gpu-equivalence", dest="gpu_equivalence", type=checks.number(float), metavar="R",
                    help="inference GPUs standing for one training GPU (default: 3, Lyra §7.5)")
     p.add_argument("--keep-progress", dest="lose_progress", action="store_false", default=None,
                    help="jobs preempted at a reclaim keep their progress unless their checkpoint column says"
                    " otherwise (default: they restart from zero, Lyra §4)")
-    p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
+    p.add_argument("--preemption-overhead", type=checks.number(float), metavar="S",
                    help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
-    p.add_argument("--seed", type=checks.seed, default=0,
+    p.add_argument("--seed", type=checks.number(int), default=0,
                    help="seed of the replay and of the synthetic trace (>= 0; default 0)")
-    p.add_argument("--max-jobs", type=checks.count, metavar="N", help="first N jobs of the trace (N >= 1)")
-    p.add_argument("--num-jobs", type=checks.count, metavar="N", help="synthetic trace: number of jobs (N >= 1)")
-    p.add_argument("--load", type=checks.number(float, gt=0), default=1.0,
+    p.add_argument("--max-jobs", type=checks.number(int), metavar="N", help="first N jobs of the trace (N >= 1)")
+    p.add_argument("--num-jobs", type=checks.number(int), metavar="N", help="synthetic trace: number of jobs (N >= 1)")
+    p.add_argument("--load", type=checks.number(float), default=1.0,
                    help="load scaling: submit times divided by this (> 0; default 1)")
-    p.add_argument("--start", type=checks.seconds, help="time window start (s from the time origin, >= 0)")
-    p.add_argument("--end", type=checks.number(float, gt=0), help="time window end (s from the time origin, > --start)")
+    p.add_argument("--start", type=checks.number(float), help="time window start (s from the time origin, >= 0)")
+    p.add_argument("--end", type=checks.number(float), help="time window end (s from the time origin, > --start)")
     p.add_argument("--vc", action="append", help="keep only these VCs (repeatable)")
     p.add_argument("--time-origin", choices=list(TIME_ORIGINS),
                    help="which trace time becomes the replay's 0: first-job (the earliest job kept; --start/--end"
@@ -109,185 +112,135 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def policy_params(pairs: list[str], names: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """``--set POLICY.PARAM=VALUE`` by policy label; ``names`` maps each way a policy may be named in
-    POLICY (its label, its spec as given) to its label. The longest name that prefixes the key wins (a
-    file spec has dots of its own)."""
-    params: dict[str, dict[str, Any]] = {label: {} for label in names.values()}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        name = max((n for n in names if key.startswith(n + ".")), key=len, default=None)
-        if not sep or "." not in key:
-            raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE")
-        if name is None:
-            given = key.partition(".")[0]
-            raise ValueError(f"--set {pair!r}: policy {given!r} is not among --policy"
-                             f" {' '.join(dict.fromkeys(names.values()))}{checks.did_you_mean(given, names)}")
-        label, param = names[name], key[len(name) + 1:]
-        if param in params[label]:
-            raise ValueError(f"--set {pair!r}: {label}.{param} is set twice")
-        try:
-            params[label][param] = checks.load_yaml(value)
-        except yaml.YAMLError as err:
-            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({problem})") from None
-    return params
-
-
-def _policy_specs(given: list[str]) -> dict[str, str]:
-    """``--policy``'s specs (a relative file path made absolute) by label, each class loaded (a missing
-    file, class or module, a clash with a shipped name: ValueError naming it)."""
-    from schedlab.sched.policies import policy_label, resolve_spec
-
-    specs: dict[str, str] = {}
-    for spec in given:
-        try:
-            resolved = resolve_spec(spec)
-            label = policy_label(resolved)
-        except ValueError as err:
-            raise ValueError(f"--policy: {err}") from None
-        if label in specs:
-            raise ValueError(f"--policy: {label!r} given twice" + (f" ({specs[label]} and {resolved})"
-                                                                      if specs[label] != resolved else ""))
-        specs[label] = resolved
-    return specs
-
-
-#: LoadOptions fields as the replay options that set them (for messages)
-LOAD_OPTION_NAMES = {"start": "--start", "end": "--end", "vcs": "--vc", "max_jobs": "--max-jobs", "load": "--load",
-                     "seed": "--seed", "num_jobs": "--num-jobs", "max_gpus": "--cluster",
-                     "time_origin": "--time-origin"}
-
-
-def _check_replay(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
-    """Every ``replay`` option that argparse cannot check alone, before any work: policies and their
-    ``--set`` parameters, the cluster, the model sources and the trace window; returns the replay as a
-    :class:`~schedlab.sched.replay.ReplaySpec` (``annotate: auto`` unless ``--annotate``), the fetch for
-    models named by MLflow URI (None without one) and the tracking store of ``--track``."""
-    from schedlab.sched.models.fitted import is_uri, make_iteration_time
-    from schedlab.sched.models.interference import make_interference
-    from schedlab.sched.policies import load_policy_class, make_policy
-    from schedlab.sched.replay import AUTO, ReplaySpec
-
-    specs = _policy_specs(args.policy)
-    names = {**{given: label for given, label in zip(args.policy, specs)}, **{label: label for label in specs}}
-    params = policy_params(args.set, names)
-    for label, spec in specs.items():
-        try:
-            make_policy(spec, params[label])
-        except ValueError as err:
-            raise ValueError(f"--set: {err}") from None
-    try:
-        args.placement = canonical_placement(args.placement)
-        for label, spec in specs.items():
-            check_policy(args.placement, label, load_policy_class(spec).waits_when_refused)
-    except ValueError as err:
-        raise ValueError(f"--placement: {err}") from None
-    try:
-        cluster = load_cluster(args.cluster)
-    except ClusterError as err:
-        raise ValueError(f"--cluster: {err}") from None
-    tracking_uri = _check_tracking(args.settings) if args.track else None
-    fetch = None
-    if is_uri(args.iteration_time) or "models:/" in args.interference or "runs:/" in args.interference:
-        from schedlab.tasks.model_tracking import fetcher
-
-        fetch = fetcher(args.settings.tracking_uri, args.settings.registry_uri)
-    try:
-        make_interference(args.interference, fetch)
-    except (ValueError, OSError) as err:
-        raise ValueError(f"--interference: {err}") from None
-    try:
-        make_iteration_time(args.iteration_time, fetch)
-    except (ValueError, OSError) as err:
-        raise ValueError(f"--iteration-time: {err}") from None
-    loan = _loan_options(args, cluster)
-    if args.smact_profiles:
-        from schedlab.profiling.smact import smact_profile
-
-        smact_profile(args.smact_profiles, cluster.training_pool.gpu_type)  # ValueError names the folder
-    if args.start is not None and args.end is not None and args.end <= args.start:
-        raise ValueError(f"--end ({args.end:g}) must be greater than --start ({args.start:g})")
-    try:
-        options = LoadOptions(
-            start=args.start, end=args.end, vcs=args.vc, max_jobs=args.max_jobs, load=args.load,
-            max_gpus=cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
-            on_oversize=args.on_oversize, on_bad_duration=args.on_bad_duration,
-            on_duplicate_id=args.on_duplicate_id, on_unsorted=args.on_unsorted,
-            seed=args.seed, num_jobs=args.num_jobs, time_origin=args.time_origin,
-        )
-    except ValidationError as err:
-        raise ValueError(checks.validation_message(err, LOAD_OPTION_NAMES)) from None
-    spec = ReplaySpec(
-        trace=args.trace, format=args.format, options=options, annotate=True if args.annotate else AUTO,
-        cluster=args.cluster, policies=[{"name": spec, "params": params[label], "label": label}
-                                         for label, spec in specs.items()],
-        seed=args.seed, placement=args.placement, preemption_overhead_s=args.preemption_overhead,
-        interference=args.interference, iteration_time=args.iteration_time,
-        smact_profiles=args.smact_profiles, inference=loan,
-    )
-    return spec, fetch, tracking_uri
-
-
+#: a spec field (an error's location: :func:`_field`) -> the flag that sets it
+FLAGS = {"trace": "--trace", "format": "--format", "cluster": "--cluster", "policies": "--policy", "params": "--set",
+         "seed": "--seed", "placement": "--placement", "preemption_overhead_s": "--preemption-overhead",
+         "interference": "--interference", "iteration_time": "--iteration-time", "smact_profiles": "--smact-profiles",
+         "annotate": "--annotate", "inference": "--inference-load", "inference.load": "--inference-load",
+         "inference.predictor": "--inference-predictor", "inference.headroom": "--inference-headroom",
+         "inference.reclaim": "--reclaim", "inference.gpu_equivalence": "--gpu-equivalence",
+         "inference.lose_progress": "--keep-progress",
+         **{f"options.{k}": f"--{k.replace('_', '-')}" for k in ("start", "end", "max_jobs", "num_jobs", "load",
+                                                                  "seed", "time_origin", "on_oversize",
+                                                                  "on_bad_duration", "on_duplicate_id", "on_unsorted")},
+         "options.vcs": "--vc", "options.max_gpus": "--cluster"}
 #: LoanOptions fields as the replay options that set them (their ``dest``; ``--keep-progress`` clears
 #: ``lose_progress``); None when not given, so that LoanOptions' defaults apply
-LOAN_OPTION_NAMES = {"predictor": "--inference-predictor", "headroom": "--inference-headroom", "reclaim": "--reclaim",
-                     "gpu_equivalence": "--gpu-equivalence", "lose_progress": "--keep-progress"}
+LOAN_OPTIONS = ("predictor", "headroom", "reclaim", "gpu_equivalence", "lose_progress")
+#: pydantic's bound errors, as argparse words a number out of range
+BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
+          "less_than_equal": ("le", "<=")}
 
 
-def _loan_options(args: argparse.Namespace, cluster: Any) -> Any:
-    """``--inference-load`` and its companions as LoanOptions (None without it), the load read now."""
-    given = {field: getattr(args, field) for field in LOAN_OPTION_NAMES if getattr(args, field) is not None}
-    if args.inference_load is None:
-        if given:
-            raise ValueError(f"{LOAN_OPTION_NAMES[next(iter(given))]}: applies only with --inference-load (and a"
-                             " cluster with an 'inference' pool)")
-        return None
-    from schedlab.sched.models.inference import InferenceLoadError, load_inference
-    from schedlab.sched.core.pools import LoanOptions
+def _field(loc: tuple[Any, ...]) -> str:
+    """``("policies", 0, "params")`` -> ``params``; ``("options", "load")`` -> ``options.load``."""
+    if loc[:1] == ("policies",):
+        return "params" if "params" in loc else "policies"
+    return ".".join(str(part) for part in loc[:2] if not isinstance(part, int))
 
+
+def _worded(field: str, message: str, given: Any = None) -> str:
+    flag = FLAGS.get(field, field)
+    if field == "trace":
+        return f"--trace {given}: {message}"
+    if field == "params":
+        return f"--set {message}" if message.startswith("'") else f"--set: {message}"
+    if field == "inference" and "pool" in message:
+        return f"--inference-load: {message} (e.g. --cluster lyra-testbed)"
+    return f"{flag}: {message}"
+
+
+def _reworded(err: ValidationError, within: tuple[str, ...] = ()) -> str:
+    """The spec's errors (of its part ``within``) as one line, each naming the flag as typed."""
+    lines = []
+    for e in err.errors():
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] in BOUNDS:
+            key, sign = BOUNDS[e["type"]]
+            bound = e["ctx"][key]
+            message = f"must be {sign} {bound:g}" if isinstance(bound, float) else f"must be {sign} {bound}"
+            message += f", got {checks.plain(e['input'])!r}"
+        elif e["type"] != "value_error" and isinstance(e.get("input"), (int, float, str)):
+            message += f" (got {checks.plain(e['input'])!r})"
+        lines.append(_worded(_field((*within, *checks.error_loc(e))), message, e.get("input")))
+    return "; ".join(dict.fromkeys(lines))
+
+
+def replay_spec(args: argparse.Namespace) -> ReplaySpec:
+    """The replay the flags describe (``annotate: auto`` unless ``--annotate``): a ValueError naming the
+    flag for any value the spec refuses."""
+    loan = {field: getattr(args, field) for field in LOAN_OPTIONS if getattr(args, field) is not None}
+    if args.inference_load is None and loan:
+        from schedlab.sched.core.pools import LoanOptions
+
+        try:  # a bad value first, then that it has nothing to apply to
+            LoanOptions(load="constant:0", **loan)
+        except ValidationError as err:
+            raise ValueError(_reworded(err, ("inference",))) from None
+        raise ValueError(f"{FLAGS['inference.' + next(iter(loan))]}: applies only with --inference-load (and a"
+                         " cluster with an 'inference' pool)")
+    options = {"start": args.start, "end": args.end, "vcs": args.vc, "max_jobs": args.max_jobs, "load": args.load,
+               "on_oversize": args.on_oversize, "on_bad_duration": args.on_bad_duration,
+               "on_duplicate_id": args.on_duplicate_id, "on_unsorted": args.on_unsorted, "seed": args.seed,
+               "num_jobs": args.num_jobs, "time_origin": args.time_origin}
     try:
-        cluster.lending_pool()
-    except ClusterError as err:
-        raise ValueError(f"--inference-load: {err} (e.g. --cluster lyra-testbed)") from None
-    try:
-        options = LoanOptions(load=args.inference_load, **given)
+        return ReplaySpec(
+            trace=args.trace, format=args.format, options={k: v for k, v in options.items() if v is not None},
+            annotate=True if args.annotate else AUTO, cluster=args.cluster, policies=policy_runs(args.policy, args.set),
+            seed=args.seed, placement=args.placement, preemption_overhead_s=args.preemption_overhead,
+            interference=args.interference, iteration_time=args.iteration_time, smact_profiles=args.smact_profiles,
+            inference={"load": args.inference_load, **loan} if args.inference_load is not None else None)
+    except SpecError as err:
+        raise ValueError(_worded(err.field, str(err))) from None
     except ValidationError as err:
-        raise ValueError(checks.validation_message(err, LOAN_OPTION_NAMES)) from None
+        raise ValueError(_reworded(err)) from None
+
+
+def replay_parts(spec: ReplaySpec, conf: settings.Settings) -> Any:
+    """The replay's parts (:func:`schedlab.sched.parts.build`), every file read before any work: the
+    models named by MLflow URI fetched from the tracking store, the SMACT profile read from its store."""
+    from schedlab.sched import parts
+    from schedlab.sched.models.fitted import is_uri
+
+    fetch = None
+    if is_uri(spec.iteration_time) or "models:/" in spec.interference or "runs:/" in spec.interference:
+        from schedlab.tasks.model_tracking import fetcher
+
+        fetch = fetcher(conf.tracking_uri, conf.registry_uri)
+    from schedlab.profiling.smact import profile_for
+
+    smact = profile_for(spec)  # None without --smact-profiles; a ValueError names the folder
     try:
-        load_inference(options.load)
-    except (InferenceLoadError, OSError) as err:
-        raise ValueError(f"--inference-load: {err}") from None
-    return options
+        return parts.build(spec, fetch, smact)
+    except SpecError as err:
+        raise ValueError(_worded(err.field, str(err))) from None
 
 
 def run(args: argparse.Namespace) -> int:
     from schedlab.sched.results.outdir import claim, fresh_folder
 
-    spec, fetch, tracking_uri = _check_replay(args)
-    problem = path_problem(Path(args.trace), folder=True) if args.trace else None
-    if problem is not None:
-        raise ValueError(f"--trace {args.trace}: {problem}")
+    spec = replay_spec(args)
+    tracking_uri = _check_tracking(args.settings) if args.track else None
+    parts = replay_parts(spec, args.settings)
     out = Path(args.out) if args.out else fresh_folder(settings.replays_dir(args.settings.home))
     # a file, read-only, busy or non-empty --out fails here, before the replay
     lock = claim(out, overwrite=args.overwrite, created=not args.out)
     try:
-        return _run_replay(args, spec, fetch, out, tracking_uri)
+        return _run_replay(args, spec, parts, out, tracking_uri)
     finally:
         lock.release()
 
 
-def _run_replay(args: argparse.Namespace, spec: Any, fetch: Any, out: Path, tracking_uri: str | None) -> int:
+def _run_replay(args: argparse.Namespace, spec: ReplaySpec, parts: Any, out: Path, tracking_uri: str | None) -> int:
     """Replay ``spec`` (:func:`schedlab.sched.replay.run`): each policy's results written, and logged
     with ``--track``, as it ends; then the comparison."""
     from schedlab.sched.replay import prepare, run, write_atomic
 
-    prepared = prepare(spec, fetch=fetch)
+    prepared = prepare(spec, parts=parts)
     report, notes, cluster = prepared.report, prepared.notes, prepared.cluster
     if notes.get("annotated") and not args.annotate:
         print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")
-    print(f"trace: {report.source} ({report.format}): read {report.read}, kept {report.kept},"
-          f" dropped {counted(report.dropped)}, repaired {counted(report.repaired)}")
+    print(load_line(report))
     if "iteration_time_note" in notes:
         print(f"iteration times: {notes['iteration_time_note']}")
     with _tracked(args, tracking_uri, spec, report.source, cluster.total_gpus, out) as runs:
@@ -296,8 +249,7 @@ def _run_replay(args: argparse.Namespace, spec: Any, fetch: Any, out: Path, trac
             if runs is not None:
                 runs.log(result)
 
-        results = run(spec, prepared, fetch=fetch, progress=not args.no_progress and sys.stderr.isatty(),
-                      each=finished)
+        results = run(spec, prepared, progress=not args.no_progress and sys.stderr.isatty(), each=finished)
         comparison = comparison_table([result.summary for result in results])
         write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
         link = runs.finish(results) if runs is not None else None
@@ -307,20 +259,6 @@ def _run_replay(args: argparse.Namespace, spec: Any, fetch: Any, out: Path, trac
     if link is not None:
         print(f"MLflow: {link}")
     return 0
-
-
-#: a trace load's repair reasons (sched/traces/common.py) in words
-REPAIR_WORDS = {"unsorted_sorted": "sorted by submit time", "oversize_clipped": "GPUs clipped to the cluster",
-                "duplicate_id_renamed": "duplicate id renamed", "fractional_gpu_rounded_up": "fractional GPUs rounded up"}
-
-
-def counted(reasons: dict[str, int]) -> str:
-    """``{"oversize": 2, "unsorted_sorted": 1}`` as ``3 (2 oversize, 1 sorted by submit time)``; ``0`` when empty."""
-    total = sum(reasons.values())
-    if not total:
-        return "0"
-    return f"{total} (" + ", ".join(f"{n} {REPAIR_WORDS.get(why, why.replace('_', ' '))}"
-                                    for why, n in reasons.items() if n) + ")"
 
 
 def _check_tracking(conf: settings.Settings) -> str:
@@ -340,7 +278,7 @@ TRACKED_LOAD_OPTIONS = ("max_jobs", "num_jobs", "load", "start", "end", "vc", "t
 
 
 @contextlib.contextmanager
-def _tracked(args: argparse.Namespace, uri: str | None, spec: Any, source: str, total_gpus: int,
+def _tracked(args: argparse.Namespace, uri: str | None, spec: ReplaySpec, source: str, total_gpus: int,
              out: Path) -> Iterator[Any]:
     """``--track``: the replay's MLflow runs (:mod:`schedlab.tasks.adhoc`), created before the first
     policy is replayed, a SIGTERM turned into an interruption meanwhile (the runs not done end KILLED);
@@ -355,37 +293,16 @@ def _tracked(args: argparse.Namespace, uri: str | None, spec: Any, source: str, 
     from schedlab.tasks.adhoc import adhoc_runs
 
     shared = {"trace.source": source, "trace.format": args.format or "auto", "cluster": args.cluster,
-              "seed": args.seed, "placement": args.placement, "interference": args.interference,
+              "seed": args.seed, "placement": spec.placement, "interference": args.interference,
               "iteration_time": args.iteration_time, "trace.annotate": args.annotate,
               "code_version": tracking.code_version(),
               **{f"trace.option.{k}": getattr(args, k) for k in TRACKED_LOAD_OPTIONS if getattr(args, k) is not None},
               **{f"inference.{k}": v for k, v in (spec.inference.model_dump() if spec.inference else {}).items()}}
     config = {"*": shared, **{policy.label: {
         "preemption_overhead_s": mlflow_view.preemption_overhead(policy.name, spec.preemption_overhead_s),
-        **{f"params.{k}": json.dumps(v) for k, v in mlflow_view.policy_params(policy.name, policy.params).items()},
+        **{f"params.{k}": json.dumps(v) for k, v in policy.effective_params().items()},
         **mlflow_view.policy_source_params(policy.name)}
         for policy in spec.policies}}
     root = None if uri.startswith(("http://", "https://")) else args.settings.artifact_root
     with interrupted_by(signal.SIGTERM), adhoc_runs(uri, args.experiment, root, config, total_gpus, out) as runs:
         yield runs
-
-
-COMPARISON_COLUMNS = ["policy", "jobs", *METRICS]  # the MLflow metric keys
-
-
-def comparison_table(summaries: list[dict[str, Any]]):
-    import pandas as pd
-
-    return pd.DataFrame(summaries)[COMPARISON_COLUMNS]
-
-
-def format_table(frame) -> str:
-    """A plain fixed-width table (numbers rounded) for the terminal."""
-    cells = [[str(c) for c in frame.columns]]
-    for row in frame.itertuples(index=False):
-        cells.append([f"{v:,.3f}" if isinstance(v, float) and abs(v) < 10 else
-                      f"{v:,.0f}" if isinstance(v, (int, float)) else str(v) for v in row])
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)

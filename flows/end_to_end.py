@@ -30,7 +30,7 @@ from schedlab import settings
 import yaml
 from prefect import flow
 from prefect.states import Failed
-from schedlab.tasks.config import load_config
+from schedlab.sched.spec import load_config
 from schedlab.tasks import tracking
 from schedlab.tasks.fit import KINDS, fit_task
 from schedlab.tasks.profile import profile_task, read_sweep

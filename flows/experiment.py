@@ -42,7 +42,7 @@ from schedlab.flows.api_server import (
     prefect_api,
     wait_for_api,
 )
-from schedlab.tasks.config import LATEST, ConfigError, ExperimentConfig, ModelSources, ExperimentReplay, load_config
+from schedlab.sched.spec import LATEST, ConfigError, ExperimentSpec, ModelSources, ExperimentReplay, load_config
 from schedlab.tasks.model_tracking import resolve_latest
 from schedlab.sched.reporting import compare, mlflow_view, plots
 from schedlab.tasks import tracking
@@ -156,12 +156,12 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
 # the flow
 
 
-def experiment_key(config: ExperimentConfig, specs: list[ExperimentReplay]) -> str:
+def experiment_key(config: ExperimentSpec, specs: list[ExperimentReplay]) -> str:
     blob = config.name + "\n" + "\n".join(sorted(s.key for s in specs))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: list[ExperimentReplay],
+def _parent_run(uri: str, experiment_id: str, config: ExperimentSpec, specs: list[ExperimentReplay],
                 config_path: Path) -> str:
     """The experiment's parent run: the same one again when the same experiment is re-run."""
     c = client(uri)
@@ -189,7 +189,7 @@ def _parent_run(uri: str, experiment_id: str, config: ExperimentConfig, specs: l
     return run_id
 
 
-def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentConfig,
+def _log_comparison(uri: str, experiment_id: str, parent_run_id: str, config: ExperimentSpec,
                     specs: list[ExperimentReplay], done: dict[str, Any], live: LiveComparison,
                     suffix: str = "") -> tuple[Any, str]:
     """The full comparison on the parent run: the figures that need every replay's jobs (per policy,
@@ -310,7 +310,7 @@ def _experiment(config_path: str, tracking_uri: str, artifact_root: str | None,
             raise
 
 
-def _submission_order(config: ExperimentConfig, specs: list[ExperimentReplay]) -> list[ExperimentReplay]:
+def _submission_order(config: ExperimentSpec, specs: list[ExperimentReplay]) -> list[ExperimentReplay]:
     """The baseline's replays first (every speed-up of the live comparison needs them), then the
     costliest policies' (``Policy.relative_cost``), so that a long replay does not start last and hold
     the experiment up alone; otherwise the grid's order (a stable sort)."""
@@ -320,7 +320,7 @@ def _submission_order(config: ExperimentConfig, specs: list[ExperimentReplay]) -
     return sorted(specs, key=lambda s: (s.label != config.baseline_label, -cost[s.policy]))
 
 
-def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
+def _run_and_compare(uri: str, experiment_id: str, parent: str, config: ExperimentSpec, specs: list[ExperimentReplay],
                      rank_by: str, table_every: int, started: float, gate: lifecycle.InterruptGate) -> dict[str, Any]:
     """The fan-out and the comparison; a Ctrl-C lands only while waiting for replays (``gate``)."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])
@@ -376,7 +376,7 @@ def _run_and_compare(uri: str, experiment_id: str, parent: str, config: Experime
         return _finish(uri, experiment_id, parent, config, specs, live, failures, todo, started)
 
 
-def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentConfig, specs: list[ExperimentReplay],
+def _finish(uri: str, experiment_id: str, parent: str, config: ExperimentSpec, specs: list[ExperimentReplay],
             live: LiveComparison, failures: dict[str, str], todo: list[ExperimentReplay], started: float) -> dict[str, Any]:
     """The full comparison (table, plots, policy runs), the counts and the parent run's end; the report."""
     done = tracking.finished_by_key(uri, experiment_id, [s.key for s in specs])

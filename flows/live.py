@@ -28,7 +28,7 @@ import pandas as pd
 from schedlab import settings
 from schedlab.sched.reporting import comparison_html, compare, mlflow_view, plots
 from schedlab.tasks.mlflow_view import log_policy_runs
-from schedlab.tasks.config import ExperimentConfig, ExperimentReplay
+from schedlab.sched.spec import ExperimentSpec, ExperimentReplay
 from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
 #: with nothing finishing, the replays in flight are printed this often (seconds)
@@ -82,7 +82,7 @@ class LiveComparison:
     uri: str
     experiment_id: str
     parent_run_id: str
-    config: ExperimentConfig
+    config: ExperimentSpec
     specs: list[ExperimentReplay]
     rank_by: str = "avg_jct_s"
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # replay key -> row

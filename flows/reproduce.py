@@ -41,7 +41,7 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed
-from schedlab.tasks.config import load_config
+from schedlab.sched.spec import load_config
 from schedlab.sched.reporting.mlflow_view import run_url
 from schedlab.tasks import tracking
 from schedlab.tasks.tracking import KIND_TAG, client, retrying

@@ -61,10 +61,11 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 30
 def replay_table(table: pd.DataFrame, cluster, policy: str, params: dict | None = None, **fields):
     """``policy`` on the in-memory job ``table`` through the one entry point, :func:`schedlab.sched.replay.run`:
     ``fields`` are :class:`~schedlab.sched.replay.ReplaySpec`'s (seed, placement, interference, …)."""
+    from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import ReplaySpec, prepare, run
 
     spec = ReplaySpec(cluster=cluster, policies=[{"name": policy, "params": params or {}}], **fields)
-    [result] = run(spec, prepare(spec, table))
+    [result] = run(spec, prepare(spec, table, smact=profile_for(spec)))
     return result
 
 

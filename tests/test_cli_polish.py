@@ -13,12 +13,12 @@ import pytest
 from schedlab import settings
 from schedlab.cli import main
 from schedlab.cli.policies import policy_listing
-from schedlab.cli.replay import counted
+from schedlab.sched.reporting.terminal import counted
 from schedlab.flows import REPRODUCE_CONFIGS
 from schedlab.flows.live import LiveComparison, elapsed, knobs
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.reporting import compare
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.spec import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.tasks.config import CONF_DIR, ConfigError, load_config
+from schedlab.sched.spec import CONF_DIR, ConfigError, load_config
 from schedlab.sched.policies import POLICIES
 from schedlab.sched.reporting import compare
 

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from schedlab.sched.policies import POLICIES
 from schedlab.sched.reporting import compare, mlflow_view, plots
 from schedlab.tasks.mlflow_view import log_policy_runs
-from schedlab.tasks.config import ExperimentReplay
+from schedlab.sched.spec import ExperimentReplay
 from schedlab.tasks.replay import run_params
 
 

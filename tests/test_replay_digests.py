@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from schedlab.sched.replay import ReplaySpec, run
+from schedlab.sched.replay import run
+
+from schedlab.sched.spec import ReplaySpec
 
 DIGESTS = Path(__file__).resolve().parent / "fixtures" / "replay_digests.json"
 COLUMNS = ["job_id", "submit_time", "start_time", "end_time", "num_gpus", "preemptions", "queue_s", "jct_s",

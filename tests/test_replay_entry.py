@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from schedlab.sched.replay import AUTO, ReplaySpec, prepare, run
+from schedlab.sched.replay import prepare, run
+
+from schedlab.sched.spec import AUTO, ReplaySpec
 from schedlab.sched.traces import LoadOptions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

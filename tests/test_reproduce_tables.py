@@ -162,7 +162,7 @@ def test_lyra_configs_replay_every_table5_row():
     every row of lyra-table5 a label; loaning rows have the inference load, scaling rows none (they
     read the ServeGen series in ../shared: skipped without it)."""
     from helpers import shared_data
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     shared_data("inference", "servegen_total_rate_per_10min.csv")
     spec = paper_tables()["lyra-table5"]

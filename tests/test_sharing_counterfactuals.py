@@ -15,7 +15,8 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog
 from schedlab.sched.policies.sharing import policy as sharing_sjf
-from schedlab.sched.replay import ReplaySpec, run
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
 from test_replay_digests import COLUMNS, DIGESTS
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

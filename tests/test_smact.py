@@ -141,7 +141,7 @@ policies: [fifo, sjf-ffs]
 
 def test_experiment_replays_report_smact_and_the_comparison_shows_it(tmp_path):
     from schedlab.sched.reporting import compare, plots
-    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.sched.spec import ConfigError, load_config
     from schedlab.tasks.replay import execute, run_params
 
     plain = load_config(_write(tmp_path / "plain.yaml", EXPERIMENT)).grid("v1")

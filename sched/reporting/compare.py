@@ -86,7 +86,7 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
     metrics. Returns one row per (trace, cluster, policy): seeds, seed means and standard deviations,
     the ratios against the baseline and ``same_as`` (a policy whose results are identical, seed by seed),
     with the reason when either of the two falls back to the other's behaviour on that set-up
-    (``fallbacks``: :meth:`ExperimentConfig.fallbacks`)."""
+    (``fallbacks``: :meth:`ExperimentSpec.fallbacks`)."""
     if not rows:
         return pd.DataFrame(columns=columns())
     frame = pd.DataFrame(rows)

@@ -170,9 +170,9 @@ def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
 def policy_params(policy: str, params: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     """Every parameter of ``policy`` (a policy spec; ``source``: a file policy's carried text): the
     given ones and the defaults of the rest (JSON values)."""
-    from schedlab.sched.policies import make_policy
+    from schedlab.sched.spec import PolicyRun
 
-    return make_policy(policy, params, source=source).params.model_dump(mode="json")
+    return PolicyRun(name=policy, params=params, source=source).effective_params()
 
 
 def preemption_overhead(policy: str, given: float | None, source: str | None = None) -> float:
