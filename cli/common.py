@@ -29,7 +29,8 @@ def interrupted_by(*signums: int) -> Iterator[None]:
 
 def setup_errors() -> tuple[type[BaseException], ...]:
     """What a flow command raises before any work: its message is the whole story (exit 2)."""
-    from schedlab.flows.experiment import DaskUnreachable, PrefectUnavailable
+    from schedlab.flows.api_server import PrefectUnavailable
+    from schedlab.flows.orchestration import DaskUnreachable
     from schedlab.sched.spec import ConfigError
     from schedlab.tasks.tracking import TrackingError
 

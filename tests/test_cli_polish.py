@@ -15,7 +15,8 @@ from schedlab.cli import main
 from schedlab.cli.policies import policy_listing
 from schedlab.sched.reporting.terminal import counted
 from schedlab.flows import REPRODUCE_CONFIGS
-from schedlab.flows.live import LiveComparison, elapsed, knobs
+from schedlab.sched.reporting.live import elapsed, knobs
+from schedlab.tasks.live import LiveComparison
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.reporting import compare
 from schedlab.sched.spec import ConfigError, load_config

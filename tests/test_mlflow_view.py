@@ -17,7 +17,7 @@ from schedlab.sched.policies import POLICIES
 from schedlab.sched.reporting import compare, mlflow_view, plots
 from schedlab.tasks.mlflow_view import log_policy_runs
 from schedlab.sched.spec import ExperimentReplay
-from schedlab.tasks.replay import run_params
+from schedlab.sched.reporting.mlflow_view import run_params
 
 
 def _rows(policy: str, jcts: list[float], preemptions: list[int], wait: float = 5.0) -> list[dict]:

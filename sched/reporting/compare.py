@@ -231,3 +231,9 @@ def to_text(table: pd.DataFrame) -> str:
     if GROUP[0] not in head and len(table):
         lines.insert(0, f"trace {table['trace'].iloc[0]}, cluster {table['cluster'].iloc[0]}")
     return "\n".join(lines)
+
+
+def replay_line(metrics: dict[str, float]) -> str:
+    """A finished replay's headline as the terminal shows it."""
+    return (f"avg JCT {metrics.get('avg_jct_s', math.nan):,.0f} s, avg wait {metrics.get('avg_wait_s', math.nan):,.0f} s,"
+            f" avg queue {metrics.get('avg_queue_s', math.nan):,.0f} s")

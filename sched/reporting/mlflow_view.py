@@ -19,15 +19,19 @@ from __future__ import annotations
 import functools
 import getpass
 import hashlib
+import json
 import math
 import os
 import re
 import subprocess
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schedlab.sched.reporting import compare
+
+if TYPE_CHECKING:
+    from schedlab.sched.spec import ExperimentReplay
 
 KIND_TAG = "schedlab.kind"  # "replay" | "experiment" | "policy" | …
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -190,6 +194,36 @@ def policy_source_params(policy: str, source: str | None = None) -> dict[str, st
 
     origin = policy_origin(policy, source=source)
     return {} if origin is None else {"policy.spec": policy, **origin.params()}
+
+
+def run_params(spec: ExperimentReplay) -> dict[str, str]:
+    """The run's effective configuration: policy and *every* parameter of it (defaults included), an
+    external policy's lineage (``policy.source.*``), the preemption overhead the engine charges (and
+    whether it is the policy's default), trace and loader options, cluster, seed, model sources and
+    code version."""
+    params: dict[str, Any] = {
+        "policy": spec.policy, "label": spec.label, "trace": spec.trace, "trace.label": spec.trace_label,
+        "trace.source": spec.source or "synthetic", "trace.format": spec.format or "auto",
+        "trace.annotate": spec.annotate, "cluster": spec.cluster, "seed": spec.seed,
+        "placement": spec.placement,
+        "preemption_overhead_s": preemption_overhead(spec.policy, spec.preemption_overhead_s, spec.policy_source),
+        "preemption_overhead.source": "config" if spec.preemption_overhead_s is not None else "policy default",
+        "code_version": spec.code_version,
+    }
+    params.update({f"params.{k}": json.dumps(v)
+                   for k, v in sorted(policy_params(spec.policy, spec.params, spec.policy_source).items())})
+    params.update(spec.policy_origin or {})  # an external policy's file path and SHA-256 (or package version)
+    params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
+    params.update(model_params(spec))
+    if spec.smact_profiles:
+        params["smact_profiles"] = spec.smact_profiles
+    params.update({f"inference.{k}": v for k, v in sorted((spec.inference or {}).items())})
+    return {k: str(v)[:6000] for k, v in params.items()}
+
+
+def model_params(spec: ExperimentReplay) -> dict[str, Any]:
+    """The model sources a replay uses (``model.<name>``); the hook where model-version lineage goes."""
+    return {f"model.{k}": v for k, v in sorted(spec.models.items())}
 
 
 def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -268,6 +268,15 @@ class ExperimentSpec(UserModel):
     def sweeps_load(self) -> bool:
         return any(t.sweeps_load for t in self.traces)
 
+    def submission_order(self, replays: list[ExperimentReplay]) -> list[ExperimentReplay]:
+        """``replays`` in the order to run them: the baseline's first (every speed-up of the live comparison
+        needs them), then the costliest policies' (``Policy.relative_cost``), so that a long replay does not
+        start last and hold the experiment up alone; otherwise the grid's order (a stable sort)."""
+        from schedlab.sched.policies import load_policy_class
+
+        cost = {name: load_policy_class(self.resolve_policy(name)).relative_cost for name in {r.policy for r in replays}}
+        return sorted(replays, key=lambda r: (r.label != self.baseline_label, -cost[r.policy]))
+
     def fallbacks(self) -> dict[tuple[str, str, str], Fallback]:
         """``(trace label, cluster, policy label) -> Fallback`` for each policy that will decide as
         another on that set-up (``sched/policy_needs.py``); raises CapabilityError for one that cannot
