@@ -1,4 +1,4 @@
-"""Conformance: schedlab's baselines against their authors' own simulators, job for job (issue #23).
+"""Conformance: schedlab's baselines against their authors' own simulators, job for job.
 
 The Tiresias simulator (github.com/SymbioticLab/Tiresias, ``simulator/``; Gavel's simulator is in
 ``conformance_gavel.py``, which shares :func:`compare`): its ``dlas-gpu`` (Tiresias, two queues split
@@ -58,10 +58,10 @@ CASES = {
 #: the simulator's --scheme -> schedlab's placement
 PLACEMENTS = {"count": "fewest-servers", "yarn": "strict-consolidated"}
 
-#: the bars of issue #23: |avg JCT ours / peer - 1| at most, and the share of jobs within 1 s at least.
+#: the conformance bars: |avg JCT ours / peer - 1| at most, and the share of jobs within 1 s at least.
 #: The ``-yarn`` cases other than fifo have none: the simulator's dlas-gpu never consults its placement
 #: scheme (it counts GPUs under yarn too), and its shortest re-places every job from an empty cluster
-#: at each event (running jobs move between servers for free); see the README's conformance table.
+#: at each event (running jobs move between servers for free); see docs/explanation/fidelity.md.
 BARS = {"tiresias": (0.01, 0.95), "tiresias-k8": (0.01, 0.95), "srtf": (0.01, 0.0), "fifo": (0.01, 0.0),
         "fifo-yarn": (0.01, 0.95)}
 

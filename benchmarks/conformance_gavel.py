@@ -1,4 +1,4 @@
-"""Conformance: schedlab's ``gavel`` against Gavel's own simulator, job for job (issue #23).
+"""Conformance: schedlab's ``gavel`` against Gavel's own simulator, job for job.
 
 Gavel (github.com/stanford-futuredata/gavel, ``scheduler/``) simulates its policies in 360 s rounds.
 Its ``max_min_fairness`` (LAS with equal weights, one V100 type, no space sharing) on its shipped
@@ -10,10 +10,10 @@ pairs: ``space_sharing`` off, as the unpacked policy) and compares average JCT, 
 wait and every job's JCT with :func:`conformance.compare`.
 
 Cases (``CASES``): ``gavel``, schedlab's defaults; ``gavel-interval``, the re-solve interval counted
-from time 0 (``resolve_after_start: false``, schedlab before issue #23); ``gavel-ecos-ties``, the LP's
+from time 0 (``resolve_after_start: false``, schedlab's earlier rule); ``gavel-ecos-ties``, the LP's
 equal jobs kept bit-equal as ECOS, Gavel's solver, returns them (``refine_tolerance: 0``,
 ``allocation_decimals: 9``); and the same against the simulator run with fractional steps (analysis
-only: it removes the whole-step rounds, the one difference schedlab does not model). See the README,
+only: it removes the whole-step rounds, the one difference schedlab does not model). See docs/explanation/fidelity.md,
 "How close each baseline is to its authors' code".
 
     python benchmarks/conformance_gavel.py [--case gavel ...] [--jobs]
@@ -48,7 +48,7 @@ CASES = {
     "gavel-ecos-ties": ("whole-steps", _ECOS_TIES, 0.0),
     "gavel-ecos-ties-fractional": ("fractional-steps", _ECOS_TIES, 0.9),
 }
-#: issue #23's bar: |avg JCT ours / peer - 1| at most
+#: the conformance bar: |avg JCT ours / peer - 1| at most
 AVG_JCT_BAR = 0.01
 
 

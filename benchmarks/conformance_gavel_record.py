@@ -8,7 +8,7 @@ with ``EDITS["fractional-steps"]`` (each round runs exactly 360 s of every job, 
 ``scheduler.py`` imports ``matrix_completion`` (used only to
 estimate throughputs, off here) and the gRPC runtime (used only on a physical cluster) at module
 level: empty stand-ins for both are put on its ``PYTHONPATH`` from a temporary folder. No peer bug is
-fixed (none affects this policy; its ``fifo`` over-commits GPUs, see the README). It runs
+fixed (none affects this policy; its ``fifo`` over-commits GPUs, see docs/explanation/fidelity.md). It runs
 
     python scripts/drivers/simulate_scheduler_with_trace.py -t traces/physical_cluster/<trace>.trace
         -p <policy> -c 16:0:0 --seed 0 --solver ECOS

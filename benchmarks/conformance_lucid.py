@@ -1,5 +1,5 @@
 """Conformance with Lucid's own simulator (github.com/S-Lab-System-Group/Lucid, ``simulation/``), job for
-job (issue #23; Lucid is Castor's and Gimbal's main baseline).
+job (Lucid is Castor's and Gimbal's main baseline).
 
 Lucid's simulator steps time by one second, one virtual cluster (VC) at a time, on 8-GPU nodes with its
 ``consolidate`` placement. The cases, each a policy of that simulator against schedlab's on the same
@@ -15,7 +15,7 @@ trace, in Lucid's own ``cluster_full_log.csv`` columns (schedlab reads them with
   ξ = 1): every waiting job may pack beside a running one of its GPU count (the time-aware rule
   decides), and packing costs no speed, so timings stay whole seconds; schedlab's ``lucid`` with
   ``artifact_pass: true`` (Lucid's pass: the first eligible running job in start order; the default
-  takes the earliest-started head of each workload class, see the README).
+  takes the earliest-started head of each workload class, see docs/explanation/fidelity.md).
 - ``fifo``: its ``fifo`` (strict arrival order) against schedlab's ``fifo``.
 - ``sjf``: its ``sjf`` (sorted by duration, the first job that cannot start blocks the rest) against
   schedlab's ``sjf`` with ``blocking: true`` (the default lets smaller jobs pass).
@@ -74,7 +74,7 @@ CASES = {
     "lucid-pack": ("lucid", {"artifact_pass": True}, "lucid", "td3"),
 }
 
-#: |avg JCT ours / peer - 1| at most, share of jobs within 1 s at least (the Tiresias bars of issue #23)
+#: |avg JCT ours / peer - 1| at most, share of jobs within 1 s at least (the Tiresias conformance bars)
 BARS = {"lucid": (0.01, 0.95), "fifo": (0.01, 0.95), "sjf": (0.01, 0.95), "lucid-pack": (0.01, 0.95)}
 
 

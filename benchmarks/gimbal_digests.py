@@ -1,6 +1,6 @@
 """Did a Gimbal speed change alter any result? Job tables of each Gimbal policy, compared by hash.
 
-Two set-ups (issue #10 §5): the first ``--jobs`` annotated Philly jobs on ``philly-512`` (as in
+Two set-ups: the first ``--jobs`` annotated Philly jobs on ``philly-512`` (as in
 ``gimbal_speed.py``; ``gimbal-makespan`` on ``--gavel-jobs``) and the ``gimbal`` cluster set-up of
 ``conf/experiments/gimbal-jct.yaml`` (Philly-150 from day 50, Gimbal's annotation scheme, seed 0).
 ``--record DIR`` writes ``DIR/digests.json`` (SHA-256 of each job table, floats via ``repr``, and of
@@ -32,7 +32,7 @@ def digests(result) -> dict[str, str]:
 
 
 def run_all(trace: str, policies: list[str], jobs: int, gavel_jobs: int) -> dict[str, dict[str, str]]:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace

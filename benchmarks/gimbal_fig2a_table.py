@@ -1,8 +1,8 @@
 """Write ``conf/interference/gimbal-fig2a.csv``: a ξ table whose pairs have the stakes Gimbal's Fig. 2a
-states (issue #26, the "ξ source" hypothesis for the JCT and queueing gaps). Replay it as
-``mpscap:table:gimbal-fig2a.csv`` (caps from the M6 model, specs/gimbal.md).
+states (the "ξ source" hypothesis for the JCT and queueing gaps). Replay it as
+``mpscap:table:gimbal-fig2a.csv`` (caps from the MPS-cap model, docs/explanation/gimbal.md).
 
-What Fig. 2a gives. Our copy of the paper is text only (``../shared/papers/gimbal-flexible-job-packing.txt``):
+What Fig. 2a gives. Our copy of the paper is text only (the Gimbal paper):
 the figure's curves and axis values are not in it, so no number was read off the plot. Its caption and
 §2.2 state: five pairs of 2-GPU jobs; y = JCT improvement over running the two one after the other
 ("no-packing"); the first job capped at 100 %, the second at x from 0 to 100 %; at x = 100 (free

@@ -1,9 +1,8 @@
-"""Gimbal replay speed: the full Philly trace on ``philly-512`` through each Gimbal policy (issue #10 §5:
->= 1,000 jobs/s, peak memory < 1 GB, and the cost of one coordination step).
+"""Gimbal replay speed: the full Philly trace on ``philly-512`` through each Gimbal policy (>= 1,000 jobs/s, peak memory < 1 GB, and the cost of one coordination step).
 
 The trace is loaded as in ``sharing_speed.py`` (``LoadOptions(max_gpus=512)``), given workloads with
 ``annotate(table, seed=0)`` (not timed) and replayed with the share-aware ξ source
-``mpscap:gavel:<Gavel's table>`` (spec gimbal.md M6 over Gavel's measured pairs; ``--interference``
+``mpscap:gavel:<Gavel's table>`` (docs/explanation/gimbal.md over Gavel's measured pairs; ``--interference``
 to change it). ``gimbal-makespan`` wraps the round-based Gavel; it replays the full trace too unless
 ``--gavel-jobs N`` limits it to the first N jobs.
 
@@ -98,7 +97,7 @@ def instrument() -> tuple[array, list[float]]:
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, interference: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 

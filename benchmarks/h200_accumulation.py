@@ -1,4 +1,4 @@
-"""What halving the batch with gradient accumulation costs on the H200 (issue #26; SJF-BSBF §IV-A4, Alg. 2),
+"""What halving the batch with gradient accumulation costs on the H200 (SJF-BSBF §IV-A4, Alg. 2),
 measured (data/profiles/h200 phases 1, 2, 5, 9, 10) against the replays' model (eq. 3 on the catalog,
 ``SharingModel.accumulation_speed``; ξ from the Gavel table).
 
@@ -80,7 +80,7 @@ def model_side(workloads: list[str], cluster: str = "sjf-bsbf-sim") -> pd.DataFr
     from schedlab.sched.core.job import Job
     from schedlab.sched.models.interference import make_interference
     from schedlab.sched.models.workloads import default_catalog
-    from schedlab.sched.traces.annotate import catalog_gpu_type
+    from schedlab.sched.models.annotate import catalog_gpu_type
 
     catalog = default_catalog()
     gpu = catalog_gpu_type(catalog, load_cluster(cluster).training_pool.gpu_type)

@@ -22,9 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from schedlab import conf
+
 ROOT = Path(__file__).resolve().parents[1]
 GAVEL = ROOT.parent / "shared" / "data" / "profiles" / "gavel" / "simulation_throughputs.json"
-MODEL = ROOT / "conf" / "models" / "interference-gavel-v100"
+MODEL = conf.path("models", "interference-gavel-v100")
 
 
 def main(argv: list[str] | None = None) -> int:

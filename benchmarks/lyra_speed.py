@@ -1,4 +1,4 @@
-"""Lyra's speed figures (issue #11 §5; specs/lyra.md): the MCKP DP on the paper's largest instance
+"""Lyra's speed figures (docs/explanation/lyra.md): the MCKP DP on the paper's largest instance
 (354 items, 245 GPUs; target <= 20 ms), and full 15-day Philly replays (target >= 2,000 jobs/s, peak
 memory < 1 GB): ``lyra`` with elastic scaling only, and Table 5's set-up *with loaning* — ``lyra``
 (loaning + scaling) and ``opportunistic`` — on the calibrated cluster plus an inference pool.
@@ -9,8 +9,8 @@ The set-up (shared with ``lyra_digests.py``; tell whoever reproduces Table 5 to 
   ``lyra_scenario(table, "basic", seed=0)``;
 - cluster ``lyra-sim``: the calibrated training pool, 84 x 8 V100 (FIFO: training usage 0.71, mean
   queueing 3,303 s; Table 5 row 1: 0.72, 3,072 s), plus an inference pool of 99 x 8 T4 — the paper's
-  inference:training server ratio 520 / 443 = 1.174 (specs/lyra.md §7 item 1), 84 x 1.174 = 98.6 -> 99;
-- inference load: ServeGen ``m-small`` request rates mapped to occupancy as specs/lyra.md §5
+  inference:training server ratio 520 / 443 = 1.174 (docs/explanation/lyra.md), 84 x 1.174 = 98.6 -> 99;
+- inference load: ServeGen ``m-small`` request rates mapped to occupancy as docs/explanation/lyra.md
   recommends (``sched/models/inference.py``: zero windows filled, 1st/99th percentile -> 0.42/0.95, 14 days
   tiled), oracle predictor, 2 % headroom (2 servers), 5-minute orchestrator, reclaim ``lyra``.
 
@@ -51,7 +51,7 @@ def lyra_sim():
 
 
 def load_table(trace: str):
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
     from schedlab.sched.traces import LoadOptions, load_trace
 
     table, _ = load_trace(trace, fmt="philly", options=LoadOptions(

@@ -36,7 +36,7 @@ def study_spec(data: Path, workload: int):
 
 
 def lyra_table(trace: str, hours: float):
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
     from schedlab.sched.traces import LoadOptions, load_trace
 
     options = LoadOptions(start=LYRA_WINDOW_START_S, end=LYRA_WINDOW_START_S + hours * 3600, on_oversize="drop",

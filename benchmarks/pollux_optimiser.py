@@ -1,6 +1,6 @@
 """Our pollux optimiser (``pollux.optimiser.solve``) against a genetic algorithm like the study's
 (``pollux.genetic.GeneticSolver``: population 100, 100 generations) on states recorded from a pollux
-replay of a study workload (specs/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
+replay of a study workload (docs/explanation/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
 least the GA's value) and solve times.
 
     python benchmarks/pollux_optimiser.py [--data ../shared/data/profiles/pollux] [--workload 6]

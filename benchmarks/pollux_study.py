@@ -1,4 +1,4 @@
-"""Replay Pollux's simulator study (specs/pollux.md; Pollux OSDI'21 §5.3, Fig. 8a): tiresias
+"""Replay Pollux's simulator study (docs/explanation/pollux.md; Pollux OSDI'21 §5.3, Fig. 8a): tiresias
 (Tiresias+TunedJobs), optimus (Optimus+Oracle) and pollux on the 8 study workloads at relative loads
 0.5 / 1.0 / 1.5 / 2.0, on a Dask LocalCluster; prints average JCT per cell, the study's own figure
 (its ``results-jobload/<policy>-<load>/summary.json``, rounded to 1 s) and our deviation, and the

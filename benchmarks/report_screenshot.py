@@ -1,5 +1,5 @@
 """Screenshot the reproduction report (``schedlab reproduce --report DIR``) in headless Chromium, as a
-reader opens it from disk (issue #26 item 4; not in CI).
+reader opens it from disk (not in CI).
 
     /tmp/pw/bin/python benchmarks/report_screenshot.py DIR OUT.png [--chromium /usr/bin/chromium]
 

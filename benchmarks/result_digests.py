@@ -45,7 +45,7 @@ def write_digests(path: Path, found: dict) -> None:
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, out: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.policies import SHARING
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace

@@ -1,4 +1,4 @@
-"""The sharing papers' central claims, decomposed (issue #26): Castor Table 5's set-up over many seeds,
+"""The sharing papers' central claims, decomposed: Castor Table 5's set-up over many seeds,
 and each sharing decision's predicted benefit (Castor Theorem 1 / SJF-BSBF eq. 14-23) against the
 realised one.
 

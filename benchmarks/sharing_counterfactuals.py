@@ -1,4 +1,4 @@
-"""Where SJF-BSBF's extra run time over SJF comes from (issue #26): the same replays with one sharing cost
+"""Where SJF-BSBF's extra run time over SJF comes from: the same replays with one sharing cost
 switched off at a time in the engine, while the policy still decides on the real ones.
 
     python benchmarks/sharing_counterfactuals.py [--seeds 0 1 2] [--variants ...] sjf-bsbf-pollux ...

@@ -79,7 +79,7 @@ def instrument():
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 

@@ -1,4 +1,4 @@
-"""Look at the MLflow UI the way a researcher does, during and after the quickstart (issues #12 §2, #29; not in CI).
+"""Look at the MLflow UI the way a researcher does, during and after the quickstart (not in CI).
 
 Starts ``schedlab ui --port 5077`` on a scratch ``$SCHEDLAB_HOME``, then runs ``schedlab experiment
 quickstart`` in the background and, while it runs, opens the link it prints in headless Chromium

@@ -43,7 +43,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help=f"shipped name, YAML path or NxG[:type] (default: {DEFAULT_CLUSTER})")
     p.add_argument("--policy", nargs="+", default=list(BASELINES), metavar="POLICY",
                    help="policies (default: all baselines): registered names (`schedlab policies`), or your own"
-                   " as path/to/file.py:ClassName or package.module:ClassName (README, \"Write your own policy\")")
+                   " as path/to/file.py:ClassName or package.module:ClassName (docs/tutorials/write-a-policy.md)")
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML); POLICY is"
                    " its name, its label or its spec as given to --policy")

@@ -27,6 +27,7 @@ from schedlab.sched import parts as replay_parts
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
+from schedlab.sched.models.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.models.fitted import Fetch
 from schedlab.sched.models.scaling import use_elastic_scaling
 from schedlab.sched.models.smact import SmactProfile, replay_smact
@@ -38,7 +39,6 @@ from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.spec import AUTO, PolicyRun, ReplaySpec
 from schedlab.sched.traces import load_trace
-from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
 
@@ -91,7 +91,8 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
         progress: bool | Callable[[int, int], None] = False,
         each: Callable[[ReplayResult], None] | None = None,
         wrap_policy: Callable[[Policy], Policy] | None = None) -> list[ReplayResult]:
-    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
+    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given: a spec
+    naming ``smact_profiles`` needs one prepared with its SMACT profile), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
@@ -138,7 +139,8 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         options = spec.options
         if options.max_gpus is None:  # the capacity check: no job larger than the cluster
             options = options.model_copy(update={"max_gpus": pool.servers * pool.gpus_per_server})
-        table, report = load_trace(spec.trace, spec.format, options)
+        applications = parts.goodput_models() if spec.format == "pollux-philly" else None  # its generator's
+        table, report = load_trace(spec.trace, spec.format, options, applications=applications)
     scheme = spec.annotate
     if scheme == AUTO:
         scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)

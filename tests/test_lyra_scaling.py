@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from helpers import make_table
 from schedlab.sched.policies.lyra import bfd
-from schedlab.sched.traces.annotate import AnnotationError, lyra_scenario
+from schedlab.sched.models.annotate import AnnotationError, lyra_scenario
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import Job, jobs_from_table

@@ -121,7 +121,7 @@ def test_learned_scheduler_never_reads_the_true_goodput(monkeypatch):
 def test_the_poison_catches_an_oracle_scheduler(monkeypatch):
     engine = toy_engine("oracle")
     poison(monkeypatch)
-    with pytest.raises(AssertionError, match="schedlab.sched.policies.pollux"):
+    with pytest.raises(AssertionError, match="schedlab.sched.policies.pollux."):
         engine.run()
 
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import SHARED_DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
 from schedlab.sched.models.interference import (

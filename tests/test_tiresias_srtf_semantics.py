@@ -105,6 +105,24 @@ def test_srtf_ties_keep_the_simulators_order(tmp_path):
     assert jct == {1: 100.0, 2: 100.0, 3: 200.0, 4: 100.0} and not any(preempted.values())  # simulator
 
 
+def test_srtf_helios_ties_put_waiting_jobs_first(tmp_path):
+    # Figures of the Helios simulator's srtf (HeliosArtifact bdaae10, its late end fixed and no restore
+    # cost, as recorded by studies/conformance/helios_record.py), on 8-GPU nodes with jobs of half and
+    # whole nodes. The same arrival as above: Helios sorts its waiting list before its running list, so
+    # job 4 goes before jobs 1 and 2 (50 s left each) and job 2, the later in its running list, is preempted
+    rows = [(1, 0, 100), (1, 0, 100), (1, 0, 100), (1, 50, 50)]
+    jct, preempted = _jobs(tmp_path, rows, "1x2", "srtf", {"ties": "helios"})
+    assert jct == {1: 100.0, 2: 150.0, 3: 200.0, 4: 50.0} and preempted == {1: 0, 2: 1, 3: 0, 4: 0}  # simulator
+    # job 1 is preempted at 50 s by job 2 with 50 s left, as much as job 3 arriving then: Helios queues the
+    # arrival first (its waiting list in order of entry), the Tiresias order the preempted job first
+    rows = [(2, 0, 100), (2, 50, 10), (2, 50, 50)]
+    jct, _ = _jobs(tmp_path, rows, "1x2", "srtf", {"ties": "helios"})
+    assert jct == {1: 160.0, 2: 10.0, 3: 60.0}  # simulator
+    assert _jobs(tmp_path, rows, "1x2", "srtf", {})[0] == {1: 110.0, 2: 10.0, 3: 110.0}
+    with pytest.raises(ValueError, match="applies to repack: true only"):
+        SRTFParams(repack=False, ties="helios")
+
+
 def test_blocking_makes_the_first_job_that_does_not_fit_wait_for_the_rest(tmp_path):
     # job 1 (1 GPU) runs; job 2 (2 GPUs) does not fit; job 3 (1 GPU) would fit. The simulator (default)
     # skips job 2 and starts job 3; `blocking` (ours, issue #26) holds job 3 behind job 2, as strict FIFO.

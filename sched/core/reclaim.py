@@ -1,4 +1,4 @@
-"""Reclaiming strategies: which on-loan servers to give back to inference (Lyra §4, specs/lyra.md §1.3).
+"""Reclaiming strategies: which on-loan servers to give back to inference (Lyra §4, docs/explanation/lyra.md).
 
 Separate from policies and reusable, like ``placement.py``. A strategy is a pure function
 ``strategy(view, n, rng) -> list[server]`` over a read-only :class:`ReclaimView`; what happens to the

@@ -31,7 +31,9 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-DEFAULT_CATALOG_PATH = Path(__file__).resolve().parents[2] / "conf" / "workloads.yaml"
+from schedlab import conf
+
+DEFAULT_CATALOG_PATH = conf.path("workloads.yaml")
 DEFAULT_GPUS_PER_SERVER = 8
 
 

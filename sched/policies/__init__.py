@@ -1,7 +1,7 @@
 """The policy registry: every ``Policy`` subclass with a ``name`` in a module of this package or of its
 sub-packages (a policy family with its helpers: ``pollux/``, ``gimbal/``, ``lyra/``, ``sharing/``,
 ``gavel/``), plus the policies installed packages declare in the ``schedlab.policies`` entry-point
-group (issue #28).
+group.
 
 ``POLICIES[name]`` is the class. Wherever a policy is named (``--policy``, experiment YAML, a
 :class:`~schedlab.sched.replay.ReplaySpec`) a *policy spec* may also name a class outside the package:
@@ -276,7 +276,7 @@ def _class_of(spec: str, module: Any, attr: str, where: str) -> type[Policy]:
 
 @dataclass(frozen=True)
 class PolicyOrigin:
-    """Where an external policy's code comes from: what the tracking records (issue #28)."""
+    """Where an external policy's code comes from: what the tracking records."""
 
     kind: str  # "file", "module" or "entry-point"
     path: str  # the source file

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from schedlab import conf
 from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.models.inference import is_synthetic
@@ -19,7 +20,7 @@ from schedlab.sched.policy_needs import CapabilityError, CapabilityWarning
 from schedlab.sched.spec import fields
 from schedlab.sched.spec.experiment import ExperimentSpec
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "experiments"
+CONF_DIR = conf.path("experiments")
 #: the fallback warnings already given by this process (:func:`load_config`)
 _WARNED: set[str] = set()
 

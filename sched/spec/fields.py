@@ -17,7 +17,7 @@ from schedlab.sched.models.fitted import is_uri
 from schedlab.sched.models.interference import check_interference
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.traces import check_format
-from schedlab.sched.traces.annotate import check_annotation
+from schedlab.sched.models.annotate import check_annotation
 
 #: ``annotate: auto`` (a replay's): annotate (the default scheme) when a policy of the replay shares GPUs
 #: and the trace gives no workloads (no ``model`` column): sharing policies need them (Castor §9.1)

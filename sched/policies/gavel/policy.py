@@ -51,7 +51,7 @@ ECOS does not; ``allocation_decimals: 9`` rounds it away, so that equal jobs ran
 Unequal pairs (Gimbal §7.2's relaxed Gavel, spec ``gimbal.md`` A14; off by default): with
 ``unequal=True`` a pair may join jobs of different GPU counts. The combination holds the larger job's
 GPUs (``combo GPUs = max``), the smaller job runs on a fewest-server subset of them, and the LP rates
-are those before any calibration, with LISS balancing the larger job (spec M4): the smaller runs at
+are those before any calibration, with LISS balancing the larger job (docs/explanation/gimbal.md): the smaller runs at
 ``1/ξ_s``, the larger at ``(k/ξ_L + n_L - k) / n_L`` (k of its n_L workers shared). A pair is a
 candidate if its GPU-weighted throughput beats the larger job alone.
 

@@ -1,10 +1,10 @@
-"""Gimbal's job packing sets and the placement rule that keeps them stars (Gimbal §5.1; specs/gimbal.md §2.1).
+"""Gimbal's job packing sets and the placement rule that keeps them stars (Gimbal §5.1; docs/explanation/gimbal.md).
 
 C1: at most two workers per GPU. C2: a job on the fewest servers. C3 (star co-location): a smaller
 job co-locates with one larger job only; equal-size jobs only on the identical GPU set. So running
 jobs fall into disjoint *sets*, each with one largest job J_max that co-locates with every other
 member, while the others co-locate only with J_max; at most ``max_jobset`` (5, the largest M of §7.4)
-jobs per set. The operational rule for a new job N sharing GPUs (OURS, spec §2.1):
+jobs per set. The operational rule for a new job N sharing GPUs (OURS, docs/explanation/gimbal.md):
 
 (a) N joins the set of J_max L (or forms one with L running alone) when |L| > |N|: all of N's GPUs
     are GPUs L holds alone, on the fewest servers those GPUs allow (C2);

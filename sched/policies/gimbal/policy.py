@@ -1,6 +1,6 @@
 """``gimbal-jct``, ``gimbal-deadline``, ``gimbal-makespan``: Gimbal's flexible job packing over a base
 scheduler (P. Yang et al., "Taming Flexible Job Packing in Deep Learning Training Clusters", 2025;
-``../shared/specs/gimbal.md``).
+``docs/explanation/gimbal.md``).
 
 Gimbal is a middleware (§3, Fig. 3): an upper scheduler decides which jobs are packed; Gimbal tunes
 the workers of every packed combination at run time with two primitives mapped on two mechanisms
@@ -20,7 +20,7 @@ when its calibration ended (1 / pace per job), in place of Gavel's free-competit
 paper's Gavel runs on the testbed, where its throughputs are the calibrated jobs' own);
 ``unequal`` / ``max_jobset`` (and Gandiva's ``order=edf``) are passed to a base whose parameters have
 them. Ablation flags (Fig. 12): ``unequal`` (packs of different GPU counts), ``liss``, ``lgrr``.
-Two options of OURS, off by default (issue #26): ``makespan_guard: throughput`` keeps a configuration
+Two options of OURS, off by default: ``makespan_guard: throughput`` keeps a configuration
 Algorithm 1 finds better on max R_j only if the set's summed throughput is not below the start's, and
 ``search_gate: kept`` searches a set over Gavel only once a round boundary kept it.
 Placement: §5.1 puts each job "on the theoretically smallest number of nodes", so Gimbal's set-ups
@@ -78,7 +78,7 @@ class GimbalParams(BaseModel):
     makespan_guard: Literal["none", "throughput"] = Field(
         default="none", description="OURS, not the paper's: 'throughput' keeps a configuration Algorithm 1 finds"
         " better on F = max R_j only if the set's summed throughput (Σ 1/pace, solo = 1) is not below the"
-        " start's (the search's all-100 % configuration); makespan objective only (issue #26)")
+        " start's (the search's all-100 % configuration); makespan objective only")
 
     search_gate: Literal["none", "kept"] = Field(
         default="none", description="OURS, not the paper's: 'kept' searches a set only once a round boundary of"

@@ -1,5 +1,5 @@
 """Gimbal's aggressive packing coordinator: Algorithm 1 (§5.2, "Multi-Job Coordination Search") as a
-state machine on engine timers (specs/gimbal.md §2.2-2.3), plus the 30 s runtime monitor (§6).
+state machine on engine timers (docs/explanation/gimbal.md), plus the 30 s runtime monitor (§6).
 
 No global tick: a monitor timer is pending only while some set changed membership (or a job that left
 a set still runs capped, A10); it fires on the 30 s grid. A search then runs one timer per iteration
@@ -7,7 +7,7 @@ a set still runs capped, A10); it fires on the 30 s grid. A search then runs one
 ``("gimbal", set id, set generation, search seq)``; a membership change bumps the generation, so timers of an
 aborted search are ignored, and the set is searched again at the next tick.
 
-Objectives (prose of §5.2; signs of eqs. 3, 4 and 6 fixed as the spec says), with R_j the job's
+Objectives (prose of §5.2; signs of eqs. 3, 4 and 6 fixed as docs/explanation/gimbal.md says), with R_j the job's
 remaining wall time at a given pace (remaining solo seconds × pace / solo speed):
 JCT F = mean R_j, prio = −u_j (mean over a subset); deadline F = max lateness max(0, now + R_j − D_j),
 prio = −slack (max); makespan F = max R_j, prio = R_j (max). Higher priority is swelled (subset2).
@@ -15,7 +15,7 @@ A plan is successful if F at its paces beats F at the best configuration's paces
 remaining work of now (A8). With ``makespan_guard="throughput"`` (OURS, off by default) a plan that
 beats F is still unsuccessful if the set's summed throughput Σ 1/pace is below the start's: on a
 round-based base that re-pairs jobs, a pair does not co-run to completion as F assumes, and slowing the
-pair as a whole slows the cluster's makespan (issue #26). With ``search_gate="kept"`` (OURS, off by
+pair as a whole slows the cluster's makespan. With ``search_gate="kept"`` (OURS, off by
 default) a set formed during the base's current round is searched only after the next round boundary
 keeps it (a pair the round re-pairs is never searched: its search would be aborted, its switches
 wasted). A plan that would change nothing (caps at the floor, LISS already balanced, a disabled

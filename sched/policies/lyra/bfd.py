@@ -1,4 +1,4 @@
-"""Best-fit-decreasing (BFD) worker placement (Lyra EuroSys'23 §5.3; specs/lyra.md §2.5).
+"""Best-fit-decreasing (BFD) worker placement (Lyra EuroSys'23 §5.3; docs/explanation/lyra.md).
 
 Reusable beside ``sched/core/placement.py``; it looks only at per-server free GPU counts. A job is a
 list of workers (GPUs each); workers go largest first, each on the **non-empty server that fits it

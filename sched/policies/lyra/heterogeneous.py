@@ -1,4 +1,4 @@
-"""Heterogeneous jobs under ``lyra`` (Lyra EuroSys'23 §2.1, §6, §7.1; specs/lyra.md §2.6, §6 A17).
+"""Heterogeneous jobs under ``lyra`` (Lyra EuroSys'23 §2.1, §6, §7.1; docs/explanation/lyra.md).
 
 A mixin of :class:`~schedlab.sched.policies.lyra.Lyra` (its pools, BFD starts and scale-in): phase 1
 considers heterogeneous jobs after every other pending job and starts them on one GPU type if the

@@ -1,5 +1,5 @@
 """The multiple-choice knapsack (MCKP) of Lyra's elastic scaling (Lyra EuroSys'23 §5.2, Fig. 6;
-specs/lyra.md §2.4).
+docs/explanation/lyra.md).
 
 One group per elastic job; item ``k`` of a group = "give the job ``k`` more workers" with a weight
 (GPUs) and a value (its JCT reduction). At most one item per group; total weight at most the

@@ -1,10 +1,10 @@
-"""``lyra``: Lyra's job scheduler (Lyra EuroSys'23 §5; specs/lyra.md §2).
+"""``lyra``: Lyra's job scheduler (Lyra EuroSys'23 §5; docs/explanation/lyra.md).
 
 Two phases (§5.2). **Phase 1**, at every event: inelastic jobs and the *base* demands of elastic jobs
 by SJF with skipping — the pending job with the shortest running time (an elastic job's at its
 base) whose demand fits the idle GPUs plus the GPUs held by flexible workers is started; flexible
 workers are scaled in to make room (never a preemption). **Phase 2**, at most every
-``rescale_interval_s`` (a timer, specs/lyra.md §6 A1): the GPUs left over plus all flexible GPUs
+``rescale_interval_s`` (a timer, docs/explanation/lyra.md): the GPUs left over plus all flexible GPUs
 are shared among the running elastic jobs by the multiple-choice knapsack (``sched/policies/lyra/knapsack.py``): job
 ``j``'s item ``k`` is ``k`` more workers, weight ``k g`` GPUs, value ``T_j(base) - T_j(base + k g)``
 with ``T`` the remaining run time (§6 A8); chosen workers that cannot be placed are trimmed.
@@ -17,9 +17,9 @@ Elastic jobs scale linearly in their range (``sched/models/scaling.py``), or wit
 §7.4) use their goodput model's speed-up at the goodput-optimal batch, which the job's agent
 re-tunes at every allocation change. ``elastic: false`` runs elastic jobs at their base (Table 5's
 loaning-only rows); ``loaning`` and ``reclaim`` choose capacity loaning when the cluster has an
-inference pool (specs/lyra.md §1).
+inference pool (docs/explanation/lyra.md).
 
-Heterogeneous jobs (the table's ``heterogeneous`` column; §2.1, §6, §7.1; specs/lyra.md §2.6), when
+Heterogeneous jobs (the table's ``heterogeneous`` column; §2.1, §6, §7.1; docs/explanation/lyra.md), when
 loaning: phase 1 considers them "with the lowest priority on the remaining servers after all other
 jobs are scheduled" (SJF among themselves, after every other pending job). A job takes one GPU type
 when the free GPUs allow (training servers first, else ``ceil(r d)`` T4s on loan: full speed), else
@@ -74,7 +74,7 @@ class Lyra(HeterogeneousJobs, Policy):
     uses = (frozenset({"inference", "fungible"}), frozenset({"elastic"}), frozenset({"goodput"}))
     falls_back_to = "sjf"  # phase 1 alone: SJF with skipping over whole demands (§5.2)
     summary = "SJF over inelastic and base demands, then flexible workers by a multiple-choice knapsack (DP); BFD"
-    paper = "Lyra (EuroSys'23) §5.2-5.3 (specs/lyra.md §2)"
+    paper = "Lyra (EuroSys'23) §5.2-5.3 (docs/explanation/lyra.md)"
     simplified = ("running times known exactly (oracle); scaling costs no time (the paper's simulator); phase 2 at"
                   " most every 60 s; a worker no server holds is spread (the baselines' placement does too); a job"
                   " preempted at a reclaim restarts on training servers only; a heterogeneous job started on"
@@ -156,7 +156,7 @@ class Lyra(HeterogeneousJobs, Policy):
                 "mckp_trimmed_workers": self.trimmed_workers,
                 **({"mixed_starts": self.mixed_starts} if self._hetero_seen else {})}
 
-    # ---- pools (specs/lyra.md §1.5, §2.5): training servers, and on-loan servers in T4 GPUs -----
+    # ---- pools (docs/explanation/lyra.md): training servers, and on-loan servers in T4 GPUs -----
     def _r(self, engine: PolicyEngine) -> float:
         return getattr(engine.cluster, "r", 1.0)
 
@@ -467,7 +467,7 @@ class Lyra(HeterogeneousJobs, Policy):
                 if where is not None:
                     self._resize(engine, job, job.num_gpus + extra, sorted(where.items()))
                     break
-                target -= g  # trim what cannot be placed (specs/lyra.md §2.4)
+                target -= g  # trim what cannot be placed (docs/explanation/lyra.md)
                 self.trimmed_workers += 1
 
     def _target(self, engine: PolicyEngine, job: Job, pool: int, gpus: int) -> int:
@@ -505,7 +505,7 @@ class Lyra(HeterogeneousJobs, Policy):
 
     def _items(self, engine: PolicyEngine, job: Job, count: int) -> tuple[np.ndarray, np.ndarray]:
         """A job's MCKP group: ``k`` more workers weigh ``k g`` GPUs and are worth the remaining
-        run time they save, ``T(base) - T(base + k g)`` (§5.2, specs/lyra.md §6 A8)."""
+        run time they save, ``T(base) - T(base + k g)`` (§5.2, docs/explanation/lyra.md)."""
         g = self.params.elastic_gpus_per_worker
         weights = np.arange(1, count + 1) * g
         rem = engine.remaining(job)
@@ -552,14 +552,14 @@ class OpportunisticParams(BaseModel):
 
 
 class Opportunistic(Lyra):
-    """Table 5 row 6 (Lyra §7.1; specs/lyra.md §1.3): no loaning to training; fungible jobs queue for
+    """Table 5 row 6 (Lyra §7.1; docs/explanation/lyra.md): no loaning to training; fungible jobs queue for
     idle inference servers at lower priority than inference, and are evicted when it needs them."""
 
     name = "opportunistic"
     uses = (frozenset({"inference", "fungible"}),)
     falls_back_to = "sjf"  # the same SJF scheduler on the training side
     summary = "fungible jobs only on idle inference servers (evicted when inference needs them), others on training"
-    paper = "Lyra (EuroSys'23) §7.1, Table 5 row 6 (specs/lyra.md §1.3)"
+    paper = "Lyra (EuroSys'23) §7.1, Table 5 row 6 (docs/explanation/lyra.md)"
     simplified = ("idle inference servers = those the orchestrator would lend (same 2 % headroom); the same SJF"
                   " scheduler on each side; no elastic scaling; a job evicted once (or larger than inference"
                   " ever lends over its load series) may then run on training servers, else a long job without"

@@ -1,5 +1,5 @@
 """A genetic algorithm for Pollux's allocation problem, like the one of the study's simulator (Pollux
-§4.2: population 100, 100 generations, warm-started from the last round; specs/pollux.md). Ours,
+§4.2: population 100, 100 generations, warm-started from the last round; docs/explanation/pollux.md). Ours,
 written from that description: the reference that ``optimiser.solve`` must reach (benchmarks) and
 ``pollux``'s ``solver: ga``.
 

@@ -1,5 +1,5 @@
 """``pollux``: goodput-optimal allocations and batch sizes (Pollux, OSDI'21, Qiao et al., §4; the
-simulator study of §5.3 as specs/pollux.md states it).
+simulator study of §5.3 as docs/explanation/pollux.md states it).
 
 Every round (60 s, a timer) the scheduler maximises the harmonic mean over active jobs of their
 speed-ups: goodput on the allocation (at its goodput-optimal batch, among 50 geometrically spaced
@@ -14,7 +14,7 @@ What the scheduler knows (``knowledge``): ``learned`` (default, as the study) pr
 chooses batches with each job's own estimate, fitted online to what the job has run
 (``learned.py``: goodput by nodes and GPU count, the fair share on one node, the cap from the
 GPUs a job has reported running on, the batch re-chosen every round); ``oracle`` uses every job's
-true goodput from its first round (schedlab before issue #25). Progress always follows the true goodput.
+true goodput from its first round (schedlab's earlier rule). Progress always follows the true goodput.
 
 A job with a duration and no goodput model (Philly's jobs in the Lyra and Castor set-ups) has the
 speed-up the study's simulator gives such a job, linear: its GPUs over the fair share's (AdaptDL's
@@ -70,7 +70,7 @@ class PolluxParams(RoundParams):
 class Pollux(RoundPolicy):
     name = "pollux"
     summary = "goodput-optimal GPUs and batch per job, harmonic mean of speed-ups re-optimised every 60 s"
-    paper = "Pollux (OSDI'21) §4.1-4.2, simulator study §5.3 (specs/pollux.md)"
+    paper = "Pollux (OSDI'21) §4.1-4.2, simulator study §5.3 (docs/explanation/pollux.md)"
     simplified = (
         "exact DP + local search instead of the GA (solver: ga available); no autoscaling; fixed-duration jobs"
         " scale linearly at their own GPU count (Lyra's elastic jobs: in their range); knowledge: oracle gives"
@@ -198,7 +198,7 @@ class Pollux(RoundPolicy):
         the speed-up the study's simulator gives a job without a goodput model (r / fair replicas;
         AdaptDL's allocator: r). Inelastic: only at its own GPU count. Lyra's elastic job: within its
         range, d x Lyra's speed (``scaling.speed``: linear up to d, ``1 - scaling_loss`` per GPU above)."""
-        if job.elastic_max:  # Lyra's elastic job: its range (specs/lyra.md §3)
+        if job.elastic_max:  # Lyra's elastic job: its range (docs/explanation/lyra.md)
             lo, hi, loss = job.elastic_min, job.elastic_max, job.scaling_loss
             return lambda shape: lo * speed(lo, loss, sum(shape)) / fair_gpus if lo <= sum(shape) <= hi else 0.0
         want = job.requested_gpus

@@ -1,4 +1,4 @@
-"""Pollux's allocation problem (Pollux OSDI'21 §4.2; specs/pollux.md): its jobs, objective and
+"""Pollux's allocation problem (Pollux OSDI'21 §4.2; docs/explanation/pollux.md): its jobs, objective and
 constraints; the placements a job is priced at; ``exhaustive``, the best state by enumeration (tests).
 
 A state gives every job GPUs per node. A job's speed-up is its goodput on its allocation over its

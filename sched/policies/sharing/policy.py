@@ -22,7 +22,7 @@ beside several partners is the smallest any chosen pair needs. A partner judged 
 is kept if the pair still fits in memory at the gang's batch (``gang_check: memory``, the default,
 with which our tables are measured) or only if Theorem 1 also still says share there
 (``gang_check: theorem1``: Alg. 1 line 12 read at the batch the gang really runs). Measured over 10
-seeds (issue #26), theorem1 gives sjf-bsbf-philly 4.74 -> 4.46 h (one seed's 16-GPU job no longer
+seeds, theorem1 gives sjf-bsbf-philly 4.74 -> 4.46 h (one seed's 16-GPU job no longer
 shares with two 600-h jobs at accumulation 4), sjf-bsbf-pollux 2.00 -> 1.92, castor-pollux castor
 0.69 -> 0.68, but sjf-bsbf-pollux-480 2.31 -> 2.63 (a knock-on: earlier large starts hold back
 smaller jobs), which puts SJF-BSBF Table IV's sjf-bsbf above sjf-ffs.
@@ -30,10 +30,10 @@ smaller jobs), which puts SJF-BSBF Table IV's sjf-bsbf above sjf-ffs.
 Theorem 1 compares the two jobs' remaining times in one unit. The new job's is its nominal solo time
 (``L_k``: seconds at goodput 1); by default (``time_to_go: nominal``) the running partner's is counted
 the same way, its nominal seconds left at its current pace (plus any restart overhead left). On
-fixed-duration jobs that is the engine's expected end. On goodput jobs (specs/pollux.md) the engine's
+fixed-duration jobs that is the engine's expected end. On goodput jobs (docs/explanation/pollux.md) the engine's
 expected end divides the nominal seconds left by the current epoch's goodput, far from 1 and changing
 over a run (0.07-1.7 at castor-pollux seed 0's sharing decisions, low early in a job), so
-``time_to_go: expected_end`` (the policy before issue #26) mixes units. Castor Alg. 1 counts ``L_k`` as
+``time_to_go: expected_end`` (the policy's earlier rule) mixes units. Castor Alg. 1 counts ``L_k`` as
 t_iter x iterations left, and Theorem 1 a running job's time as t_A i_A: both nominal.
 """
 

@@ -228,7 +228,7 @@ def fill_durations(
     return out
 
 
-# ---- Gimbal's set-up (§7.1, Table 1-2; spec gimbal.md A15-A16) ------------------------------------
+# ---- Gimbal's set-up (§7.1, Table 1-2; docs/explanation/gimbal.md) ------------------------------------
 #: Table 1's models per class, on the catalog entries that exist and can be annotated (A16):
 #: small RN18 -> cifar10 (MNV2 = mobilenetv2 is profiled-only; EFN absent); middle DeepSpeech2 ->
 #: deepspeech2, RN50 -> imagenet (VGG-16 = vgg16 profiled-only; MNV3, VGG-11, PLNAS, OFA absent);
@@ -243,7 +243,7 @@ class GimbalScheme(UserModel):
     deadlines. Durations are ``min(max(duration, min_duration_s) x duration_scale, max_duration_s)``:
     the paper replays its jobs in about 4.5 h on 32 GPUs (Gavel, Fig. 8), so the trace's heavy tail is
     cut and scaled [OURS: the paper does not say how]. Defaults: Table 2's Philly row (43 / 86 / 21
-    jobs of 150; 2.39 / 2.41 / 4.85 GPUs on average; spec A15's draws give 2.4 / 2.4 / 4.85)."""
+    jobs of 150; 2.39 / 2.41 / 4.85 GPUs on average; our draws give 2.4 / 2.4 / 4.85)."""
 
     model_config = ConfigDict(allow_inf_nan=False)
 
@@ -420,7 +420,7 @@ def annotate_gimbal(
     return out
 
 
-# ---- Lyra's scenarios (Lyra EuroSys'23 §7.1; specs/lyra.md §4.1, §6 A3-A5) ------------------------
+# ---- Lyra's scenarios (Lyra EuroSys'23 §7.1; docs/explanation/lyra.md) ------------------------
 #: scenario -> (fungible job share, elastic GPU-time share, heterogeneous job share); ``None`` = all
 LYRA_SCENARIOS: dict[str, tuple[float, float | None, float]] = {
     "basic": (0.21, 0.36, 0.0),
@@ -443,7 +443,7 @@ class LyraScheme(UserModel):
     scaling_loss: float = Field(default=0.0, ge=0.0, le=0.999)
 
 
-LYRA_ELASTIC_MIN_GPUS = 2  # elastic candidates: >= 2 GPUs and >= 1 h (specs/lyra.md §6 A4)
+LYRA_ELASTIC_MIN_GPUS = 2  # elastic candidates: >= 2 GPUs and >= 1 h (docs/explanation/lyra.md)
 LYRA_ELASTIC_MIN_S = 3600.0
 
 
