@@ -8,7 +8,7 @@ plus its reaped children) and wall seconds, best of ``--repeat``:
 - ``watchdog``: what ``check-policy`` does: one child, forked from the fork server, runs every case, each
   sent through a pipe (the fork server's start, once per command, is printed apart).
 
-    python benchmarks/check_policy_watchdog.py [--policy fifo tiresias castor] [--cases 100] [--repeat 3]
+    python -m schedlab.benchmarks.check_policy_watchdog [--policy fifo tiresias castor] [--cases 100] [--repeat 3]
 """
 
 from __future__ import annotations

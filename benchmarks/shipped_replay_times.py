@@ -5,7 +5,7 @@ process through the experiment's own ``execute`` (no Prefect, no MLflow), one af
 replay: CPU seconds (user + system), wall seconds, jobs. Run it from the repository's root (the configs
 read the development data beside it).
 
-    python benchmarks/shipped_replay_times.py lyra-scaling --labels pollux afs [--seed 0] [--load 1.0]
+    python -m schedlab.benchmarks.shipped_replay_times lyra-scaling --labels pollux afs [--seed 0] [--load 1.0]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--load", type=float, help="only this load (default: every load)")
     args = parser.parse_args()
 
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec.experiment_file import load_config
     from schedlab.tasks.replay import execute
 
     print(f"{'config':<22} {'policy':<20} {'load':>5} {'jobs':>7} {'CPU s':>8} {'wall s':>8}", flush=True)

@@ -12,7 +12,7 @@ while it waits and kills the child once a call has run past ``call_deadline_s``,
 
 The child finds the policy by its spec (a registered name, ``file.py:Class``, ``module:Class``): a class
 registered only in the caller's memory is unknown there. Cost on the normal path
-(``benchmarks/check_policy_watchdog.py``): the fork server's start once per process, a fork per child,
+(``python -m schedlab.benchmarks.check_policy_watchdog``): the fork server's start once per process, a fork per child,
 then per item a pipe round trip and pickling the item and its answer; per policy call, two writes to
 shared memory.
 """

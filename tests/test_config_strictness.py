@@ -215,7 +215,7 @@ def test_yaml_limits_leave_ordinary_aliases_and_every_shipped_file_alone() -> No
 
 
 def test_experiment_files_refuse_an_alias_bomb(tmp_path: Path) -> None:
-    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.sched.spec.experiment_file import ConfigError, load_config
 
     path = tmp_path / "exp.yaml"
     path.write_text("name: bomb\npolicies: [fifo]\n" + BOMB)
@@ -251,8 +251,8 @@ def test_set_values_are_limited(tmp_path: Path, value: str, message: str | None)
 
 
 def test_set_value_alias_bomb_is_refused_in_one_line(tmp_path: Path) -> None:
-    from schedlab.cli import MAX_SET_NODES, _policy_params
+    from schedlab.sched.spec.fields import MAX_SET_NODES, set_params
 
     one_line = BOMB.replace("\n", ", ").rstrip(", ")
     with pytest.raises(ValueError, match=rf"VALUE refused: line 1: expands to more than {MAX_SET_NODES:,} values"):
-        _policy_params([f"fifo.x={{{one_line}}}"], {"fifo": "fifo"})
+        set_params([f"fifo.x={{{one_line}}}"], {"fifo": "fifo"})

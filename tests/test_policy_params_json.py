@@ -70,7 +70,7 @@ def test_the_commands_refuse_it_in_one_line_before_any_work(policies: Path, comm
 
 
 def test_an_experiment_with_such_a_policy_is_refused_before_dask_starts(policies: Path) -> None:
-    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.sched.spec.experiment_file import ConfigError, load_config
 
     path = policies / "exp.yaml"
     path.write_text("name: bad-params\npolicies: [fifo, bytes_default.py:BytesDefault]\n"
