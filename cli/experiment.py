@@ -12,6 +12,7 @@ from schedlab.cli.common import interrupted_by, setup_errors
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from schedlab.sched.contained import DEFAULT_TIME_LIMIT_S
     from schedlab.sched.reporting.compare import RANKABLE
 
     p = subparsers.add_parser("experiment", help="run an experiment (YAML) over Dask, tracked in MLflow",
@@ -28,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--table-every", type=checks.number(int, ge=1), default=5, metavar="N",
                    help="print the ranked table and the replays in flight every N finished replays (default 5;"
                    " the table is always printed at the end)")
+    p.add_argument("--time-limit", type=checks.number(float, gt=0), metavar="S",
+                   help="seconds a replay may run before it is stopped and fails, e.g. a policy that never returns"
+                   f" (> 0; default: the file's time_limit_s, else {DEFAULT_TIME_LIMIT_S:g}, about 12 x the longest"
+                   " shipped replay)")
     p.set_defaults(func=run)
 
 
@@ -44,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupted_by(signal.SIGTERM, signal.SIGHUP):
             report = run_experiment(args.path, dask_address=args.dask_address, workers=args.workers,
-                                    rank_by=args.rank_by, table_every=args.table_every)
+                                    rank_by=args.rank_by, table_every=args.table_every,
+                                    time_limit_s=args.time_limit)
     except setup_errors() as err:
         print(f"schedlab experiment: error: {err}", file=sys.stderr)
         return 2

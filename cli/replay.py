@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from schedlab import checks, settings
 from schedlab.cli.common import interrupted_by
+from schedlab.sched.contained import DEFAULT_TIME_LIMIT_S, Contained, PolicyFailed
 from schedlab.sched.core.placement import ALIASES, DEFAULT, STRATEGIES
 from schedlab.sched.policies import BASELINES
 from schedlab.sched.reporting.terminal import comparison_table, format_table, load_line
@@ -105,6 +106,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                    " (default: a new folder under $SCHEDLAB_HOME/replays/)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the results already in --out (removed before the replay starts)")
+    p.add_argument("--time-limit", type=checks.number(float, gt=0), default=DEFAULT_TIME_LIMIT_S, metavar="S",
+                   help="seconds each policy's replay may run before it is stopped and fails, e.g. a policy that"
+                   f" never returns (> 0; default {DEFAULT_TIME_LIMIT_S:g}, about 12 x the longest shipped replay)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--track", action="store_true", help="also log each policy's replay as an MLflow run"
                    " ($MLFLOW_TRACKING_URI, else $SCHEDLAB_HOME/mlflow.db; see `schedlab ui`)")
@@ -243,22 +247,33 @@ def _run_replay(args: argparse.Namespace, spec: ReplaySpec, parts: Any, out: Pat
     print(load_line(report))
     if "iteration_time_note" in notes:
         print(f"iteration times: {notes['iteration_time_note']}")
+    failures: list[PolicyFailed] = []
     with _tracked(args, tracking_uri, spec, report.source, cluster.total_gpus, out) as runs:
         def finished(result: Any) -> None:
             result.write(out / result.policy if len(spec.policies) > 1 else out)
             if runs is not None:
                 runs.log(result)
 
-        results = run(spec, prepared, progress=not args.no_progress and sys.stderr.isatty(), each=finished)
+        def failed(error: PolicyFailed) -> None:  # the other policies go on
+            print(f"schedlab replay: {error}", file=sys.stderr, flush=True)
+            failures.append(error)
+            if runs is not None:
+                runs.fail(error.label, error.message)
+
+        results = run(spec, prepared, progress=not args.no_progress and sys.stderr.isatty(), each=finished,
+                      contained=Contained(args.time_limit), failed=failed)
         comparison = comparison_table([result.summary for result in results])
         write_atomic(out / "comparison.csv", lambda p: comparison.to_csv(p, index=False))
-        link = runs.finish(results) if runs is not None else None
+        link = runs.finish(results, failed=bool(failures)) if runs is not None else None
     print(f"cluster: {cluster.name} ({cluster.total_gpus} GPUs), placement: {spec.placement}, seed: {spec.seed}")
-    print(format_table(comparison))
+    if results:
+        print(format_table(comparison))
+    for error in failures:
+        print(f"{error.label}: FAILED ({error.message})")
     print(f"results: {out}/")
     if link is not None:
         print(f"MLflow: {link}")
-    return 0
+    return 1 if failures else 0
 
 
 def _check_tracking(conf: settings.Settings) -> str:

@@ -40,11 +40,14 @@ TABLE_EVERY = 5
 @flow(name="experiment", log_prints=True, persist_result=False)
 def experiment_flow(config_path: str, tracking_uri: str, artifact_root: str | None = None,
                     code_version: str | None = None, rank_by: str = "avg_jct_s",
-                    table_every: int = TABLE_EVERY, seeds: list[int] | None = None) -> dict[str, Any]:
-    """Run every replay of the experiment not yet logged (``seeds`` in place of the file's), then log
-    and return the comparison; one run of an experiment at a time per tracking store
-    (:mod:`schedlab.flows.lifecycle`)."""
+                    table_every: int = TABLE_EVERY, seeds: list[int] | None = None,
+                    time_limit_s: float | None = None) -> dict[str, Any]:
+    """Run every replay of the experiment not yet logged (``seeds`` in place of the file's, ``time_limit_s``
+    in place of its ``time_limit_s``), then log and return the comparison; one run of an experiment at a
+    time per tracking store (:mod:`schedlab.flows.lifecycle`)."""
     config = load_config(config_path, seeds)
+    if time_limit_s is not None:
+        config.time_limit_s = time_limit_s
     lifecycle.claim_flow_run(tracking_uri, config.name)
     with lifecycle.experiment_lock(tracking_uri, config.name):
         for run_id in lifecycle.crash_stale_flow_runs(tracking_uri, config.name):
@@ -117,8 +120,9 @@ def _run_and_compare(live: LiveComparison, table_every: int, started: float,
 def run_experiment(config_path: str | Path, *, dask_address: str | None = None, workers: int | None = None,
                    tracking_uri: str | None = None, home: Path | None = None,
                    code_version: str | None = None, rank_by: str = "avg_jct_s",
-                   table_every: int = TABLE_EVERY) -> dict[str, Any]:
-    """Validate, check the tracking store and the Dask address, then run the flow.
+                   table_every: int = TABLE_EVERY, time_limit_s: float | None = None) -> dict[str, Any]:
+    """Validate, check the tracking store and the Dask address, then run the flow (``time_limit_s``: each
+    replay's, in place of the file's ``time_limit_s``).
 
     Returns the flow's report (``failures`` non-empty when a replay failed). Raises ConfigError,
     TrackingError or DaskUnreachable before any work when something is wrong (ValueError for a
@@ -142,7 +146,7 @@ def run_experiment(config_path: str | Path, *, dask_address: str | None = None, 
             tracking.ensure_experiment(run.uri, config.name, Path(run.artifact_root) if run.artifact_root else None)
             state = experiment_flow.with_options(task_runner=DaskTaskRunner(address=run.address))(
                 path, run.uri, run.artifact_root, code_version or tracking.code_version(), rank_by, table_every,
-                return_state=True)
+                time_limit_s=time_limit_s, return_state=True)
     except KeyboardInterrupt:
         tracked.kill_orphaned_replays(uri, config.name, report=True)
         raise

@@ -91,6 +91,10 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
             stack.callback(cluster.close, timeout=10)
             address = cluster.scheduler_address
         dask_client = stack.enter_context(Client(address, set_as_default=False))
+        if not dask_address:  # a restarted worker too: no KeyboardInterrupt traceback at a Ctrl-C
+            from schedlab.flows.workers import SigintIgnored
+
+            dask_client.register_plugin(SigintIgnored())
         warming = []  # held until the flow ends: a released future is cancelled
         with contextlib.suppress(Exception):
             for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):

@@ -29,7 +29,6 @@ import io
 import json
 import math
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -46,6 +45,7 @@ from schedlab.sched.core.protocol import POLICY_MEMBERS, EngineError
 from schedlab.sched.policies import load_policy_class
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.spec import PolicyRun
+from schedlab.sched.contained import POLICY_EXITS, raised
 from schedlab.sched.watchdog import Died, Heartbeat, Overran, Returned, Watchdog
 
 #: every rule, with what it means (the report's legend and docs/how-to/check-policy.md's)
@@ -460,11 +460,6 @@ class Slowest:
             self.seconds, self.call = observer.slowest_s, observer.slowest_call
 
 
-#: what a policy may raise that Python does not count as an error (``Exception``) but the check does: the
-#: policy may not end or interrupt the replay (the check's own aborts are ``_Abort``)
-POLICY_EXITS = (SystemExit, KeyboardInterrupt, GeneratorExit)
-
-
 def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | None = None,
              beat: Heartbeat | None = None) -> tuple[str, str] | None:
     """Replay ``case`` twice under ``policy`` with the rules checked; the first broken rule as ``(rule,
@@ -499,9 +494,7 @@ def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | 
             rule = "finishes" if "unfinished" in str(err) else "crash"
             return rule, str(err)
         except (Exception, *POLICY_EXITS) as err:  # noqa: BLE001 (any error of the policy is a finding)
-            frame = traceback.extract_tb(err.__traceback__)[-1]
-            what = f"{type(err).__name__}({err})" if isinstance(err, POLICY_EXITS) else f"{type(err).__name__}: {err}"
-            return "crash", f"{what} (raised at {frame.filename}:{frame.lineno}, in {frame.name})"
+            return "crash", raised(err)
         finally:
             if slowest is not None and observers:
                 slowest.update(observers[-1])

@@ -15,7 +15,7 @@ import os
 import secrets
 import warnings
 from collections.abc import Callable
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.sched import parts as replay_parts
+from schedlab.sched.contained import Contained, ContainedRunner, PolicyFailed
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
@@ -90,21 +91,39 @@ class ReplayResult:
 def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | None = None,
         progress: bool | Callable[[int, int], None] = False,
         each: Callable[[ReplayResult], None] | None = None,
-        wrap_policy: Callable[[Policy], Policy] | None = None) -> list[ReplayResult]:
+        wrap_policy: Callable[[Policy], Policy] | None = None,
+        contained: Contained | None = None,
+        failed: Callable[[PolicyFailed], None] | None = None) -> list[ReplayResult]:
     """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given: a spec
     naming ``smact_profiles`` needs one prepared with its SMACT profile), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
     ``wrap_policy``: what the engine runs in place of each policy made (``check-policy``'s observer,
-    ``sched/policy_check.py``)."""
+    ``sched/policy_check.py``).
+
+    ``contained``: each policy's replay runs in a child process, stopped at its time limit
+    (:mod:`schedlab.sched.contained`); a policy that raises (anything), runs past the limit or ends its
+    process ends its replay with :class:`~schedlab.sched.contained.PolicyFailed`: raised, or, with
+    ``failed``, handed to ``failed(error)`` and left out of the results while the other policies go on."""
     prepared = prepared if prepared is not None else prepare(spec, fetch=fetch)
     results = []
-    for policy in spec.policies:
-        result = _replay(spec, prepared, policy, progress, wrap_policy)
-        if each is not None:
-            each(result)
-        results.append(result)
+    with ExitStack() as stack:
+        runner = stack.enter_context(ContainedRunner(contained)) if contained is not None else None
+        for policy in spec.policies:
+            if runner is None:
+                result = _replay(spec, prepared, policy, progress, wrap_policy)
+            else:
+                try:
+                    result = runner.replay(spec, prepared, policy, progress)
+                except PolicyFailed as error:
+                    if failed is None:
+                        raise
+                    failed(error)
+                    continue
+            if each is not None:
+                each(result)
+            results.append(result)
     return results
 
 

@@ -20,32 +20,43 @@ shared memory.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 #: the policy calls a heartbeat can name (its slot 2 is an index into this tuple)
-CALLS = ("on_arrival", "on_finish", "on_timer", "on_epoch", "schedule")
+CALLS = ("on_arrival", "on_finish", "on_timer", "on_epoch", "schedule", "choose_reclaim", "on_reclaimed")
+_INDEX = {call: float(i) for i, call in enumerate(CALLS)}
 
 
 class Heartbeat:
-    """Three doubles in shared memory: when the current policy call started (``time.monotonic()``; 0:
-    none in progress), the engine's clock then, and which call (an index into :data:`CALLS`)."""
+    """Five doubles in shared memory: when the current policy call started (``time.monotonic()``; 0: none
+    in progress), the engine's clock then, which call (an index into :data:`CALLS`), and the replay's
+    progress (jobs done, jobs)."""
 
     __slots__ = ("_slots",)
 
     def __init__(self, context: Any) -> None:
-        self._slots = context.RawArray("d", 3)
+        self._slots = context.RawArray("d", 5)
 
     def enter(self, call: str, now: float) -> None:
         slots = self._slots
-        slots[1], slots[2] = now, CALLS.index(call) if call in CALLS else -1
+        slots[1], slots[2] = now, _INDEX.get(call, -1.0)
         slots[0] = time.monotonic()
 
     def leave(self) -> None:
         self._slots[0] = 0.0
+
+    def progress(self, done: int, total: int) -> None:
+        """The replay's progress (the engine's ``progress(done, total)``), read by the caller."""
+        self._slots[3], self._slots[4] = done, total
+
+    def jobs(self) -> tuple[int, int]:
+        return int(self._slots[3]), int(self._slots[4])
 
     def current(self) -> tuple[float, float, str]:
         """(seconds since the call in progress started, or 0.0 for none; engine time; the call)."""
@@ -61,13 +72,16 @@ class Returned:
 
 @dataclass(frozen=True)
 class Overran:
-    """A call (``call`` at engine time ``now``) was still running ``seconds`` after it started, past
-    ``limit_s``, and was stopped; ``call`` is None when the whole item ran past ``item_limit_s``."""
+    """Stopped at a limit: a call past ``call_deadline_s`` (``seconds`` since it started), or the whole item
+    past ``item_limit_s`` (``seconds`` since it was handed over; ``whole``). ``call`` is the policy call in
+    progress then (None: none), running for ``call_s``, at engine time ``now``."""
 
     call: str | None
     seconds: float
     limit_s: float
     now: float
+    whole: bool = False
+    call_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -108,16 +122,19 @@ class Watchdog:
     def __enter__(self) -> Watchdog:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(kill=kind is not None)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Stop the child: asked to end (it does between items), or killed at once with ``kill`` (the
+        caller interrupted while the child may be in a policy's loop)."""
         if self._process is not None:
-            try:
-                self._conn.send(None)  # a clean end: the child returns from its loop
-                self._process.join(timeout=1.0)
-            except (OSError, ValueError):
-                pass
+            if not kill:
+                try:
+                    self._conn.send(None)  # a clean end: the child returns from its loop
+                    self._process.join(timeout=1.0)
+                except (OSError, ValueError):
+                    pass
             self._stop()
 
     def _start(self) -> None:
@@ -125,11 +142,23 @@ class Watchdog:
             self.restarts += 1
         self._beat = Heartbeat(self._context)
         ours, theirs = self._context.Pipe()
-        self._process = self._context.Process(target=_serve, args=(self.target, theirs, self._beat),
-                                              name="schedlab-watchdog", daemon=True)
-        self._process.start()
-        theirs.close()
-        self._conn = ours
+        process = self._context.Process(target=_serve, args=(self.target, theirs, self._beat),
+                                        name="schedlab-watchdog", daemon=True)
+        # a Dask worker is a daemonic process, which multiprocessing forbids children (it would not wait
+        # for them at exit): this child needs no waiting for (it dies with the fork server: _serve) and is
+        # stopped by close() or a kill
+        config = multiprocessing.current_process()._config
+        daemonic = config.pop("daemon", None)
+        try:
+            process.start()
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+            if daemonic is not None:
+                config["daemon"] = daemonic
+        self._process, self._conn = process, ours
 
     def _stop(self) -> None:
         process, self._process = self._process, None
@@ -138,17 +167,19 @@ class Watchdog:
         process.join()
         self._conn.close()
 
-    def call(self, item: Any) -> Outcome:
+    def call(self, item: Any, on_progress: Callable[[int, int], None] | None = None) -> Outcome:
         """``target(item, beat)`` in the child: what it returned, or how it overran or died. An error
         ``target`` raises in the child is re-raised here (``target`` should turn the policy's errors into
-        values: what reaches here is a bug of the caller's)."""
+        values: what reaches here is a bug of the caller's). ``on_progress(done, total)`` is called here
+        when the child's :meth:`Heartbeat.progress` changes."""
         if self._process is None or not self._process.is_alive():
             if self._process is not None:
                 self._stop()
             self._start()
         assert self._beat is not None
+        self._beat.progress(0, 0)
         self._conn.send(item)
-        started = time.monotonic()
+        started, reported = time.monotonic(), (0, 0)
         while True:
             if self._conn.poll(self.tick_s):
                 try:
@@ -162,16 +193,19 @@ class Watchdog:
                 if self._conn.poll(0):  # it answered, then ended
                     continue
                 return self._died()
+            if on_progress is not None and self._beat.jobs() != reported:
+                reported = self._beat.jobs()
+                on_progress(*reported)
             running, now, name = self._beat.current()
             if self.call_deadline_s is not None and running > self.call_deadline_s:
                 self._stop()
                 self.stopped += 1
-                return Overran(name, running, self.call_deadline_s, now)
+                return Overran(name, running, self.call_deadline_s, now, call_s=running)
             elapsed = time.monotonic() - started
             if self.item_limit_s is not None and elapsed > self.item_limit_s:
                 self._stop()
                 self.stopped += 1
-                return Overran(None, elapsed, self.item_limit_s, now)
+                return Overran(name if running else None, elapsed, self.item_limit_s, now, True, running)
 
     def _died(self) -> Died:
         assert self._beat is not None
@@ -201,9 +235,22 @@ def _context(preload: tuple[str, ...]) -> Any:
     return context
 
 
+def warm_up(preload: tuple[str, ...] = ()) -> None:
+    """Start the fork server now (it imports ``preload``: seconds), so that the first child does not wait
+    for it (a Dask worker warming up)."""
+    context = _context(preload)
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) -> None:
-    """The child's loop: items in, answers out, until ``None`` or the pipe closes."""
+    """The child's loop: items in, answers out, until ``None`` or the pipe closes. It ignores SIGINT, and
+    on Linux is killed when the fork server ends (which it does when its caller ends, even killed): a
+    policy looping for ever never outlives the command that ran it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     while True:
         try:
             item = conn.recv()
@@ -222,4 +269,16 @@ def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) 
             conn.send(("raised", RuntimeError(f"the watchdog's child could not send its answer: {err!r}")))
 
 
-__all__ = ["CALLS", "Died", "Heartbeat", "Outcome", "Overran", "Returned", "Watchdog"]
+def _die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # it ended before the call: nothing will signal us
+        os._exit(1)
+
+
+__all__ = ["CALLS", "Died", "Heartbeat", "Outcome", "Overran", "Returned", "Watchdog", "warm_up"]

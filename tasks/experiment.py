@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from schedlab.sched.reporting import compare, mlflow_view
+from schedlab.sched.reporting.markdown import block as md_block, text as md
 from schedlab.sched.reporting.experiment import comparison_figures
 from schedlab.sched.reporting.live import replay_row
 from schedlab.sched.spec import ExperimentReplay, ExperimentSpec
@@ -91,7 +92,7 @@ def parent_run(uri: str, experiment_id: str, config: ExperimentSpec, specs: list
     else:
         run = retrying(lambda: c.create_run(experiment_id, run_name=f"{config.name} (comparison)", tags={
             KIND_TAG: "experiment", EXPERIMENT_KEY_TAG: key, "schedlab.experiment": config.name,
-            **mlflow_view.standard_tags(config.description)}))
+            **mlflow_view.standard_tags(md_block(config.description) if config.description else None)}))
         run_id = run.info.run_id
         from mlflow.entities import Param
 
@@ -154,10 +155,10 @@ def finish(live: LiveComparison, failures: dict[str, str], todo: list[Experiment
     done = tracking.finished_by_key(uri, live.experiment_id, [s.key for s in specs])
     labels = {s.key: s.run_name for s in specs}
     failed = ("\n**Failed replays** (their MLflow runs are FAILED, with `error.txt`):\n\n" + "\n".join(
-        f"- {labels[k]}: {msg}" for k, msg in failures.items()) + "\n") if failures else ""
+        f"- {md(labels[k])}: {md(msg)}" for k, msg in failures.items()) + "\n") if failures else ""
     table, markdown = log_comparison(live, done, failed)
     create_markdown_artifact(markdown, key=artifact_key(config.name),
-                             description=f"experiment {config.name}: comparison against {config.baseline_label}")
+                             description=f"experiment {md(config.name)}: comparison against {md(config.baseline_label)}")
     now = int(time.time() * 1000)
     counts = {"replays": len(specs), "replays_finished": len(done), "replays_failed": len(failures),
               "replays_run": len(todo), "replays_skipped": len(specs) - len(todo),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+from schedlab.sched.reporting import markdown
 from schedlab.sched.reporting.mlflow_view import (
     COMPARISON_TAG,
     EXPERIMENT_KIND,
@@ -29,7 +30,8 @@ def describe_experiment(uri: str, experiment_id: str, description: str | None) -
     c = client(uri)
     retrying(lambda: c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND))
     if description:
-        retrying(lambda: c.set_experiment_tag(experiment_id, NOTE_TAG, note_text(description.strip(), 20000)))
+        note = note_text(markdown.block(description.strip()), 20000)  # shown as typed, never as markup
+        retrying(lambda: c.set_experiment_tag(experiment_id, NOTE_TAG, note))
 
 
 def comparison_view(uri: str, experiment_id: str, rank_by: str = "avg_jct_s") -> None:

@@ -26,6 +26,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from schedlab import settings
+from schedlab.sched.contained import Contained, PolicyFailed, thread_lock_for_progress_bars
+from schedlab.sched.reporting.markdown import text as md
 from schedlab.sched.reporting.mlflow_view import run_metrics, run_params, standard_tags
 from schedlab.sched.spec import ExperimentReplay
 from schedlab.tasks import tracking
@@ -53,35 +55,24 @@ class ReplayFailed(RuntimeError):
 
 
 def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None = None,
-            fetch: Fetch | None = None) -> tuple[ReplayResult, ClusterSpec]:
+            fetch: Fetch | None = None, contained: Contained | None = None) -> tuple[ReplayResult, ClusterSpec]:
     """Run ``spec``'s replay (no tracking) through :func:`schedlab.sched.replay.run`: ``(ReplayResult,
     cluster spec)``, the summary with ``load_wall_s`` (loading and preparing the trace); ``fetch``
     downloads the models named by MLflow URI; ``progress(jobs done, jobs)`` is called as the replay
-    advances (every 1,000 jobs)."""
+    advances (every 1,000 jobs); ``contained``: the policy's replay in a child process, stopped at its
+    time limit (a :class:`~schedlab.sched.contained.PolicyFailed` when the policy fails it)."""
     from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import prepare, run
 
-    _thread_lock_for_progress_bars()
+    thread_lock_for_progress_bars()
     replay = spec.spec()
     started = time.perf_counter()
     prepared = prepare(replay, fetch=fetch, warn=False,  # the experiment's validation warned once per policy
                        smact=profile_for(replay))
     load_s = time.perf_counter() - started
-    [result] = run(replay, prepared, progress=progress or False)
+    [result] = run(replay, prepared, progress=progress or False, contained=contained)
     result.summary["load_wall_s"] = load_s
     return result, prepared.cluster
-
-
-def _thread_lock_for_progress_bars() -> None:
-    """The engine's progress bar (disabled on workers) takes tqdm's lock, by default a multiprocessing
-    one: a semaphore that a worker stopped mid-replay leaks ("resource_tracker: … leaked semaphore
-    objects" at exit). A thread lock is all one replay per worker thread needs."""
-    import threading
-
-    from tqdm import tqdm
-
-    if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
-        tqdm.set_lock(threading.RLock())
 
 
 @dataclass
@@ -120,8 +111,8 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
             "schedlab.policy": spec.policy, "schedlab.label": spec.label, "schedlab.trace": spec.trace_label,
             "schedlab.cluster": spec.cluster, "schedlab.seed": str(spec.seed),
             **tracking.owner_tags(),
-            **standard_tags(f"Replay of **{spec.label}** (policy `{spec.policy}`) on trace {spec.trace_label},"
-                            f" cluster {spec.cluster}, seed {spec.seed}; experiment {spec.experiment}.")}
+            **standard_tags(f"Replay of **{md(spec.label)}** (policy {md(spec.policy)}) on trace {md(spec.trace_label)},"
+                            f" cluster {md(spec.cluster)}, seed {spec.seed}; experiment {md(spec.experiment)}.")}
     if parent_run_id:
         tags[PARENT_TAG] = parent_run_id
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
@@ -136,7 +127,8 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()],
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
-        result, cluster = execute(spec, progress.update, fetcher(uri))  # models:/… from the experiment's store
+        contained = Contained(spec.time_limit_s, "--time-limit, or time_limit_s: in the experiment file")
+        result, cluster = execute(spec, progress.update, fetcher(uri), contained)  # models:/… from the experiment's store
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
@@ -153,9 +145,11 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,
                 "metrics": metrics}
     except BaseException as err:
-        message = f"{type(err).__name__}: {err}"
+        # a policy's failure says what and where itself (its traceback is of the waiting side)
+        message = err.message if isinstance(err, PolicyFailed) else f"{type(err).__name__}: {err}"
         try:
-            retrying(lambda: c.log_text(run_id, traceback.format_exc(), "error.txt"))
+            error_text = message if isinstance(err, PolicyFailed) else traceback.format_exc()
+            retrying(lambda: c.log_text(run_id, error_text, "error.txt"))
             retrying(lambda: c.set_tag(run_id, ERROR_TAG, message[:4000]))
             retrying(lambda: c.set_terminated(run_id, status="FAILED"))
         except Exception:  # noqa: BLE001 - the original error matters more
@@ -168,8 +162,9 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
 
 
 def warm_up(uri: str) -> int:
-    """Import what a replay needs and open the tracking store, so that a fresh worker's first
-    replay does not pay for it (run on every worker while the Prefect API starts); quiet the
+    """Import what a replay needs, start the fork server its process comes from and open the tracking
+    store, so that a fresh worker's first replay does not pay for it (run on every worker while the
+    Prefect API starts); quiet the
     warning Dask logs for a cancelled replay; let the worker end quickly when its cluster closes
     (:func:`settings.skip_exit_collection`)."""
     settings.skip_exit_collection()
@@ -177,7 +172,11 @@ def warm_up(uri: str) -> int:
     import pyarrow.parquet  # noqa: F401
 
     from schedlab.sched import replay  # noqa: F401
+    from schedlab.sched.contained import PRELOAD
     from schedlab.sched.reporting import experiment  # noqa: F401 - the replay's figures
+    from schedlab.sched.watchdog import warm_up as start_fork_server
+
+    start_fork_server(PRELOAD)  # each replay's process is forked from it (sched/contained.py)
 
     client(uri)
     import logging

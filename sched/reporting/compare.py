@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from schedlab.sched.reporting import markdown
+
 if TYPE_CHECKING:
     from schedlab.sched.policy_needs import Fallback
 
@@ -214,7 +216,7 @@ def to_markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(header(c) for c in head) + " |",
              "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS, TIE) else "---:" for c in head) + "|"]
     for row in table.to_dict("records"):
-        lines.append("| " + " | ".join(_cell(row, c) for c in head) + " |")
+        lines.append("| " + " | ".join(markdown.text(_cell(row, c)) for c in head) + " |")
     return "\n".join(lines)
 
 

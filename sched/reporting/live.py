@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from schedlab import settings
-from schedlab.sched.reporting import comparison_html, compare, mlflow_view, plots
+from schedlab.sched.reporting import comparison_html, compare, markdown, mlflow_view, plots
 from schedlab.sched.spec import ExperimentReplay, ExperimentSpec
 
 #: the headline bars' panels (the first is the ranking metric's when it is one of them)
@@ -114,11 +114,12 @@ class LiveTable:
     def markdown(self, table: pd.DataFrame) -> str:
         done, total = len(self.rows), len(self.specs)
         config = self.config
-        return (f"## {config.name}: every policy against `{config.baseline_label}`, best first by"
+        baseline = markdown.text(config.baseline_label)  # user text as text (sched/reporting/markdown.py)
+        return (f"## {markdown.text(config.name)}: every policy against {baseline}, best first by"
                 f" `{self.rank_by}`\n\n"
-                + (f"{config.description.strip()}\n\n" if config.description else "")
+                + (f"{markdown.block(config.description.strip())}\n\n" if config.description else "")
                 + f"{done} of {total} replays finished; {len(config.seeds)} seed(s);"
-                f" {compare.legend(config.baseline_label)}; knobs: parameters that differ from the policy's"
+                f" {compare.legend(baseline)}; knobs: parameters that differ from the policy's"
                 " defaults.\n\n" + compare.to_markdown(table) + "\n")
 
     def headline_bars(self, table: pd.DataFrame, folder: Path) -> dict[str, bytes]:
@@ -147,14 +148,14 @@ class LiveTable:
     def note(self, table: pd.DataFrame, text: str, run_id: str, inline: list[str]) -> str:
         """The comparison run's description: who leads, the figures ``inline`` (under ``plots/`` of run
         ``run_id``), then ``text`` (the table)."""
-        images = "".join(f"![{name}]({artifact_src(run_id, 'plots/' + name)})\n\n" for name in inline)
+        images = "".join(f"![{markdown.text(name)}]({artifact_src(run_id, 'plots/' + name)})\n\n" for name in inline)
         return mlflow_view.note_text(self.podium(table) + images + text)
 
     def podium(self, table: pd.DataFrame, top: int = 3) -> str:
         """The first lines of the parent run's description (all MLflow shows before "Show more"): per
         trace and cluster, the best ``top`` policies with the ranking metric, the speed-up over the
         baseline and ties."""
-        baseline, lines = self.config.baseline_label, []
+        baseline, lines = markdown.text(self.config.baseline_label), []
         for (trace, cluster), part in table.groupby(compare.GROUP, sort=False):
             part = part.dropna(subset=[self.rank_by]).head(top)
             if part.empty:
@@ -163,10 +164,11 @@ class LiveTable:
             cells = []
             for i, row in enumerate(part.to_dict("records")):
                 speed = f", {row[ratio]:.2f}x {baseline}" if ratio and pd.notna(row.get(ratio)) else ""
-                tie = f" ({row[compare.TIE]})" if row.get(compare.TIE) else ""
-                cells.append(f"{i + 1}. **{row['policy']}** {compare._cell(row, self.rank_by)}"
+                tie = f" ({markdown.text(row[compare.TIE])})" if row.get(compare.TIE) else ""
+                cells.append(f"{i + 1}. **{markdown.text(row['policy'])}** {compare._cell(row, self.rank_by)}"
                              f"{' h' if compare.in_hours(self.rank_by) else ''}{speed}{tie}")
-            lines.append(f"**{trace} / {cluster}**, best by `{self.rank_by}`: " + " · ".join(cells))
+            lines.append(f"**{markdown.text(trace)} / {markdown.text(cluster)}**, best by `{self.rank_by}`: "
+                         + " · ".join(cells))
         done = f"{len(self.rows)} of {len(self.specs)} replays finished"
         return ("  \n".join(lines) + f"  \n{done}; interactive table and plots: artifact `comparison.html`"
                 " (Artifacts tab); bars and CDFs below.\n\n") if lines else ""

@@ -28,7 +28,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schedlab.sched.reporting import compare
+from schedlab.sched.reporting import compare, markdown
 
 if TYPE_CHECKING:
     from schedlab.sched.spec import ExperimentReplay
@@ -273,9 +273,10 @@ def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[
     tags (the note, ``same_as``, the tie, its colour, its replays done / running / queued);
     ``several``: the comparison has several (trace, cluster) groups."""
     label, seeds = row["policy"], int(row["seeds"])
-    same = f"; identical results to {row[compare.SAME_AS]}" if row.get(compare.SAME_AS) else ""
-    note = (f"**{label}** on {row['trace']} / {row['cluster']}: mean and sample std over {seeds} seed(s)"
-            f" (metric `<key>` and `<key>_std`); `*_speedup` = {baseline} ÷ {label}{same}.")
+    shown_label, text = markdown.text(label), markdown.text  # user text as text (sched/reporting/markdown.py)
+    same = f"; identical results to {text(row[compare.SAME_AS])}" if row.get(compare.SAME_AS) else ""
+    note = (f"**{shown_label}** on {text(row['trace'])} / {text(row['cluster'])}: mean and sample std over {seeds}"
+            f" seed(s) (metric `<key>` and `<key>_std`); `*_speedup` = {text(baseline)} ÷ {shown_label}{same}.")
     name = f"{label} | {row['trace']} | {row['cluster']}" if several else label
     name = f"{name} (mean of {seeds} seed{'s' if seeds > 1 else ''})"
     metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from schedlab import settings
+from schedlab.sched.reporting import markdown
 from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables, tables_for_experiment
 
 
@@ -26,7 +27,7 @@ def to_markdown(frame: pd.DataFrame, index: str) -> str:
     frame = frame.reset_index().rename(columns={"index": index})
     head = [str(c) for c in frame.columns]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    lines += ["| " + " | ".join(markdown.text(_fmt(v)) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
 
 
@@ -62,8 +63,9 @@ def tables_for(config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame]) -> 
 
 
 def section(config: Any, tables: dict[str, pd.DataFrame], report: dict[str, Any] | None) -> str:
-    lines = [f"## {config.name}: {config.description or ''}".rstrip(": "), "",
-             f"Seeds {config.seeds}; interference `{config.models.interference}`."]
+    description = markdown.text(config.description or "")
+    lines = [f"## {markdown.text(config.name)}: {description}".rstrip(": "), "",
+             f"Seeds {config.seeds}; interference {markdown.text(config.models.interference)}."]
     if report and report.get("failures"):
         lines.append(f"**{len(report['failures'])} replay(s) failed**; the tables use the others.")
     for name, frame in tables.items():
@@ -86,5 +88,6 @@ def section(config: Any, tables: dict[str, pd.DataFrame], report: dict[str, Any]
 def document(sections: list[str], failures: dict[str, str], stamp: datetime) -> str:
     """The run's markdown document: every config's section, then the failures."""
     return (f"# Paper vs ours ({stamp:%Y-%m-%d})\n\n" + "\n".join(sections)
-            + ("\n**Failures**:\n\n" + "\n".join(f"- {k}: {v}" for k, v in failures.items()) + "\n"
+            + ("\n**Failures**:\n\n" + "\n".join(f"- {markdown.text(k)}: {markdown.text(v)}"
+                                                   for k, v in failures.items()) + "\n"
                if failures else ""))

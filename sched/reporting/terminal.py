@@ -31,8 +31,8 @@ def load_line(report: Any) -> str:
 
 
 def comparison_table(summaries: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per policy's summary: its label, jobs and the headline metrics."""
-    return pd.DataFrame(summaries)[COMPARISON_COLUMNS]
+    """One row per policy's summary: its label, jobs and the headline metrics (none: the header alone)."""
+    return pd.DataFrame(summaries)[COMPARISON_COLUMNS] if summaries else pd.DataFrame(columns=COMPARISON_COLUMNS)
 
 
 def format_table(frame: pd.DataFrame) -> str:

@@ -35,6 +35,8 @@ traces, loads, clusters, policies and seeds, validated with the same checks as a
                                      #   headroom: 0.02, period_s: 300, reclaim: lyra|scf|random,
                                      #   gpu_equivalence: 3, lose_progress: true}: inference servers
                                      #   lent to training (Lyra; clusters need an inference pool)
+    time_limit_s: 7200               # a replay still running after this is stopped and fails (the
+                                     #   policy's call in progress named); --time-limit overrides it
 
 Every (trace, load, cluster, policy, params, seed) is one replay, an :class:`ExperimentReplay`: the
 experiment's names for it (label, trace label) and, through :meth:`ExperimentReplay.spec`, the
@@ -52,6 +54,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from schedlab.sched.contained import DEFAULT_TIME_LIMIT_S
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.models.inference import is_synthetic
 from schedlab.sched.policy_needs import Fallback
@@ -144,6 +147,9 @@ class ExperimentSpec(UserModel):
     smact_profiles: str | None = None
     #: inference servers lent to training on an inference-load series (Lyra; sched/core/pools.py)
     inference: LoanOptions | None = None
+    #: seconds a replay may run before it is stopped and fails (a policy that never returns; the shipped
+    #: set-ups' longest replay takes about 10 minutes)
+    time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
 
     @field_validator("placement")
     @classmethod
@@ -260,7 +266,7 @@ class ExperimentSpec(UserModel):
                                 smact_profiles=self.resolve_profiles(),
                                 inference=self.resolve_inference(),
                                 policy_origin=origin.params() if origin is not None else None,
-                                policy_source=sources[pol.name],
+                                policy_source=sources[pol.name], time_limit_s=self.time_limit_s,
                             ))
         return specs
 
@@ -331,6 +337,8 @@ class ExperimentReplay(BaseModel):
     #: a file policy's text, as the experiment read it: a worker whose file differs or is missing (a
     #: ``--dask-address`` cluster on other machines) loads this (:func:`~schedlab.sched.policies.load_policy_class`)
     policy_source: str | None = None
+    #: seconds the replay may run before it is stopped and fails (how it runs, not what: not in ``identity``)
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
 
     def spec(self) -> ReplaySpec:
         """The replay as :func:`schedlab.sched.replay.run` takes it (one policy; the trace's options with
