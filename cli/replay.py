@@ -270,6 +270,12 @@ def _run_replay(args: argparse.Namespace, spec: ReplaySpec, parts: Any, out: Pat
         print(format_table(comparison))
     for error in failures:
         print(f"{error.label}: FAILED ({error.message})")
+    unused: dict[str, list[str]] = {}  # a model or option that changed nothing -> the policies it did not change
+    for result in results:
+        for message in result.unused:
+            unused.setdefault(message, []).append(result.policy)
+    for message, labels in unused.items():
+        print(f"{', '.join(labels)}: {message}")
     print(f"results: {out}/")
     if link is not None:
         print(f"MLflow: {link}")

@@ -108,6 +108,8 @@ def _run_and_compare(live: LiveComparison, table_every: int, started: float,
                 finished += 1
                 print(f"[{finished}/{len(todo)}] {spec.run_name}: {compare.replay_line(result['metrics'])} (run"
                       f" {result['run_id']}{'' if result['logged'] else ', logged before'})")
+                for message in result.get("unused", []):
+                    print(f"  {spec.run_name}: {message}")
                 live.finished(spec, result["metrics"])
                 with gate.shielded():
                     tracked.update(live, show=finished % table_every == 0 and finished < len(todo))

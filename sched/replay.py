@@ -30,12 +30,15 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
 from schedlab.sched.models.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.models.fitted import Fetch
+from schedlab.sched.models.interference import fresh
 from schedlab.sched.models.scaling import use_elastic_scaling
+from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.smact import SmactProfile, replay_smact
 from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog
 from schedlab.sched.policies import Policy
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
 from schedlab.sched.policy_needs import check as check_policies
+from schedlab.sched.results.applied import applied, fit_changed
 from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.spec import AUTO, PolicyRun, ReplaySpec
@@ -52,6 +55,7 @@ class Prepared:
     table: pd.DataFrame
     notes: dict[str, Any]
     report: LoadReport | None = None  # None: a table given in memory
+    fitted: frozenset[str] = frozenset()  # ids of the jobs a fitted iteration-time model gave another duration
 
     @property
     def cluster(self) -> ClusterSpec:
@@ -74,10 +78,15 @@ class ReplayResult:
     summary: dict[str, Any]
     utilization: pd.DataFrame = field(default_factory=pd.DataFrame)  # time, busy_gpus
     smact: pd.DataFrame | None = None  # smact, gpu_s: the SM-activity distribution, when profiled
+    #: per model or option given beyond the defaults, the jobs it applied to, and a message for each that
+    #: applied to none (``sched/results/applied.py``); beside the summary, which they leave as it was
+    applied: dict[str, int] = field(default_factory=dict)
+    unused: list[str] = field(default_factory=list)
 
     def write(self, out_dir: str | Path) -> Path:
         """Write ``jobs.parquet``, ``summary.json`` and ``utilization.parquet`` (and ``smact.parquet``
-        when the SM-activity distribution was computed), atomically, file by file."""
+        when the SM-activity distribution was computed, ``applied.json`` when models or options were
+        given: :attr:`applied` and :attr:`unused`), atomically, file by file."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
@@ -85,6 +94,9 @@ class ReplayResult:
         if self.smact is not None:
             write_atomic(out / "smact.parquet", lambda p: self.smact.to_parquet(p, index=False))
         write_atomic(out / "summary.json", lambda p: p.write_text(json.dumps(_jsonable(self.summary), indent=2)))
+        if self.applied:
+            write_atomic(out / "applied.json", lambda p: p.write_text(json.dumps(
+                {"applied": self.applied, "unused": self.unused}, indent=2)))
         return out
 
 
@@ -164,13 +176,13 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
     if scheme == AUTO:
         scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)
     try:
-        table, notes = _prepare_table(table, parts, scheme, spec.seed)
+        table, notes, fitted = _prepare_table(table, parts, scheme, spec.seed)
     except JobError as err:
         if report is None:
             raise
         raise report.locate(err) from None
     check_capabilities(spec, table, warn)
-    return Prepared(parts, table, notes, report)
+    return Prepared(parts, table, notes, report, fitted)
 
 
 def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True) -> list[Fallback]:
@@ -185,10 +197,12 @@ def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True)
 
 
 def _prepare_table(table: pd.DataFrame, parts: replay_parts.ReplayParts, annotate_workloads: bool | str | dict,
-                   seed: int) -> tuple[pd.DataFrame, dict[str, Any]]:
+                   seed: int) -> tuple[pd.DataFrame, dict[str, Any], frozenset[str]]:
+    """The table with workloads and durations, the notes, and the ids of the jobs whose duration a
+    fitted iteration-time model computes."""
     pool, timing = parts.cluster.training_pool, parts.timing
     if "global_batch" in table.columns:
-        return nominal_durations(table, pool.gpus_per_server, parts.goodput_models()), {"goodput": True}
+        return nominal_durations(table, pool.gpus_per_server, parts.goodput_models()), {"goodput": True}, frozenset()
     catalog = default_catalog()
     gpu_type = catalog_gpu_type(catalog, pool.gpu_type)
     notes: dict[str, Any] = {"iteration_time_gpu_type": gpu_type}
@@ -206,8 +220,10 @@ def _prepare_table(table: pd.DataFrame, parts: replay_parts.ReplayParts, annotat
                       "iteration_time_fitted": used})
         if gpu_type == pool.gpu_type:
             notes.pop("iteration_time_note", None)
-    table = fill_durations(table, timing, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
-    return table, notes
+    filled = fill_durations(table, timing, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
+    fitted = (fit_changed(table, filled, pool.gpu_type, pool.gpus_per_server) if isinstance(timing, FittedCatalog)
+              else frozenset())
+    return filled, notes, fitted
 
 
 def nominal_durations(table: pd.DataFrame, gpus_per_server: int, models: dict[str, Any]) -> pd.DataFrame:
@@ -261,25 +277,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
     decider = parts.policy(policy)
     if wrap_policy is not None:
         decider = wrap_policy(decider)
-    goodput_models = None
-    if "global_batch" in table.columns:
-        goodput_models = parts.goodput_models()
-        decider.for_goodput_jobs()
-    state, orchestrator = parts.cluster_state(spec)
-    engine = Engine(
-        JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
-        state,
-        decider,
-        placement=spec.placement,
-        preemption_overhead_s=spec.preemption_overhead_s,
-        seed=spec.seed,
-        progress=progress,
-        sharing=sharing,
-        allocation_stall_s=spec.allocation_stall_s,
-        record_occupancy=parts.smact is not None,
-        orchestrator=orchestrator,
-    )
-    use_elastic_scaling(engine)
+    engine, orchestrator = _engine(spec, prepared, decider, sharing, progress)
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
@@ -292,6 +290,8 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     if isinstance(timing, FittedCatalog):
         summary["iteration_time"] = timing.source
+    counts, unused = applied(spec, timing, prepared.notes, jobs, policy.policy_class(),  # what each model and
+                             _fit_changed(spec, prepared, policy, jobs, sharing), len(sharing.fit_changed))  # option did
     distribution = None
     load_report = prepared.load_report
     if parts.smact is not None:
@@ -313,7 +313,55 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
         from schedlab.sched.core.pools import utilization_with_capacity
 
         utilization = utilization_with_capacity(utilization, result.pools)
-    return ReplayResult(policy=policy.label, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
+    return ReplayResult(policy=policy.label, jobs=jobs, summary=summary, utilization=utilization, smact=distribution,
+                        applied=counts, unused=unused)
+
+
+def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: SharingModel,
+            progress: bool | Callable[[int, int], None]) -> tuple[Engine, Any]:
+    """The engine of one policy's replay (and the pools' orchestrator, None without loaned servers)."""
+    parts, table = prepared.parts, prepared.table
+    goodput_models = None
+    if "global_batch" in table.columns:
+        goodput_models = parts.goodput_models()
+        decider.for_goodput_jobs()
+    state, orchestrator = parts.cluster_state(spec)
+    engine = Engine(
+        JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
+        state,
+        decider,
+        placement=spec.placement,
+        preemption_overhead_s=spec.preemption_overhead_s,
+        seed=spec.seed,
+        progress=progress,
+        sharing=sharing,
+        allocation_stall_s=spec.allocation_stall_s,
+        record_occupancy=parts.smact is not None,
+        orchestrator=orchestrator,
+    )
+    use_elastic_scaling(engine)
+    return engine, orchestrator
+
+
+def _fit_changed(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, jobs: pd.DataFrame,
+                 sharing: SharingModel) -> set[str]:
+    """The ids of the jobs a fitted iteration-time model changed (``sched/results/applied.py``): those it
+    gave another duration, and those whose speeds read from it differ from the catalog's. When it gave no
+    other duration but the policy read such speeds, whether that changed anything is known only by the
+    replay again with the catalog's speeds (same table, policy, seed): the jobs whose rows differ then."""
+    changed = set(prepared.fitted) | sharing.fit_changed
+    if prepared.fitted or not sharing.fit_changed:
+        return changed
+    parts = prepared.parts
+    catalog = SharingModel.for_cluster(parts.cluster, fresh(parts.interference), default_catalog())
+    engine, _ = _engine(spec, prepared, parts.policy(policy), catalog, False)
+    other = job_table(engine.run()).set_index("job_id")
+    mine = jobs.set_index("job_id")
+    differs = pd.Series(False, index=mine.index)
+    for column in mine.columns.intersection(other.columns):
+        a, b = mine[column], other[column].reindex(mine.index)
+        differs |= ~((a == b) | (a.isna() & b.isna()))
+    return set(differs.index[differs.to_numpy()])
 
 
 def write_atomic(path: Path, write) -> None:

@@ -4,7 +4,8 @@ attempt to interrupt it) or that ends the process (``os._exit``, a crash of nati
 the caller with it.
 
 A :class:`Watchdog` keeps one child process (forked from a fork server that has imported what the
-child needs, never from the caller: see :func:`_context`) and hands it items one at a time; the child
+child needs, never from the caller: see :func:`_context`) and hands it items one at a time, each with the
+caller's environment variables and working folder of the moment; the child
 applies ``target(item, beat)`` and sends back what it returns. ``beat`` (a :class:`Heartbeat` in
 shared memory) is where the child says when the policy call it is in started; the caller polls it
 while it waits and kills the child once a call has run past ``call_deadline_s``, or the whole item past
@@ -178,7 +179,7 @@ class Watchdog:
             self._start()
         assert self._beat is not None
         self._beat.progress(0, 0)
-        self._conn.send(item)
+        self._conn.send((item, dict(os.environ), os.getcwd()))  # as the caller is now, not the fork server
         started, reported = time.monotonic(), (0, 0)
         while True:
             if self._conn.poll(self.tick_s):
@@ -253,11 +254,17 @@ def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) 
     _die_with_parent()
     while True:
         try:
-            item = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return
-        if item is None:
+        if message is None:
             return
+        item, environ, folder = message
+        if environ != os.environ:
+            os.environ.clear()
+            os.environ.update(environ)
+        if folder != os.getcwd():
+            os.chdir(folder)
         try:
             answer = ("returned", target(item, beat))
         except BaseException as err:  # noqa: BLE001 - handed to the caller, which re-raises it

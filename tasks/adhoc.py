@@ -27,10 +27,10 @@ from typing import Any
 
 from schedlab.sched.reporting import compare, plots
 from schedlab.sched.reporting.markdown import text as md
-from schedlab.sched.reporting.mlflow_view import run_metrics, run_url, standard_tags
+from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_url, standard_tags
 from schedlab.tasks import tracking
 from schedlab.tasks.mlflow_view import describe_experiment
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
 ADHOC_TAG = "schedlab.adhoc"
 OUT_TAG = "schedlab.out"
@@ -53,12 +53,14 @@ class AdhocRuns:
 
     def log(self, result: Any) -> None:
         """A policy's replay is done and written to ``--out``: its metrics and artifacts, then FINISHED."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric, RunTag
 
         c, rid = client(self.uri), self.run_ids[result.policy]
         now = int(time.time() * 1000)
-        metrics = run_metrics(result.summary)
-        retrying(lambda: c.log_batch(rid, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
+        metrics = {**run_metrics(result.summary), **applied_metrics(result)}
+        unused = result.unused  # a model or option that changed nothing
+        retrying(lambda: c.log_batch(rid, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                                     tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
             result.write(out)

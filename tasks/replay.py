@@ -28,11 +28,11 @@ from prefect.cache_policies import NO_CACHE
 from schedlab import settings
 from schedlab.sched.contained import Contained, PolicyFailed, thread_lock_for_progress_bars
 from schedlab.sched.reporting.markdown import text as md
-from schedlab.sched.reporting.mlflow_view import run_metrics, run_params, standard_tags
+from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_params, standard_tags
 from schedlab.sched.spec import ExperimentReplay
 from schedlab.tasks import tracking
 from schedlab.tasks.model_tracking import fetcher, lineage
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
 if TYPE_CHECKING:
     from schedlab.sched.core.cluster import ClusterSpec
@@ -132,8 +132,10 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
-        metrics = run_metrics(summary)
-        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
+        metrics = {**run_metrics(summary), **applied_metrics(result)}
+        unused = result.unused  # a model or option that changed nothing (sched/results/applied.py)
+        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                                     tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
             result.summary = summary
@@ -143,7 +145,7 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
             retrying(lambda: c.log_artifacts(run_id, str(out)))
         retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,
-                "metrics": metrics}
+                "metrics": metrics, "unused": unused}
     except BaseException as err:
         # a policy's failure says what and where itself (its traceback is of the waiting side)
         message = err.message if isinstance(err, PolicyFailed) else f"{type(err).__name__}: {err}"

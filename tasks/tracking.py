@@ -28,6 +28,7 @@ KEY_TAG = "schedlab.key"
 EXPERIMENT_KEY_TAG = "schedlab.experiment_key"
 PARENT_TAG = "mlflow.parentRunId"
 SUPERSEDED_TAG = "schedlab.superseded_by"
+UNUSED_TAG = "schedlab.unused"  # what given to a replay changed nothing, and why (sched/results/applied.py)
 ERROR_TAG = "schedlab.error"
 OWNER_TAG = "schedlab.worker"  # host:pid of the process logging the run
 LEASE_TAG = "schedlab.lease_until"  # epoch seconds; renewed while the owner works on the run

@@ -315,6 +315,13 @@ class FittedCatalog(WorkloadCatalog):
         """The workloads whose parameters on ``gpu_type`` are fitted."""
         return sorted(wl for wl, gt in self._fitted if gt == gpu_type.lower())
 
+    def coverage(self) -> dict[str, list[str]]:
+        """GPU type -> the workloads fitted on it."""
+        out: dict[str, list[str]] = {}
+        for wl, gt in sorted(self._fitted):
+            out.setdefault(gt, []).append(wl)
+        return dict(sorted(out.items()))
+
     def knows_gpu_type(self, gpu_type: str) -> bool:
         return super().knows_gpu_type(gpu_type) or bool(self.covered(gpu_type))
 

@@ -248,6 +248,12 @@ def run_metrics(summary: dict[str, Any]) -> dict[str, float]:
     return {_METRIC_NAME.sub("_", k): v for k, v in flat_metrics(summary).items() if k != "seed"}
 
 
+def applied_metrics(result: Any) -> dict[str, float]:
+    """``applied.<name>``: the jobs each model or option given to the replay applied to
+    (:attr:`schedlab.sched.replay.ReplayResult.applied`)."""
+    return {f"applied.{name}": float(count) for name, count in result.applied.items()}
+
+
 # ---------------------------------------------------------------------------------------------
 # the comparison as runs
 

@@ -16,7 +16,8 @@ traces, loads, clusters, policies and seeds, validated with the same checks as a
         options: {num_jobs: 500, load: 2.0}   # LoadOptions fields; `load` may be a list (a sweep)
         annotate: false              # assign workloads from the catalog (Castor §9.1); or gimbal /
                                      #   {scheme: gimbal, max_duration_s: …} (Gimbal §7.1, annotate.py),
-                                     #   {scheme: lyra, scenario: basic}, or a list: [pollux, lyra]
+                                     #   {scheme: lyra, scenario: basic}, or a list: [pollux, lyra];
+                                     #   null (or the key left out): false
     clusters: [castor-sim]           # shipped name, YAML path or NxG[:type]
     policies: all                    # every registered policy, or a list of names and/or
                                      #   {name: tiresias, params: {promote_knob: 4}, label: tiresias-k4};
@@ -79,6 +80,18 @@ class TraceEntry(UserModel):
 
     _annotate = field_validator("annotate")(lambda cls, value: fields.annotation(value))
     _format = field_validator("format")(lambda cls, value: fields.trace_format(value))
+
+    @field_validator("annotate", mode="before")
+    @classmethod
+    def _annotate_shape(cls, value: Any) -> Any:
+        """``annotate: null`` (or an empty ``annotate:``) is the key left out: no annotation; a value of no
+        accepted shape is one error (not one per shape of the union)."""
+        if value is None:
+            return False
+        if not isinstance(value, (bool, str, dict, list)):
+            raise ValueError(f"expected false, a scheme (pollux, gimbal, …), a mapping {{scheme: …}} or a list of"
+                             f" them, got {value!r}")
+        return value
 
     @field_validator("options")
     @classmethod
