@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -343,7 +344,7 @@ def make_interference(spec: str | None, fetch: Fetch | None = None) -> Interfere
     if kind == "analytic":
         return Analytic(options["xi"]) if rest else Analytic()
     if kind == "gavel":
-        path, _, worker = rest.rpartition(":") if rest.rsplit(":", 1)[-1] in ("k80", "p100", "v100") else (rest, "", "")
+        path, _, worker = _gavel_path(rest)
         return GavelTable(path, worker or "v100")
     if kind == "table":
         shipped = SHIPPED_TABLES / rest
@@ -351,6 +352,30 @@ def make_interference(spec: str | None, fetch: Fetch | None = None) -> Interfere
     from schedlab.sched.models.fitted import InterferenceModel
 
     return InterferenceModel.load(rest, fetch)
+
+
+def _gavel_path(rest: str) -> tuple[str, str, str]:
+    """``PATH[:WORKER]`` of a ``gavel:`` source as (path, ":" or "", worker)."""
+    return rest.rpartition(":") if rest.rsplit(":", 1)[-1] in ("k80", "p100", "v100") else (rest, "", "")
+
+
+def with_paths(spec: str, resolve: Callable[[str], str]) -> str:
+    """``spec`` with each file path in it (``gavel:PATH``, ``table:PATH``, ``model:PATH``, those inside
+    ``mpscap:``) replaced by ``resolve(path)``: an experiment makes its relative paths absolute so that its
+    workers read the files it means, whatever their working folder. Names and MLflow URIs go unchanged
+    through ``resolve`` as the caller decides (a shipped table's name is no path it finds)."""
+    from schedlab.sched.models.fitted import is_uri
+
+    kind, rest, _ = _parse(spec)
+    head = spec[:len(spec) - len(rest)]
+    if kind == "mpscap":
+        return head + with_paths(rest, resolve)
+    if kind == "gavel":
+        path, colon, worker = _gavel_path(rest)
+        return head + resolve(path) + colon + worker
+    if kind in ("table", "model") and not is_uri(rest):
+        return head + resolve(rest)
+    return spec
 
 
 def fresh(source: InterferenceSource) -> InterferenceSource:

@@ -176,9 +176,16 @@ class ExperimentSpec(UserModel):
         names = POLICIES if policies == "all" else [p if isinstance(p, str) else p.name for p in policies]
         return fields.placement(value, [(name, POLICIES[name]) for name in names if name in POLICIES])
 
-    # set by load_config: where relative trace paths resolve
+    # set by load_config: where relative paths resolve before the working folder (the file's folder, and for
+    # a shipped file the checkout it is in: its `../shared/data/…` is beside the repository)
     _base_dir: Path = Path(".")
+    _bases: tuple[Path, ...] = ()
     _path: Path | None = None
+
+    def search_path(self) -> list[Path]:
+        """Where a relative path in the file is looked for, in order: the file's folder, for a shipped file
+        the checkout's root, then the working folder."""
+        return list(dict.fromkeys([*(self._bases or (self._base_dir,)), Path.cwd()]))
 
     def policy_entries(self) -> list[PolicyEntry]:
         """The policies with a unique label each (``policies: all`` = the registry, read now); a file
@@ -203,13 +210,13 @@ class ExperimentSpec(UserModel):
         return labelled
 
     def resolve_policy(self, spec: str) -> str:
-        """A policy spec with a relative file path made absolute: the YAML's folder first, then the cwd."""
+        """A policy spec with a relative file path made absolute (:meth:`search_path`)."""
         from schedlab.sched.policies import resolve_spec, spec_kind
 
         if spec_kind(spec) != "file":
             return spec
         target = Path(spec.rpartition(":")[0]).expanduser()
-        for base in (self._base_dir, Path.cwd()):
+        for base in self.search_path():
             if (base / target).exists():
                 return resolve_spec(spec, base)
         return resolve_spec(spec, self._base_dir)
@@ -219,16 +226,39 @@ class ExperimentSpec(UserModel):
         return self.baseline or self.policy_entries()[0].label  # type: ignore[return-value]
 
     def resolve_source(self, source: str | None) -> str | None:
-        """An absolute path for a relative trace path: the YAML's folder first, then the cwd."""
+        """An absolute path for a relative trace path (:meth:`search_path`; not found: the file's folder's)."""
         if source is None or source == "synthetic":
             return None
         path = Path(source).expanduser()
         if path.is_absolute():
             return str(path)
-        for base in (self._base_dir, Path.cwd()):
+        for base in self.search_path():
             if (base / path).exists():
                 return str((base / path).resolve())
         return str((self._base_dir / path).resolve())
+
+    def resolve_path(self, text: str) -> str:
+        """``text`` as an absolute path when it is a relative one found on :meth:`search_path`, else as it is
+        (an absolute path, a shipped model's or table's name, a file that does not exist: its reader says so)."""
+        path = Path(text).expanduser()
+        if path.is_absolute():
+            return text
+        for base in self.search_path():
+            if (base / path).exists():
+                return str((base / path).resolve())
+        return text
+
+    def resolve_models(self) -> dict[str, str]:
+        """The models with their relative file paths made absolute (:meth:`resolve_path`): the replays'
+        workers read the files the experiment file means, whatever their working folder."""
+        from schedlab.sched.models.interference import with_paths
+
+        models = self.models.model_dump()
+        if fields.reads_files(models["iteration_time"]):
+            models["iteration_time"] = self.resolve_path(models["iteration_time"])
+        if models["interference"] != LATEST:
+            models["interference"] = with_paths(models["interference"], self.resolve_path)
+        return models
 
     def resolve_profiles(self) -> str | None:
         """``smact_profiles`` as an absolute path (relative: to the YAML's folder, else the cwd); it
@@ -275,7 +305,7 @@ class ExperimentSpec(UserModel):
                                 seed=seed, placement=self.placement,
                                 preemption_overhead_s=self.preemption_overhead_s,
                                 allocation_stall_s=self.allocation_stall_s,
-                                models=self.models.model_dump(), code_version=code_version,
+                                models=self.resolve_models(), code_version=code_version,
                                 smact_profiles=self.resolve_profiles(),
                                 inference=self.resolve_inference(),
                                 policy_origin=origin.params() if origin is not None else None,

@@ -118,14 +118,28 @@ def load_config(path: str | Path, seeds: list[int] | None = None) -> ExperimentS
             lines.append(f"  {_where(loc)}: {e['msg'].removeprefix('Value error, ')}{got}{file.line(loc)}")
         raise ConfigError("\n".join(lines)) from None
     config._base_dir = path.resolve().parent
+    config._bases = (config._base_dir, *shipped_base(path))
     config._path = path.resolve()
     _check_semantics(config, file)
     return config
 
 
+def shipped_base(path: Path) -> list[Path]:
+    """For a shipped experiment file (in ``conf/experiments``), the root of the checkout it is in: its
+    relative paths (``../shared/data/…``, the development data beside the repository) mean that folder's,
+    whatever the working folder; nothing for another file."""
+    return [conf.ROOT.parent] if path.resolve().is_relative_to(conf.path("experiments")) else []
+
+
+def _relative(text: str, config: ExperimentSpec) -> str:
+    """Where a relative path was looked for, for an error about ``text`` (nothing for an absolute one)."""
+    return "" if Path(text).is_absolute() or not fields.reads_files(text) else f" (a relative path: {_looked_in(config)})"
+
+
 def _looked_in(config: ExperimentSpec) -> str:
     """Where a relative path in ``config`` is looked for (``resolve_source``'s order)."""
-    return f"looked in {config._base_dir} and {Path.cwd()}"
+    *first, last = [str(p) for p in config.search_path()]
+    return f"looked in {', '.join(first)} and {last}"
 
 
 def _check_semantics(config: ExperimentSpec, file: _File) -> None:
@@ -207,17 +221,28 @@ def _check_clusters(config: ExperimentSpec, file: _File) -> dict[str, ClusterSpe
 
 
 def _check_models(config: ExperimentSpec, file: _File) -> None:
-    """The iteration-time model file and the inference load the experiment names, read (by
-    :mod:`schedlab.sched.parts`, as each replay's worker will) so that a bad one fails before any work.
-    Registered versions (``latest``, ``models:/``) are fetched by the replays, and so are the ξ source's
-    tables and models (its text is checked with the field)."""
+    """The iteration-time model file, the ξ source's tables or model and the inference load the experiment
+    names, read (by :mod:`schedlab.sched.parts`, as each replay's worker will, their relative paths resolved
+    as for the workers: :meth:`~schedlab.sched.spec.ExperimentSpec.resolve_models`) so that a bad one fails
+    before any work. Registered versions (``latest``, ``models:/``) are fetched by the replays."""
     from schedlab.sched import parts
 
-    if fields.reads_files(config.models.iteration_time):
+    models = config.resolve_models()  # relative paths as the workers will read them
+    if fields.reads_files(models["iteration_time"]):
         try:
-            parts.iteration_times(config.models.iteration_time)
+            parts.iteration_times(models["iteration_time"])
         except fields.SpecError as err:
-            raise file.error(("models", "iteration_time"), str(err)) from None
+            raise file.error(("models", "iteration_time"), f"{err}{_relative(config.models.iteration_time, config)}") from None
+    if models["interference"] != fields.LATEST and not any(uri in models["interference"] for uri in ("models:/", "runs:/")):
+        try:  # its tables or model read now (seconds at most), not by each replay: a bad one before any work
+            parts.interference_source(models["interference"])
+        except fields.SpecError as err:
+            from schedlab.sched.models.interference import with_paths
+
+            paths: list[str] = []
+            with_paths(config.models.interference, lambda path: paths.append(path) or path)
+            where = next((_relative(path, config) for path in paths if _relative(path, config)), "")
+            raise file.error(("models", "interference"), f"{err}{where}") from None
     if config.inference is not None:
         try:
             parts.inference_load(config.resolve_inference()["load"])
