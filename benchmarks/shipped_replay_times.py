@@ -2,8 +2,10 @@
 
 Each replay of the chosen configs (``conf/experiments/``; one seed, the labels given) runs in this
 process through the experiment's own ``execute`` (no Prefect, no MLflow), one after the other; per
-replay: CPU seconds (user + system), wall seconds, jobs. Run it from the repository's root (the configs
-read the development data beside it).
+replay: CPU seconds (user + system), wall seconds, jobs. The configs read the development data beside the
+repository. Measured on the shared 2-core development machine (load average 1-2; seed 0, load 1): pollux on
+lyra-scaling 604 CPU s / 605 s wall, AFS there 89 s, every other shipped replay 41 s or less (showdown's
+pollux, at its own load 4) — the default time limit (``sched/contained.py``) is 12 x the longest.
 
     python -m schedlab.benchmarks.shipped_replay_times lyra-scaling --labels pollux afs [--seed 0] [--load 1.0]
 """
