@@ -125,3 +125,55 @@ def check_digests(recorded: Path, case: str, found: dict) -> None:
         digests[case] = found
         recorded.write_text(json.dumps(dict(sorted(digests.items())), indent=1) + "\n")
     pytest.skip(f"recorded {case} in {recorded}")
+
+
+#: a FIFO policy as the text of a policy file (``path.py:Class``): tests append the subclasses they plant,
+#: a policy that loops, exits or raises (``self.calls`` counts its ``schedule`` calls)
+FIFO_SOURCE = '''
+import os
+import sys
+
+from pydantic import BaseModel
+
+from schedlab.sched.api import Policy
+
+
+class Fifo(Policy):
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.queue, self.calls = [], 0
+
+    def on_arrival(self, engine, job):
+        self.queue.append(job)
+
+    def schedule(self, engine):
+        self.calls += 1
+        while self.queue and engine.start(self.queue[0]):
+            self.queue.pop(0)
+'''
+
+#: policies planted after :data:`FIFO_SOURCE` in a policy file: one whose ``schedule`` never returns from
+#: its fourth call on, one that ``sys.exit``\ s
+PLANTED = {
+    "Loops": '''
+class Loops(Fifo):
+    name = "loops"
+
+    def schedule(self, engine):
+        super().schedule(engine)
+        while self.calls > 3:
+            pass
+''',
+    "SysExit": '''
+class SysExit(Fifo):
+    name = "sysexit"
+
+    def schedule(self, engine):
+        sys.exit(0)
+''',
+}
+
+
+def policy_source(*planted: str, extra: str = "") -> str:
+    """The text of a policy file: :data:`FIFO_SOURCE`, the :data:`PLANTED` policies named, then ``extra``."""
+    return FIFO_SOURCE + "".join("\n" + PLANTED[name] for name in planted) + extra

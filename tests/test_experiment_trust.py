@@ -13,45 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_env, run_cli
+from helpers import cli_env, policy_source, run_cli
 
-POLICY = '''
-import sys
-
-from pydantic import BaseModel
-
-from schedlab.sched.api import Policy
-
-
-class Fifo(Policy):
-    def __init__(self, params=None):
-        super().__init__(params)
-        self.queue, self.calls = [], 0
-
-    def on_arrival(self, engine, job):
-        self.queue.append(job)
-
-    def schedule(self, engine):
-        self.calls += 1
-        while self.queue and engine.start(self.queue[0]):
-            self.queue.pop(0)
-
-
-class Loops(Fifo):
-    name = "loops"
-
-    def schedule(self, engine):
-        super().schedule(engine)
-        while self.calls > 3:
-            pass
-
-
-class SysExit(Fifo):
-    name = "sysexit"
-
-    def schedule(self, engine):
-        sys.exit(0)
-
+POLICY = policy_source("Loops", "SysExit", extra='''
 
 class NoteParams(BaseModel):
     note: str = ""
@@ -60,7 +24,7 @@ class NoteParams(BaseModel):
 class Noted(Fifo):
     name = "noted"
     Params = NoteParams
-'''
+''')
 
 HOSTILE_LABEL = "**<script>alert(3)</script>**"
 HOSTILE_TRACE = '"><img src=x onerror=alert(2)>'

@@ -103,6 +103,7 @@ def jobs(folder: Path):
     return pd.read_parquet(folder / "jobs.parquet")
 
 
+@pytest.mark.slow
 def test_a_fitted_model_that_changes_nothing_says_so(tmp_path: Path) -> None:
     home = tmp_path / "home"
     fit_and_register(tmp_path, home, cpu_store(tmp_path / "store"))

@@ -16,36 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import cli_env, run_cli
-
-FIFO = '''
-from schedlab.sched.api import Policy
-
-
-class Fifo(Policy):
-    def __init__(self, params=None):
-        super().__init__(params)
-        self.queue, self.calls = [], 0
-
-    def on_arrival(self, engine, job):
-        self.queue.append(job)
-
-    def schedule(self, engine):
-        self.calls += 1
-        while self.queue and engine.start(self.queue[0]):
-            self.queue.pop(0)
-'''
+from helpers import FIFO_SOURCE, cli_env, policy_source, run_cli
 
 POLICIES = {
-    "sysexit": FIFO + '''
-
-class SysExit(Fifo):
-    name = "sysexit"
-
-    def schedule(self, engine):
-        raise SystemExit(0)
-''',
-    "raises": FIFO + '''
+    "sysexit": policy_source("SysExit"),
+    "raises": FIFO_SOURCE + '''
 
 class Raises(Fifo):
     name = "raises"
@@ -55,7 +30,7 @@ class Raises(Fifo):
         if self.calls == 3:
             {}["no such key"]
 ''',
-    "interrupts": FIFO + '''
+    "interrupts": FIFO_SOURCE + '''
 
 class Interrupts(Fifo):
     name = "interrupts"
@@ -63,20 +38,8 @@ class Interrupts(Fifo):
     def schedule(self, engine):
         raise KeyboardInterrupt
 ''',
-    "loops": FIFO + '''
-
-class Loops(Fifo):
-    name = "loops"
-
-    def schedule(self, engine):
-        super().schedule(engine)
-        while self.calls > 3:
-            pass
-''',
-    "ends": FIFO + '''
-
-import os
-
+    "loops": policy_source("Loops"),
+    "ends": FIFO_SOURCE + '''
 
 class Ends(Fifo):
     name = "ends"
@@ -126,6 +89,7 @@ def test_a_failing_policy_is_named_and_the_others_finish(folder: Path, policy: s
     assert_others_finished(folder, label)
 
 
+@pytest.mark.slow
 def test_with_track_the_failed_run_is_failed_and_the_others_finished(folder: Path) -> None:
     done = replay(folder, "sysexit.py:SysExit", "--track")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -13,28 +13,26 @@ from typing import Any
 
 import pytest
 
-from helpers import cli_env, run_cli
+from helpers import cli_env, policy_source, run_cli
+from test_policy_check import _Fifo as CorrectFifo
 from schedlab.sched.core.job import Job
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policy_check import CheckOptions, check_policy
 from schedlab.sched.watchdog import Died, Overran, Returned, Watchdog
 
 
-class _Fifo(Policy):
+class _Fifo(CorrectFifo):
+    """The correct FIFO of ``test_policy_check``, counting its ``schedule`` calls."""
+
     name = "watchdog-fifo"
 
     def __init__(self, params: Any = None) -> None:
         super().__init__(params)
-        self.queue: list[Job] = []
         self.calls = 0
-
-    def on_arrival(self, engine: Any, job: Job) -> None:
-        self.queue.append(job)
 
     def schedule(self, engine: Any) -> None:
         self.calls += 1
-        while self.queue and engine.start(self.queue[0]):
-            self.queue.pop(0)
+        super().schedule(engine)
 
 
 class Loops(_Fifo):
@@ -188,49 +186,10 @@ def test_the_watchdog_returns_stops_and_replaces_its_child() -> None:
 
 # ---- the command --------------------------------------------------------------------------------
 
-LOOPS = '''
-from schedlab.sched.api import Policy
-
-
-class Loops(Policy):
-    """FIFO whose schedule never returns after its third call."""
-
-    name = "loops"
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self.queue, self.calls = [], 0
-
-    def on_arrival(self, engine, job):
-        self.queue.append(job)
-
-    def schedule(self, engine):
-        self.calls += 1
-        while self.calls > 3:
-            pass
-        while self.queue and engine.start(self.queue[0]):
-            self.queue.pop(0)
-'''
-
-SYSEXIT = '''
-from schedlab.sched.api import Policy
-
-
-class SysExit(Policy):
-    name = "sysexit"
-
-    def on_arrival(self, engine, job):
-        pass
-
-    def schedule(self, engine):
-        raise SystemExit(0)
-'''
-
-
 @pytest.mark.slow
 def test_cli_check_policy_reports_a_looping_and_an_exiting_policy(tmp_path) -> None:
-    (tmp_path / "loops.py").write_text(LOOPS)
-    (tmp_path / "sysexit.py").write_text(SYSEXIT)
+    (tmp_path / "loops.py").write_text(policy_source("Loops"))
+    (tmp_path / "sysexit.py").write_text(policy_source("SysExit"))
     env = cli_env(tmp_path / "home")
     looped = run_cli(["check-policy", "loops.py:Loops", "--deadline-s", "0.2", "--examples", "20"], env, tmp_path,
                      timeout=240)
@@ -244,7 +203,7 @@ def test_cli_check_policy_reports_a_looping_and_an_exiting_policy(tmp_path) -> N
 
 @pytest.mark.slow
 def test_ctrl_c_ends_the_check_and_its_child(tmp_path) -> None:
-    (tmp_path / "loops.py").write_text(LOOPS)
+    (tmp_path / "loops.py").write_text(policy_source("Loops"))
     process = subprocess.Popen([sys.executable, "-m", "schedlab.cli", "check-policy", "loops.py:Loops",
                                 "--deadline-s", "600"], env=cli_env(tmp_path / "home"), cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
