@@ -133,8 +133,9 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-progress", dest="lose_progress", action="store_false", default=None,
                    help="jobs preempted at a reclaim keep their progress unless their checkpoint column says"
                    " otherwise (default: they restart from zero, Lyra §4)")
-    p.add_argument("--preemption-overhead", type=checks.seconds, metavar="S",
-                   help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
+    p.add_argument("--preemption-overhead", type=_restore_overhead, metavar="S",
+                   help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: the"
+                   " policy's, 63 for most), or by its GPU count: '1:7,8:30,inf:60' or helios (the Helios simulator's)")
     p.add_argument("--seed", type=checks.seed, default=0,
                    help="seed of the replay and of the synthetic trace (>= 0; default 0)")
     p.add_argument("--max-jobs", type=checks.count, metavar="N", help="first N jobs of the trace (N >= 1)")
@@ -168,6 +169,16 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    " ($MLFLOW_TRACKING_URI, else $SCHEDLAB_HOME/mlflow.db; see `schedlab ui`)")
     p.add_argument("--experiment", default="replay", help="MLflow experiment of --track (default: replay)")
     p.set_defaults(func=_replay)
+
+
+def _restore_overhead(text: str) -> float | str:
+    """``--preemption-overhead``: seconds or a table by GPU count, as the replay spec takes it."""
+    from schedlab.sched.core.restore import canonical
+
+    try:
+        return canonical(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _add_check_policy(commands: argparse._SubParsersAction) -> None:

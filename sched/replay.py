@@ -25,6 +25,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
 from schedlab.sched.policy_needs import check as check_policies
+from schedlab.sched.core import restore
 from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
@@ -95,7 +96,8 @@ class ReplaySpec(UserModel):
     policies: tuple[PolicyRun, ...] = Field(min_length=1)
     seed: int = Field(default=0, ge=0, lt=2**63)
     placement: str = DEFAULT
-    preemption_overhead_s: float | None = Field(default=None, ge=0)  # None: the engine's default
+    # None: the policy's default; seconds, or a table by GPU count ("1:7,8:30,inf:60", sched/core/restore.py)
+    preemption_overhead_s: float | str | None = None
     allocation_stall_s: float | None = Field(default=None, ge=0)
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
@@ -118,6 +120,7 @@ class ReplaySpec(UserModel):
         return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     _format = field_validator("format")(lambda cls, value: check_format(value))
+    _restore = field_validator("preemption_overhead_s", mode="before")(lambda cls, value: restore.canonical(value))
 
     @field_validator("annotate")
     @classmethod
@@ -368,7 +371,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
         state,
         decider,
         placement=spec.placement,
-        preemption_overhead_s=spec.preemption_overhead_s,
+        preemption_overhead_s=restore.restore_overhead(spec.preemption_overhead_s),
         seed=spec.seed,
         progress=progress,
         sharing=sharing,

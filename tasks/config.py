@@ -21,7 +21,8 @@
                                      #   a name may be your own policy: path/to/file.py:Class (relative:
                                      #   against the YAML's folder, then the cwd) or pkg.module:Class
     placement: fewest-servers       # or strict-consolidated, strict-best-fit, best-fit, random (consolidated = fewest-servers)
-    preemption_overhead_s: null      # default: the engine's (63 s)
+    preemption_overhead_s: null      # default: the policy's (63 s for most); seconds, or by the restarting
+                                     #   job's GPU count: "1:7,8:30,inf:60" or helios (the Helios simulator's)
     allocation_stall_s: null         # every start and resize stalls the job this long (default: the policy's:
                                      #   30 s for the round policies as Pollux's study, 0 for lyra and the rest)
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
@@ -53,6 +54,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from schedlab.checks import error_loc, load_yaml, plain
+from schedlab.sched.core import restore
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.models.inference import is_synthetic
@@ -170,13 +172,15 @@ class ExperimentConfig(UserModel):
     clusters: list[str] = Field(min_length=1)
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
     placement: str = "fewest-servers"
-    preemption_overhead_s: float | None = Field(default=None, ge=0)
+    preemption_overhead_s: float | str | None = None  # seconds, or a table by GPU count (sched/core/restore.py)
     allocation_stall_s: float | None = Field(default=None, ge=0)
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
     smact_profiles: str | None = None
     #: inference servers lent to training on an inference-load series (Lyra; sched/core/pools.py)
     inference: LoanOptions | None = None
+
+    _restore = field_validator("preemption_overhead_s", mode="before")(lambda cls, value: restore.canonical(value))
 
     @field_validator("placement")
     @classmethod
@@ -347,7 +351,7 @@ class ExperimentReplay(BaseModel):
     params: dict[str, Any]
     seed: int
     placement: str
-    preemption_overhead_s: float | None
+    preemption_overhead_s: float | str | None
     models: dict[str, str]
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
