@@ -8,7 +8,9 @@
   (github S-Lab-System-Group/Lucid ``simulation/policy/sjf.py``: the queue sorted by duration, the
   first job that cannot be placed ends the pass).
 - ``ssf``: smallest GPU service (GPUs x duration) first among the jobs that fit now (Castor §9.1
-  baseline 3).
+  baseline 3). ``blocking: true`` as for ``sjf``: the smallest job that does not fit blocks the rest
+  (the queue order of the Helios simulator's QSSF, ``framework/QSSF Service/policies/qssf.py``: sorted by
+  estimated GPU time, the first job that cannot be placed ends the pass).
 """
 
 from __future__ import annotations
@@ -45,12 +47,20 @@ class FIFO(Policy):
             queue.popleft()
 
 
+class ShortestFirstParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    blocking: bool = Field(default=False, description="the first job in key order blocks the queue until it fits"
+                           " (Lucid's and Helios' simulators)")
+
+
 class _ShortestFirst(Policy):
     """Start the lowest-key job that fits, repeatedly (work-conserving: smaller jobs may pass). A GPU
     count a strict placement refuses although enough GPUs are free waits for the next pass (starts only
-    take GPUs, so it could not start later in this one)."""
+    take GPUs, so it could not start later in this one). With ``blocking`` the lowest-key job starts or
+    ends the pass."""
 
     waits_when_refused = True
+    Params = ShortestFirstParams
 
     def __init__(self, params=None) -> None:
         super().__init__(params)
@@ -64,6 +74,11 @@ class _ShortestFirst(Policy):
         self.queue.push(job)
 
     def schedule(self, engine: PolicyEngine) -> None:
+        if self.params.blocking:
+            while (job := self.queue.peek()) is not None and job.num_gpus <= engine.cluster.free_gpus \
+                    and engine.start(job):
+                self.queue.pop(job)
+            return
         refused: set[int] = set()
         while (job := self.queue.peek(engine.cluster.free_gpus, refused)) is not None:
             if engine.start(job):
@@ -72,23 +87,10 @@ class _ShortestFirst(Policy):
                 refused.add(job.num_gpus)
 
 
-class SJFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    blocking: bool = Field(default=False, description="the shortest job blocks the queue until it fits (Lucid's sjf)")
-
-
 class SJF(_ShortestFirst):
     name = "sjf"
     summary = "shortest job (solo duration) first among jobs that fit; non-preemptive"
     paper = "baseline in Castor §9.1, SJF-BSBF §VI-A; blocking: Lucid's artifact"
-    Params = SJFParams
-
-    def schedule(self, engine: PolicyEngine) -> None:
-        if not self.params.blocking:
-            super().schedule(engine)
-            return
-        while (job := self.queue.peek()) is not None and job.num_gpus <= engine.cluster.free_gpus and engine.start(job):
-            self.queue.pop(job)
 
     @staticmethod
     def key(job: Job) -> float:
@@ -98,7 +100,7 @@ class SJF(_ShortestFirst):
 class SSF(_ShortestFirst):
     name = "ssf"
     summary = "smallest GPU service (GPUs x duration) first among jobs that fit; non-preemptive"
-    paper = "baseline in Castor §9.1"
+    paper = "baseline in Castor §9.1; blocking: the Helios simulator's QSSF order"
 
     @staticmethod
     def key(job: Job) -> float:
