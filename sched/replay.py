@@ -31,6 +31,7 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
 from schedlab.sched.core.placement import DEFAULT, canonical_placement, check_policy
 from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.estimators.seam import KnowledgeWarning, with_knowledge
 from schedlab.sched.models.fitted import Fetch, make_iteration_time
 from schedlab.sched.models.interference import make_interference
 from schedlab.sched.models.scaling import use_elastic_scaling
@@ -351,14 +352,16 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
     cluster, table, timing = prepared.cluster, prepared.table, prepared.timing
     sharing = SharingModel.for_cluster(cluster, make_interference(spec.interference, fetch), timing)
     decider = make_policy(policy.name, policy.params, source=policy.source)
-    if wrap_policy is not None:
-        decider = wrap_policy(decider)
     goodput_models = None
     if "global_batch" in table.columns:
         from schedlab.sched.models.goodput import load_applications
 
         goodput_models = load_applications(spec.goodput_root)
         decider.for_goodput_jobs()
+    source = JobSource(table, goodput_models)  # job records made as they arrive, dropped as they end
+    decider = with_knowledge(decider, source.table, spec.seed)  # estimate mode: its estimator and blindfold
+    if wrap_policy is not None:
+        decider = wrap_policy(decider)
     state, orchestrator = ClusterState(cluster), None
     if spec.inference is not None:
         from schedlab.sched.core.pools import Orchestrator, PooledCluster
@@ -367,7 +370,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
         state = PooledCluster(cluster, spec.inference)
         orchestrator = Orchestrator(load_inference(spec.inference.load), spec.inference, spec.seed)
     engine = Engine(
-        JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
+        source,
         state,
         decider,
         placement=spec.placement,
@@ -388,6 +391,9 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
 
         summary.update(pool_summary(result, jobs))
     summary.update(decider.metrics())
+    if summary.get("estimate_reads") == 0:
+        warnings.warn(f"policy {policy.label} read no duration on this trace: knowledge: estimate changed"
+                      " nothing (docs/estimates.md)", KnowledgeWarning, stacklevel=2)
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     if isinstance(timing, FittedCatalog):

@@ -19,6 +19,10 @@ Two ways (``repack``):
   (work-conserving).
 
 Preempted jobs keep their progress and pay the checkpoint-restore overhead on restart.
+
+Durations read (``docs/estimates.md``): each job's remaining work and each running job's expected end,
+the true ones (``knowledge: oracle``) or the estimator's (``knowledge: estimate``: the estimate at
+submission minus the work done, 0 once a job outlives its estimate, so that it is never preempted again).
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ import heapq
 import math
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sortedcontainers import SortedList
 
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.queues import DemandQueue
 
@@ -38,8 +43,7 @@ if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
 
 
-class SRTFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SRTFParams(KnowledgeParams):
     repack: bool = Field(
         default=True,
         description="re-pack every job by remaining work at each event (the Tiresias simulator's 'shortest');"
@@ -66,13 +70,16 @@ class SRTF(Policy):
             self.running = SortedList()
             self.entry: dict[int, tuple] = {}
         else:
-            self.waiting = DemandQueue(lambda job: job.remaining)
+            self.waiting = DemandQueue(lambda job: self.remaining(self._engine, job))
+            self._engine: PolicyEngine | None = None
             # running jobs, latest expected end (= most remaining work) first; stale entries skipped
             self._running: list[tuple[float, int, Job, int]] = []
 
     def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         if self.repack:
-            self.rank[job.index] = (job.remaining, engine.now, 1, job.index)
+            self.rank[job.index] = (self.remaining(engine, job), engine.now, 1, job.index)
+        else:
+            self._engine = engine
         self.waiting.push(job)
 
     def on_finish(self, engine: PolicyEngine, job: Job) -> None:
@@ -160,7 +167,7 @@ class SRTF(Policy):
             engine.preempt(job)
             running.remove(entry)
             del self.entry[job.index]
-            self.rank[job.index] = (job.remaining, now, 0, entry[1:3])  # preempted: before this instant's arrivals
+            self.rank[job.index] = (self.remaining(engine, job), now, 0, entry[1:3])  # preempted: before this instant's arrivals
         for job in start:
             if not engine.start(job):  # a strict placement refused it: it waits for the next event
                 waiting.push(job)
@@ -168,7 +175,7 @@ class SRTF(Policy):
             rank = self.rank[job.index]
             # ties among running jobs: as when they became tied. One that waited starts ahead of those
             # already running (the later start first); one that starts as it arrives goes behind them
-            entry = (engine.expected_end(job), now if rank[1] == now and rank[2] == 1 else -now, rank, job.index, job)
+            entry = (self.expected_end(engine, job), now if rank[1] == now and rank[2] == 1 else -now, rank, job.index, job)
             running.add(entry)
             self.entry[job.index] = entry
         for entry in stop:
@@ -180,7 +187,7 @@ class SRTF(Policy):
         if not engine.start(job):
             return False
         self.waiting.pop(job)
-        heapq.heappush(self._running, (-engine.expected_end(job), job.index, job, engine.version_of(job)))
+        heapq.heappush(self._running, (-self.expected_end(engine, job), job.index, job, engine.version_of(job)))
         return True
 
     def _preempt_for(self, engine: PolicyEngine, head: Job) -> bool:
@@ -192,7 +199,7 @@ class SRTF(Policy):
             job, version = entry[2], entry[3]
             if engine.version_of(job) != version or not job.running:
                 continue  # stale: finished or restarted since
-            if engine.remaining(job) <= head.remaining:
+            if self.remaining(engine, job) <= self.remaining(engine, head):
                 heapq.heappush(self._running, entry)
                 break
             victims.append(entry)
