@@ -101,7 +101,7 @@ def _add_replay(commands: argparse._SubParsersAction) -> None:
                    help=f"shipped name, YAML path or NxG[:type] (default: {DEFAULT_CLUSTER})")
     p.add_argument("--policy", nargs="+", default=list(BASELINES), metavar="POLICY",
                    help="policies (default: all baselines): registered names (`schedlab policies`), or your own"
-                   " as path/to/file.py:ClassName or package.module:ClassName (README, \"Write your own policy\")")
+                   " as path/to/file.py:ClassName or package.module:ClassName (docs/tutorials/write-a-policy.md)")
     p.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
                    help="a policy parameter, e.g. tiresias.promote_knob=4 (repeatable; VALUE is YAML); POLICY is"
                    " its name, its label or its spec as given to --policy")
@@ -404,9 +404,10 @@ def _replay(args: argparse.Namespace) -> int:
 def _run_replay(args: argparse.Namespace, spec: Any, fetch: Any, out: Path, tracking_uri: str | None) -> int:
     """Replay ``spec`` (:func:`schedlab.sched.replay.run`): each policy's results written, and logged
     with ``--track``, as it ends; then the comparison."""
+    from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import prepare, run, write_atomic
 
-    prepared = prepare(spec, fetch=fetch)
+    prepared = prepare(spec, fetch=fetch, smact=profile_for(spec))
     report, notes, cluster = prepared.report, prepared.notes, prepared.cluster
     if notes.get("annotated") and not args.annotate:
         print("annotating workloads from the catalog: sharing policies need them (Castor §9.1)")

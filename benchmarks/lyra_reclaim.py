@@ -1,13 +1,13 @@
 """How long does a reclaim decision take at the paper's scale?  (target: <= 3 ms; Lyra §7: 1-3 ms)
 
 Builds Lyra's simulated cluster (443 training + 520 inference 8-GPU servers), lends ``--loaned``
-inference servers (default 190: ServeGen's mean loanable share, specs/lyra.md §5), fills the cluster
+inference servers (default 190: ServeGen's mean loanable share, docs/explanation/lyra.md), fills the cluster
 with a seeded mix of jobs (1-32 GPUs; a share of them elastic at 2x their base, their flexible workers
 on on-loan servers), then times, per strategy and reclaim size N_R, the whole decision the orchestrator
 makes: building the view from the cluster and choosing the servers (median and max wall time over
 repetitions, and the median CPU time, which a loaded machine disturbs less).
 
-    python benchmarks/lyra_reclaim.py [--loaned 190] [--reps 30] [--seed 0]
+    python -m schedlab.benchmarks.lyra_reclaim [--loaned 190] [--reps 30] [--seed 0]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from schedlab.sched.core.cluster import ClusterSpec, PoolSpec
 from schedlab.sched.core.job import Job
 from schedlab.sched.core.pools import LoanOptions, PooledCluster, place_on
-from schedlab.sched.policies.reclaim import STRATEGIES, ReclaimView, plan_for
+from schedlab.sched.core.reclaim import STRATEGIES, ReclaimView, plan_for
 
 
 def build(loaned: int, seed: int) -> tuple[PooledCluster, list[Job]]:

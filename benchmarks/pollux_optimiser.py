@@ -1,9 +1,9 @@
-"""Our pollux optimiser (``pollux_opt.solve``) against a genetic algorithm like the study's
-(``pollux_ga.GeneticSolver``: population 100, 100 generations) on states recorded from a pollux
-replay of a study workload (specs/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
+"""Our pollux optimiser (``pollux.optimiser.solve``) against a genetic algorithm like the study's
+(``pollux.genetic.GeneticSolver``: population 100, 100 generations) on states recorded from a pollux
+replay of a study workload (docs/explanation/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
 least the GA's value) and solve times.
 
-    python benchmarks/pollux_optimiser.py [--data ../shared/data/profiles/pollux] [--workload 6]
+    python -m schedlab.benchmarks.pollux_optimiser [--data PATH/profiles/pollux] [--workload 6]
         [--load 1.0] [--states 20] [--population 100] [--generations 100]
 """
 
@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "profiles" / "pollux"
+from schedlab.benchmarks.common import DATA
+
+DEFAULT_DATA = DATA / "profiles" / "pollux"
 FOLDERS = {0.5: "workloads-0.5", 1.0: "workloads", 1.5: "workloads-1.5", 2.0: "workloads-2.0"}
 
 
@@ -40,9 +41,9 @@ def main() -> None:
     from schedlab.sched.models.goodput import load_applications
     from schedlab.sched.core.job import jobs_from_table
     from schedlab.sched.policies import make_policy
-    from schedlab.sched.policies.pollux_ga import GeneticSolver
-    from schedlab.sched.policies.pollux_opt import solve
-    from schedlab.sched.policies.pollux_problem import Problem
+    from schedlab.sched.policies.pollux.genetic import GeneticSolver
+    from schedlab.sched.policies.pollux.optimiser import solve
+    from schedlab.sched.policies.pollux.problem import Problem
     from schedlab.sched.replay import ReplaySpec, prepare
 
     path = Path(args.data) / FOLDERS[args.load] / f"workload-{args.workload}.csv"

@@ -16,7 +16,7 @@ instance's ``schedule`` with a timer:
   jobs they started); mean and p99, in microseconds. Restarts (gavel, gandiva) count as starts.
 - **pass**: every ``schedule`` call, whether or not it started anything; mean and p99.
 
-    python benchmarks/sharing_speed.py [--trace PATH] [--policy sjf-bsbf castor …] [--gavel-jobs 10000]
+    python -m schedlab.benchmarks.sharing_speed [--trace PATH] [--policy sjf-bsbf castor …] [--gavel-jobs 10000]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 import time
 from array import array
 
-from common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
+from schedlab.benchmarks.common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 POLICIES = ["sjf-ffs", "sjf-bsbf", "castor", "lucid", "gandiva", "gavel"]
 ROUND_BASED = {"gavel"}
@@ -79,7 +79,7 @@ def instrument():
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -129,7 +129,7 @@ def main() -> None:
           f" {'pass p99 us':>11s} {'shared':>6s}")
     for policy in args.policy:
         jobs = args.gavel_jobs if policy in ROUND_BASED and not args.jobs else args.jobs
-        r = run_isolated(__file__, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
+        r = run_isolated(__spec__.name, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
                                     "--jobs", str(jobs)])
         note = "  (round-based: first jobs only)" if policy in ROUND_BASED and jobs else ""
         print(f"{policy:9s} {r['jobs']:6d} {r['seconds']:8.2f} {r['jobs_per_s']:7.0f} {r['peak_mb']:7.0f}"

@@ -41,7 +41,7 @@ TIMEOUT_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
 
 class HideLinksTo(logging.Filter):
     """Drops log records that mention ``address``: the ephemeral server's "Starting temporary server
-    on …" and the flow run's "View at …" lines link to a server gone once the flow ends (issue #29 §2)."""
+    on …" and the flow run's "View at …" lines link to a server gone once the flow ends."""
 
     def __init__(self, address: str) -> None:
         super().__init__()

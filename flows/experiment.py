@@ -94,7 +94,7 @@ def check_dask(address: str, timeout: float = 3.0) -> int:
 def sigint_ignored_by_children() -> Iterator[None]:
     """Worker processes started in the ``with`` ignore SIGINT (an ignored signal stays ignored across
     exec): a Ctrl-C at the terminal reaches the whole process group, and it is the flow's to handle
-    (issue #29 §4: workers stopped by the cluster's close, not killed mid-write by the signal)."""
+    (workers stopped by the cluster's close, not killed mid-write by the signal)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

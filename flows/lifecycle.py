@@ -9,7 +9,7 @@
   process (``host:pid``); the next run of the experiment marks ``CRASHED`` (Prefect's client API)
   those still RUNNING/PENDING whose process is dead on this host, with their unfinished task runs.
 * :func:`kill_orphaned_replays`: after an interrupted experiment has stopped its workers, the MLflow
-  replay runs they had in flight are marked ``KILLED`` (issue #29 §4).
+  replay runs they had in flight are marked ``KILLED``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The comparison while an experiment runs (issue #29 §1, §2): after each finished replay the parent
+"""The comparison while an experiment runs: after each finished replay the parent
 run's policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), its ``comparison.md``,
 ``comparison.csv``, ``comparison.html``, headline bars and note (who leads, then the figures inline,
 then the table) are brought up to date, ranked by the chosen metric, with each policy's replays done / running /

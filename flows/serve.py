@@ -46,7 +46,7 @@ def check_server(timeout: float = 5.0) -> str:
     url = PREFECT_API_URL.value()
     if not url:
         raise ServeError("no Prefect server: start one with `prefect server start` and set"
-                         " PREFECT_API_URL=http://127.0.0.1:4200/api (README.md, \"Experiments, tracking and schedules\")")
+                         " PREFECT_API_URL=http://127.0.0.1:4200/api (docs/how-to/schedules.md)")
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as response:  # noqa: S310
             if response.status != 200:

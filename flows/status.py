@@ -1,4 +1,4 @@
-"""``schedlab status`` (issue #29 §3): what the project's stores hold and what is running.
+"""``schedlab status``: what the project's stores hold and what is running.
 
 - the tracking store and artifact root in use;
 - each experiment's comparison run with its replays done / running / failed / queued;

@@ -1,4 +1,4 @@
-"""The whole measurement on a lent GPU node in one call (issue 24; ``shared/GPU-RUNBOOK.md``).
+"""The whole measurement on a lent GPU node in one call (``docs/how-to/gpu-node.md``).
 
     profiling/gpu_run.sh OUT [--sweep gpu-node] [--budget-s 540] [--resume PACKED] [--device cpu --size tiny]
 

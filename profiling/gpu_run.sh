@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole GPU-node measurement in one call (issue 24; ../shared/GPU-RUNBOOK.md; profiling/gpu_run.py):
+# The whole GPU-node measurement in one call (docs/how-to/gpu-node.md; profiling/gpu_run.py):
 #   profiling/gpu_run.sh OUT_DIR [--budget-s 540] [--resume PREVIOUS/profiles.parquet] [--device cpu --size tiny]
 # Needs only what the node's image has (python3 with torch, numpy, pandas, pyarrow, pyyaml, tqdm, psutil,
 # nvidia-ml-py): the repository root goes on the import path as the package `schedlab`, nothing is

@@ -1,6 +1,6 @@
 """The sweep loop (Castor §7 offline profiling): solo runs, then co-located pairs with
 ξ = t_coloc / t_solo per job (Castor §6.2 labels), and solo runs under an MPS cap with
-σ = t_capped / t_solo (Gimbal's restricted worker, spec gimbal.md §5).  Each configuration's records are
+σ = t_capped / t_solo (Gimbal's restricted worker, docs/explanation/gimbal.md).  Each configuration's records are
 written atomically as soon as it finishes, so a killed sweep resumes where it stopped.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rehearse the GPU node's one call on this CPU machine (issue 24, ../shared/GPU-RUNBOOK.md "Before"):
+# Rehearse the GPU node's one call on this CPU machine (docs/how-to/gpu-node.md):
 # a venv holding only packages the node's image has (no pydantic, xgboost, prefect, mlflow or dask),
 # profiling/gpu_run.sh --device cpu twice (the second resumes from the first's pack), and the node's
 # limits on what comes back (at most 8 files, 16 MiB each) checked. No extra files travel: the run

@@ -22,9 +22,10 @@ from typing import Any, Iterator, Optional, Union
 
 import yaml
 
+from schedlab import conf
 from schedlab.checks import load_yaml
 
-SWEEP_DIR = Path(__file__).resolve().parent.parent / "conf" / "sweeps"
+SWEEP_DIR = conf.path("sweeps")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class PairConfig:
 @dataclass(frozen=True)
 class CappedSoloConfig:
     """A solo run alone on its GPU(s) under an MPS active-thread cap (percent): Gimbal's squeezed
-    worker on an unshared GPU, σ(p) (spec gimbal.md §5; kind ``solo-mps`` in the store)."""
+    worker on an unshared GPU, σ(p) (docs/explanation/gimbal.md; kind ``solo-mps`` in the store)."""
 
     solo: SoloConfig
     share: float

@@ -1,10 +1,10 @@
-"""The policy API: everything a scheduling policy written outside schedlab may import (issue #28).
+"""The policy API: everything a scheduling policy written outside schedlab may import.
 
 .. code-block:: python
 
     from schedlab.sched.api import JobView, Policy, PolicyEngine
 
-A policy is a :class:`Policy` subclass (README, "Write your own policy"; a complete example there) run by
+A policy is a :class:`Policy` subclass (docs/tutorials/write-a-policy.md has a complete example) run by
 ``--policy path/to/file.py:Class``, ``--policy package.module:Class``, an experiment's ``policies:`` list,
 or a ``schedlab.policies`` entry point of an installed package. What this module exports is the contract;
 anything else in schedlab may change without notice. The guarantees are written once, in the docstrings

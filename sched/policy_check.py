@@ -1,5 +1,5 @@
 """``schedlab check-policy``: a policy run through generated traces and clusters, against the engine's rules
-(issue #28 item 3; the contract is ``sched/core/protocol.py``).
+(the contract is ``sched/core/protocol.py``).
 
 Hypothesis (property-based testing) draws small canonical job tables (1-10 jobs) and small clusters (1-4
 servers x 1-8 GPUs); each is replayed twice through :func:`schedlab.sched.replay.run` with the policy
@@ -44,7 +44,7 @@ from schedlab.sched.core.protocol import POLICY_MEMBERS, EngineError
 from schedlab.sched.policies import load_policy_class, make_policy
 from schedlab.sched.policies.base import Policy
 
-#: every rule, with what it means (the report's legend and the README's)
+#: every rule, with what it means (the report's legend and docs/how-to/check-policy.md's)
 RULES: dict[str, str] = {
     "capacity": "no GPU holds more jobs than the policy's sharing allowance (1, or 2 if it shares GPUs)",
     "submit": "no job starts before its submission",
@@ -107,7 +107,7 @@ class Case:
 def case_strategy(max_jobs: int = MAX_JOBS, elastic: bool = True):
     """Hypothesis strategy of :class:`Case`: 1-``max_jobs`` jobs (submit 0-1 h, 1-8 GPUs but at most the
     cluster's, 1 s - 2 h of work), some elastic (``elastic_min`` = the trace's GPUs, ``elastic_max`` up to
-    the cluster's; Lyra's convention, specs/lyra.md §6) when ``elastic``. Shrinks towards fewer jobs,
+    the cluster's; Lyra's convention, docs/explanation/lyra.md) when ``elastic``. Shrinks towards fewer jobs,
     fewer GPUs, earlier submissions and shorter durations."""
     from hypothesis import strategies as st
 

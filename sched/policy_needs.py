@@ -1,4 +1,4 @@
-"""What each policy needs of a replay, and what makes its own mechanism act (issue #28 item 4).
+"""What each policy needs of a replay, and what makes its own mechanism act.
 
 A policy class declares (``sched/policies/base.py``) the capabilities it **needs** (it cannot run
 without them: the replay would abort mid-way) and the alternatives it **uses** (each a set of
@@ -123,7 +123,7 @@ def predict(annotate: Any, trace_format: str | None, from_file: bool) -> tuple[s
     """Before a trace is read (experiment validation): the table capabilities its annotation gives for
     sure, and those its file may give (a canonical file may carry any column; ``pollux`` formats give
     goodput jobs with workloads, ``tiresias`` workloads; the other formats none)."""
-    from schedlab.sched.traces.annotate import LyraScheme, annotation_scheme, annotation_schemes
+    from schedlab.sched.models.annotate import LyraScheme, annotation_scheme, annotation_schemes
 
     schemes = [] if annotate is False else annotation_schemes(annotate) if isinstance(annotate, list) \
         else [annotation_scheme(annotate)]

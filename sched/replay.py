@@ -3,7 +3,7 @@
 experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so
 each rule (trace loading and capacity check, workload annotation, solo durations from the iteration-
 time model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity)
-lives here once (DESIGN.md, "How the engine works")."""
+lives here once (docs/explanation/design.md, "How the engine works")."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from schedlab.sched.core.job import JobSource
 from schedlab.sched.core.placement import DEFAULT, canonical_placement, check_policy
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.estimators.seam import KnowledgeWarning, with_knowledge
+from schedlab.sched.models.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
 from schedlab.sched.models.fitted import Fetch, make_iteration_time
 from schedlab.sched.models.interference import make_interference
 from schedlab.sched.models.scaling import use_elastic_scaling
@@ -43,7 +44,6 @@ from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import LoadOptions, check_format, load_trace
-from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
 from schedlab.sched.traces.common import JobError, LoadReport
 
 #: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
@@ -103,7 +103,7 @@ class ReplaySpec(UserModel):
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
     goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
-    smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d)
+    smact_profiles: str | None = None  # a profile store: SM-activity distribution (Castor Fig. 12c/d); see prepare
     inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
 
     @field_validator("policies", mode="before")
@@ -200,7 +200,8 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
         progress: bool | Callable[[int, int], None] = False,
         each: Callable[[ReplayResult], None] | None = None,
         wrap_policy: Callable[[Policy], Policy] | None = None) -> list[ReplayResult]:
-    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
+    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given: a spec
+    naming ``smact_profiles`` needs one prepared with its SMACT profile), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
@@ -217,7 +218,7 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
 
 
 def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
-            fetch: Fetch | None = None, warn: bool = True) -> Prepared:
+            fetch: Fetch | None = None, warn: bool = True, smact: SmactProfile | None = None) -> Prepared:
     """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
     it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
     trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
@@ -231,11 +232,18 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
-    (specs/pollux.md); that is what SJF-like policies see as the job's length.
+    (docs/explanation/pollux.md); that is what SJF-like policies see as the job's length.
+
+    ``smact``: the SM-activity profile read from the profile store ``spec.smact_profiles`` names (the
+    caller reads it: ``schedlab.profiling.smact.profile_for(spec)``; nothing in ``sched`` reads the
+    profile store); required when the spec names one.
 
     An error about a job names the trace file, the job's data row and the file's column. Before it
     returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
     (unless not ``warn``) for one that will decide as another."""
+    if spec.smact_profiles is not None and smact is None:
+        raise ValueError(f"smact_profiles {spec.smact_profiles}: the replay needs the SMACT profile read from it"
+                         " (prepare(spec, ..., smact=schedlab.profiling.smact.profile_for(spec)))")
     cluster = spec.cluster_spec()
     timing = make_iteration_time(spec.iteration_time, fetch)
     if table is None:
@@ -243,12 +251,12 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
         options = spec.options
         if options.max_gpus is None:  # the capacity check: no job larger than the cluster
             options = options.model_copy(update={"max_gpus": pool.servers * pool.gpus_per_server})
-        table, report = load_trace(spec.trace, spec.format, options)
-    smact = None
-    if spec.smact_profiles is not None:
-        from schedlab.profiling.smact import smact_profile
+        applications = None
+        if spec.format == "pollux-philly":  # its generator draws jobs from the goodput models
+            from schedlab.sched.models.goodput import load_applications
 
-        smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)  # ValueError naming the folder
+            applications = load_applications(spec.goodput_root)
+        table, report = load_trace(spec.trace, spec.format, options, applications=applications)
     scheme = spec.annotate
     if scheme == AUTO:
         scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)

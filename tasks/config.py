@@ -53,6 +53,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from schedlab import conf
 from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.core import restore
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback
@@ -62,7 +63,7 @@ from schedlab.sched.replay import PolicyRun, ReplaySpec
 from schedlab.sched.strict import UserModel
 from schedlab.sched.traces import LoadOptions, check_format
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiments"
+CONF_DIR = conf.path("experiments")
 #: ``models.*: latest``: the newest registered model version, resolved when an experiment starts
 LATEST = "latest"
 #: the most seeds an experiment may list (each multiplies every other axis of the grid)
@@ -88,7 +89,7 @@ class TraceEntry(UserModel):
     @field_validator("annotate")
     @classmethod
     def _annotate(cls, value: Any) -> Any:
-        from schedlab.sched.traces.annotate import check_annotation
+        from schedlab.sched.models.annotate import check_annotation
 
         return check_annotation(value)
 

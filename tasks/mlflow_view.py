@@ -1,4 +1,4 @@
-"""What the MLflow UI shows a researcher comparing schedulers (DESIGN.md §4 "Track and compare"; issue #12 §2).
+"""What the MLflow UI shows a researcher comparing schedulers (docs/explanation/design.md "Track and compare").
 
 - experiments open in MLflow's classic runs view: the experiment is tagged
   ``mlflow.experimentKind = custom_model_development`` (MLflow 3 versions that pick the view from

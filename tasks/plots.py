@@ -1,6 +1,6 @@
 """Plots for replay runs and experiment comparisons (matplotlib, no display: Figure + Agg canvas).
 
-Comparison plots answer who wins at a glance (issue #29 §5): every policy gets its own colour, line
+Comparison plots answer who wins at a glance: every policy gets its own colour, line
 style + marker and bar hatch (:func:`policy_styles`), the headline bars show the speed-up over the
 baseline sorted best first with the values written on them and a zoom on the leaders, the CDFs show
 the top policies and the baseline with each tail named (p99, max, jobs over a day) or every policy as

@@ -91,12 +91,14 @@ def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None 
     cluster spec)``, the summary with ``load_wall_s`` (loading and preparing the trace); ``fetch``
     downloads the models named by MLflow URI; ``progress(jobs done, jobs)`` is called as the replay
     advances (every 1,000 jobs)."""
+    from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import prepare, run
 
     _thread_lock_for_progress_bars()
     replay = spec.spec()
     started = time.perf_counter()
-    prepared = prepare(replay, fetch=fetch, warn=False)  # the experiment's validation warned once per policy
+    prepared = prepare(replay, fetch=fetch, warn=False,  # the experiment's validation warned once per policy
+                       smact=profile_for(replay))
     load_s = time.perf_counter() - started
     [result] = run(replay, prepared, fetch=fetch, progress=progress or False)
     result.summary["load_wall_s"] = load_s

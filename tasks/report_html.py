@@ -1,4 +1,4 @@
-"""``comparison.html``: the experiment's comparison as one self-contained page (issue #29 §1, §5).
+"""``comparison.html``: the experiment's comparison as one self-contained page.
 
 No network: styles, the sorting script and the seed strips are inline (SVG), figures are PNG data
 URIs. The ranked table is open on the page (not behind a "show more"), each policy's colour is the

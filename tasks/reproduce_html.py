@@ -1,4 +1,4 @@
-"""The reproduction report (``schedlab reproduce --report DIR``, issue #26 item 4): static HTML a reader
+"""The reproduction report (``schedlab reproduce --report DIR``): static HTML a reader
 can check without reading code.
 
 ``index.html`` names the run (the parent ``reproduce`` MLflow run, each experiment's comparison run,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: the development data: ``$SCHEDLAB_DATA``, else ``shared/data`` beside the checkout (as CI lays it out)
+SHARED_DATA = Path(os.environ.get("SCHEDLAB_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REPRODUCE_TINY = FIXTURES / "flows" / "reproduce-tiny.yaml"  # the reproduce flow's tiny config
 
@@ -61,10 +63,11 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 30
 def replay_table(table: pd.DataFrame, cluster, policy: str, params: dict | None = None, **fields):
     """``policy`` on the in-memory job ``table`` through the one entry point, :func:`schedlab.sched.replay.run`:
     ``fields`` are :class:`~schedlab.sched.replay.ReplaySpec`'s (seed, placement, interference, …)."""
+    from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import ReplaySpec, prepare, run
 
     spec = ReplaySpec(cluster=cluster, policies=[{"name": policy, "params": params or {}}], **fields)
-    [result] = run(spec, prepare(spec, table))
+    [result] = run(spec, prepare(spec, table, smact=profile_for(spec)))
     return result
 
 
@@ -75,3 +78,50 @@ def prepared_table(table: pd.DataFrame, cluster, report=None, **fields) -> tuple
 
     prepared = prepare(ReplaySpec(cluster=cluster, policies=["fifo"], **fields), table, report=report)
     return prepared.table, prepared.notes
+
+
+# ---- recorded result digests (tests/test_digests_*.py, tests/test_replay_digests.py) --------------------
+#: set to 1 to write what the digest tests find as the new recorded digests (each such test then skips)
+RECORD_DIGESTS = "SCHEDLAB_RECORD_DIGESTS"
+
+
+def table_digest(frame: pd.DataFrame) -> str:
+    """SHA-256 of a table as CSV, floats written with ``repr`` so that the last bit counts."""
+    import hashlib
+
+    text = frame.to_csv(index=False, float_format=lambda x: repr(float(x)))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def summary_digest(summary: dict, is_timing) -> str:
+    """SHA-256 of a replay summary's result fields; ``is_timing(key)`` names those that measure the run
+    (wall-clock solve times), left out."""
+    import hashlib
+    import json
+
+    text = json.dumps({k: v for k, v in summary.items() if not is_timing(k)}, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_digests(recorded: Path, case: str, found: dict) -> None:
+    """Assert that ``found`` (a case's digests) equals what ``recorded`` (a JSON file of case -> digests)
+    holds for ``case``; with ``$SCHEDLAB_RECORD_DIGESTS=1``, write ``found`` there instead and skip (for a
+    change meant to alter results: say so in its commit). Writers lock the file, so parallel workers
+    may record at once."""
+    import fcntl
+    import json
+    import os
+    import tempfile
+
+    if os.environ.get(RECORD_DIGESTS) != "1":
+        digests = json.loads(recorded.read_text())
+        assert case in digests, f"{case}: nothing recorded in {recorded.name} (record it: {RECORD_DIGESTS}=1)"
+        assert found == digests[case], f"{case}: the result differs from the recorded one in {recorded.name}"
+        return
+    recorded.parent.mkdir(parents=True, exist_ok=True)
+    with open(Path(tempfile.gettempdir()) / f"schedlab-digests-{recorded.stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        digests = json.loads(recorded.read_text()) if recorded.exists() else {}
+        digests[case] = found
+        recorded.write_text(json.dumps(dict(sorted(digests.items())), indent=1) + "\n")
+    pytest.skip(f"recorded {case} in {recorded}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from schedlab.sched.traces.annotate import (
+from schedlab.sched.models.annotate import (
     GIMBAL_MODELS,
     LAMBDA_RANGE,
     AnnotationError,

@@ -18,7 +18,7 @@ from schedlab.sched.policy_needs import (
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.replay import PolicyRun, ReplaySpec, prepare, run
 from schedlab.sched.traces import LoadOptions, load_trace
-from schedlab.sched.traces.annotate import annotate, annotation_schemes, scheme_seed
+from schedlab.sched.models.annotate import annotate, annotation_schemes, scheme_seed
 from schedlab.tasks import compare
 from schedlab.tasks.config import ConfigError, load_config
 
@@ -86,7 +86,7 @@ def test_combined_annotation_writes_both_schemes_columns() -> None:
     pd.testing.assert_frame_equal(both[alone.columns], alone)  # the first scheme draws as alone
     assert {"fungible", "elastic_min", "elastic_max", "heterogeneous"} <= set(both.columns)
     assert both["fungible"].any() and (both["elastic_max"] > both["elastic_min"]).any()
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
 
     # the second scheme draws with its own seed, not the replay's (else both read the same uniforms)
     pd.testing.assert_frame_equal(both, lyra_scenario(alone, "advanced", scheme_seed(5, 1)))

@@ -81,6 +81,7 @@ def running_replays(db: Path) -> list[tuple[str, int]]:
     return [(run_id, int(worker.rsplit(":", 1)[1])) for run_id, worker in rows]
 
 
+@pytest.mark.slow
 def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_address, seed_home):
     path = write(tmp_path, """\
         name: e2e
@@ -195,6 +196,7 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert again["parent_run_id"] == parent.info.run_id
 
 
+@pytest.mark.slow
 def test_failed_replay_run_is_failed_with_error_others_finish(tmp_path, prefect_harness, dask_address, capsys):
     from schedlab.cli import main
 
@@ -284,6 +286,7 @@ def test_replay_is_logged_once_even_when_retried(tmp_path, seed_home):
         log_replay(second.model_copy(update={"policy": "nosuch", "label": "nosuch"}), uri, exp, None)
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefect_harness, dask_address, seed_home):
     path = write(tmp_path, """\
         name: kill

@@ -26,6 +26,7 @@ def test_the_default_configs_validate():
     assert [load_config(c).name for c in DEFAULT_CONFIGS] == DEFAULT_CONFIGS
 
 
+@pytest.mark.slow
 def test_reproduce_tiny_config(tmp_path, prefect_harness, seed_home):
     report = run_reproduce([str(TINY)], workers=1, home=seed_home(tmp_path, prefect=False))
     assert report["failures"] == {}

@@ -93,6 +93,7 @@ def test_status_leaves_a_running_experiment_alone(home, capsys):
     assert "KILLED" not in out and tracking.client(uri).get_run(parent).info.status == "RUNNING"
 
 
+@pytest.mark.slow
 def test_status_shows_each_deployment_cron_and_next_run(home, prefect_harness):
     from prefect import flow
 
@@ -129,6 +130,7 @@ def test_ui_names_the_newest_comparison(home):
     assert newest["url"].startswith(f"http://127.0.0.1:5077/#/experiments/{exp.experiment_id}/runs?")
 
 
+@pytest.mark.slow
 def test_ui_open_opens_the_newest_comparison_once_it_answers(home, tmp_path):
     """``schedlab ui --open``: the browser ($BROWSER, here a command writing the URL to a file) gets the
     newest comparison's link once the UI answers."""

@@ -17,7 +17,7 @@ from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.policies.gavel_lp import build_problem, solve
+from schedlab.sched.policies.gavel.lp import build_problem, solve
 from schedlab.sched.policies.packing import fewest_servers
 from schedlab.sched.models.sharing import SharingModel
 

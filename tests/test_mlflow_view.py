@@ -94,6 +94,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data)
 
 
+@pytest.mark.slow
 def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     rng = np.random.default_rng(0)
     gandiva = np.zeros(1000)
@@ -104,10 +105,6 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     order = ["gandiva", *(f"policy-{i}" for i in range(1, 22)), "policy-0"]
     t = plots.tail(gandiva)
     assert t["max"] == 354_428.0 and t["over_day"] == 5 and plots.tail_text(t).endswith("99% at 0 s")
-    path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
-                                baseline="policy-0")
-    width, height = _png_size(path)
-    assert width >= 2000 and height >= 1000  # 2x
     labels = []  # the legend: the top 3 and the baseline, each with its tail
     original = plots._cdf
 
@@ -117,9 +114,12 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
 
     plots._cdf = spy
     try:
-        plots.cdf_comparison(series, tmp_path / "w2.png", "wait", "wait_s (s)", order=order, top=3, baseline="policy-0")
+        path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
+                                    baseline="policy-0")
     finally:
         plots._cdf = original
+    width, height = _png_size(path)
+    assert width >= 2000 and height >= 1000  # 2x
     assert [lb.split(":")[0] for lb in labels] == ["gandiva", "policy-1", "policy-2", "policy-0 (baseline)"]
     assert labels[0] == "gandiva: p99 0 s, max 4.1 d, 5 jobs > 1 d, 99% at 0 s"
     grid = plots.cdf_grid(series, tmp_path / "grid.png", "wait", "wait_s (s)", order=order, baseline="policy-0")
@@ -131,6 +131,7 @@ def _bars(table, **kw):
     return fig, fig.axes[0]
 
 
+@pytest.mark.slow
 def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(tmp_path):
     rows = [r for i, p in enumerate(["fifo", *(f"p{i}" for i in range(1, 22))])
             for r in _rows(p, [40000.0 if p == "fifo" else 14000.0 + 40 * i, 14100.0 + 40 * i], [0, 0])]
@@ -247,6 +248,7 @@ def test_replay_track_checks_the_store_before_replaying(tmp_path, monkeypatch, c
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     # a live comparison calls log_policy_runs after every replay: unchanged rows are not written again
     from mlflow.tracking import MlflowClient

@@ -12,6 +12,9 @@ from schedlab.tasks.fit_cli import register
 from schedlab.sched.core.job import Job
 from schedlab.sched.models.fitted import InterferenceModel, IterationTimeModel
 
+pytestmark = pytest.mark.slow
+
+
 SWEEP = """name: models-mini
 device: cpu
 size: tiny

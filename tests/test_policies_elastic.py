@@ -15,9 +15,9 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.models.goodput import load_applications
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, make_policy
-from schedlab.sched.policies.pollux_ga import GeneticSolver
-from schedlab.sched.policies.pollux_opt import solve
-from schedlab.sched.policies.pollux_problem import JobSpec, Problem, exhaustive, min_node_shapes
+from schedlab.sched.policies.pollux.genetic import GeneticSolver
+from schedlab.sched.policies.pollux.optimiser import solve
+from schedlab.sched.policies.pollux.problem import JobSpec, Problem, exhaustive, min_node_shapes
 from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -48,6 +48,7 @@ def random_problem(seed: int) -> Problem:
     return Problem(jobs, nodes, per, scale=1 / per)
 
 
+@pytest.mark.slow
 def test_optimiser_against_exhaustive_search():
     exact, worst = 0, 1.0
     cases = 150

@@ -1,4 +1,4 @@
-"""Bring your own scheduler (issue #28 items 1-2): the README's example policy, copied out of the
+"""Bring your own scheduler: the tutorial's example policy (docs/tutorials/write-a-policy.md), copied out of the
 repository, runs through ``replay`` (in process and as a subprocess) and ``experiment`` (a local Dask
 cluster) with its lineage in MLflow; policy specs' errors; the ``schedlab.policies`` entry points."""
 
@@ -23,28 +23,28 @@ from schedlab.sched.policies import load_policy_class, make_policy, policy_origi
 from schedlab.sched.replay import ReplaySpec, run
 from schedlab.tasks.config import ConfigError, load_config
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "write-a-policy.md"
 CODE = "test-version"
 
 
 def readme_example(name: str) -> str:
-    """The code block between ``<!-- example: NAME -->`` and ``<!-- /example -->`` in README.md."""
-    match = re.search(rf"<!-- example: {re.escape(name)} -->\n```\w*\n(.*?)```\n<!-- /example -->", README.read_text(),
+    """The code block between ``<!-- example: NAME -->`` and ``<!-- /example -->`` in the tutorial."""
+    match = re.search(rf"<!-- example: {re.escape(name)} -->\n```\w*\n(.*?)```\n<!-- /example -->", TUTORIAL.read_text(),
                       re.S)
-    assert match, f"README.md has no example {name}"
+    assert match, f"{TUTORIAL.name} has no example {name}"
     return match.group(1)
 
 
 def readme_command(start: str) -> list[str]:
-    """The README's shell command line that begins with ``start`` (continuation lines joined)."""
-    text = README.read_text().replace("\\\n", " ")
+    """The tutorial's shell command line that begins with ``start`` (continuation lines joined)."""
+    text = TUTORIAL.read_text().replace("\\\n", " ")
     line = next(line for line in text.splitlines() if line.startswith(start))
     return shlex.split(line.partition("#")[0])
 
 
 @pytest.fixture
 def outside(tmp_path, monkeypatch):
-    """A folder outside the repository holding the README's policy and experiment; the cwd."""
+    """A folder outside the repository holding the tutorial's policy and experiment; the cwd."""
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "my_policy.py").write_text(readme_example("my_policy.py"))
@@ -52,7 +52,7 @@ def outside(tmp_path, monkeypatch):
     monkeypatch.chdir(folder)
     monkeypatch.setenv("SCHEDLAB_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    assert not folder.resolve().is_relative_to(README.parent)
+    assert not folder.resolve().is_relative_to(TUTORIAL.parents[2])
     return folder
 
 
@@ -101,7 +101,7 @@ def test_readme_replay_as_a_subprocess(outside):
 
 
 def test_readme_check_policy_command_runs_as_shown(outside, capsys):
-    """The README's ``check-policy`` line on the example: every rule holds (exit 0), each rule reported."""
+    """The tutorial's ``check-policy`` line on the example: every rule holds (exit 0), each rule reported."""
     argv = readme_command("schedlab check-policy my_policy.py:SmallestFirst")
     assert main([*argv[1:], "--examples", "10"]) == 0
     printed = capsys.readouterr().out
@@ -109,6 +109,7 @@ def test_readme_check_policy_command_runs_as_shown(outside, capsys):
         assert re.search(rf"^  ok +{rule} ", printed, re.M), rule
 
 
+@pytest.mark.slow
 def test_replay_track_records_the_file_hash(outside):
     assert main(["replay", "--policy", "my_policy.py:SmallestFirst", "fifo", "--num-jobs", "30", "--out", "t",
                  "--no-progress", "--track"]) == 0
@@ -247,6 +248,7 @@ PLUGIN = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_installed_entry_point_joins_the_registry(tmp_path):
     """A distribution on sys.path (a dist-info folder, as pip leaves) declaring ``schedlab.policies``."""
     (tmp_path / "byo_plugin").mkdir()

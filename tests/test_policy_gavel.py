@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import shared_data
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, SHARING, make_policy
-from schedlab.sched.policies.gavel_lp import build_problem, effective_throughputs, solve
+from schedlab.sched.policies.gavel.lp import build_problem, effective_throughputs, solve
 from helpers import replay_table
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.traces import load_trace
@@ -220,7 +220,7 @@ def random_problem(rng, n: int, capacity: int):
 
 
 def test_direct_highs_returns_exactly_what_milp_returns(monkeypatch):
-    from schedlab.sched.policies import gavel_lp
+    from schedlab.sched.policies.gavel import lp as gavel_lp
 
     rng = np.random.default_rng(3)
     cases = [(random_problem(rng, int(rng.integers(2, 40)), int(rng.integers(4, 64))), objective)
@@ -234,7 +234,7 @@ def test_direct_highs_returns_exactly_what_milp_returns(monkeypatch):
 
 
 def test_repeat_solver_reuses_only_an_identical_problem():
-    from schedlab.sched.policies.gavel_lp import RepeatSolver
+    from schedlab.sched.policies.gavel.lp import RepeatSolver
 
     rng = np.random.default_rng(4)
     problem = random_problem(rng, 20, 16)

@@ -18,8 +18,8 @@ from schedlab.sched.models.interference import Analytic, MpsCap
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import POLICIES, make_policy
 from schedlab.sched.policies.base import Policy
-from schedlab.sched.policies.gimbal import GimbalError
-from schedlab.sched.policies.gimbal_search import TAG
+from schedlab.sched.policies.gimbal.policy import GimbalError
+from schedlab.sched.policies.gimbal.search import TAG
 from schedlab.sched.models.sharing import SharingModel
 
 

@@ -13,7 +13,7 @@ from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
-from schedlab.sched.policies.pollux import Pollux
+from schedlab.sched.policies.pollux.policy import Pollux
 from schedlab.sched.models.scaling import speed
 
 

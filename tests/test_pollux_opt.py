@@ -1,4 +1,4 @@
-"""``pollux_opt``'s speed paths give exactly what the plain definitions give: ``_dp_counts`` (sparse:
+"""``pollux.optimiser``'s speed paths give exactly what the plain definitions give: ``_dp_counts`` (sparse:
 only a row's new lows are tried; no table when every row's lowest cost fits) the same minimum to the
 last bit and the same counts (ties: fewer GPUs, rounding ties included) as trying every count; the local search's numpy pricing the same moves as its plain scan."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedlab.sched.policies import pollux_opt
-from schedlab.sched.policies.pollux_opt import _dp_counts, _dp_unconstrained, _new_lows
-from schedlab.sched.policies.pollux_problem import EPS, JobSpec, Problem, candidate_shapes, spread_shapes
+from schedlab.sched.policies.pollux import optimiser
+from schedlab.sched.policies.pollux.optimiser import _dp_counts, _dp_unconstrained, _new_lows
+from schedlab.sched.policies.pollux.problem import EPS, JobSpec, Problem, candidate_shapes, spread_shapes
 
 
 def dense_dp(costs: list[list[float]], capacity: int) -> tuple[list[int], float]:
@@ -120,10 +120,10 @@ def test_local_search_numpy_pricing_finds_the_same_moves(seed, by_count, monkeyp
     # the local search prices moves with numpy from VECTOR_MIN jobs x nodes, keeping each job's best
     # one-GPU move while its allocation, the open nodes and the multi-node holders stay, and pricing a
     # by-count job's +1 row at once: both ways give one answer (a stale kept move would differ)
-    monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 10**9)
-    scan = pollux_opt.solve(random_problem(seed, by_count))
-    monkeypatch.setattr(pollux_opt, "VECTOR_MIN", 0)
-    assert pollux_opt.solve(random_problem(seed, by_count)) == scan
+    monkeypatch.setattr(optimiser, "VECTOR_MIN", 10**9)
+    scan = optimiser.solve(random_problem(seed, by_count))
+    monkeypatch.setattr(optimiser, "VECTOR_MIN", 0)
+    assert optimiser.solve(random_problem(seed, by_count)) == scan
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -133,7 +133,7 @@ def test_spread_pricing_finds_what_pricing_every_shape_finds(seed):
     flagged = random_problem(seed, spread=True)
     for job in flagged.jobs:
         job.by_spread = True
-    assert pollux_opt.solve(flagged) == pollux_opt.solve(random_problem(seed, spread=True))
+    assert optimiser.solve(flagged) == optimiser.solve(random_problem(seed, spread=True))
 
 
 def test_spread_shapes_are_the_first_on_one_node_and_over_several():
@@ -153,7 +153,7 @@ def test_count_row_prices_as_cost_does(seed):
                   for n in range(problem.nodes) if job.current[n]]
         for a in shorts + [tuple(int(x) for x in rng.integers(0, 3, problem.nodes))]:
             expected = [problem.cost(j, a[:n] + (a[n] + 1,) + a[n + 1:]) for n in range(problem.nodes)]
-            assert pollux_opt._count_row(problem, j, a).tolist() == expected
+            assert optimiser._count_row(problem, j, a).tolist() == expected
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -166,7 +166,7 @@ def test_takeover_bound_keeps_every_node_that_can_win(seed):
     cost = [problem.cost(j, a) for j, a in enumerate(alloc)]
     used = [sum(a[n] for a in alloc) for n in range(N)]
     holders = [[k for k, a in enumerate(alloc) if a[n]] for n in range(N)]
-    evicted = pollux_opt._evict_costs(problem, alloc, cost, holders)
+    evicted = optimiser._evict_costs(problem, alloc, cost, holders)
     for j, a in enumerate(alloc):
         room = problem.jobs[j].max_gpus - sum(a)
         exact = {}
@@ -179,5 +179,5 @@ def test_takeover_bound_keeps_every_node_that_can_win(seed):
                 moves += [(k, alloc[k][:n] + (0,) + alloc[k][n + 1:]) for k in holders[n] if k != j]
             exact[n] = sum(problem.cost(k, b) - cost[k] for k, b in moves)
         for below in sorted(set(exact.values())) + [-1e-12]:
-            kept = pollux_opt._takeover_nodes(problem, j, a, room, cost[j], used, evicted, below + 1e-9)
+            kept = optimiser._takeover_nodes(problem, j, a, room, cost[j], used, evicted, below + 1e-9)
             assert {n for n, d in exact.items() if d < below + 1e-9} <= set(kept)

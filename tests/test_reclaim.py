@@ -1,11 +1,11 @@
-"""Reclaiming strategies (sched/policies/reclaim.py) on Lyra's own example: Table 1 / Fig. 5 (§4)."""
+"""Reclaiming strategies (sched/core/reclaim.py) on Lyra's own example: Table 1 / Fig. 5 (§4)."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from schedlab.sched.policies.reclaim import (
+from schedlab.sched.core.reclaim import (
     ReclaimView,
     get_strategy,
     lyra,

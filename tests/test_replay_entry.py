@@ -1,6 +1,6 @@
 """One place builds a replay (issue #27 item 3): :func:`schedlab.sched.replay.run` on a
-:class:`~schedlab.sched.replay.ReplaySpec`. The CLI, the tasks, the flows and the benchmarks build a
-spec and call it, none builds an engine; the spec is plain, validated data."""
+:class:`~schedlab.sched.replay.ReplaySpec`. The CLI, the tasks, the flows, the benchmarks, the studies and the
+tools build a spec and call it, none builds an engine; the spec is plain, validated data."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {"AUTO", "PolicyRun", "Prepared", "ReplayResult", "ReplaySpec", "prepare", "run", "write_atomic"}
 #: modules outside sched/ allowed to build an engine, and why (the speed benchmarks import it to time it)
 ENGINE_ALLOWED = {"benchmarks/pollux_optimiser.py": "reads the pollux policy's recorded optimiser problems"}
+#: the folders of modules that replay (besides cli.py)
+CALLER_FOLDERS = ("tasks", "flows", "benchmarks", "studies", "tools")
 
 
 def _callers() -> list[Path]:
-    files = [ROOT / "cli.py", *sorted((ROOT / "tasks").glob("*.py")), *sorted((ROOT / "flows").glob("*.py")),
-             *sorted((ROOT / "benchmarks").glob("*.py"))]
+    files = [ROOT / "cli.py", *(path for folder in CALLER_FOLDERS for path in sorted((ROOT / folder).rglob("*.py")))]
     assert len(files) > 20 and all(f.exists() for f in files)
     return files
 

@@ -33,6 +33,7 @@ def _close(shown: str, value: float) -> bool:
     return abs(float(shown.replace(",", "")) - value) <= 0.51 * 10 ** -digits
 
 
+@pytest.mark.slow
 def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, seed_home):
     from schedlab.flows.reproduce import run_reproduce
     from schedlab.tasks import tracking
@@ -165,6 +166,7 @@ def test_report_option_is_checked_before_any_work(tmp_path, capsys):
         assert "--report" in err and why in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     """A `kind: ratios` page (Gimbal §7.2): ours = baseline / policy of the seed means, as reproduce.md
     prints it, ± the std of the per-seed ratios; the bars plot; a cause shown on its row; the

@@ -26,6 +26,7 @@ print(json.dumps({k: [before.get(k), after.get(k)] for k in set(before) | set(af
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_importing_flows_and_tasks_leaves_the_environment_unchanged(tmp_path):
     env = cli_env(tmp_path / "home")

@@ -1,4 +1,4 @@
-"""The sharing policies' optional decision log (``decision_log``, read by benchmarks/sharing_claims.py):
+"""The sharing policies' optional decision log (``decision_log``, read by schedlab.studies.sharing_claims):
 off by default, and with it on the replay is bit-identical; each record is Theorem 1 on the policy's ξ
 and the engine's ξ / paces at the start."""
 
@@ -10,7 +10,7 @@ import math
 
 import pytest
 from schedlab.sched.policies import make_policy
-from schedlab.sched.policies.sharing_sjf import Castor, SJFBSBF, theorem1
+from schedlab.sched.policies.sharing.policy import Castor, SJFBSBF, theorem1
 from schedlab.sched.replay import ReplaySpec, run
 from helpers import shared_data
 from test_replay_digests import COLUMNS, DIGESTS

@@ -2,7 +2,7 @@
 
 Figures marked *simulator* were produced by the Tiresias authors' simulator
 (github.com/SymbioticLab/Tiresias ``simulator/run_sim.py`` at 959f9b0, ``--scheme=count``, with the
-one-line fixes listed in ``benchmarks/conformance_record.py``) on the same jobs; schedlab's default
+one-line fixes listed in ``schedlab.studies.conformance.tiresias_record``) on the same jobs; schedlab's default
 (``semantics: code``, ``repack: true``) must give them. Figures marked *paper* pin the literal
 reading kept as an option (``semantics: paper``, ``repack: false``): schedlab's results before #23.
 No restart cost anywhere, as in the simulator.
@@ -103,6 +103,24 @@ def test_srtf_ties_keep_the_simulators_order(tmp_path):
     rows = [(1, 0, 100), (1, 0, 100), (1, 0, 100), (1, 50, 50)]
     jct, preempted = _jobs(tmp_path, rows, "1x2", "srtf", {})
     assert jct == {1: 100.0, 2: 100.0, 3: 200.0, 4: 100.0} and not any(preempted.values())  # simulator
+
+
+def test_srtf_helios_ties_put_waiting_jobs_first(tmp_path):
+    # Figures of the Helios simulator's srtf (HeliosArtifact bdaae10, its late end fixed and no restore
+    # cost, as recorded by studies/conformance/helios_record.py), on 8-GPU nodes with jobs of half and
+    # whole nodes. The same arrival as above: Helios sorts its waiting list before its running list, so
+    # job 4 goes before jobs 1 and 2 (50 s left each) and job 2, the later in its running list, is preempted
+    rows = [(1, 0, 100), (1, 0, 100), (1, 0, 100), (1, 50, 50)]
+    jct, preempted = _jobs(tmp_path, rows, "1x2", "srtf", {"ties": "helios"})
+    assert jct == {1: 100.0, 2: 150.0, 3: 200.0, 4: 50.0} and preempted == {1: 0, 2: 1, 3: 0, 4: 0}  # simulator
+    # job 1 is preempted at 50 s by job 2 with 50 s left, as much as job 3 arriving then: Helios queues the
+    # arrival first (its waiting list in order of entry), the Tiresias order the preempted job first
+    rows = [(2, 0, 100), (2, 50, 10), (2, 50, 50)]
+    jct, _ = _jobs(tmp_path, rows, "1x2", "srtf", {"ties": "helios"})
+    assert jct == {1: 160.0, 2: 10.0, 3: 60.0}  # simulator
+    assert _jobs(tmp_path, rows, "1x2", "srtf", {})[0] == {1: 110.0, 2: 10.0, 3: 110.0}
+    with pytest.raises(ValueError, match="applies to repack: true only"):
+        SRTFParams(repack=False, ties="helios")
 
 
 def test_blocking_makes_the_first_job_that_does_not_fit_wait_for_the_rest(tmp_path):

@@ -1,4 +1,4 @@
-"""Per-worker calibration of shared jobs (Gimbal §4, specs/gimbal.md §1.5 and §7.2 items 1-5).
+"""Per-worker calibration of shared jobs (Gimbal §4, docs/explanation/gimbal.md).
 
 A *tracked* job (``job.workers`` is a :class:`Workers`, its extension state; only Gimbal's policies
 track jobs) keeps, per GPU it holds, an MPS cap ``shares[g]`` (fraction of the GPU, 0.1 … 1.0), a local

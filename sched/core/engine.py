@@ -1,4 +1,4 @@
-"""The discrete-event engine: the one place that owns time (DESIGN.md, "One engine, small policies").
+"""The discrete-event engine: the one place that owns time (docs/explanation/design.md, "One engine, small policies").
 
 Events are arrivals (read in order from the sorted trace), completions and policy timers (a heap).
 All events at one instant are applied, then the policy is asked once to decide. Progress is exact:
@@ -6,13 +6,13 @@ a running job's remaining work is integrated only when its rate changes (start, 
 partner arriving or leaving), and its completion event is re-computed then; a stale completion
 carries an old ``version`` and is ignored. Nothing scans all GPUs or all jobs per event.
 
-Rates (DESIGN.md, "Exact, event-driven time"): work is in solo seconds, so a job alone runs at
+Rates (docs/explanation/design.md, "Exact, event-driven time"): work is in solo seconds, so a job alone runs at
 ``solo_speed`` (1, or less with gradient accumulation). Beside partners it runs at
 ``solo_speed / pace``, where ``pace`` is the largest ξ over its GPUs: a multi-GPU job whose GPUs
 have different partners runs at its slowest worker's pace (Gimbal §2.2). At most two jobs share a
 GPU (Castor eq. 7), and only if both fit in its memory.
 
-Elastic and goodput jobs (DESIGN.md, "What the engine models"; specs/pollux.md): ``resize`` changes a
+Elastic and goodput jobs (docs/explanation/design.md, "What the engine models"; docs/explanation/pollux.md): ``resize`` changes a
 running job's GPUs and ``set_batch`` its global batch; every allocation change, the first start
 included, stalls the job for ``allocation_stall_s`` (Pollux charges 30 s) while it holds its GPUs. A
 goodput job's work is still counted in nominal seconds (its run time alone at the trace's GPU count
@@ -20,11 +20,11 @@ and batch), but its rate comes from its goodput model: goodput on its current pl
 epoch over its nominal goodput. Epoch boundaries are events where that rate is recomputed (and the
 policy's ``on_epoch`` is called); a fixed-duration job has none, so its replay is exactly as before.
 
-Pools (specs/lyra.md §1; ``sched/core/pools.py``): with an ``orchestrator`` the cluster is a
+Pools (docs/explanation/lyra.md; ``sched/core/pools.py``): with an ``orchestrator`` the cluster is a
 :class:`~schedlab.sched.core.pools.PooledCluster` whose capacity changes at the orchestrator's timer
 events (inference servers lent to training and taken back); without one nothing here changes.
 
-Contracts (issue #27; ``sched/core/protocol.py``): a policy sees the engine only as a
+Contracts (``sched/core/protocol.py``): a policy sees the engine only as a
 :class:`~schedlab.sched.core.protocol.PolicyEngine`; calibration (``calibration.py``), goodput epochs
 (``goodput_rates.py``) and pools (``pools.py``) are :class:`~schedlab.sched.core.protocol.Capability`
 objects registered at construction, which reach the engine only as a
@@ -70,7 +70,7 @@ _CAPACITY = 2  # the loaning orchestrator's period (sched/core/pools.py)
 # stale completions wait in the lists).
 _BUCKET_S = 3600.0
 # A streamed replay (jobs from a JobSource) makes job records this many at a time, as they arrive,
-# and stores finished jobs' figures this many at a time (issue #13 §6)
+# and stores finished jobs' figures this many at a time
 _BATCH = 4096
 
 
@@ -113,7 +113,7 @@ class Engine:
         ``jobs``: a list of job records, or a :class:`~schedlab.sched.core.job.JobSource` (what ``replay``
         gives): then the engine makes each record shortly before the job arrives and, once it ends,
         keeps only its figures (``EngineResult.records``), so memory grows with the jobs in flight,
-        not with the trace (issue #13 §6); ``jobs`` stays the source, ``EngineResult.jobs`` is None.
+        not with the trace; ``jobs`` stays the source, ``EngineResult.jobs`` is None.
 
         ``capabilities``: engine extensions (``sched/core/protocol.py``); with them come the policy's
         (``Policy.capabilities``, classes made here), the jobs' (goodput epochs when they have goodput
@@ -241,7 +241,7 @@ class Engine:
             self._goodput.on_allocation(job)
         job.last_start = self.now
         self.running[job] = None
-        if job.workers is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (specs/gimbal.md §7.2)
+        if job.workers is not None:  # tracked by Gimbal: per-GPU caps, batches and ξ (docs/explanation/gimbal.md)
             self._calibrating(job).on_start(job)
         if pairs:
             self._join_partners(job, share_gpus, pairs)

@@ -1,4 +1,4 @@
-"""Goodput-driven progress as an engine capability (specs/pollux.md; Pollux §3.1-§3.2).
+"""Goodput-driven progress as an engine capability (docs/explanation/pollux.md; Pollux §3.1-§3.2).
 
 A goodput job (``job.goodput`` is its :class:`GoodputState`: the application's model, batch, epoch and
 placement shape) counts its work in nominal seconds (its run
@@ -25,7 +25,7 @@ GOODPUT_SPEC_FIELDS: tuple[str, ...] = ("model", "progress_scale")
 
 @dataclass(slots=True, eq=False)
 class GoodputState:
-    """A goodput job's extension state (issue #27; specs/pollux.md), attached as ``job.goodput`` only to
+    """A goodput job's extension state (docs/explanation/pollux.md), attached as ``job.goodput`` only to
     jobs with a goodput model: progress in the model's own units, converted to nominal seconds so that
     ``job.remaining`` keeps one meaning for every policy. ``model`` and ``progress_scale`` are spec (set
     from the trace row); the rest is written by the engine (:meth:`Engine.set_batch`) and
@@ -82,7 +82,7 @@ class GoodputRates(Capability):
         return job.last_update + job.overhead_left + to_go / job.rate
 
     def next_epoch(self, job: Job) -> None:
-        """The job reached an epoch boundary: its statistical efficiency changes (specs/pollux.md)."""
+        """The job reached an epoch boundary: its statistical efficiency changes (docs/explanation/pollux.md)."""
         engine = self.engine
         engine.settle(job)
         job.remaining = self.breakpoint(job)  # exactly on the boundary

@@ -31,7 +31,7 @@ class Job:
     """One training job. Work is measured in solo seconds: a job running alone on its own GPUs
     progresses at ``rate = 1`` solo second per second; sharing or squeezing lowers the rate.
 
-    Three parts (issue #27): the spec (:data:`SPEC_FIELDS`, frozen once made), the run state the engine
+    Three parts: the spec (:data:`SPEC_FIELDS`, frozen once made), the run state the engine
     owns, and extension states a capability owns, each one slotted object attached only to the jobs that
     use it (``goodput``: a ``goodput_rates.GoodputState``; ``workers``: a ``calibration.Workers``). The
     spec, sharing, elastic and pool fields stay flat slots so that the event loop reads them as slots
@@ -77,18 +77,18 @@ class Job:
     resizes: int = 0  # allocation changes while running (grow or shrink)
     service_correction: float = 0.0  # GPU-seconds attained at earlier allocations minus num_gpus x their time
 
-    # goodput state (specs/pollux.md): a goodput_rates.GoodputState (model, batch, epoch, placement shape),
+    # goodput state (docs/explanation/pollux.md): a goodput_rates.GoodputState (model, batch, epoch, placement shape),
     # None for a fixed-duration job
     goodput: GoodputState | None = None
 
     # per-worker calibration (Gimbal): a sched/core/calibration.Workers, None unless a Gimbal policy tracks the job
     workers: Any = None
 
-    # pool state (Lyra, specs/lyra.md §1): loaned inference servers, lost-progress preemptions
+    # pool state (Lyra, docs/explanation/lyra.md): loaned inference servers, lost-progress preemptions
     fungible: bool = False  # may run on GPUs of another type (on-loan inference servers)
     heterogeneous: bool = False  # may run on training and inference GPUs at once (Lyra §2.1, §6)
     checkpoint: bool | None = None  # None: unknown (a preemption keeps progress); False: restarts from zero
-    # Lyra's elastic jobs (specs/lyra.md §2.1): a GPU range within which the job scales; its work is
+    # Lyra's elastic jobs (docs/explanation/lyra.md): a GPU range within which the job scales; its work is
     # in seconds at ``elastic_min`` GPUs and it runs ``sched/models/scaling.py``'s speed-up on more
     elastic_min: int = 0  # fewest GPUs an elastic job may run on (0: inelastic)
     elastic_max: int = 0  # most GPUs an elastic job may use (0: inelastic)
@@ -120,7 +120,7 @@ class Job:
 
 def job_capabilities(jobs: list[Job] | JobSource) -> list[Capability]:
     """The engine capabilities these jobs' extension states need: goodput epochs when any job has a
-    goodput model (specs/pollux.md), none for fixed-duration jobs."""
+    goodput model (docs/explanation/pollux.md), none for fixed-duration jobs."""
     if isinstance(jobs, JobSource):
         goodput = "global_batch" in jobs.table.columns
     else:
@@ -131,7 +131,7 @@ def job_capabilities(jobs: list[Job] | JobSource) -> list[Capability]:
 def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None = None) -> list[Job]:
     """Build job records from a canonical job table that has ``duration`` (annotate first if not).
 
-    A table with ``global_batch`` holds goodput jobs (specs/pollux.md): each gets its application's
+    A table with ``global_batch`` holds goodput jobs (docs/explanation/pollux.md): each gets its application's
     model from ``goodput_models`` (keyed by the ``model`` column) and its ``duration`` is read as the
     nominal run time, the unit its progress is counted in."""
     source = JobSource(table, goodput_models)
@@ -140,7 +140,7 @@ def jobs_from_table(table: pd.DataFrame, goodput_models: dict[str, Any] | None =
 
 class JobSource:
     """A canonical job table, sorted by ``(submit_time, job_id)``, that makes its :class:`Job` records
-    on demand (issue #13 §6): the engine asks for the next few as they arrive, so a replay holds
+    on demand: the engine asks for the next few as they arrive, so a replay holds
     records for the jobs in flight only, not the whole trace. ``make(a, b)`` gives jobs ``a..b-1``
     exactly as :func:`jobs_from_table` gives them; every row is checked up front."""
 

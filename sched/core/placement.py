@@ -168,7 +168,7 @@ STRATEGIES: dict[str, Strategy] = {
 
 
 #: old names still accepted -> the strategy they name (``consolidated`` placed whenever enough GPUs
-#: were free anywhere, which is ``fewest-servers``, not strict consolidation; issue #23)
+#: were free anywhere, which is ``fewest-servers``, not strict consolidation)
 ALIASES: dict[str, str] = {"consolidated": "fewest-servers"}
 DEFAULT = "fewest-servers"
 #: strategies that may refuse a job although enough GPUs are free: only policies whose

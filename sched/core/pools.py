@@ -1,6 +1,6 @@
 """Pools whose capacity changes over time: inference servers lent to training and reclaimed (Lyra §3-§4).
 
-API (stable; specs/lyra.md §1, §7)
+API (stable; docs/explanation/lyra.md)
 ---------------------------------
 ``PooledCluster(spec, options)`` — a :class:`ClusterState` over the training pool *and* the inference
 pool, one GPU id space (training servers first). Each server is ``TRAINING``, ``INFERENCE`` (not
@@ -18,7 +18,7 @@ server that still holds a job ("inference is not affected" is an invariant).
 ``Orchestrator(load, options, seed)`` — passed to ``Engine(orchestrator=...)``: a ``_CAPACITY`` timer
 event at the first arrival and then every ``period_s`` (300 s, §7.1) on the grid ``k·period_s``. At a
 tick, before that instant's arrivals: ``need = ceil(û·N_I)`` servers for inference (``û`` from the
-predictor), ``H = ceil(headroom·N_I)``, target on loan ``L = max(0, N_I − H − need)`` (specs §1.2);
+predictor), ``H = ceil(headroom·N_I)``, target on loan ``L = max(0, N_I − H − need)`` (docs/explanation/lyra.md);
 lend idle inference servers up to ``L`` or reclaim the excess; then the policy schedules as for any
 event. Only a policy with ``uses_loaning = True`` (class attribute) is lent anything; another policy
 gets one tick (it opens the integrals) and replays exactly as without pools. ``target(t)`` is what
@@ -27,21 +27,21 @@ the next tick will aim for; ``reclaims`` (``ReclaimRecord`` per reclaim), ``time
 inference=LoanOptions(load=...))``, CLI ``--inference-load``, experiment key ``inference:``.
 
 Reclaiming: the servers come from ``policy.choose_reclaim(engine, n) -> list[int]`` when the policy
-defines it, else from the ``reclaim`` strategy (``sched/policies/reclaim.py``) on :meth:`Orchestrator.view`.
-The orchestrator applies :func:`~schedlab.sched.policies.reclaim.plan_for`: elastic jobs whose loss there fits
+defines it, else from the ``reclaim`` strategy (``sched/core/reclaim.py``) on :meth:`Orchestrator.view`.
+The orchestrator applies :func:`~schedlab.sched.core.reclaim.plan_for`: elastic jobs whose loss there fits
 their slack (``num_gpus − elastic_min``; :attr:`Orchestrator.slack` may be replaced) shrink via
 ``engine.resize``, the others are preempted (progress lost unless the job checkpoints: the job's
 ``checkpoint`` column, else ``options.lose_progress``, the paper's no-checkpoint default) and pay
 the engine's preemption overhead (63 s) on restart. The engine then takes the servers back, and calls
 ``policy.on_reclaimed(engine, plan)`` (required: re-queue ``plan.preempt``, note ``plan.shrink``).
 
-Speed on other GPU types (§5.2, specs §1.5 [R]): ``Engine.job_speed`` is set to
+Speed on other GPU types (§5.2; ours, docs/explanation/lyra.md): ``Engine.job_speed`` is set to
 :meth:`PooledCluster.speed` unless given: on training GPUs 1; all on T4 ``min(1, σ·n_T4/d)`` for an
 inelastic job of demand ``d`` (defaults ``r = 3``, ``σ = 1/3``: ``ceil(3d)`` T4 GPUs run at 1, so
 "loaning itself does not affect job running time", §7.3), ``r·σ`` (capped at 1) for an elastic one;
 on both types at once (a heterogeneous job, §6) ``heterogeneous_perf`` (0.7, §7.1; 1.0 in Ideal) x its
 normalised GPUs (V100s + T4s / r) over its demand, capped at 1 (for an elastic job the scaling below
-takes the normalised GPUs; specs/lyra.md §6 A17). ``PooledCluster.scaling`` (a ``job -> factor`` callable,
+takes the normalised GPUs; docs/explanation/lyra.md). ``PooledCluster.scaling`` (a ``job -> factor`` callable,
 e.g. linear elastic scaling) multiplies in when set; without pools, ``Engine(job_speed=...)`` takes
 such a callable directly. The factor is applied at ``start`` and ``resize`` (``job.speed_factor``).
 """
@@ -61,7 +61,7 @@ from schedlab.sched.core.cluster import ClusterSpec, ClusterState
 from schedlab.sched.models.inference import InferenceLoad
 from schedlab.sched.core.placement import fill
 from schedlab.sched.core.protocol import Capability, EngineError
-from schedlab.sched.policies.reclaim import (
+from schedlab.sched.core.reclaim import (
     STRATEGIES,
     ReclaimPlan,
     ReclaimView,
@@ -340,7 +340,7 @@ class Orchestrator(Capability):
         return (math.floor(now / self.period_s + 1e-9) + 1) * self.period_s
 
     def target(self, t: float) -> int:
-        """Servers to have on loan from ``t`` to the next tick (specs §1.2)."""
+        """Servers to have on loan from ``t`` to the next tick (docs/explanation/lyra.md)."""
         u = self.load.predict(self.options.predictor, t, self.next_tick(t) - t)
         need = math.ceil(u * self.n_inference - 1e-9)
         return max(0, self.n_inference - self.headroom - need) if self.lending else 0
@@ -460,7 +460,7 @@ class Orchestrator(Capability):
 
 
 def pool_summary(result: Any, table) -> dict[str, float]:
-    """Lyra's figures for a replay with pools (specs/lyra.md §4.1, §6 A7/A14/A16, §7 item 9), from its
+    """Lyra's figures for a replay with pools (docs/explanation/lyra.md), from its
     job table (:func:`~schedlab.sched.results.metrics.job_table`, which has the pool columns)."""
     orch: Orchestrator = result.pools
     cluster = orch.cluster

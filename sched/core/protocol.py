@@ -1,4 +1,4 @@
-"""The engine's two contracts (issue #27): what a policy may call and read, and how a capability plugs in.
+"""The engine's two contracts: what a policy may call and read, and how a capability plugs in.
 
 :class:`PolicyEngine` is everything a policy (``sched/policies/``) may touch on the engine it is handed;
 ``tests/test_engine_contract.py`` fails on a policy that reaches for anything else, that writes a job
@@ -35,7 +35,7 @@ class EngineError(RuntimeError):
 
 
 class PolicyEngine(Protocol):
-    """What a policy may read and call (DESIGN.md, "One engine, small policies").
+    """What a policy may read and call (docs/explanation/design.md, "One engine, small policies").
 
     Reads are views of state the engine owns: a policy never assigns to them, nor to any job field
     (it reads jobs through :class:`JobView`). Every read is O(1) unless its

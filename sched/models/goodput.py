@@ -1,4 +1,4 @@
-"""The goodput job model of Pollux's simulator study, from its measured data (specs/pollux.md).
+"""The goodput job model of Pollux's simulator study, from its measured data (docs/explanation/pollux.md).
 
 One :class:`GoodputModel` per application, read from ``traces/<application>/`` of the Pollux data:
 
@@ -39,7 +39,7 @@ import pandas as pd
 
 from schedlab.sched.traces.common import TraceError
 
-#: the study's per-application settings (its simulator; specs/pollux.md "A job's model")
+#: the study's per-application settings (its simulator; docs/explanation/pollux.md)
 STUDY_SETTINGS: dict[str, dict[str, int]] = {
     "bert": {"epochs": 2},
     "cifar10": {"epochs": 100},
@@ -48,7 +48,7 @@ STUDY_SETTINGS: dict[str, dict[str, int]] = {
     "deepspeech2": {"epochs": 80},
     "yolov3": {"epochs": 50, "max_local_batch": 8},
 }
-#: TunedJobs' GPU counts (specs/pollux.md "How the workloads were made")
+#: TunedJobs' GPU counts (docs/explanation/pollux.md)
 TUNED_GPU_COUNTS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48)
 BATCH_CANDIDATES = 50  # Pollux: 50 geometrically spaced global batch sizes
 MAX_INTERPOLATED_NODES = 16  # the scalability data stops at 16 nodes; more count as 16 (as the study)
@@ -68,7 +68,7 @@ def _ceil(x: float) -> int:
 
 @dataclass(frozen=True, eq=False)
 class GoodputModel:
-    """One application's goodput model (specs/pollux.md). Progress is in the data's own units (about
+    """One application's goodput model (docs/explanation/pollux.md). Progress is in the data's own units (about
     one iteration at ``min_batch``); ``boundaries[e]`` is the cumulative progress at the end of epoch
     ``e + 1``, and ``boundaries[-1] == total_progress``."""
 
@@ -127,7 +127,7 @@ class GoodputModel:
 
     def config(self, num_replicas: int, batch: int) -> tuple[int, int, int]:
         """``(micro-batch, accumulation passes, batch actually trained)`` for global ``batch`` on
-        ``num_replicas`` GPUs (specs/pollux.md), or a ValueError if no measured micro-batch fits."""
+        ``num_replicas`` GPUs (docs/explanation/pollux.md), or a ValueError if no measured micro-batch fits."""
         key = ("config", num_replicas, batch)
         memo = self._memo.get(key)
         if memo is None:
@@ -340,7 +340,7 @@ class GoodputModel:
         return memo
 
     def tuned_configs(self, lo: float = 0.5, hi: float = 0.8, max_hours: float = 12.0) -> tuple[tuple[int, int, float], ...]:
-        """TunedJobs (specs/pollux.md): ``(GPUs, batch, seconds alone)`` choices. For each GPU count,
+        """TunedJobs (docs/explanation/pollux.md): ``(GPUs, batch, seconds alone)`` choices. For each GPU count,
         packed on measured nodes, the measured batch with the shortest run (measured iterations to
         convergence x iteration time, no forced accumulation); kept if it runs < ``max_hours`` with
         scaling efficiency T(1) / (r T(r)) in (lo, hi); the 1-GPU choice if none is kept."""
@@ -410,7 +410,7 @@ def _linear_nd(model: GoodputModel) -> Any:
 # ---- loading ---------------------------------------------------------------------------------
 def default_root() -> Path:
     """``$SCHEDLAB_POLLUX_DATA``, else ``<repo>/../shared/data/profiles/pollux``, else the same
-    below the working directory's parent (where experiment files find ``../shared``)."""
+    below the working directory's parent (where experiment files find ``../shared/data``)."""
     env = os.environ.get("SCHEDLAB_POLLUX_DATA")
     if env:
         return Path(env).expanduser()

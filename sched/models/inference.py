@@ -2,13 +2,13 @@
 
 ``u(t)`` is a step function (each value holds until the next time) that repeats with period
 ``span`` (the series' last time plus one step), so a 14-day series covers a 15-day replay (day 15 =
-day 1, specs/lyra.md §5). t = 0 is the trace's start. Sources (:func:`load_inference`):
+day 1, docs/explanation/lyra.md). t = 0 is the trace's start. Sources (:func:`load_inference`):
 
 - ``PATH`` of a CSV with ``time`` (s) and ``utilization`` / ``utilisation`` / ``util`` (fraction in
   [0, 1]) columns, any other numeric CSV with ``--`` named columns via :func:`from_csv`;
 - ``PATH[:MODEL]`` of ServeGen's ``servegen_total_rate_per_10min.csv`` (columns ``model,
   window_start_s, total_rate_req_per_s``): request rates, not GPUs, mapped to occupancy as
-  specs/lyra.md §5 recommends [R]: zero windows (dropouts) take the previous value, an affine map
+  schedlab chose (docs/explanation/lyra.md, ours): zero windows (dropouts) take the previous value, an affine map
   sends the 1st percentile to 0.42 and the 99th to 0.95 (the paper's range, §2), clipped to [0, 1].
   ``MODEL`` defaults to ``m-small`` (hourly peak/trough 2.05, the paper's ~2.2). Limits: a rate is
   not an occupancy (no per-request GPU time, no batching), so only the shape is borrowed;
@@ -20,7 +20,7 @@ day 1, specs/lyra.md §5). t = 0 is the trace's start. Sources (:func:`load_infe
 Errors name the file, and the row and column where known: row N is the N-th data row (1-based,
 header excluded, so on line N+1), as in every trace loader (``sched/traces/common.py``).
 
-Predictors (§6, [R] A2): ``oracle`` = the peak of ``u`` over the coming period (inference is never
+Predictors (§6; ours): ``oracle`` = the peak of ``u`` over the coming period (inference is never
 short by construction), ``last`` = ``u`` at the tick (may fall short; the shortfall is logged).
 """
 
@@ -189,7 +189,7 @@ def _error(path: str | Path, frame: pd.DataFrame, i: int, column: str, message: 
 
 def from_servegen(path: str | Path, model: str = SERVEGEN_DEFAULT_MODEL,
                   lo: float = SERVEGEN_RANGE[0], hi: float = SERVEGEN_RANGE[1]) -> InferenceLoad:
-    """ServeGen request rates of ``model`` mapped to occupancy (see the module doc, [R] specs/lyra.md §5)."""
+    """ServeGen request rates of ``model`` mapped to occupancy (see the module doc and docs/explanation/lyra.md)."""
     frame = _read(path)
     models = sorted(frame["model"].astype(str).unique())
     part = frame[frame["model"] == model]

@@ -20,8 +20,8 @@ Sources, interchangeable:
   ``share_b`` column makes MPS caps two-dimensional (the nearest ``(share_a, share_b)``, no shares =
   (100, 100); ties go to the nearest share ratio, then the lower shares); rows with an empty
   ``model_b`` are restricted-solo rows: ``xi_a`` = σ of ``model_a`` alone under cap ``share_a``
-  (Gimbal's squeezed worker on an unshared GPU, specs/gimbal.md §5).
-- ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (specs/gimbal.md M6, OURS):
+  (Gimbal's squeezed worker on an unshared GPU, docs/explanation/gimbal.md).
+- ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (docs/explanation/gimbal.md, OURS):
   with ξ⁰ the base's free-competition ``mps`` ratio, a worker capped at p beside a partner capped at
   q runs at ``ξ = p^-ρ (1 + (ξ⁰ - 1) q^η)`` and alone at ``σ(p) = p^-ρ`` (ρ = 0.5, η = 2 by default).
   Shares are active-thread percentages, as everywhere; ``timeslice`` is the base's unchanged.
@@ -42,11 +42,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from schedlab import conf
+
 if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
     from schedlab.sched.models.fitted import Fetch
 
-GAVEL_MAPPING = Path(__file__).resolve().parents[2] / "conf" / "interference" / "gavel.yaml"
+GAVEL_MAPPING = conf.path("interference", "gavel.yaml")
 MODES = ("timeslice", "mps")
 MPS_EXCESS_KEPT = 0.57  # Castor §8: MPS lowers ξ by up to 43%
 
@@ -165,7 +167,7 @@ class GavelTable(_Cached):
 
 class MpsCap:
     """Gimbal's restriction model over a free-competition ξ source (module docstring; M6 of
-    specs/gimbal.md: X(1, 1) = ξ⁰, squeezing the partner lowers ξ, a capped job slows down)."""
+    docs/explanation/gimbal.md: X(1, 1) = ξ⁰, squeezing the partner lowers ξ, a capped job slows down)."""
 
     def __init__(self, base: InterferenceSource, rho: float = 0.5, eta: float = 2.0) -> None:
         for name, value in (("rho", rho), ("eta", eta)):
@@ -211,7 +213,7 @@ class MpsCap:
 
 
 #: ``table:NAME`` also finds a table shipped in ``conf/interference/`` (e.g. ``table:h200-pairs.csv``)
-SHIPPED_TABLES = Path(__file__).resolve().parents[2] / "conf" / "interference"
+SHIPPED_TABLES = conf.path("interference")
 
 
 class PairsTable(_Cached):

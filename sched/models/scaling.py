@@ -1,5 +1,5 @@
 """How fast an elastic job runs on a given number of GPUs (Lyra EuroSys'23 §5, §7.1-7.2;
-specs/lyra.md §2.1).
+docs/explanation/lyra.md).
 
 Lyra's simulator scales elastic jobs linearly within their range: running time is inversely
 proportional to the allocation. Its imperfect-scaling study (§7.2, Fig. 8) loses 20 % of the

@@ -8,14 +8,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from schedlab.sched.traces.annotate import catalog_gpu_type
+from schedlab.sched.models.annotate import catalog_gpu_type
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.models.interference import InterferenceSource, make_interference
 from schedlab.sched.core.job import Job
 from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog, min_servers
 
 MAX_JOBS_PER_GPU = 2  # C = 2 (Castor eq. 7)
-DEFAULT_RHO = 0.5  # σ(p) = p^-ρ for sources without a restriction model (specs/gimbal.md M6, OURS)
+DEFAULT_RHO = 0.5  # σ(p) = p^-ρ for sources without a restriction model (docs/explanation/gimbal.md, OURS)
 
 
 class SharingError(ValueError):
@@ -94,7 +94,7 @@ class SharingModel:
     def restricted_solo(self, job: Job, share: float) -> float:
         """σ(p): the slowdown of a worker of ``job`` alone on its GPU under an MPS cap ``share``
         (fraction). From the ξ source when it models caps (``mpscap:``, a ``table:`` with solo rows),
-        else the spec's default ``p^-0.5`` (specs/gimbal.md M6, OURS)."""
+        else schedlab's default ``p^-0.5`` (docs/explanation/gimbal.md, OURS)."""
         if share >= 1.0:
             return 1.0
         if share <= 0.0:

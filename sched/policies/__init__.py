@@ -1,5 +1,7 @@
-"""The policy registry: every ``Policy`` subclass with a ``name`` in a module of this package, plus the
-policies installed packages declare in the ``schedlab.policies`` entry-point group (issue #28).
+"""The policy registry: every ``Policy`` subclass with a ``name`` in a module of this package or of its
+sub-packages (a policy family with its helpers: ``pollux/``, ``gimbal/``, ``lyra/``, ``sharing/``,
+``gavel/``), plus the policies installed packages declare in the ``schedlab.policies`` entry-point
+group.
 
 ``POLICIES[name]`` is the class. Wherever a policy is named (``--policy``, experiment YAML, a
 :class:`~schedlab.sched.replay.ReplaySpec`) a *policy spec* may also name a class outside the package:
@@ -42,8 +44,8 @@ LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 def _discover() -> dict[str, type[Policy]]:
     found: dict[str, type[Policy]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
+    for info in sorted(pkgutil.walk_packages(__path__, prefix=f"{__name__}."), key=lambda m: m.name):
+        module = importlib.import_module(info.name)
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Policy) and "name" in vars(value):
                 found[value.name] = value
@@ -274,7 +276,7 @@ def _class_of(spec: str, module: Any, attr: str, where: str) -> type[Policy]:
 
 @dataclass(frozen=True)
 class PolicyOrigin:
-    """Where an external policy's code comes from: what the tracking records (issue #28)."""
+    """Where an external policy's code comes from: what the tracking records."""
 
     kind: str  # "file", "module" or "entry-point"
     path: str  # the source file

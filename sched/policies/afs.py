@@ -1,4 +1,4 @@
-"""``afs``: AFS as Lyra implements it (Lyra EuroSys'23 §7.1; specs/lyra.md §3; AFS: Hwang et al.,
+"""``afs``: AFS as Lyra implements it (Lyra EuroSys'23 §7.1; docs/explanation/lyra.md; AFS: Hwang et al.,
 NSDI'21, "Elastic Resource Sharing for Distributed Deep Learning").
 
 Every round (60 s, a timer): base demands first — running jobs keep theirs (AFS here never
@@ -9,7 +9,7 @@ Lyra's elastic fixed-duration jobs (``elastic_min/max``, ``sched/models/scaling.
 ``(rate(w + 1) - rate(w)) / remaining``, their completion-rate gain, linear beyond their range (Lyra
 §7.4: "AFS assumes unbounded elasticity"); ``bounded: true`` stops them at ``elastic_max``, Lyra's own
 "limited elasticity" (a sensitivity, not the paper's AFS).
-A goodput job's rate is its goodput (specs/pollux.md) at its workload batch on ``w`` GPUs packed on
+A goodput job's rate is its goodput (docs/explanation/pollux.md) at its workload batch on ``w`` GPUs packed on
 the fewest servers; its base demand is its workload GPU count (``base: trace``) or one GPU
 (``base: one``, AFS' own start). Fixed-duration jobs are inelastic (base only). Placement: kept GPUs
 stay; a growing job takes GPUs on its own servers first, then the emptiest; a new job one server if
@@ -52,7 +52,7 @@ class AfsParams(RoundParams, KnowledgeParams):
 class Afs(RoundPolicy):
     name = "afs"
     summary = "base demands first, then one GPU at a time to the largest throughput gain per GPU, no cap"
-    paper = "AFS (NSDI'21) as Lyra (EuroSys'23) §7.1 implements it; specs/lyra.md §3"
+    paper = "AFS (NSDI'21) as Lyra (EuroSys'23) §7.1 implements it; docs/explanation/lyra.md"
     simplified = "goodput model's scaling at the workload batch; non-preemptive; 60 s rounds; placement ours"
     Params = AfsParams
 
@@ -81,7 +81,7 @@ class Afs(RoundPolicy):
         return 1 if self.params.base == "one" and job.goodput is not None else job.requested_gpus
 
     def _gain(self, engine: PolicyEngine, job: Job, w: int, per: int) -> float:
-        if job.goodput is None:  # Lyra's elastic jobs: completion-rate gain per GPU (specs/lyra.md §6 A10)
+        if job.goodput is None:  # Lyra's elastic jobs: completion-rate gain per GPU (docs/explanation/lyra.md)
             if not job.elastic_max or (self.params.bounded and w >= job.elastic_max):
                 return 0.0
             lo, loss = job.elastic_min, job.scaling_loss

@@ -1,4 +1,4 @@
-"""What a policy is: a small object that decides, never loops (DESIGN.md, "One engine, small policies").
+"""What a policy is: a small object that decides, never loops (docs/explanation/design.md, "One engine, small policies").
 
 The engine calls ``on_arrival`` / ``on_finish`` / ``on_timer`` to keep the policy's own queues up to
 date, then ``schedule`` once per instant. A policy sees the engine only as a
@@ -110,7 +110,7 @@ class Policy:
         raise NotImplementedError
 
     def for_goodput_jobs(self) -> None:
-        """Called before the replay when its jobs are goodput jobs (specs/pollux.md): a policy with a
+        """Called before the replay when its jobs are goodput jobs (docs/explanation/pollux.md): a policy with a
         study-specific mode (Tiresias+TunedJobs) switches to it here. Nothing by default."""
 
     def metrics(self) -> dict[str, float]:

@@ -1,10 +1,10 @@
 """Shared pieces of the round-based elastic policies (Pollux, Optimus, AFS, Tiresias+TunedJobs).
 
-Rounds (specs/pollux.md, "The policies of that study"): the study's simulator re-decides every 60 s
+Rounds (docs/explanation/pollux.md, "The policies of that study"): the study's simulator re-decides every 60 s
 and a job arriving at ``t`` is first considered at the first multiple of 60 that is >= ``t`` (and > 0),
 ``t`` on the replay's clock: the study's workloads keep their file's clock (``time_origin``,
 ``sched/traces/common.py``), so the rounds fall where the study's do.
-Here a round is a policy timer (DESIGN.md: no global tick): one is pending while jobs are active, and
+Here a round is a policy timer (docs/explanation/design.md: no global tick): one is pending while jobs are active, and
 arrivals and completions between rounds only update the policy's own records, so GPUs a job frees
 mid-round stay idle until the next round, as in the study. ``event_driven`` (an option of each
 policy) decides at every arrival and completion too, our exact event timing.

@@ -43,7 +43,7 @@ on ties) and keeps running late jobs -- the paper only says Gandiva was "extende
 deadline-aware feature"; EDF is ours. ``unequal=True`` lets a queued job join the job set of one larger
 running job (see ``packing.py``); introspection then checks the member against its J_max. Under
 Gimbal (an engine that answers ``calibrating(job)``) the check waits until the set's search has ended,
-so it reads calibrated paces (spec gimbal.md §7.2 item 10).
+so it reads calibrated paces (docs/explanation/gimbal.md).
 """
 
 from __future__ import annotations

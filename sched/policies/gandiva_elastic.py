@@ -1,5 +1,5 @@
 """``gandiva-elastic``: Gandiva's grow-shrink as Lyra's baseline (Lyra EuroSys'23 §2.3, §7.1; Gandiva
-OSDI'18 §3.2; specs/lyra.md §3).
+OSDI'18 §3.2; docs/explanation/lyra.md).
 
 Strict FIFO starts jobs exactly as the baseline does. When nothing waits and GPUs are idle (Gandiva's
 "under-utilized": available resources but no pending jobs), running elastic jobs grow one worker at

@@ -24,7 +24,7 @@ on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Pr
 quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
 eligible class head. ``artifact_pass: true`` runs Lucid's simulator's pass instead: every waiting job
 in priority order tries the first eligible running job in start order, then free GPUs; it agrees with
-the simulator job for job (``benchmarks/conformance_lucid.py``). It is not the default because it
+the simulator job for job (``schedlab.studies.conformance.lucid``). It is not the default because it
 has no form for Gimbal's job sets (``unequal``), which Gimbal's relaxed Lucid builds on the class-head
 pass: with it as the baseline's default, Gimbal's ablation would change two rules in one step. Lucid's simulator
 places with its ``consolidate`` placer: schedlab's ``--placement strict-best-fit`` (the default

@@ -1,5 +1,5 @@
 """``optimus``: Optimus+Oracle as in Pollux's simulator study (Optimus, EuroSys'18, Peng et al., §4;
-Pollux §5.3; specs/pollux.md).
+Pollux §5.3; docs/explanation/pollux.md).
 
 Every round (60 s, a timer): each job keeps its workload batch (TunedJobs) and the scheduler knows
 its remaining iterations at that batch (the oracle: iterations to convergence after the current
@@ -45,7 +45,7 @@ class OptimusParams(RoundParams):
 class Optimus(RoundPolicy):
     name = "optimus"
     summary = "greedy GPUs by marginal iteration-time gain x remaining iterations (oracle), 60 s rounds"
-    paper = "Optimus (EuroSys'18) §4; Optimus+Oracle+TunedJobs of Pollux §5.3 (specs/pollux.md)"
+    paper = "Optimus (EuroSys'18) §4; Optimus+Oracle+TunedJobs of Pollux §5.3 (docs/explanation/pollux.md)"
     simplified = "remaining iterations and iteration times known (oracle, as in Pollux's study); goodput jobs only grow"
     Params = OptimusParams
 

@@ -12,8 +12,12 @@ Two ways (``repack``):
   waiting job before a running one, except one arriving at that instant, which goes after both; among
   waiting jobs the one that has had that remaining work longer, then arrival order. The walk starts at
   the first waiting job that would start (nothing changes before it), so an event that starts nothing
-  costs a look at each GPU-count bucket's head.
-- ``repack: false`` (schedlab before issue #23): the waiting job with the least remaining work runs
+  costs a look at each GPU-count bucket's head. ``ties: helios`` orders equal remaining work as the
+  Helios simulator's ``srtf`` does (HeliosArtifact bdaae10, ``framework/QSSF Service/policies/srtf.py``:
+  every second it sorts its waiting list, then its running list, stably): every waiting job before
+  every running one, waiting jobs in the order they entered the queue (an instant's arrivals before
+  the jobs preempted then), running jobs in the order they (re)started.
+- ``repack: false`` (schedlab's earlier rule): the waiting job with the least remaining work runs
   first. If it does not fit, running jobs with *more* remaining work are preempted, longest first,
   until it fits; if even that cannot free enough GPUs it waits, and smaller jobs that fit are started
   (work-conserving).
@@ -29,9 +33,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from sortedcontainers import SortedList
 
 from schedlab.sched.estimators.params import KnowledgeParams
@@ -49,6 +53,17 @@ class SRTFParams(KnowledgeParams):
         description="re-pack every job by remaining work at each event (the Tiresias simulator's 'shortest');"
         " false: preempt only to start the shortest waiting job, then fill",
     )
+    ties: Literal["tiresias", "helios"] = Field(
+        default="tiresias",
+        description="the order among jobs of equal remaining work when re-packing: the Tiresias simulator's,"
+        " or the Helios simulator's (waiting before running; waiting by entry to the queue, running by start)",
+    )
+
+    @model_validator(mode="after")
+    def _ties_need_repack(self) -> SRTFParams:
+        if self.ties != "tiresias" and not self.repack:
+            raise ValueError("srtf: ties orders the re-packing walk; it applies to repack: true only")
+        return self
 
 
 class SRTF(Policy):
@@ -61,6 +76,8 @@ class SRTF(Policy):
     def __init__(self, params: SRTFParams | None = None) -> None:
         super().__init__(params)
         self.repack = self.params.repack
+        self.helios_ties = self.params.ties == "helios"
+        self.entered = 0  # jobs entered the waiting queue so far (the Helios order's tie)
         if self.repack:
             # waiting jobs by (remaining, since when, preempted or arrived, tie): the simulator's order
             self.rank: dict[int, tuple] = {}
@@ -76,7 +93,10 @@ class SRTF(Policy):
             self._running: list[tuple[float, int, Job, int]] = []
 
     def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
-        if self.repack:
+        if self.helios_ties:
+            self.entered += 1
+            self.rank[job.index] = (self.remaining(engine, job), engine.now, 0, self.entered)
+        elif self.repack:
             self.rank[job.index] = (self.remaining(engine, job), engine.now, 1, job.index)
         else:
             self._engine = engine
@@ -102,9 +122,10 @@ class SRTF(Policy):
     def _position(self, rank: tuple, now: float) -> int:
         """Where a waiting job of ``rank`` stands among the running jobs: after those with less
         remaining work, before those with more; on a tie before them, unless it arrived just now (the
-        simulator appends arrivals to its list, then sorts it stably)."""
+        Tiresias simulator appends arrivals to its list, then sorts it stably; Helios' puts it before)."""
         end = now + rank[0]
-        return self.running.bisect_left((end, math.inf) if rank[1] == now and rank[2] == 1 else (end, -math.inf))
+        just_arrived = rank[1] == now and rank[2] == 1 and not self.helios_ties
+        return self.running.bisect_left((end, math.inf) if just_arrived else (end, -math.inf))
 
     def _first_chosen(self, free: int, now: float) -> tuple[Job | None, int]:
         """The first waiting job the walk would start, and its position among the running jobs. Up to
@@ -167,15 +188,21 @@ class SRTF(Policy):
             engine.preempt(job)
             running.remove(entry)
             del self.entry[job.index]
-            self.rank[job.index] = (self.remaining(engine, job), now, 0, entry[1:3])  # preempted: before this instant's arrivals
+            if self.helios_ties:  # preempted: after this instant's arrivals, in the walk's order
+                self.entered += 1
+                self.rank[job.index] = (self.remaining(engine, job), now, 1, self.entered)
+            else:  # preempted: before this instant's arrivals
+                self.rank[job.index] = (self.remaining(engine, job), now, 0, entry[1:3])
         for job in start:
             if not engine.start(job):  # a strict placement refused it: it waits for the next event
                 waiting.push(job)
                 continue
             rank = self.rank[job.index]
             # ties among running jobs: as when they became tied. One that waited starts ahead of those
-            # already running (the later start first); one that starts as it arrives goes behind them
-            entry = (self.expected_end(engine, job), now if rank[1] == now and rank[2] == 1 else -now, rank, job.index, job)
+            # already running (the later start first); one that starts as it arrives goes behind them.
+            # Helios: in the order they started (this instant's in the walk's order)
+            tie = now if self.helios_ties or rank[1] == now and rank[2] == 1 else -now
+            entry = (self.expected_end(engine, job), tie, rank, job.index, job)
             running.add(entry)
             self.entry[job.index] = entry
         for entry in stop:

@@ -3,7 +3,7 @@
 A job's attained service is GPUs x time it has run. Jobs sit in K priority queues split at
 ``queue_thresholds`` (GPU-seconds); a running job is demoted each time its service crosses its
 queue's threshold (a timer event, not a tick; re-armed in the next queue, so a job walks down every
-queue: before issue #23 a running job was demoted once only, a bug in both readings below). Jobs are
+queue: earlier, a running job was demoted once only, a bug in both readings below). Jobs are
 served queue by queue, greedily while GPUs remain (a job that does not fit is skipped); running jobs
 that fall outside that set are preempted (they keep their progress and pay the checkpoint-restore
 overhead on restart).
@@ -19,7 +19,7 @@ Two readings (``semantics``) of the order within a queue and of starvation promo
   once its pending time since its last promotion (counted while it has run since then) reaches
   ``promote_knob`` x its run time since then; its service counts afresh. The moves of one instant
   happen after its arrivals, in submission order.
-- ``paper``: the literal reading of §3.2 (schedlab's behaviour before issue #23): each queue is served
+- ``paper``: the literal reading of §3.2 (schedlab's earlier behaviour): each queue is served
   in submission order (an older waiting job preempts a younger running one of its queue); a job
   waiting longer than ``promote_knob`` x its total run time since its last preemption is promoted to
   the top queue from any queue.
@@ -28,12 +28,11 @@ With one threshold and no promotion both readings differ only in the order withi
 Defaults: two queues split at 3,600 GPU-seconds (the example in the simulator's README). The promote
 knob (0 turns promotion off) defaults to what each reading ran: 0 with ``code`` (the simulator's
 ``dlas-gpu``, the schedule its README and run script use; ``dlas-gpu-8`` is knob 8), 8 with ``paper``
-(schedlab's choice before issue #23; the paper leaves it to the operator).
+(schedlab's earlier choice; the paper leaves it to the operator).
 The simulator's demotion and its clock tick in whole seconds; ``code`` demotes at the first whole
 second at or after the crossing (the same instant for every job whose GPU count divides the threshold).
 ``blocking: true`` (an option of ours, off by default) makes the first job in serving order that does
-not fit end the pass, as strict FIFO does; the authors' simulator and the default skip it (issue #26:
-the Castor and SJF-BSBF papers' Tiresias is close to their FIFO, which skipping cannot explain).
+not fit end the pass, as strict FIFO does; the authors' simulator and the default skip it (the Castor and SJF-BSBF papers' Tiresias is close to their FIFO, which skipping cannot explain).
 Simplified: no placement-aware consolidation switch (Tiresias §4, "profile-based placement"): every
 job uses the engine's placement strategy.
 
@@ -59,7 +58,7 @@ if TYPE_CHECKING:
     from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
 
-PAPER_PROMOTE_KNOB = 8.0  # semantics paper's default knob: our choice before issue #23 (the paper leaves it open)
+PAPER_PROMOTE_KNOB = 8.0  # semantics paper's default knob: our earlier choice (the paper leaves it open)
 
 
 class TiresiasParams(BaseModel):

@@ -1,4 +1,4 @@
-"""Tiresias+TunedJobs, the Tiresias of Pollux's simulator study (specs/pollux.md; Pollux §5.3).
+"""Tiresias+TunedJobs, the Tiresias of Pollux's simulator study (docs/explanation/pollux.md; Pollux §5.3).
 
 ``tiresias`` runs this mode on goodput workloads (``mode: auto``) or when asked (``mode: tuned-jobs``).
 Each job keeps the GPU count and batch of its workload row (TunedJobs). Two queues by attained

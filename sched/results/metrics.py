@@ -1,4 +1,4 @@
-"""Replay results (DESIGN.md, "Replay result"): the per-job table and the summary dict."""
+"""Replay results (docs/explanation/design.md, "Replay result"): the per-job table and the summary dict."""
 
 from __future__ import annotations
 

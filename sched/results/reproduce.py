@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-TABLES = Path(__file__).resolve().parents[2] / "conf" / "papers" / "tables.yaml"
+from schedlab import conf
+
+TABLES = conf.path("papers", "tables.yaml")
 HOUR = 3600.0
 
 
@@ -209,7 +211,7 @@ class RowOrder:
         return cls(by_paper, sorted(rows, key=lambda r: ours[r]), max(best, key=len, default=[]))
 
 
-#: Lyra Table 5's columns (specs/lyra.md §4.1-4.2)
+#: Lyra Table 5's columns (docs/explanation/lyra.md)
 SCHEME_COLUMNS = ("queue_mean_s", "queue_p50_s", "queue_p95_s", "jct_mean_s", "jct_p50_s", "jct_p95_s",
                   "usage_training", "usage_overall", "preemption_ratio")
 #: the columns whose reductions the paper quotes (lower is better for all three)
@@ -247,7 +249,7 @@ def scheme_metrics(jobs: pd.DataFrame, summary: dict | None = None) -> dict[str,
     """One replay's Table 5 columns. Queueing = submission to first start (``queue_s``); usage from
     the replay summary: ``window_training_usage`` / ``window_overall_usage`` (:func:`window_usage`)
     when present, else the makespan figures ``training_usage`` (replays with pools, else ``gpu_util``)
-    and ``overall_usage_raw`` (training + inference GPUs, raw counts; spec A14), NaN without a summary;
+    and ``overall_usage_raw`` (training + inference GPUs, raw counts; ours), NaN without a summary;
     preemption ratio = preemptions / jobs (Table 5 note 2)."""
     summary = summary or {}
     queue = jobs["queue_s"] if "queue_s" in jobs.columns else jobs["start_time"] - jobs["submit_time"]

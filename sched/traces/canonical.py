@@ -90,7 +90,7 @@ def _read(path: Path, numbers: tuple[str, ...], rows: np.ndarray | None = None) 
             out[c] = numeric(df, c, file, allow_missing=True)
         elif c == "deadline":  # same clock as submit_time: seconds or datetimes
             out[c] = seconds(df, c, file, allow_missing=True)
-        elif c == "iterations":  # fractional: the annotator makes duration / t_iter (annotate.py)
+        elif c == "iterations":  # fractional: the annotator makes duration / t_iter (sched/models/annotate.py)
             out[c] = numeric(df, c, file)
         elif c in ("batch_size", "elastic_min", "elastic_max"):
             out[c] = numeric(df, c, file, integer=True, allow_missing=c.startswith("elastic"))

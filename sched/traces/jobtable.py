@@ -1,4 +1,4 @@
-"""The canonical job table (DESIGN.md, "Contracts"): what every loader produces and every replay consumes.
+"""The canonical job table (docs/explanation/design.md, "Contracts"): what every loader produces and every replay consumes.
 
 Columns
 -------
@@ -6,7 +6,7 @@ required: ``job_id`` (str), ``submit_time`` (float, seconds from trace start), `
 and either ``duration`` (float, solo seconds) or all of ``model, batch_size, iterations``.
 optional: ``deadline`` (absolute seconds), ``elastic_min, elastic_max`` (GPUs), ``fungible`` (bool),
 ``heterogeneous`` (bool: may run on training and inference GPUs at once, Lyra §6), ``checkpoint``
-(bool), ``user``, ``vc`` (str), ``global_batch`` (int: a goodput job's global batch, specs/pollux.md;
+(bool), ``user``, ``vc`` (str), ``global_batch`` (int: a goodput job's global batch, docs/explanation/pollux.md;
 its ``model`` names the application), ``name`` (str: the job's name as its user gave it, the same for
 recurring jobs; the history estimator keys on it, ``docs/estimates.md``), ``time_limit`` (float: the
 run time the user requested, seconds; the ``requested`` estimator's figure).
@@ -65,7 +65,7 @@ def in_canonical_order(table: pd.DataFrame) -> bool:
 
 
 class JobRecords:
-    """A replay's per-job results as columns (issue #13 §6): the engine stores each job's figures
+    """A replay's per-job results as columns: the engine stores each job's figures
     when it finishes (:meth:`store`, in batches) and drops the job's record, so memory grows with
     the jobs in flight and these columns, not with one Python object per job of the trace.
 

@@ -1,4 +1,4 @@
-"""Streamed reads: with ``start``/``end`` or ``max_jobs``, read only the rows a load needs (issue #13 §6).
+"""Streamed reads: with ``start``/``end`` or ``max_jobs``, read only the rows a load needs.
 
 1. **Scan** the submit-time column of the whole file, and only that column (CSV: in chunks of
    ``CHUNK`` rows; Parquet: that one column), each chunk parsed as the whole-file read parses it.
