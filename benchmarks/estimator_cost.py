@@ -8,7 +8,7 @@ The processed Philly trace has no users or job names, so ``history`` answers eve
 of the jobs ended so far and ``learned`` fits on GPUs and submit hour only; the work per job is the same
 with names (a few dictionary updates per ended job).
 
-    python benchmarks/estimator_cost.py [--trace PATH] [--jobs 5000] [--repeat 3] [--policy sjf]
+    python -m schedlab.benchmarks.estimator_cost [--trace PATH] [--jobs 5000] [--repeat 3] [--policy sjf]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import statistics
 import time
 
-from common import DEFAULT_TRACE, require_trace, run_isolated
+from schedlab.benchmarks.common import DEFAULT_TRACE, require_trace, run_isolated
 
 KNOWLEDGE = {
     "oracle": {},
@@ -67,7 +67,7 @@ def main() -> None:
           f" {'fit CPU s':>9s} {'import s':>8s}")
     base = None
     for knowledge in args.knowledge:
-        runs = [run_isolated(__file__, ["--trace", args.trace, "--cluster", args.cluster, "--jobs", str(args.jobs),
+        runs = [run_isolated(__spec__.name, ["--trace", args.trace, "--cluster", args.cluster, "--jobs", str(args.jobs),
                                         "--policy", args.policy, "--knowledge", knowledge])
                 for _ in range(args.repeat)]
         cpu = [r["cpu_s"] for r in runs]
