@@ -67,12 +67,12 @@ def instrument() -> tuple[array, list[float]]:
     """Make every policy that ``replay`` builds time its ``on_timer`` calls for Gimbal's own timers
     (payloads tagged by the coordinator) and its base policy's handlers; returns the array (seconds)
     of coordination steps and the one-element list of base seconds the replay fills."""
-    import schedlab.sched.replay as replay_module
+    import schedlab.sched.parts as parts_module  # the one module that makes each replay's policies
     from schedlab.sched.policies.gimbal.search import TAG
 
     steps = array("d")
     base_s = [0.0]
-    make_policy = replay_module.make_policy
+    make_policy = parts_module.make_policy
     clock = time.perf_counter
 
     def make_timed_policy(name, params=None, **kwargs):  # kwargs: make_policy's source=
@@ -92,7 +92,7 @@ def instrument() -> tuple[array, list[float]]:
             _time_base(policy.base, base_s, clock)
         return policy
 
-    replay_module.make_policy = make_timed_policy
+    parts_module.make_policy = make_timed_policy
     return steps, base_s
 
 

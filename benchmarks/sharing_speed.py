@@ -41,7 +41,7 @@ def _percentile(values, q: float) -> float:
 def instrument():
     """Make every policy that ``replay`` builds time its ``schedule`` calls; count engine starts.
     Returns the ``(decisions, passes)`` arrays (seconds) the replay fills."""
-    import schedlab.sched.replay as replay_module
+    import schedlab.sched.parts as parts_module  # the one module that makes each replay's policies
     from schedlab.sched.core.engine import Engine
 
     decisions, passes = array("d"), array("d")
@@ -53,7 +53,7 @@ def instrument():
         starts[0] += ok
         return ok
 
-    make_policy = replay_module.make_policy
+    make_policy = parts_module.make_policy
 
     def make_timed_policy(name, params=None, **kwargs):  # kwargs: make_policy's source=
         policy = make_policy(name, params, **kwargs)
@@ -74,7 +74,7 @@ def instrument():
         return policy
 
     Engine.start = counting_start
-    replay_module.make_policy = make_timed_policy
+    parts_module.make_policy = make_timed_policy
     return decisions, passes
 
 

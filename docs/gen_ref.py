@@ -36,7 +36,7 @@ SOURCES: dict[str, str] = {
 SCHEMAS: list[tuple[str, str, str]] = [
     ("Experiment file", "`conf/experiments/*.yaml`, `schedlab experiment PATH`; every key explained with an example in"
      " [Experiments and their YAML](../how-to/experiments.md#experiment-files-confexperimentsyaml)",
-     "schedlab.tasks.config:ExperimentConfig"),
+     "schedlab.sched.spec:ExperimentSpec"),
     ("Cluster file", "`conf/clusters/*.yaml`, `--cluster PATH`; see [Clusters](../how-to/clusters.md)",
      "schedlab.sched.core.cluster:ClusterSpec"),
     ("Trace loader options", "a trace's `options:` in an experiment, the `replay` flags of the same names",

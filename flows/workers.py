@@ -13,7 +13,7 @@ from schedlab import settings
 
 
 class ProjectSettings(WorkerPlugin):
-    """Registered on a scheduler by :func:`schedlab.flows.experiment.check_dask`: runs on its workers
+    """Registered on a scheduler by :func:`schedlab.flows.orchestration.check_dask`: runs on its workers
     now and on every worker that joins later."""
 
     name = "schedlab-settings"

@@ -37,12 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import ValidationError
 
-from schedlab.sched.core.cluster import ClusterSpec
+from schedlab.checks import validation_message
 from schedlab.sched.core.job import Job
 from schedlab.sched.core.protocol import POLICY_MEMBERS, EngineError
-from schedlab.sched.policies import load_policy_class, make_policy
+from schedlab.sched.policies import load_policy_class
 from schedlab.sched.policies.base import Policy
+from schedlab.sched.spec import PolicyRun
 
 #: every rule, with what it means (the report's legend and docs/how-to/check-policy.md's)
 RULES: dict[str, str] = {
@@ -91,11 +93,6 @@ class Case:
     @property
     def jobs(self) -> int:
         return len(self.table)
-
-    def cluster_spec(self) -> ClusterSpec:
-        from schedlab.sched.core.cluster import load_cluster
-
-        return load_cluster(self.cluster)
 
     def csv(self) -> str:
         """The job table as a canonical CSV (``schedlab replay --trace``)."""
@@ -456,10 +453,11 @@ class Slowest:
 def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | None = None) -> tuple[str, str] | None:
     """Replay ``case`` twice under ``policy`` with the rules checked; the first broken rule as ``(rule,
     message)``, or None. ``slowest`` is updated with the slowest policy call."""
-    from schedlab.sched.replay import AUTO, ReplaySpec, prepare, run
+    from schedlab.sched.replay import prepare, run
+    from schedlab.sched.spec import AUTO, ReplaySpec
 
     cls = load_policy_class(policy)
-    spec = ReplaySpec(cluster=case.cluster_spec(), policies=[{"name": policy, "params": options.params}],
+    spec = ReplaySpec(cluster=case.cluster, policies=[{"name": policy, "params": options.params}],
                       seed=options.seed, annotate=AUTO)
     try:
         prepared = prepare(spec, case.table)
@@ -594,8 +592,10 @@ def check_policy(policy: str, options: CheckOptions | None = None) -> CheckRepor
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     options = options or CheckOptions()
-    load_policy_class(policy)  # ValueError naming what is wrong with the spec
-    make_policy(policy, options.params)  # unknown parameters: an error before any replay
+    try:  # an unknown policy or parameter: an error before any replay
+        PolicyRun(name=policy, params=options.params)
+    except ValidationError as err:
+        raise ValueError(validation_message(err)) from None
     runs, slowest = [0], Slowest()
 
     def run_one(case: Case) -> None:

@@ -19,7 +19,7 @@ it ``falls_back_to``). A sharing policy (``shares_gpus``) needs workloads. The c
   progress, so a job longer than its slices would restart forever: the replay would never end.
 
 :func:`check` runs before any replay: on the prepared table in :func:`schedlab.sched.replay.prepare`,
-and on what a configuration says of its traces at experiment validation (``tasks/config.py``): a
+and on what a configuration says of its traces at experiment validation (``sched/spec/``): a
 missing need raises :class:`CapabilityError` in one line; a fallback is returned as a sentence (the
 caller warns once, and the comparison's ``same_as`` cites it)."""
 

@@ -1,9 +1,10 @@
-"""Replay one job trace through one or more policies on one cluster: :class:`ReplaySpec` says what
-(plain data: names, paths, options), :func:`run` does it; every caller (the CLI's ``replay``, the
-experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so
-each rule (trace loading and capacity check, workload annotation, solo durations from the iteration-
-time model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity)
-lives here once (docs/explanation/design.md, "How the engine works")."""
+"""Replay one job trace through one or more policies on one cluster: a
+:class:`~schedlab.sched.spec.ReplaySpec` says what (plain, validated data), :func:`prepare` loads and
+prepares its trace once, :func:`run` replays each policy on it. Every caller (the CLI's ``replay``, the
+experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so each
+rule (trace loading and capacity check, workload annotation, solo durations from the iteration-time
+model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity) lives
+here once; the models and the rest a replay is built from come from :mod:`schedlab.sched.parts`."""
 
 from __future__ import annotations
 
@@ -21,153 +22,45 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
-from schedlab.sched.policy_needs import check as check_policies
-from schedlab.sched.core import restore
-from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
+from schedlab.sched import parts as replay_parts
+from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
-from schedlab.sched.core.placement import DEFAULT, canonical_placement, check_policy
-from schedlab.sched.core.pools import LoanOptions
+from schedlab.sched.core.restore import restore_overhead
 from schedlab.sched.estimators.seam import KnowledgeWarning, with_knowledge
-from schedlab.sched.models.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
-from schedlab.sched.models.fitted import Fetch, make_iteration_time
-from schedlab.sched.models.interference import make_interference
+from schedlab.sched.models.annotate import annotate, catalog_gpu_type, fill_durations
+from schedlab.sched.models.fitted import Fetch
 from schedlab.sched.models.scaling import use_elastic_scaling
-from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.smact import SmactProfile, replay_smact
 from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog
-from schedlab.sched.policies import LABEL, Policy, load_policy_class, make_policy, policy_label
+from schedlab.sched.policies import Policy
+from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
+from schedlab.sched.policy_needs import check as check_policies
 from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
-from schedlab.sched.strict import UserModel
-from schedlab.sched.traces import LoadOptions, check_format, load_trace
+from schedlab.sched.spec import AUTO, PolicyRun, ReplaySpec
+from schedlab.sched.traces import load_trace
 from schedlab.sched.traces.common import JobError, LoadReport
-
-#: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
-#: trace gives no workloads (no ``model`` column): sharing policies need them (Castor §9.1)
-AUTO = "auto"
-
-
-class PolicyRun(UserModel):
-    """One policy of a replay and its parameters (validated as :func:`make_policy` does). ``name`` is a
-    policy spec: a registered name, ``path/to/file.py:Class`` or ``pkg.module:Class``
-    (:func:`~schedlab.sched.policies.load_policy_class`); ``label`` names its results (default: the
-    registered name, or the external class's ``name``); ``source``: a file policy's text, carried so
-    that a Dask worker on another machine runs the same code."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = None
-    source: str | None = None
-
-    @model_validator(mode="after")
-    def _known(self) -> PolicyRun:
-        make_policy(self.name, self.params, source=self.source)  # an unknown policy or parameter: ValueError naming it
-        if self.label is None:
-            object.__setattr__(self, "label", policy_label(self.name, source=self.source))
-        elif not LABEL.fullmatch(self.label):
-            raise ValueError(f"policy label {self.label!r} must match {LABEL.pattern} (it names result folders)")
-        return self
-
-    def policy_class(self) -> type[Policy]:
-        return load_policy_class(self.name, source=self.source)
-
-
-class ReplaySpec(UserModel):
-    """One replay: a trace (file or the synthetic generator) and how it is read, a cluster, one or more
-    policies replayed on the same prepared table, and the models and options of the engine. Plain,
-    frozen data (pickled to Dask workers, dumped to JSON); every field validated on construction.
-
-    ``iteration_time`` and the ξ source ``interference`` may name MLflow URIs (``models:/…``): :func:`run`
-    then needs a ``fetch`` (:func:`schedlab.tasks.model_tracking.fetcher`); sched/ itself reads files only."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    trace: str | None = None  # a trace file or folder; None: the built-in synthetic trace
-    format: str | None = None  # None: detected from the file
-    options: LoadOptions = Field(default_factory=LoadOptions)  # max_gpus unset: the cluster's training GPUs
-    annotate: bool | str | dict[str, Any] | list[str | dict[str, Any]] = False  # a scheme (annotate.py), a
-    # list of schemes combined (annotation_schemes), or ``auto`` (:data:`AUTO`)
-    cluster: str | ClusterSpec = "castor-sim"
-    policies: tuple[PolicyRun, ...] = Field(min_length=1)
-    seed: int = Field(default=0, ge=0, lt=2**63)
-    placement: str = DEFAULT
-    # None: the policy's default; seconds, or a table by GPU count ("1:7,8:30,inf:60", sched/core/restore.py)
-    preemption_overhead_s: float | str | None = None
-    allocation_stall_s: float | None = Field(default=None, ge=0)
-    interference: str = "analytic"  # make_interference's sources
-    iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
-    goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
-    smact_profiles: str | None = None  # a profile store: SM-activity distribution (Castor Fig. 12c/d); see prepare
-    inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
-
-    @field_validator("policies", mode="before")
-    @classmethod
-    def _policy_names(cls, value: Any) -> Any:
-        """A policy given by name alone: no parameters."""
-        if isinstance(value, (list, tuple)):
-            return tuple({"name": v} if isinstance(v, str) else v for v in value)
-        return value
-
-    @field_validator("trace", "iteration_time", "goodput_root", "smact_profiles", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> Any:
-        """A path given as a :class:`~pathlib.Path`: kept as its text (the spec is plain data)."""
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-    _format = field_validator("format")(lambda cls, value: check_format(value))
-    _restore = field_validator("preemption_overhead_s", mode="before")(lambda cls, value: restore.canonical(value))
-
-    @field_validator("annotate")
-    @classmethod
-    def _annotate(cls, value: Any) -> Any:
-        return value if value == AUTO else check_annotation(value)
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, value: str | ClusterSpec) -> str | ClusterSpec:
-        if isinstance(value, str):
-            load_cluster(value)  # ClusterError (a ValueError) naming the file or the size
-        return value
-
-    @model_validator(mode="after")
-    def _placement(self) -> ReplaySpec:
-        """The strategy's canonical name (what the summary records), checked against each policy."""
-        placement = canonical_placement(self.placement)
-        for policy in self.policies:
-            check_policy(placement, policy.label, policy.policy_class().waits_when_refused)
-        object.__setattr__(self, "placement", placement)
-        return self
-
-    @model_validator(mode="after")
-    def _labels(self) -> ReplaySpec:
-        """Each policy's results are named by its label: no two alike."""
-        labels = [p.label for p in self.policies]
-        twice = sorted({x for x in labels if labels.count(x) > 1})
-        if twice:
-            raise ValueError(f"policies: label(s) {twice} more than once; give each its own label")
-        return self
-
-    def cluster_spec(self) -> ClusterSpec:
-        return load_cluster(self.cluster) if isinstance(self.cluster, str) else self.cluster
 
 
 @dataclass
 class Prepared:
     """A spec's trace, loaded and prepared once for all its policies: the job table (workloads
-    annotated, solo durations filled), the load report and notes, and the models read for it."""
+    annotated, solo durations filled), the load report and notes, and the parts it was built with."""
 
-    cluster: ClusterSpec
+    parts: replay_parts.ReplayParts
     table: pd.DataFrame
     notes: dict[str, Any]
-    timing: WorkloadCatalog
     report: LoadReport | None = None  # None: a table given in memory
-    smact: SmactProfile | None = None
+
+    @property
+    def cluster(self) -> ClusterSpec:
+        return self.parts.cluster
+
+    @property
+    def timing(self) -> WorkloadCatalog:
+        return self.parts.timing
 
     @property
     def load_report(self) -> dict[str, Any]:
@@ -210,7 +103,7 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
     prepared = prepared if prepared is not None else prepare(spec, fetch=fetch)
     results = []
     for policy in spec.policies:
-        result = _replay(spec, prepared, policy, fetch, progress, wrap_policy)
+        result = _replay(spec, prepared, policy, progress, wrap_policy)
         if each is not None:
             each(result)
         results.append(result)
@@ -218,12 +111,17 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
 
 
 def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
-            fetch: Fetch | None = None, warn: bool = True, smact: SmactProfile | None = None) -> Prepared:
+            parts: replay_parts.ReplayParts | None = None, fetch: Fetch | None = None,
+            smact: SmactProfile | None = None, warn: bool = True) -> Prepared:
     """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
     it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
     trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
     only. Iteration times are for the cluster's training GPU type, or the catalog's reference type when
     the catalog has no figures for it (reported in the notes).
+
+    ``parts``: the replay's parts (:func:`schedlab.sched.parts.build`, built here from ``fetch`` and
+    ``smact`` when not given: the SM-activity profile read from ``spec.smact_profiles``, which the caller
+    reads, e.g. ``schedlab.profiling.smact.profile_for(spec)``).
 
     ``spec.iteration_time`` (``catalog`` or a fitted model) decides the solo durations: a fitted model's
     parameters replace the catalog's for the workloads and GPU types it covers. Annotation (the work
@@ -232,42 +130,30 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
-    (docs/explanation/pollux.md); that is what SJF-like policies see as the job's length.
-
-    ``smact``: the SM-activity profile read from the profile store ``spec.smact_profiles`` names (the
-    caller reads it: ``schedlab.profiling.smact.profile_for(spec)``; nothing in ``sched`` reads the
-    profile store); required when the spec names one.
+    (Pollux §5); that is what SJF-like policies see as the job's length.
 
     An error about a job names the trace file, the job's data row and the file's column. Before it
     returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
     (unless not ``warn``) for one that will decide as another."""
-    if spec.smact_profiles is not None and smact is None:
-        raise ValueError(f"smact_profiles {spec.smact_profiles}: the replay needs the SMACT profile read from it"
-                         " (prepare(spec, ..., smact=schedlab.profiling.smact.profile_for(spec)))")
-    cluster = spec.cluster_spec()
-    timing = make_iteration_time(spec.iteration_time, fetch)
+    parts = parts if parts is not None else replay_parts.build(spec, fetch, smact)
     if table is None:
-        pool = cluster.training_pool
+        pool = parts.cluster.training_pool
         options = spec.options
         if options.max_gpus is None:  # the capacity check: no job larger than the cluster
             options = options.model_copy(update={"max_gpus": pool.servers * pool.gpus_per_server})
-        applications = None
-        if spec.format == "pollux-philly":  # its generator draws jobs from the goodput models
-            from schedlab.sched.models.goodput import load_applications
-
-            applications = load_applications(spec.goodput_root)
+        applications = parts.goodput_models() if spec.format == "pollux-philly" else None  # its generator's
         table, report = load_trace(spec.trace, spec.format, options, applications=applications)
     scheme = spec.annotate
     if scheme == AUTO:
         scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)
     try:
-        table, notes = _prepare_table(table, cluster, scheme, spec.seed, spec.goodput_root, timing)
+        table, notes = _prepare_table(table, parts, scheme, spec.seed)
     except JobError as err:
         if report is None:
             raise
         raise report.locate(err) from None
     check_capabilities(spec, table, warn)
-    return Prepared(cluster, table, notes, timing, report, smact)
+    return Prepared(parts, table, notes, report)
 
 
 def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True) -> list[Fallback]:
@@ -281,13 +167,11 @@ def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True)
     return fallbacks
 
 
-def _prepare_table(
-    table: pd.DataFrame, cluster: ClusterSpec, annotate_workloads: bool | str | dict, seed: int,
-    goodput_root: str | Path | None, timing: WorkloadCatalog,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    pool = cluster.training_pool
+def _prepare_table(table: pd.DataFrame, parts: replay_parts.ReplayParts, annotate_workloads: bool | str | dict,
+                   seed: int) -> tuple[pd.DataFrame, dict[str, Any]]:
+    pool, timing = parts.cluster.training_pool, parts.timing
     if "global_batch" in table.columns:
-        return nominal_durations(table, pool.gpus_per_server, goodput_root), {"goodput": True}
+        return nominal_durations(table, pool.gpus_per_server, parts.goodput_models()), {"goodput": True}
     catalog = default_catalog()
     gpu_type = catalog_gpu_type(catalog, pool.gpu_type)
     notes: dict[str, Any] = {"iteration_time_gpu_type": gpu_type}
@@ -309,11 +193,9 @@ def _prepare_table(
     return table, notes
 
 
-def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
-    """``duration`` = each goodput job's run time alone at its own GPU count and global batch."""
-    from schedlab.sched.models.goodput import load_applications
-
-    models = load_applications(root)
+def nominal_durations(table: pd.DataFrame, gpus_per_server: int, models: dict[str, Any]) -> pd.DataFrame:
+    """``duration`` = each goodput job's run time alone at its own GPU count and global batch
+    (``models``: the applications' goodput models by name)."""
     unknown = ~table["model"].isin(list(models)).to_numpy()
     if unknown.any():
         raise JobError(f"no goodput model for this application; known: {', '.join(sorted(models))}", table,
@@ -347,47 +229,39 @@ def gc_paused():
 
 
 @gc_paused()
-def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetch | None,
-            progress: bool | Callable[[int, int], None],
+def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: bool | Callable[[int, int], None],
             wrap_policy: Callable[[Policy], Policy] | None = None) -> ReplayResult:
     """One policy on the prepared table. ``spec.interference`` is the ξ source that decides how fast
-    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), read
-    anew per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
+    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), a fresh
+    copy per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
     model its solo speeds. With SMACT profiles the engine records who held which GPU and the summary
     gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With ``inference``
     the cluster's inference pool lends servers to a policy that borrows them (``sched/core/pools.py``)
     and the summary gains Lyra's figures."""
-    cluster, table, timing = prepared.cluster, prepared.table, prepared.timing
-    sharing = SharingModel.for_cluster(cluster, make_interference(spec.interference, fetch), timing)
-    decider = make_policy(policy.name, policy.params, source=policy.source)
+    parts, table, timing = prepared.parts, prepared.table, prepared.timing
+    cluster = parts.cluster
+    sharing = parts.sharing()
+    decider = parts.policy(policy)
     goodput_models = None
     if "global_batch" in table.columns:
-        from schedlab.sched.models.goodput import load_applications
-
-        goodput_models = load_applications(spec.goodput_root)
+        goodput_models = parts.goodput_models()
         decider.for_goodput_jobs()
     source = JobSource(table, goodput_models)  # job records made as they arrive, dropped as they end
     decider = with_knowledge(decider, source.table, spec.seed)  # estimate mode: its estimator and blindfold
     if wrap_policy is not None:
         decider = wrap_policy(decider)
-    state, orchestrator = ClusterState(cluster), None
-    if spec.inference is not None:
-        from schedlab.sched.core.pools import Orchestrator, PooledCluster
-        from schedlab.sched.models.inference import load_inference
-
-        state = PooledCluster(cluster, spec.inference)
-        orchestrator = Orchestrator(load_inference(spec.inference.load), spec.inference, spec.seed)
+    state, orchestrator = parts.cluster_state(spec)
     engine = Engine(
         source,
         state,
         decider,
         placement=spec.placement,
-        preemption_overhead_s=restore.restore_overhead(spec.preemption_overhead_s),
+        preemption_overhead_s=restore_overhead(spec.preemption_overhead_s),
         seed=spec.seed,
         progress=progress,
         sharing=sharing,
         allocation_stall_s=spec.allocation_stall_s,
-        record_occupancy=prepared.smact is not None,
+        record_occupancy=parts.smact is not None,
         orchestrator=orchestrator,
     )
     use_elastic_scaling(engine)
@@ -408,8 +282,8 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
         summary["iteration_time"] = timing.source
     distribution = None
     load_report = prepared.load_report
-    if prepared.smact is not None:
-        smact_metrics, distribution, smact_notes = replay_smact(result, prepared.smact)
+    if parts.smact is not None:
+        smact_metrics, distribution, smact_notes = replay_smact(result, parts.smact)
         summary.update(smact_metrics)
         load_report = {**load_report, **smact_notes}
     summary = {

@@ -31,7 +31,7 @@ JOB_COLUMNS = ("num_gpus", "jct_s", "wait_s", "queue_s", "preemptions", "submit_
 
 def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
     """One replay (on a Dask worker): (load, label, job table, wall seconds, numeric summary)."""
-    from schedlab.sched.results.reproduce import window_usage
+    from schedlab.sched.reporting.paper_tables import window_usage
     from schedlab.tasks.replay import execute
 
     started = time.perf_counter()
@@ -40,7 +40,7 @@ def run_spec(spec) -> tuple[float, str, pd.DataFrame, float, dict]:
     t0, t1 = float(result.jobs["submit_time"].min()), float(result.jobs["submit_time"].max())
     per = cluster.training_pool.gpus_per_server
     training_gpus, inference_gpus, inference_busy = cluster.training_pool.servers * per, 0, 0.0
-    if spec.inference:  # usage over the submission window (Table 5's 15 days), sched/results/reproduce.py
+    if spec.inference:  # usage over the submission window (Table 5's 15 days), sched/reporting/paper_tables.py
         from schedlab.sched.models.inference import load_inference
 
         inference_gpus = cluster.pool("inference").servers * cluster.pool("inference").gpus_per_server
@@ -57,7 +57,7 @@ def experiment_tables(name: str, jobs: dict[tuple[float, str], list[pd.DataFrame
     (``(load, label)`` -> one table per seed, cut to :data:`JOB_COLUMNS`), as ``(title, frame)``;
     ``kind: schemes`` tables are gathered over every config in ``main``, ``kind: figures`` hold no
     replay metric."""
-    from schedlab.sched.results.reproduce import compare, tables_for_experiment
+    from schedlab.sched.reporting.paper_tables import compare, tables_for_experiment
 
     out = []
     for table_name, spec in tables_for_experiment(name).items():
@@ -97,8 +97,8 @@ def main() -> None:
 
     Settings.from_env().apply().prefect_ready()  # before prefect is imported (tasks.replay), for the workers too
     from dask.distributed import Client, LocalCluster
-    from schedlab.sched.results.reproduce import HOUR, compare, paper_tables
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables
+    from schedlab.sched.spec import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", default=DEFAULT)

@@ -128,7 +128,7 @@ def main() -> None:
     from schedlab.settings import Settings
 
     Settings.from_env().apply()
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="+")

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedlab.tasks import compare, plots, tracking
-from schedlab.tasks.mlflow_view import describe_experiment, run_url, standard_tags
+from schedlab.sched.reporting import compare, plots
+from schedlab.sched.reporting.mlflow_view import run_metrics, run_url, standard_tags
+from schedlab.tasks import tracking
+from schedlab.tasks.mlflow_view import describe_experiment
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
 ADHOC_TAG = "schedlab.adhoc"
@@ -54,7 +56,7 @@ class AdhocRuns:
 
         c, rid = client(self.uri), self.run_ids[result.policy]
         now = int(time.time() * 1000)
-        metrics = tracking.run_metrics(result.summary)
+        metrics = run_metrics(result.summary)
         retrying(lambda: c.log_batch(rid, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)

@@ -13,24 +13,23 @@ The result is small: run id, status, key and the summary's numbers (never tables
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
 import traceback
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from schedlab import settings
-from schedlab.tasks.config import ExperimentReplay
-from schedlab.tasks.model_tracking import fetcher, lineage
+from schedlab.sched.reporting.mlflow_view import run_metrics, run_params, standard_tags
+from schedlab.sched.spec import ExperimentReplay
 from schedlab.tasks import tracking
-from schedlab.tasks.mlflow_view import standard_tags
+from schedlab.tasks.model_tracking import fetcher, lineage
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
 
 if TYPE_CHECKING:
@@ -53,38 +52,6 @@ class ReplayFailed(RuntimeError):
         return (ReplayFailed, (self.label, self.run_id, self.message))
 
 
-def run_params(spec: ExperimentReplay) -> dict[str, str]:
-    """The run's effective configuration: policy and *every* parameter of it (defaults included), an
-    external policy's lineage (``policy.source.*``), the preemption overhead the engine charges (and
-    whether it is the policy's default), trace and loader options, cluster, seed, model sources and
-    code version."""
-    from schedlab.tasks.mlflow_view import policy_params, preemption_overhead
-
-    params: dict[str, Any] = {
-        "policy": spec.policy, "label": spec.label, "trace": spec.trace, "trace.label": spec.trace_label,
-        "trace.source": spec.source or "synthetic", "trace.format": spec.format or "auto",
-        "trace.annotate": spec.annotate, "cluster": spec.cluster, "seed": spec.seed,
-        "placement": spec.placement,
-        "preemption_overhead_s": preemption_overhead(spec.policy, spec.preemption_overhead_s, spec.policy_source),
-        "preemption_overhead.source": "config" if spec.preemption_overhead_s is not None else "policy default",
-        "code_version": spec.code_version,
-    }
-    params.update({f"params.{k}": json.dumps(v)
-                   for k, v in sorted(policy_params(spec.policy, spec.params, spec.policy_source).items())})
-    params.update(spec.policy_origin or {})  # an external policy's file path and SHA-256 (or package version)
-    params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
-    params.update(model_params(spec))
-    if spec.smact_profiles:
-        params["smact_profiles"] = spec.smact_profiles
-    params.update({f"inference.{k}": v for k, v in sorted((spec.inference or {}).items())})
-    return {k: str(v)[:6000] for k, v in params.items()}
-
-
-def model_params(spec: ExperimentReplay) -> dict[str, Any]:
-    """The model sources a replay uses (``model.<name>``); the hook where model-version lineage goes."""
-    return {f"model.{k}": v for k, v in sorted(spec.models.items())}
-
-
 def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None = None,
             fetch: Fetch | None = None) -> tuple[ReplayResult, ClusterSpec]:
     """Run ``spec``'s replay (no tracking) through :func:`schedlab.sched.replay.run`: ``(ReplayResult,
@@ -100,7 +67,7 @@ def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None 
     prepared = prepare(replay, fetch=fetch, warn=False,  # the experiment's validation warned once per policy
                        smact=profile_for(replay))
     load_s = time.perf_counter() - started
-    [result] = run(replay, prepared, fetch=fetch, progress=progress or False)
+    [result] = run(replay, prepared, progress=progress or False)
     result.summary["load_wall_s"] = load_s
     return result, prepared.cluster
 
@@ -134,7 +101,7 @@ class JobsDone:
 def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
     """Run one replay and log it as one MLflow run (exactly once per key). Plain function: the
     Prefect task below wraps it; tests and serial benchmarks call it directly."""
-    from schedlab.tasks import plots
+    from schedlab.sched.reporting.experiment import replay_figures
 
     c = client(uri)
     key = spec.key
@@ -173,24 +140,14 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
-        metrics = tracking.run_metrics(summary)
+        metrics = run_metrics(summary)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
             result.summary = summary
             result.write(out)
-            title = spec.run_name
-            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {title}", "JCT (s)")
-            plots.cdf_plot(result.jobs["queue_s"], out / "queue_cdf.png", f"queueing delay CDF: {title}",
-                           "queueing delay (s)")
-            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait (all time without GPUs) CDF: {title}",
-                           "wait_s (s)")
-            plots.utilization_plot(result.utilization, cluster.training_pool.servers
-                                   * cluster.training_pool.gpus_per_server, out / "gpu_util.png",
-                                   f"GPU utilisation: {title}")
-            if result.smact is not None:
-                plots.smact_cdf({spec.label: [result.smact]}, out / "smact_cdf.png",
-                                f"SM activity over all GPUs (idle = 0): {title}")
+            replay_figures(result, out, spec.run_name, cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
+                           label=spec.label)
             retrying(lambda: c.log_artifacts(run_id, str(out)))
         retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,
@@ -220,7 +177,7 @@ def warm_up(uri: str) -> int:
     import pyarrow.parquet  # noqa: F401
 
     from schedlab.sched import replay  # noqa: F401
-    from schedlab.tasks import plots  # noqa: F401
+    from schedlab.sched.reporting import experiment  # noqa: F401 - the replay's figures
 
     client(uri)
     import logging

@@ -204,7 +204,7 @@ def test_lyra_scheme_in_experiments_is_validated_and_applied(tmp_path):
     """``annotate: {scheme: lyra, scenario: ...}`` (Lyra §7.1 scenarios) is checked when the config is
     read, naming the bad field, and gives lyra_scenario's columns with the replay's seed."""
     from schedlab.sched.models.annotate import LyraScheme, annotation_scheme, lyra_scenario
-    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.sched.spec import ConfigError, load_config
 
     assert annotation_scheme("lyra") == LyraScheme()
     assert annotation_scheme({"scheme": "lyra", "scenario": "ideal"}).scenario == "ideal"

@@ -13,7 +13,7 @@ from schedlab.sched.models.annotate import (
     annotate,
     annotation_scheme,
 )
-from schedlab.tasks.config import ConfigError, TraceEntry
+from schedlab.sched.spec import ConfigError, TraceEntry
 
 
 def _jobs(n: int = 150, seed: int = 3) -> pd.DataFrame:

@@ -16,11 +16,12 @@ from schedlab.sched.policy_needs import (
     CapabilityError, CapabilityWarning, check, predict, setup_capabilities, table_capabilities,
 )
 from schedlab.sched.core.pools import LoanOptions
-from schedlab.sched.replay import PolicyRun, ReplaySpec, prepare, run
+from schedlab.sched.replay import prepare, run
+from schedlab.sched.spec import PolicyRun, ReplaySpec
 from schedlab.sched.traces import LoadOptions, load_trace
 from schedlab.sched.models.annotate import annotate, annotation_schemes, scheme_seed
-from schedlab.tasks import compare
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.reporting import compare
+from schedlab.sched.spec import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 LOAN = LoanOptions(load="diurnal:0.42:0.95")

@@ -188,7 +188,7 @@ def test_worker_counts_are_bounded(tmp_path, capsys, command, workers, expected)
 
 def test_experiment_seeds_must_fit_numpy(tmp_path):
     """Issue #30: a seed numpy cannot take is refused in the experiment file, not deep in a replay."""
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     config = tmp_path / "exp.yaml"
     config.write_text(f"name: s\nseeds: [{2**63}]\ntraces: [{{name: s, source: synthetic}}]\npolicies: [fifo]\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.tasks.config import load_config
+from schedlab.sched.spec import load_config
 from schedlab.flows.experiment import run_experiment
 from schedlab.tasks import tracking
 from schedlab.tasks.replay import ReplayFailed, log_replay

@@ -27,7 +27,7 @@ SHARED_STORE = "flows-tiny-profile-store"  # read by test_flows_end_to_end
 def cpu_cluster(prefect_harness):
     """One plain worker process (no GPU resource), started with the test API's URL in its env."""
     from distributed import LocalCluster
-    from schedlab.flows.nightly import exported_api_url
+    from schedlab.flows.api_server import exported_api_url
 
     with exported_api_url():
         cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("reproduce_env")
 def test_the_default_configs_validate():
     """The shipped reproduction configs read the real traces in ../shared (skipped without them)."""
     from helpers import shared_data
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     shared_data("traces", "philly", "philly_jobs_pollux.csv")
     shared_data("traces", "itp", "cluster04.csv")

@@ -133,7 +133,7 @@ def test_serve_without_a_server_or_with_a_bad_flow_says_so(capsys):
 
 @pytest.mark.slow
 def test_ui_serves_the_project_store(servers):
-    from schedlab.flows.cli import ui_command
+    from schedlab.cli.ui import ui_command
 
     home = servers["home"]
     cmd = ui_command("127.0.0.1", 5000, home)

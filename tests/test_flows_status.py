@@ -115,7 +115,7 @@ def test_ui_names_the_newest_comparison(home):
     import time
 
     from schedlab import settings
-    from schedlab.flows.cli import newest_comparison
+    from schedlab.cli.ui import newest_comparison
 
     uri = settings.tracking_uri()
     tracking.check_tracking(uri)
@@ -168,7 +168,7 @@ def test_a_replay_reports_its_jobs_done_with_its_lease(tmp_path, seed_home):
     import time
 
     from schedlab.tasks.replay import JobsDone, execute
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     path = tmp_path / "exp.yaml"
     path.write_text("name: p\ntraces: [{name: syn, options: {num_jobs: 3500}}]\nclusters: [4x8]\npolicies: [fifo]\n")

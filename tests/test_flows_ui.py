@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from schedlab.flows.cli import port_free
+from schedlab.cli.ui import port_free
 
 pytestmark = pytest.mark.timeout(240)
 

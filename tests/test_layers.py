@@ -1,4 +1,5 @@
-"""DESIGN.md "Layers": nothing imports upward, and sched/ + profiling/ load without Prefect or MLflow.
+"""Layers: nothing imports upward (cli/ on top, then flows/, tasks/, sched/ + profiling/), and sched/ +
+profiling/ load without Prefect or MLflow; sched/reporting/ imports no orchestration library at all.
 Inside sched/: the engine core imports no policy, the trace layer no model, and nothing imports
 profiling/ (a replay's SMACT profile is read by its caller and given to it)."""
 
@@ -16,16 +17,20 @@ ROOT = Path(__file__).resolve().parent.parent
 #: with "only imports that run", an import under ``if TYPE_CHECKING:`` (a name for annotations, never
 #: executed) is allowed: the engine's protocol annotates with the Policy base class it calls
 RULES = [
-    ("sched", ("schedlab.flows", "schedlab.tasks"), "upward", False),
-    ("profiling", ("schedlab.flows", "schedlab.tasks"), "upward", False),
-    ("tasks", ("schedlab.flows",), "upward", False),
-    ("conf", ("schedlab.flows", "schedlab.tasks", "schedlab.sched", "schedlab.profiling"), "upward", False),
+    ("sched", ("schedlab.flows", "schedlab.tasks", "schedlab.cli"), "upward", False),
+    ("profiling", ("schedlab.flows", "schedlab.tasks", "schedlab.cli"), "upward", False),
+    ("tasks", ("schedlab.flows", "schedlab.cli"), "upward", False),
+    ("flows", ("schedlab.cli",), "upward", False),  # the command line is the top layer
+    ("conf", ("schedlab.flows", "schedlab.tasks", "schedlab.sched", "schedlab.profiling", "schedlab.cli"), "upward",
+     False),
     ("sched", ("schedlab.profiling",), "sched reads no profile store: the caller injects SMACT profiles", False),
     ("sched/traces", ("schedlab.sched.models",), "traces import no model", False),
     ("sched/core", ("schedlab.sched.policies",), "core imports no policy", True),
 ]
 #: heavy orchestration/tracking libraries the computing layers may import only inside functions
 ORCHESTRATION = ("prefect", "mlflow", "dask", "distributed")
+#: packages of pure functions: no orchestration or tracking library at any level (inside functions too)
+PURE = ("sched/reporting",)
 
 
 def _type_checking(test: ast.expr) -> bool:
@@ -80,6 +85,11 @@ def _violations(rules: list[tuple[str, tuple[str, ...], str, bool]] = RULES, orc
                 for line, names, top, _ in _imports(path):
                     if top and names[0].split(".")[0] in ORCHESTRATION:
                         bad.append(f"{path.relative_to(ROOT)}:{line} imports {names[0]} at module level")
+        for folder in PURE:
+            for path in sorted((ROOT / folder).rglob("*.py")):
+                for line, names, _, _ in _imports(path):
+                    if names[0].split(".")[0] in ORCHESTRATION:
+                        bad.append(f"{path.relative_to(ROOT)}:{line} imports {names[0]} (a pure package)")
     return bad
 
 
@@ -95,12 +105,17 @@ def test_no_orchestration_library_at_module_level():
 def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
     """The scan itself must fail on a planted violation (it is not a test that cannot fail)."""
     fake = tmp_path / "sched"
-    fake.mkdir()
+    (fake / "reporting").mkdir(parents=True)
     (fake / "bad.py").write_text("from schedlab.flows.experiment import run\nimport mlflow\n")
+    (fake / "reporting" / "view.py").write_text("def log():\n    from mlflow import MlflowClient\n")
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "bad.py").write_text("from schedlab.cli.replay import run\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert _violations() == [
         "sched/bad.py:1 imports schedlab.flows.experiment (upward)",
+        "flows/bad.py:1 imports schedlab.cli.replay (upward)",
         "sched/bad.py:2 imports mlflow at module level",
+        "sched/reporting/view.py:2 imports mlflow (a pure package)",
     ]
 
 
@@ -154,6 +169,8 @@ def test_the_rules_hold_when_the_code_runs(modules, absent):
 
 
 @pytest.mark.parametrize("module", ["schedlab.sched.replay", "schedlab.sched.traces", "schedlab.profiling.store",
+                                    "schedlab.sched.reporting.mlflow_view", "schedlab.sched.reporting.paper_report",
+                                    "schedlab.sched.reporting.live", "schedlab.sched.spec",
                                     "schedlab.profiling.fitting", "schedlab.profiling.fit_interference"])
 def test_computing_layers_load_without_prefect_or_mlflow(module):
     code = (f"import sys, {module}; "

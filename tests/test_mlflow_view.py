@@ -14,9 +14,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from schedlab.sched.policies import POLICIES
-from schedlab.tasks import compare, mlflow_view, plots
-from schedlab.tasks.config import ExperimentReplay
-from schedlab.tasks.replay import run_params
+from schedlab.sched.reporting import compare, mlflow_view, plots
+from schedlab.tasks.mlflow_view import log_policy_runs
+from schedlab.sched.spec import ExperimentReplay
+from schedlab.sched.reporting.mlflow_view import run_params
 
 
 def _rows(policy: str, jcts: list[float], preemptions: list[int], wait: float = 5.0) -> list[dict]:
@@ -155,12 +156,12 @@ def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(
 
 
 def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
-    from schedlab.tasks import report_html
+    from schedlab.sched.reporting import comparison_html
 
     rows = [r for i, p in enumerate(["fifo", "b<x>", "c", "d"]) for r in _rows(p, [9000.0 - 1000 * i, 9100.0 - 1000 * i], [0, 0])]
     table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s")
     styles = plots.policy_styles(["fifo", "b<x>", "c", "d"])
-    page = report_html.comparison_html(table, rows, "fifo", "avg_jct_s", "quick", "4 of 8 replays finished",
+    page = comparison_html.comparison_html(table, rows, "fifo", "avg_jct_s", "quick", "4 of 8 replays finished",
                                        {k: v["color"] for k, v in styles.items()}, [("bars", b"\x89PNG fake")])
     for policy in ("fifo", "b&lt;x&gt;", "c", "d"):
         assert f"</span>{policy}" in page
@@ -258,9 +259,9 @@ def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     experiment = c.create_experiment("e", artifact_location=str(tmp_path / "artifacts"))
     parent = c.create_run(experiment).info.run_id
     rows = _rows("fifo", [100.0, 120.0], [0, 0]) + _rows("sjf", [80.0, 90.0], [0, 0])
-    first = mlflow_view.log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
+    first = log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
     rows[-1]["avg_jct_s"] = 70.0  # sjf's second seed changes, fifo's row does not
-    again = mlflow_view.log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
+    again = log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
     assert first == again
     history = {c.get_run(run_id).data.tags["schedlab.label"]: len(c.get_metric_history(run_id, "avg_jct_s"))
                for run_id in again.values()}

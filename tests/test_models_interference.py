@@ -12,7 +12,7 @@ import pytest
 from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.profiling import fit_interference as F
-from schedlab.tasks.fit_cli import register
+from schedlab.cli.fit import register
 from schedlab.sched.models.interference import make_interference
 from schedlab.sched.core.job import Job
 from schedlab.sched.models.fitted import InterferenceModel, ModelError

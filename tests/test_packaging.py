@@ -78,8 +78,8 @@ def test_an_installed_wheel_holds_every_package_and_finds_its_data_from_any_fold
                             env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert json.loads((out / "castor" / "summary.json").read_text())["jobs"] == 20
-    lookups = ("from schedlab.tasks.config import load_config; from schedlab.profiling.sweep import find; "
-               "from schedlab.sched.results.reproduce import paper_tables; "
+    lookups = ("from schedlab.sched.spec import load_config; from schedlab.profiling.sweep import find; "
+               "from schedlab.sched.reporting.paper_tables import paper_tables; "
                "print(len(load_config('quickstart').policy_entries()), find('smoke').name, len(paper_tables()) > 0)")
     named = subprocess.run([sys.executable, "-c", lookups], env=env, cwd=cwd, capture_output=True, text=True,
                            timeout=300)

@@ -20,8 +20,9 @@ from schedlab import sched
 from schedlab.cli import main
 from schedlab.sched import policies as registry
 from schedlab.sched.policies import load_policy_class, make_policy, policy_origin
-from schedlab.sched.replay import ReplaySpec, run
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
+from schedlab.sched.spec import ConfigError, load_config
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "write-a-policy.md"
 CODE = "test-version"

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pandas as pd
 import pytest
-from schedlab.profiling import cli
+from schedlab.cli import profile as cli
 from schedlab.profiling.execute import Context, outcome
 from schedlab.profiling.profiler import Profiler
 from schedlab.profiling.store import ProfileStore
@@ -99,7 +99,7 @@ def test_kill_and_resume_yields_each_config_once(tmp_path: Path) -> None:
     y = tmp_path / "kr.yaml"
     y.write_text(SWEEP.format(name="kr", min_s=1.0, workloads="[ncf]", batch="[2, 4, 8]", pair=""))  # 1 s each: killable mid-batch
     out = tmp_path / "store"
-    cmd = [sys.executable, "-m", "schedlab.profiling.cli", "profile", "--sweep", str(y), "--out", str(out),
+    cmd = [sys.executable, "-m", "schedlab.cli", "profile", "--sweep", str(y), "--out", str(out),
            "--no-progress"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60

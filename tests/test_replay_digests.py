@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import FIXTURES, check_digests, table_digest
-from schedlab.sched.replay import ReplaySpec, run
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
 
 DIGESTS = FIXTURES / "replay_digests.json"
 COLUMNS = ["job_id", "submit_time", "start_time", "end_time", "num_gpus", "preemptions", "queue_s", "jct_s",

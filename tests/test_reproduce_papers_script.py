@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from schedlab.sched.results.metrics import JOB_COLUMNS as ENGINE_COLUMNS
-from schedlab.sched.results.reproduce import HOUR, compare, paper_tables
+from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables
 from schedlab.studies import reproduce_papers
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from schedlab.sched.results.reproduce import TABLES, RowOrder, paper_tables
+from schedlab.sched.reporting.paper_tables import TABLES, RowOrder, paper_tables
 
 from helpers import REPRODUCE_TINY as TINY, reproduce_env  # noqa: F401 (the fixture)
 
@@ -173,7 +173,7 @@ def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     calibration table of a table that has one (Lyra Table 5)."""
     from datetime import UTC, datetime
 
-    from schedlab.tasks.reproduce_html import ConfigResult, Replay, write_report
+    from schedlab.sched.reporting.paper_report import ConfigResult, Replay, write_report
 
     def jobs(jct_h: float) -> pd.DataFrame:
         return pd.DataFrame({"num_gpus": [1, 2], "jct_s": [jct_h * 3600] * 2, "wait_s": [0.0, 0.0],
@@ -221,7 +221,7 @@ def test_a_configs_calibration_shows_in_its_own_section(tmp_path):
     config's section of the page, not among the table's common set-up, and not for the other configs."""
     from datetime import UTC, datetime
 
-    from schedlab.tasks.reproduce_html import ConfigResult, Replay, write_report
+    from schedlab.sched.reporting.paper_report import ConfigResult, Replay, write_report
 
     jobs = pd.DataFrame({"num_gpus": [1, 16], "jct_s": [3600.0, 7200.0], "wait_s": [0.0, 60.0],
                          "queue_s": [0.0, 60.0], "submit_time": [0.0, 0.0], "end_time": [3600.0, 7200.0]})

@@ -50,13 +50,15 @@ def test_a_bad_overhead_is_refused_before_any_work(value, says):
 
 
 def test_the_cli_and_the_experiment_take_the_table(tmp_path):
-    from schedlab.cli import build_parser
-    from schedlab.tasks.config import ExperimentConfig
+    from helpers import cli_env, run_cli
+    from schedlab.sched.spec import ExperimentSpec
 
-    args = build_parser().parse_args(["replay", "--preemption-overhead", "helios"])
-    assert args.preemption_overhead == "1:7,8:30,inf:60"
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["replay", "--preemption-overhead", "1:7"])
-    spec = ExperimentConfig.model_validate({"name": "x", "traces": [{"name": "s", "source": "synthetic"}], "clusters": ["1x8"],
-                                          "preemption_overhead_s": {1: 7, 8: 30, "inf": 60}})
+    done = run_cli(["replay", "--num-jobs", "40", "--cluster", "2x4", "--policy", "srtf", "--out", str(tmp_path / "o"),
+                    "--preemption-overhead", "helios", "--no-progress"], cli_env(tmp_path), tmp_path)
+    assert done.returncode == 0, done.stderr
+    bad = run_cli(["replay", "--num-jobs", "40", "--cluster", "2x4", "--policy", "srtf", "--out", str(tmp_path / "p"),
+                   "--preemption-overhead", "1:7"], cli_env(tmp_path), tmp_path)
+    assert bad.returncode == 2 and "--preemption-overhead" in bad.stderr and "last bound must be inf" in bad.stderr
+    spec = ExperimentSpec.model_validate({"name": "x", "traces": [{"name": "s", "source": "synthetic"}],
+                                          "clusters": ["1x8"], "preemption_overhead_s": {1: 7, 8: 30, "inf": 60}})
     assert spec.preemption_overhead_s == "1:7,8:30,inf:60"

@@ -11,7 +11,8 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog
 from schedlab.sched.policies.sharing import policy as sharing_sjf
-from schedlab.sched.replay import ReplaySpec, run
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
 from schedlab.studies import sharing_counterfactuals as cf
 from helpers import table_digest
 from test_replay_digests import COLUMNS, DIGESTS

@@ -162,9 +162,10 @@ policies: [fifo, sjf-ffs]
 
 
 def test_experiment_replays_report_smact_and_the_comparison_shows_it(tmp_path):
-    from schedlab.tasks import compare, plots
-    from schedlab.tasks.config import ConfigError, load_config
-    from schedlab.tasks.replay import execute, run_params
+    from schedlab.sched.reporting import compare, plots
+    from schedlab.sched.spec import ConfigError, load_config
+    from schedlab.sched.reporting.mlflow_view import run_params
+    from schedlab.tasks.replay import execute
 
     plain = load_config(_write(tmp_path / "plain.yaml", EXPERIMENT)).grid("v1")
     with pytest.raises(ConfigError, match="smact_profiles: 'nowhere' is not a profile store"):

@@ -156,7 +156,7 @@ def test_cli_experiment_and_benchmark_agree_with_the_study(policy, tmp_path, mon
     benchmark = study.replay_cell(str(STUDY_DATA), policy, 3, 2.0)["avg_jct_s"]
     cli = study.cli_cell(str(STUDY_DATA), policy, 3, 2.0)
 
-    from schedlab.tasks.config import ExperimentReplay
+    from schedlab.sched.spec import ExperimentReplay
     from schedlab.tasks.replay import execute
 
     spec = ExperimentReplay(experiment="e", trace="w3", trace_label="w3", source=str(study.workload_path(STUDY_DATA, 3, 2.0)),

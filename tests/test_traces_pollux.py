@@ -261,7 +261,7 @@ SJF_BSBF_ROWS = {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}
 ])
 def test_shipped_pollux_experiments(tmp_path, name, cluster, policies, scale):
     from schedlab.sched.policies import POLICIES
-    from schedlab.tasks.config import CONF_DIR, load_config
+    from schedlab.sched.spec import CONF_DIR, load_config
 
     shared = real_philly().parents[2]  # the shipped files name ../shared/data: point it at the data here
     path = tmp_path / f"{name}.yaml"

@@ -9,8 +9,8 @@ group.
 - ``path/to/file.py:ClassName``: a Python file (relative: to the cwd; in an experiment YAML, to its folder);
 - ``package.module:ClassName``: an importable module.
 
-:func:`load_policy_class` resolves a spec to its class; ``make_policy`` validates parameters against its
-``Params`` model, the same for every policy; :func:`policy_origin` is what the tracking records of an
+:func:`load_policy_class` resolves a spec to its class; :func:`validate_params` validates parameters against
+its ``Params`` model, the same for every policy (``make_policy`` builds one with them); :func:`policy_origin` is what the tracking records of an
 external policy's code (the file's SHA-256 and path, the package's version).
 """
 
@@ -344,6 +344,12 @@ def parameter_list(name: str, *, source: str | None = None) -> str:
 def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str | None = None) -> Policy:
     """A policy of spec ``name`` with ``params`` validated against its ``Params`` model (``source``:
     see :func:`load_policy_class`)."""
+    return load_policy_class(name, source=source)(validate_params(name, params, source=source))
+
+
+def validate_params(name: str, params: dict[str, Any] | None = None, *, source: str | None = None) -> BaseModel:
+    """``params`` validated against the ``Params`` model of policy spec ``name``: a ValueError naming an
+    unknown parameter (and the known ones), a bad value, a non-finite number or a boolean for a number."""
     cls = load_policy_class(name, source=source)
     unknown = [k for k in params or {} if k not in cls.Params.model_fields]
     if unknown:
@@ -362,4 +368,4 @@ def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str 
         where = bool_as_number(value, getattr(validated, key))
         if where is not None:
             raise ValueError(f"bad parameters for policy {name!r}: {key}: {bool_message(where)}")
-    return cls(validated)
+    return validated

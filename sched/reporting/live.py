@@ -1,40 +1,23 @@
-"""The comparison while an experiment runs: after each finished replay the parent
-run's policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), its ``comparison.md``,
-``comparison.csv``, ``comparison.html``, headline bars and note (who leads, then the figures inline,
-then the table) are brought up to date, ranked by the chosen metric, with each policy's replays done / running /
-queued and its knobs (the parameters that differ from the policy's defaults); the terminal gets the
-ranked table every N finished replays and a line per replay in flight.
-
-"Running" is read from the tracking store: a replay's run is RUNNING from the moment its worker
-starts it (:func:`schedlab.tasks.replay.log_replay`), so the counts hold for any Dask cluster.
-"""
+"""The comparison of an experiment while it runs, as content (pure: the MLflow calls that publish it are
+:mod:`schedlab.tasks.live`): per policy its rank by the chosen metric, its replays done / running / queued
+and its knobs (the parameters that differ from the policy's defaults), the note's first lines (who leads),
+the headline bars and ``comparison.html``, and a line per replay in flight."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
-import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from schedlab import settings
-from schedlab.tasks import compare, mlflow_view, plots, report_html
-from schedlab.tasks.config import ExperimentConfig, ExperimentReplay
-from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
+from schedlab.sched.reporting import comparison_html, compare, mlflow_view, plots
+from schedlab.sched.spec import ExperimentReplay, ExperimentSpec
 
-#: with nothing finishing, the replays in flight are printed this often (seconds)
-HEARTBEAT_S = 60.0
-#: while replays run, the headline bars are redrawn at most this often (seconds; each costs seconds
-#: of the flow's CPU), always for the first finished replay and at the end
-BARS_EVERY_S = 30.0
 #: the headline bars' panels (the first is the ranking metric's when it is one of them)
 BAR_METRICS = ("avg_jct_s", "avg_wait_s", "makespan_s")
 
@@ -63,7 +46,7 @@ def knobs(policy: str, params: dict[str, Any], source: str | None = None) -> str
 
 
 def replay_row(spec: ExperimentReplay, metrics: dict[str, float]) -> dict[str, Any]:
-    """One finished replay as a row of :func:`schedlab.tasks.compare.comparison`."""
+    """One finished replay as a row of :func:`schedlab.sched.reporting.compare.comparison`."""
     return {"trace": spec.trace_label, "trace_name": spec.trace, "load": spec.load, "cluster": spec.cluster,
             "policy": spec.label, "seed": spec.seed, **metrics}
 
@@ -74,26 +57,17 @@ def elapsed(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-@dataclass
-class LiveComparison:
-    """The comparison of one experiment run, kept up to date as replays finish."""
+class LiveTable:
+    """The comparison of one experiment run, kept up to date as replays finish (:meth:`finished`)."""
 
-    uri: str
-    experiment_id: str
-    parent_run_id: str
-    config: ExperimentConfig
-    specs: list[ExperimentReplay]
-    rank_by: str = "avg_jct_s"
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # replay key -> row
-    failed: set[str] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
+    def __init__(self, config: ExperimentSpec, specs: list[ExperimentReplay], rank_by: str = "avg_jct_s") -> None:
+        self.config, self.specs, self.rank_by = config, specs, rank_by
+        self.rows: dict[str, dict[str, Any]] = {}  # replay key -> row
+        self.failed: set[str] = set()
         compare.rank(compare.comparison([], self.config.baseline_label), self.rank_by)  # ValueError: unknown metric
         self._knobs = {s.label: knobs(s.policy, s.params, s.policy_source) for s in self.specs}
         self.fallbacks = self.config.fallbacks()  # same_as says why a policy decides as another
         self._lock = threading.Lock()
-        self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
-        self._bars: dict[str, bytes] = {}  # their PNGs (logged under plots/, with an SVG copy each)
         #: one colour and style per policy for the whole experiment (config order: stable while ranks change)
         self.styles = plots.policy_styles(list(dict.fromkeys(
             [e.label or e.name for e in self.config.policy_entries()] + [s.label for s in self.specs])))
@@ -105,21 +79,14 @@ class LiveComparison:
         with self._lock:
             self.rows[spec.key] = replay_row(spec, metrics)
 
-    def running(self) -> dict[str, tuple[float, str]]:
-        """Replay key -> (start time in epoch s, jobs done of all when reported) of the replays whose
-        runs are RUNNING under the parent."""
-        c = client(self.uri)
-        page = retrying(lambda: c.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_run_id}' and"
-            f" tags.`{KIND_TAG}` = 'replay' and attributes.status = 'RUNNING'", max_results=1000))
-        return {r.data.tags.get("schedlab.key"): ((r.info.start_time or 0) / 1000, r.data.tags.get(PROGRESS_TAG, ""))
-                for r in page}
+    def finished_rows(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.rows.values())
 
     def table(self, running: dict[str, Any] | None = None) -> pd.DataFrame:
         """The comparison ranked by :attr:`rank_by`, with every policy of the grid (those with no finished
         replay yet last, without values), its knobs and its replays done/running/queued."""
-        with self._lock:
-            rows = list(self.rows.values())
+        rows = self.finished_rows()
         order = [e.label or e.name for e in self.config.policy_entries()]
         table = compare.comparison(rows, self.config.baseline_label, order, self.fallbacks)
         groups: dict[tuple[str, str, str], dict[str, int]] = {}
@@ -154,54 +121,34 @@ class LiveComparison:
                 f" {compare.legend(config.baseline_label)}; knobs: parameters that differ from the policy's"
                 " defaults.\n\n" + compare.to_markdown(table) + "\n")
 
-    def publish(self, running: dict[str, Any] | None = None, figures: Sequence[Path] = (),
-                suffix: str = "", final: bool = False) -> tuple[pd.DataFrame, str]:
-        """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
-        the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
-        note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
-        ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
-        :data:`BARS_EVERY_S` at most unless ``final``. Returns the table and markdown."""
-        table = self.table(running)
-        text = self.markdown(table) + suffix
-        c = client(self.uri)
-        baseline = self.config.baseline_label
-        mlflow_view.log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table, baseline,
-                                    self.policy_params(), colours={k: v["color"] for k, v in self.styles.items()})
-        with self._lock:
-            rows = list(self.rows.values())
-        seeds = pd.DataFrame(rows)
-        with tempfile.TemporaryDirectory(prefix="schedlab-live-") as tmp:
-            out = Path(tmp)
-            (out / "plots").mkdir()
-            if final or time.monotonic() - self._bars_at >= BARS_EVERY_S:
-                drawn: dict[str, bytes] = {}
-                for (trace, cluster), part in table[table["seeds"] > 0].groupby(compare.GROUP, sort=False):
-                    if baseline not in set(part["policy"]):
-                        continue
-                    mine = seeds[(seeds["trace"] == trace) & (seeds["cluster"] == cluster)] if len(seeds) else None
-                    path = plots.headline_bars(part, self.bar_metrics(), baseline,
-                                               out / "plots" / f"headline__{group_suffix(trace, cluster)}.png",
-                                               f"{trace} on {cluster}", seeds=mine, styles=self.styles)
-                    drawn[path.name] = path.read_bytes()
-                if drawn:  # none before the baseline has a finished replay
-                    self._bars, self._bars_at = drawn, time.monotonic()
-                    retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
-            shown = [*self._bars.items(), *((p.name, p.read_bytes()) for p in figures)]
-            done, total = len(self.rows), len(self.specs)
-            page = report_html.comparison_html(
-                table, rows, baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
-                f"{done} of {total} replays finished; {len(self.config.seeds)} seed(s); best first by {self.rank_by}",
-                {k: v["color"] for k, v in self.styles.items()}, shown)
-            (out / "comparison.html").write_text(page)
-            (out / "comparison.md").write_text(text)
-            table.to_csv(out / "comparison.csv", index=False)
-            for name in ("comparison.md", "comparison.csv", "comparison.html"):
-                retrying(lambda: c.log_artifact(self.parent_run_id, str(out / name)))
-        inline = [*(name.removesuffix(".png") + ".svg" for name in self._bars), *(svg_or_png(p).name for p in figures)]
-        images = "".join(f"![{name}]({artifact_src(self.parent_run_id, 'plots/' + name)})\n\n" for name in inline)
-        note = self.podium(table) + images + text
-        retrying(lambda: c.set_tag(self.parent_run_id, mlflow_view.NOTE_TAG, mlflow_view.note_text(note)))
-        return table, text
+    def headline_bars(self, table: pd.DataFrame, folder: Path) -> dict[str, bytes]:
+        """The headline bars of each (trace, cluster) whose baseline has a finished replay, drawn in
+        ``folder`` as ``headline__<trace>__<cluster>.png``: name -> PNG bytes."""
+        baseline, drawn = self.config.baseline_label, {}
+        seeds = pd.DataFrame(self.finished_rows())
+        for (trace, cluster), part in table[table["seeds"] > 0].groupby(compare.GROUP, sort=False):
+            if baseline not in set(part["policy"]):
+                continue
+            mine = seeds[(seeds["trace"] == trace) & (seeds["cluster"] == cluster)] if len(seeds) else None
+            path = plots.headline_bars(part, self.bar_metrics(), baseline,
+                                       folder / f"headline__{group_suffix(trace, cluster)}.png",
+                                       f"{trace} on {cluster}", seeds=mine, styles=self.styles)
+            drawn[path.name] = path.read_bytes()
+        return drawn
+
+    def page(self, table: pd.DataFrame, figures: list[tuple[str, bytes]]) -> str:
+        """``comparison.html`` with ``figures`` (name, PNG) inline."""
+        baseline, done, total = self.config.baseline_label, len(self.rows), len(self.specs)
+        return comparison_html.comparison_html(
+            table, self.finished_rows(), baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
+            f"{done} of {total} replays finished; {len(self.config.seeds)} seed(s); best first by {self.rank_by}",
+            {k: v["color"] for k, v in self.styles.items()}, figures)
+
+    def note(self, table: pd.DataFrame, text: str, run_id: str, inline: list[str]) -> str:
+        """The comparison run's description: who leads, the figures ``inline`` (under ``plots/`` of run
+        ``run_id``), then ``text`` (the table)."""
+        images = "".join(f"![{name}]({artifact_src(run_id, 'plots/' + name)})\n\n" for name in inline)
+        return mlflow_view.note_text(self.podium(table) + images + text)
 
     def podium(self, table: pd.DataFrame, top: int = 3) -> str:
         """The first lines of the parent run's description (all MLflow shows before "Show more"): per
@@ -247,23 +194,3 @@ class LiveComparison:
         return f"in flight ({len(running)}):\n" + "\n".join(lines)
 
 
-@contextlib.contextmanager
-def heartbeat(live: LiveComparison, every: float = HEARTBEAT_S) -> Iterator[None]:
-    """While the ``with`` lasts, print the replays in flight every ``every`` seconds (a slow replay
-    never leaves the terminal silent for long)."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every):
-            with contextlib.suppress(Exception):  # a missed line, not a failed experiment
-                text = live.in_flight(live.running())
-                if text:
-                    print(f"{len(live.rows)} of {len(live.specs)} replays finished; {text}", flush=True)
-
-    thread = threading.Thread(target=beat, name="schedlab-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)

@@ -8,7 +8,7 @@ from typing import Any
 
 from schedlab import checks
 
-from .collectors import MIN_INTERVAL_S
+from schedlab.profiling.collectors import MIN_INTERVAL_S
 
 
 def _gpus(v: str) -> list[str]:
@@ -39,11 +39,11 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``schedlab profile``; returns the exit code."""
-    from . import device as D
-    from .execute import Context
-    from .profiler import Profiler
-    from .store import ProfileStore
-    from .sweep import SweepError, load
+    from schedlab.profiling import device as D
+    from schedlab.profiling.execute import Context
+    from schedlab.profiling.profiler import Profiler
+    from schedlab.profiling.store import ProfileStore
+    from schedlab.profiling.sweep import SweepError, load
 
     try:
         sweep = load(args.sweep)
@@ -68,14 +68,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"sweep {sweep.name}: {summary}; store {store.root}")
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone ``python -m schedlab.profiling.cli profile …`` (the lead wires ``schedlab``)."""
-    ap = argparse.ArgumentParser(prog="schedlab")
-    register(ap.add_subparsers(dest="command", required=True))
-    args = ap.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

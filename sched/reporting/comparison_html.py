@@ -2,7 +2,7 @@
 
 No network: styles, the sorting script and the seed strips are inline (SVG), figures are PNG data
 URIs. The ranked table is open on the page (not behind a "show more"), each policy's colour is the
-one of its plots (:func:`schedlab.tasks.plots.policy_styles`), and the ranking metric has a strip per
+one of its plots (:func:`schedlab.sched.reporting.plots.policy_styles`), and the ranking metric has a strip per
 row on a scale shared by all rows: the seed mean (dot), ± the sample std (whisker), each seed (small
 dot) and the baseline's mean (line).
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from schedlab.tasks import compare
+from schedlab.sched.reporting import compare
 
 STRIP_W, STRIP_H = 240, 22
 #: the strips' scale spans the policies within this fraction of the best (an arrow for the others)

@@ -1,4 +1,6 @@
-"""Experiment configuration (``conf/experiments/*.yaml``): validation and expansion into replays.
+"""What an experiment is (``conf/experiments/*.yaml``): :class:`ExperimentSpec`, a grid of replays over
+traces, loads, clusters, policies and seeds, validated with the same checks as a replay's fields
+(:mod:`schedlab.sched.spec.fields`), and its expansion into replays.
 
 .. code-block:: yaml
 
@@ -37,7 +39,7 @@
 
 Every (trace, load, cluster, policy, params, seed) is one replay, an :class:`ExperimentReplay`: the
 experiment's names for it (label, trace label) and, through :meth:`ExperimentReplay.spec`, the
-:class:`schedlab.sched.replay.ReplaySpec` a worker runs. It is identified by :attr:`ExperimentReplay.key`
+:class:`~schedlab.sched.spec.replay.ReplaySpec` a worker runs. It is identified by :attr:`ExperimentReplay.key`
 (a hash of everything that determines its result plus the code version): the idempotency key
 the MLflow runs are tagged with.
 """
@@ -46,35 +48,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from schedlab import conf
-from schedlab.checks import error_loc, load_yaml, plain
-from schedlab.sched.core import restore
-from schedlab.sched.policy_needs import CapabilityWarning, Fallback
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.models.inference import is_synthetic
-from schedlab.sched.replay import PolicyRun, ReplaySpec
+from schedlab.sched.policy_needs import Fallback
+from schedlab.sched.spec import fields
+from schedlab.sched.spec.fields import LATEST
+from schedlab.sched.spec.replay import ReplaySpec
 from schedlab.sched.strict import UserModel
-from schedlab.sched.traces import LoadOptions, check_format
+from schedlab.sched.traces import LoadOptions
 
-CONF_DIR = conf.path("experiments")
-#: ``models.*: latest``: the newest registered model version, resolved when an experiment starts
-LATEST = "latest"
 #: the most seeds an experiment may list (each multiplies every other axis of the grid)
 MAX_SEEDS = 100
-
-
-#: the fallback warnings already given by this process (:func:`load_config`)
-_WARNED: set[str] = set()
-
-class ConfigError(ValueError):
-    """A bad experiment file: the message names the file and the field."""
 
 
 class TraceEntry(UserModel):
@@ -86,14 +75,8 @@ class TraceEntry(UserModel):
     options: dict[str, Any] = Field(default_factory=dict)
     annotate: bool | str | dict[str, Any] | list[str | dict[str, Any]] = False
 
-    @field_validator("annotate")
-    @classmethod
-    def _annotate(cls, value: Any) -> Any:
-        from schedlab.sched.models.annotate import check_annotation
-
-        return check_annotation(value)
-
-    _format = field_validator("format")(lambda cls, value: check_format(value))
+    _annotate = field_validator("annotate")(lambda cls, value: fields.annotation(value))
+    _format = field_validator("format")(lambda cls, value: fields.trace_format(value))
 
     @field_validator("options")
     @classmethod
@@ -123,38 +106,20 @@ class PolicyEntry(UserModel):
 
 class ModelSources(UserModel):
     """Where a replay's models come from. ``latest`` (either key, or ``models: latest`` for both) is
-    the newest registered version, fixed to ``models:/NAME/N`` when the experiment starts."""
+    the newest registered version, fixed to ``models:/NAME/N`` when the experiment starts. Files are
+    read when the experiment file is (:func:`~schedlab.sched.spec.experiment_file.load_config`)."""
 
     interference: str = "analytic"
     iteration_time: str = "catalog"
 
-    @field_validator("interference")
-    @classmethod
-    def _interference(cls, value: str) -> str:
-        from schedlab.sched.models.interference import make_interference
-
-        parts = value.split(":")
-        wrap = 1 if parts[0] == "mpscap" else 0  # mpscap[:rho=R][:eta=E]:BASE wraps another source
-        while wrap and wrap < len(parts) and parts[wrap].partition("=")[0] in ("rho", "eta") and "=" in parts[wrap]:
-            wrap += 1
-        base = ":".join(parts[wrap:])
-        if value != LATEST and base.partition(":")[0] not in ("gavel", "table", "model"):  # files: read by replays
-            make_interference(value)  # an unknown source, a bad or non-finite analytic XI
-        elif wrap:
-            make_interference(":".join(parts[:wrap] + ["analytic"]))  # the wrapper's own options
-        return value
-
-    @field_validator("iteration_time")
-    @classmethod
-    def _iteration_time(cls, value: str) -> str:
-        from schedlab.sched.models.fitted import is_uri, make_iteration_time
-
-        if value not in ("catalog", LATEST) and not is_uri(value):  # URIs: downloaded by the replays
-            make_iteration_time(value)  # a missing or invalid artifact, workloads the catalog lacks
-        return value
+    _interference = field_validator("interference")(lambda cls, value: fields.interference(value, latest=True))
+    _iteration_time = field_validator("iteration_time")(lambda cls, value: fields.iteration_time(value, latest=True))
 
 
-class ExperimentConfig(UserModel):
+class ExperimentSpec(UserModel):
+    """An experiment: the grid's axes (traces and their loads, clusters, policies, seeds) and what every
+    replay of it shares (placement, overheads, models, SMACT profiles, inference servers lent)."""
+
     model_config = ConfigDict(allow_inf_nan=False)
 
     @model_validator(mode="before")
@@ -181,23 +146,20 @@ class ExperimentConfig(UserModel):
     #: inference servers lent to training on an inference-load series (Lyra; sched/core/pools.py)
     inference: LoanOptions | None = None
 
-    _restore = field_validator("preemption_overhead_s", mode="before")(lambda cls, value: restore.canonical(value))
+    _restore = field_validator("preemption_overhead_s", mode="before")(
+        lambda cls, value: fields.restore_overhead(value))
 
     @field_validator("placement")
     @classmethod
     def _placement(cls, value: str, info: ValidationInfo) -> str:
-        """The strategy's canonical name (what replays log), an old alias resolved; one that may refuse
-        a job with GPUs free only with policies that then let it wait."""
-        from schedlab.sched.core.placement import canonical_placement, check_policy
+        """The strategy's canonical name (what replays log), an old alias resolved; checked here against the
+        registered policies (the others, files or modules, when the file is read: their paths are relative
+        to it)."""
         from schedlab.sched.policies import POLICIES
 
-        value = canonical_placement(value)
         policies = info.data.get("policies", [])  # absent when the policies were invalid (reported there)
         names = POLICIES if policies == "all" else [p if isinstance(p, str) else p.name for p in policies]
-        for name in names:
-            if name in POLICIES:  # an unknown name is reported by the policies' own check
-                check_policy(value, name, POLICIES[name].waits_when_refused)
-        return value
+        return fields.placement(value, [(name, POLICIES[name]) for name in names if name in POLICIES])
 
     # set by load_config: where relative trace paths resolve
     _base_dir: Path = Path(".")
@@ -310,6 +272,15 @@ class ExperimentConfig(UserModel):
     def sweeps_load(self) -> bool:
         return any(t.sweeps_load for t in self.traces)
 
+    def submission_order(self, replays: list[ExperimentReplay]) -> list[ExperimentReplay]:
+        """``replays`` in the order to run them: the baseline's first (every speed-up of the live comparison
+        needs them), then the costliest policies' (``Policy.relative_cost``), so that a long replay does not
+        start last and hold the experiment up alone; otherwise the grid's order (a stable sort)."""
+        from schedlab.sched.policies import load_policy_class
+
+        cost = {name: load_policy_class(self.resolve_policy(name)).relative_cost for name in {r.policy for r in replays}}
+        return sorted(replays, key=lambda r: (r.label != self.baseline_label, -cost[r.policy]))
+
     def fallbacks(self) -> dict[tuple[str, str, str], Fallback]:
         """``(trace label, cluster, policy label) -> Fallback`` for each policy that will decide as
         another on that set-up (``sched/policy_needs.py``); raises CapabilityError for one that cannot
@@ -370,15 +341,15 @@ class ExperimentReplay(BaseModel):
         the cluster's size as the capacity check unless given). An MLflow URI among the models stays a
         name here: the worker passes a fetch for it (:func:`schedlab.tasks.model_tracking.fetcher`)."""
         return ReplaySpec(
-            trace=self.source, format=self.format, options=LoadOptions.model_validate(self.options),
+            trace=self.source, format=self.format, options=self.options,
             annotate=self.annotate, cluster=self.cluster,
-            policies=[PolicyRun(name=self.policy, params=self.params, source=self.policy_source)],
+            policies=[{"name": self.policy, "params": self.params, "source": self.policy_source}],
             seed=self.seed, placement=self.placement, preemption_overhead_s=self.preemption_overhead_s,
             allocation_stall_s=self.allocation_stall_s,
             interference=self.models.get("interference", "analytic"),
             iteration_time=self.models.get("iteration_time", "catalog"),
             smact_profiles=self.smact_profiles,
-            inference=LoanOptions.model_validate(self.inference) if self.inference else None,
+            inference=self.inference,
         )
 
     @property
@@ -403,135 +374,3 @@ class ExperimentReplay(BaseModel):
     @property
     def run_name(self) -> str:
         return f"{self.label} | {self.trace_label} | {self.cluster} | seed {self.seed}"
-
-
-def _where(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("str", "PolicyEntry", "literal['all']", "list[union[str,PolicyEntry]]"):
-            continue  # union branch names pydantic puts in the location
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
-
-
-def load_config(path: str | Path, seeds: list[int] | None = None) -> ExperimentConfig:
-    """Read and validate an experiment YAML; a name without a folder looks in ``conf/experiments``.
-    ``seeds`` replaces the file's ``seeds`` (validated as if the file listed them).
-
-    Raises :class:`ConfigError` naming the file and the field."""
-    path = Path(path)
-    if not path.exists() and path.parent == Path(".") and (CONF_DIR / path).exists():
-        path = CONF_DIR / path
-    if not path.exists() and path.parent == Path(".") and (CONF_DIR / f"{path}.yaml").exists():
-        path = CONF_DIR / f"{path}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: experiment file not found")
-    try:
-        raw = load_yaml(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
-    if seeds is not None:
-        raw["seeds"] = list(seeds)
-    try:
-        config = ExperimentConfig.model_validate(raw)
-    except ValidationError as err:
-        lines = [f"{path}: invalid experiment config"]
-        for e in err.errors():
-            got = (f" (got {plain(e['input'])!r})" if isinstance(e.get("input"), (int, float, str))
-                   and e["type"] != "value_error" else "")  # a validator's own message names the value
-            lines.append(f"  {_where(error_loc(e))}: {e['msg'].removeprefix('Value error, ')}{got}")
-        raise ConfigError("\n".join(lines)) from None
-    config._base_dir = path.resolve().parent
-    config._path = path.resolve()
-    _check_semantics(config, path)
-    return config
-
-
-def _looked_in(config: ExperimentConfig) -> str:
-    """Where a relative path in ``config`` is looked for (``resolve_source``'s order)."""
-    return f"looked in {config._base_dir} and {Path.cwd()}"
-
-
-def _check_semantics(config: ExperimentConfig, path: Path) -> None:
-    """What pydantic cannot see: registered policies and their parameters, clusters, trace files."""
-    from schedlab.sched.core.cluster import load_cluster
-    from schedlab.sched.core.placement import check_policy
-    from schedlab.sched.policies import POLICIES, load_policy_class, make_policy
-
-    for i, entry in enumerate([] if config.policies == "all" else config.policies):
-        name = entry if isinstance(entry, str) else entry.name
-        try:
-            cls = load_policy_class(config.resolve_policy(name))
-        except ValueError as err:
-            looked = f" ({_looked_in(config)})" if "no such file" in str(err) and not Path(name).is_absolute() else ""
-            raise ConfigError(f"{path}: policies[{i}].name: {err}{looked}") from None
-        if name not in POLICIES:  # a registered one is checked with the placement field
-            try:
-                check_policy(config.placement, name, cls.waits_when_refused)
-            except ValueError as err:
-                raise ConfigError(f"{path}: placement: {err}") from None
-    entries = config.policy_entries()
-    for i, entry in enumerate(entries):
-        where = "policies" if config.policies == "all" else f"policies[{i}]"
-        try:
-            make_policy(entry.name, entry.params)
-        except ValueError as err:
-            raise ConfigError(f"{path}: {where}.params: {err}") from None
-    labels = [e.label for e in entries]
-    dupes = sorted({x for x in labels if labels.count(x) > 1})
-    if dupes:
-        raise ConfigError(f"{path}: policies: duplicate label(s) {dupes}; give each entry a `label:`")
-    if config.baseline is not None and config.baseline not in labels:
-        raise ConfigError(f"{path}: baseline: {config.baseline!r} is not among the policies {labels}")
-    if len(set(config.seeds)) != len(config.seeds):
-        raise ConfigError(f"{path}: seeds: duplicate seeds {config.seeds}")
-    names = [t.name for t in config.traces]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{path}: traces: duplicate trace names {names}")
-    try:
-        config.resolve_profiles()
-    except ValueError as err:
-        raise ConfigError(f"{path}: {err}") from None
-    for i, cluster in enumerate(config.clusters):
-        try:
-            spec = load_cluster(cluster)
-        except Exception as err:  # noqa: BLE001 - the cluster loader's own message
-            raise ConfigError(f"{path}: clusters[{i}]: {err}") from None
-        if config.inference is not None:
-            try:
-                spec.lending_pool()
-            except ValueError as err:
-                raise ConfigError(f"{path}: clusters[{i}]: {err}, which `inference:` needs") from None
-    if config.inference is not None:
-        from schedlab.sched.models.inference import InferenceLoadError, load_inference
-
-        try:
-            load_inference(config.resolve_inference()["load"])
-        except (InferenceLoadError, OSError) as err:
-            where = "" if Path(config.inference.load).is_absolute() or is_synthetic(config.inference.load) \
-                else f" (a relative path: {_looked_in(config)})"
-            raise ConfigError(f"{path}: inference.load: {err}{where}") from None
-    from schedlab.sched.policy_needs import CapabilityError
-
-    try:
-        fallbacks = config.fallbacks()
-    except CapabilityError as err:
-        raise ConfigError(f"{path}: {err}") from None
-    for fallback in dict.fromkeys(fallbacks.values()):  # once each, once per process (a flow reads its file again)
-        message = f"{path}: {fallback}"
-        if message not in _WARNED:
-            _WARNED.add(message)
-            warnings.warn(message, CapabilityWarning, stacklevel=3)
-    for i, trace in enumerate(config.traces):
-        if trace.source in (None, "synthetic"):
-            if trace.format not in (None, "synthetic"):
-                raise ConfigError(f"{path}: traces[{i}].source: format {trace.format!r} needs a source file")
-            continue
-        resolved = Path(config.resolve_source(trace.source) or "")
-        if not resolved.exists():
-            raise ConfigError(f"{path}: traces[{i}].source: {trace.source!r} not found ({_looked_in(config)})")

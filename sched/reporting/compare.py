@@ -86,7 +86,7 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
     metrics. Returns one row per (trace, cluster, policy): seeds, seed means and standard deviations,
     the ratios against the baseline and ``same_as`` (a policy whose results are identical, seed by seed),
     with the reason when either of the two falls back to the other's behaviour on that set-up
-    (``fallbacks``: :meth:`ExperimentConfig.fallbacks`)."""
+    (``fallbacks``: :meth:`ExperimentSpec.fallbacks`)."""
     if not rows:
         return pd.DataFrame(columns=columns())
     frame = pd.DataFrame(rows)
@@ -231,3 +231,9 @@ def to_text(table: pd.DataFrame) -> str:
     if GROUP[0] not in head and len(table):
         lines.insert(0, f"trace {table['trace'].iloc[0]}, cluster {table['cluster'].iloc[0]}")
     return "\n".join(lines)
+
+
+def replay_line(metrics: dict[str, float]) -> str:
+    """A finished replay's headline as the terminal shows it."""
+    return (f"avg JCT {metrics.get('avg_jct_s', math.nan):,.0f} s, avg wait {metrics.get('avg_wait_s', math.nan):,.0f} s,"
+            f" avg queue {metrics.get('avg_queue_s', math.nan):,.0f} s")

@@ -13,7 +13,7 @@ Castor Fig. 16) and, for ``kind: ratios`` tables (Gimbal §7.2 Fig. 8-9, §7.3 F
 paper's ratios beside ours.
 
 Every "ours" number is computed here from the job tables (``jobs.parquet``) of the MLflow replay runs
-the page lists, with :func:`schedlab.sched.results.reproduce.compare`, the function of the flow's
+the page lists, with :func:`schedlab.sched.reporting.paper_tables.compare`, the function of the flow's
 ``reproduce.md``: the pooled table (every seed) gives the mean, the same table per seed the std.
 Ratios of ``kind: ratios`` tables are, as in the paper and ``reproduce.md``, baseline / policy of the
 seed means; their ± is the std of the per-seed ratios.
@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from schedlab import settings
-from schedlab.sched.results.reproduce import HOUR, RowOrder, compare, paper_tables, tables_for_experiment
-from schedlab.tasks import plots
+from schedlab.sched.reporting import plots
+from schedlab.sched.reporting.mlflow_view import run_url
+from schedlab.sched.reporting.paper_tables import HOUR, RowOrder, compare, paper_tables, tables_for_experiment
 
 #: ours / paper within 1 ± BAND counts as reproduced
 BAND = 0.30
@@ -287,11 +288,9 @@ def _page(title: str, body: list[str]) -> str:
 
 def _run_list(result: ConfigResult, uri: str) -> str:
     """The replay runs the numbers come from, by label and seed."""
-    from schedlab.tasks import tracking
-
     items = []
     for r in sorted(result.replays, key=lambda r: (r.label, r.load, r.seed)):
-        link = tracking.ui_url(uri, result.experiment_id, r.run_id)
+        link = run_url(uri, result.experiment_id, r.run_id)
         items.append(f"<tr><td>{html.escape(r.label)}</td><td class='n'>{r.load:g}</td><td class='n'>{r.seed}</td>"
                      f"<td>{html.escape(r.trace)} / {html.escape(r.cluster)}</td>"
                      f"<td><a href='{html.escape(link)}'><code>{r.run_id}</code></a></td></tr>")
@@ -482,12 +481,10 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
         links.append(f"<tr><td><a href='{path.name}'>{html.escape(result.name)} load sweep</a></td>"
                      f"<td>{html.escape(result.name)}</td><td colspan='4'>no paper table</td><td>average JCT by load"
                      "</td></tr>")
-    from schedlab.tasks import tracking
-
     configs = "".join(
         f"<li><code>{html.escape(r.name)}</code>: seeds {r.seeds}, {len(r.replays)} finished replays, comparison"
         f" run <code>{r.parent_run_id or '—'}</code> (MLflow experiment id {r.experiment_id})</li>" for r in results)
-    parent_link = tracking.ui_url(tracking_uri, experiment_id, parent_run_id)
+    parent_link = run_url(tracking_uri, experiment_id, parent_run_id)
     index = [f"<h1>Paper vs ours: reproduction report ({stamp:%Y-%m-%d})</h1>",
              f"<p>Every <b>ours</b> number is computed from the <code>jobs.parquet</code> of the MLflow replay runs"
              f" of this invocation (each page lists them); the parent run is <code>{parent_run_id}</code> in"
