@@ -76,8 +76,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-progress", dest="lose_progress", action="store_false", default=None,
                    help="jobs preempted at a reclaim keep their progress unless their checkpoint column says"
                    " otherwise (default: they restart from zero, Lyra §4)")
-    p.add_argument("--preemption-overhead", type=checks.number(float), metavar="S",
-                   help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: 63)")
+    p.add_argument("--preemption-overhead", metavar="S",
+                   help="checkpoint-restore seconds charged when a preempted job restarts (>= 0; default: the"
+                   " policy's, 63 for most), or by its GPU count: '1:7,8:30,inf:60' or helios (the Helios simulator's)")
     p.add_argument("--seed", type=checks.number(int), default=0,
                    help="seed of the replay and of the synthetic trace (>= 0; default 0)")
     p.add_argument("--max-jobs", type=checks.number(int), metavar="N", help="first N jobs of the trace (N >= 1)")

@@ -28,6 +28,8 @@ from schedlab.sched.contained import Contained, ContainedRunner, PolicyFailed
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
+from schedlab.sched.core.restore import restore_overhead
+from schedlab.sched.estimators.seam import KnowledgeWarning, with_knowledge
 from schedlab.sched.models.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.models.fitted import Fetch
 from schedlab.sched.models.interference import fresh
@@ -271,13 +273,11 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
     gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With ``inference``
     the cluster's inference pool lends servers to a policy that borrows them (``sched/core/pools.py``)
     and the summary gains Lyra's figures."""
-    parts, table, timing = prepared.parts, prepared.table, prepared.timing
+    parts, timing = prepared.parts, prepared.timing
     cluster = parts.cluster
     sharing = parts.sharing()
     decider = parts.policy(policy)
-    if wrap_policy is not None:
-        decider = wrap_policy(decider)
-    engine, orchestrator = _engine(spec, prepared, decider, sharing, progress)
+    engine, orchestrator, decider = _engine(spec, prepared, decider, sharing, progress, wrap_policy)
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
@@ -286,6 +286,9 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
 
         summary.update(pool_summary(result, jobs))
     summary.update(decider.metrics())
+    if summary.get("estimate_reads") == 0:
+        warnings.warn(f"policy {policy.label} read no duration on this trace: knowledge: estimate changed"
+                      " nothing (docs/estimates.md)", KnowledgeWarning, stacklevel=2)
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     if isinstance(timing, FittedCatalog):
@@ -318,20 +321,26 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
 
 
 def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: SharingModel,
-            progress: bool | Callable[[int, int], None]) -> tuple[Engine, Any]:
-    """The engine of one policy's replay (and the pools' orchestrator, None without loaned servers)."""
+            progress: bool | Callable[[int, int], None],
+            wrap_policy: Callable[[Policy], Policy] | None = None) -> tuple[Engine, Any, Policy]:
+    """The engine of one policy's replay, the pools' orchestrator (None without loaned servers) and the
+    policy as the engine runs it (in estimate mode with its estimator, then ``wrap_policy``'s)."""
     parts, table = prepared.parts, prepared.table
     goodput_models = None
     if "global_batch" in table.columns:
         goodput_models = parts.goodput_models()
         decider.for_goodput_jobs()
+    source = JobSource(table, goodput_models)  # job records made as they arrive, dropped as they end
+    decider = with_knowledge(decider, source.table, spec.seed)  # estimate mode: its estimator and blindfold
+    if wrap_policy is not None:
+        decider = wrap_policy(decider)
     state, orchestrator = parts.cluster_state(spec)
     engine = Engine(
-        JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
+        source,
         state,
         decider,
         placement=spec.placement,
-        preemption_overhead_s=spec.preemption_overhead_s,
+        preemption_overhead_s=restore_overhead(spec.preemption_overhead_s),
         seed=spec.seed,
         progress=progress,
         sharing=sharing,
@@ -340,7 +349,7 @@ def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: Shar
         orchestrator=orchestrator,
     )
     use_elastic_scaling(engine)
-    return engine, orchestrator
+    return engine, orchestrator, decider
 
 
 def _fit_changed(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, jobs: pd.DataFrame,
@@ -354,7 +363,7 @@ def _fit_changed(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, jobs: 
         return changed
     parts = prepared.parts
     catalog = SharingModel.for_cluster(parts.cluster, fresh(parts.interference), default_catalog())
-    engine, _ = _engine(spec, prepared, parts.policy(policy), catalog, False)
+    engine, _, _ = _engine(spec, prepared, parts.policy(policy), catalog, False)
     other = job_table(engine.run()).set_index("job_id")
     mine = jobs.set_index("job_id")
     differs = pd.Series(False, index=mine.index)

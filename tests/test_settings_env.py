@@ -81,4 +81,4 @@ def test_one_place_swaps_the_prefect_api_url():
             if 'os.environ["PREFECT_API_URL"]' in p.read_text() or "os.environ.pop(\"PREFECT_API_URL\"" in p.read_text()]
     assert hits == []
     uses = [p.name for p in root.glob("flows/*.py") if "exported_api_url(" in p.read_text()]
-    assert sorted(uses) == ["api_server.py", "nightly.py"]
+    assert sorted(uses) == ["api_server.py", "orchestration.py"]

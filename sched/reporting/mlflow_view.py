@@ -179,11 +179,13 @@ def policy_params(policy: str, params: dict[str, Any], source: str | None = None
     return PolicyRun(name=policy, params=params, source=source).effective_params()
 
 
-def preemption_overhead(policy: str, given: float | None, source: str | None = None) -> float:
-    """The checkpoint-restore seconds a replay charges: the given value, else the policy's default
-    (the engine's rule, sched/core/engine.py)."""
+def preemption_overhead(policy: str, given: float | str | None, source: str | None = None) -> float | str:
+    """The checkpoint-restore seconds a replay charges: the given value (seconds, or a table by GPU
+    count as its canonical text, sched/core/restore.py), else the policy's default (the engine's rule)."""
     from schedlab.sched.policies import load_policy_class
 
+    if isinstance(given, str):
+        return given
     return float(load_policy_class(policy, source=source).default_preemption_overhead_s if given is None else given)
 
 

@@ -90,11 +90,15 @@ def applied(spec: ReplaySpec, timing: Any, notes: dict[str, Any], jobs: pd.DataF
     what = {"iteration_time": f"iteration-time model {spec.iteration_time}",
             "interference": f"ξ source {spec.interference}",
             "inference": f"inference loaning ({spec.inference.load})" if spec.inference is not None else "",
-            "preemption_overhead": f"preemption overhead {spec.preemption_overhead_s:g} s"
-            if spec.preemption_overhead_s is not None else ""}
+            "preemption_overhead": f"preemption overhead {_overhead(spec.preemption_overhead_s)}"}
     messages = [f"{what[name]} applied to 0 of {total:,} jobs and changed nothing: {why[name]}"
                 for name, n in counts.items() if n == 0]
     return counts, messages
+
+
+def _overhead(value: Any) -> str:
+    """A preemption overhead as given: seconds, or a table's or preset's text."""
+    return f"{value:g} s" if isinstance(value, (int, float)) else str(value)
 
 
 def _iteration_time_why(timing: FittedCatalog, gpu_type: str, covered: set[str], models: pd.Series,

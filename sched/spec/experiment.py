@@ -24,7 +24,8 @@ traces, loads, clusters, policies and seeds, validated with the same checks as a
                                      #   a name may be your own policy: path/to/file.py:Class (relative:
                                      #   against the YAML's folder, then the cwd) or pkg.module:Class
     placement: fewest-servers       # or strict-consolidated, strict-best-fit, best-fit, random (consolidated = fewest-servers)
-    preemption_overhead_s: null      # default: the engine's (63 s)
+    preemption_overhead_s: null      # default: the policy's (63 s for most); seconds, or by the restarting
+                                     #   job's GPU count: "1:7,8:30,inf:60" or helios (the Helios simulator's)
     allocation_stall_s: null         # every start and resize stalls the job this long (default: the policy's:
                                      #   30 s for the round policies as Pollux's study, 0 for lyra and the rest)
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
@@ -153,7 +154,7 @@ class ExperimentSpec(UserModel):
     clusters: list[str] = Field(min_length=1)
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
     placement: str = "fewest-servers"
-    preemption_overhead_s: float | None = Field(default=None, ge=0)
+    preemption_overhead_s: float | str | None = None  # seconds, or a table by GPU count (sched/core/restore.py)
     allocation_stall_s: float | None = Field(default=None, ge=0)
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
@@ -163,6 +164,9 @@ class ExperimentSpec(UserModel):
     #: seconds a replay may run before it is stopped and fails (a policy that never returns; the shipped
     #: set-ups' longest replay takes about 10 minutes)
     time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
+
+    _restore = field_validator("preemption_overhead_s", mode="before")(
+        lambda cls, value: fields.restore_overhead(value))
 
     @field_validator("placement")
     @classmethod
@@ -368,7 +372,7 @@ class ExperimentReplay(BaseModel):
     params: dict[str, Any]
     seed: int
     placement: str
-    preemption_overhead_s: float | None
+    preemption_overhead_s: float | str | None
     models: dict[str, str]
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from schedlab.checks import YAMLLimitError, did_you_mean, load_yaml
+from schedlab.sched.core import restore
 from schedlab.sched.core.cluster import ClusterSpec, load_cluster
 from schedlab.sched.core.placement import canonical_placement, check_policy
 from schedlab.sched.models.fitted import is_uri
@@ -54,6 +55,12 @@ def cluster(value: Any) -> Any:
 def lends(spec: ClusterSpec) -> None:
     """A cluster that inference servers can be lent from (ClusterError naming what it lacks)."""
     spec.lending_pool()
+
+
+def restore_overhead(value: Any) -> float | str | None:
+    """``preemption_overhead_s``: None (the policy's), seconds >= 0, or a table by the restarting job's GPU
+    count as its canonical text (``"1:7,8:30,inf:60"``, a mapping, or a preset; ``sched/core/restore.py``)."""
+    return restore.canonical(value)
 
 
 def trace_format(value: str | None) -> str | None:

@@ -90,7 +90,8 @@ class ReplaySpec(UserModel):
     policies: tuple[PolicyRun, ...] = Field(min_length=1)
     seed: int = Field(default=0, ge=0, lt=2**63)
     placement: str = DEFAULT
-    preemption_overhead_s: float | None = Field(default=None, ge=0)  # None: the engine's default
+    # None: the policy's default; seconds, or a table by GPU count ("1:7,8:30,inf:60", sched/core/restore.py)
+    preemption_overhead_s: float | str | None = None
     allocation_stall_s: float | None = Field(default=None, ge=0)
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
@@ -113,6 +114,8 @@ class ReplaySpec(UserModel):
         return value
 
     _format = field_validator("format")(lambda cls, value: fields.trace_format(value))
+    _restore = field_validator("preemption_overhead_s", mode="before")(
+        lambda cls, value: fields.restore_overhead(value))
     _annotate = field_validator("annotate")(lambda cls, value: fields.annotation(value, auto=True))
     _cluster = field_validator("cluster", mode="before")(lambda cls, value: fields.cluster(value))
     _interference = field_validator("interference")(lambda cls, value: fields.interference(value))

@@ -565,11 +565,14 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
 
 
 def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None,
-                rows: np.ndarray | None = None) -> Raw:
+                rows: np.ndarray | None = None, optional: dict[str, tuple[str, str]] | None = None) -> Raw:
     """A CSV whose canonical columns are plain conversions of its own: ``columns`` maps a canonical
     name to ``(source column, kind)``, kind one of ``text``, ``seconds``, ``int``, ``float``
-    (``duration`` may be missing: the bad-duration rule decides); ``rows``: only these (see :func:`read_csv`)."""
+    (``duration`` may be missing: the bad-duration rule decides); ``optional``: the same, read when the
+    file has the column; ``rows``: only these (see :func:`read_csv`)."""
     file = str(path)
+    header = set(_header(path)) if optional else set()
+    columns = {**columns, **{name: c for name, c in (optional or {}).items() if c[0] in header}}
     df = read_csv(path, tuple(source for source, _ in columns.values()),
                   text=[source for source, kind in columns.values() if kind == "text"], rows=rows)
     convert = {
@@ -608,7 +611,7 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         return df[~np.asarray(mask)] if n else df
 
     # 0. implausible times: beyond MAX_SECONDS (1e308 read as a submit time, milliseconds as seconds)
-    for col in ("submit_time", "duration", "deadline"):
+    for col in ("submit_time", "duration", "deadline", "time_limit"):
         if col in df.columns:
             v = df[col].to_numpy(dtype="float64")
             bad = ~np.isfinite(v) if col == "submit_time" else np.isinf(v)
