@@ -74,14 +74,13 @@ class Returned:
 @dataclass(frozen=True)
 class Overran:
     """Stopped at a limit: a call past ``call_deadline_s`` (``seconds`` since it started), or the whole item
-    past ``item_limit_s`` (``seconds`` since it was handed over; ``whole``). ``call`` is the policy call in
-    progress then (None: none), running for ``call_s``, at engine time ``now``."""
+    past ``item_limit_s`` (``seconds`` since it was handed over). ``call`` is the policy call in progress
+    then (None: none), running for ``call_s``, at engine time ``now``."""
 
     call: str | None
     seconds: float
     limit_s: float
     now: float
-    whole: bool = False
     call_s: float = 0.0
 
 
@@ -206,7 +205,7 @@ class Watchdog:
             if self.item_limit_s is not None and elapsed > self.item_limit_s:
                 self._stop()
                 self.stopped += 1
-                return Overran(name if running else None, elapsed, self.item_limit_s, now, True, running)
+                return Overran(name if running else None, elapsed, self.item_limit_s, now, running)
 
     def _died(self) -> Died:
         assert self._beat is not None
