@@ -95,11 +95,15 @@ def table_digest(frame: pd.DataFrame) -> str:
 
 def summary_digest(summary: dict, is_timing) -> str:
     """SHA-256 of a replay summary's result fields; ``is_timing(key)`` names those that measure the run
-    (wall-clock solve times), left out."""
+    (wall-clock solve times), left out; the load report's trace path is reduced to the file's name."""
     import hashlib
     import json
 
-    text = json.dumps({k: v for k, v in summary.items() if not is_timing(k)}, sort_keys=True, default=repr)
+    kept = {k: v for k, v in summary.items() if not is_timing(k)}
+    if isinstance(kept.get("load_report"), dict) and "source" in kept["load_report"]:
+        # the trace's path depends on the checkout's place (CI, a laptop): its name is what identifies it
+        kept["load_report"] = {**kept["load_report"], "source": Path(kept["load_report"]["source"]).name}
+    text = json.dumps(kept, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
