@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from schedlab.studies.conformance import common, lucid
+from schedlab.studies.conformance.common import HELIOS_START
 
 
 @pytest.mark.skipif(not common.PHILLY.exists(), reason="shared Philly trace not available")
@@ -32,7 +33,7 @@ def test_lucid_trace_is_in_lucids_columns_and_filtered():
     df = lucid.lucid_trace(200, 5, 8)
     assert list(df.columns) == lucid.LUCID_COLUMNS
     assert df["gpu_num"].between(1, 8).all() and (df["duration"] > 0).all()
-    assert df["submit_time"].is_monotonic_increasing and df["submit_time"].iloc[0] == lucid.START
+    assert df["submit_time"].is_monotonic_increasing and df["submit_time"].iloc[0] == HELIOS_START
     with pytest.raises(ValueError, match="max_gpus"):
         lucid.lucid_trace(10, 5, 0)
 

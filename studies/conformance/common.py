@@ -115,16 +115,42 @@ def print_comparisons(args: argparse.Namespace, width: int, replay: Callable[[st
                 print(row(r, width) + extra, flush=True)
 
 
-def parse_args(doc: str, traces: dict, cases: dict) -> argparse.Namespace:
-    """The comparison scripts' options: traces, cases, the Philly CSV (checked), JSON output."""
+def parse_args(doc: str, traces: dict, cases: dict, source: Path = PHILLY,
+               what: str = "the Philly CSV (philly_jobs_pollux.csv)") -> argparse.Namespace:
+    """The comparison scripts' options: traces, cases, the ``--source`` data (``what``; checked to exist),
+    JSON output."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", nargs="+", default=list(traces), choices=list(traces))
     parser.add_argument("--case", nargs="+", default=list(cases), choices=list(cases))
-    parser.add_argument("--source", default=str(PHILLY), help="the Philly CSV (philly_jobs_pollux.csv)")
+    parser.add_argument("--source", default=str(source), help=what)
     parser.add_argument("--json", action="store_true", help="print one JSON object per comparison")
     args = parser.parse_args()
     if not Path(args.source).exists():
-        sys.exit(f"Philly trace not found: {args.source} (pass --source)")
+        sys.exit(f"not found: {args.source}, {what} (pass --source)")
     return args
+
+
+#: the columns of a Helios-style ``cluster_log.csv`` (the Helios and Lucid simulators read these first)
+HELIOS_COLUMNS = ["job_id", "user", "vc", "jobname", "gpu_num", "cpu_num", "state", "submit_time", "duration"]
+#: both simulators' September window opens here
+HELIOS_START = pd.Timestamp("2020-09-01 00:00:00")
+
+
+def helios_log(rows: pd.Series, gpus: pd.Series, seconds: pd.Series, durations: pd.Series, vc: str,
+               jobname: str) -> pd.DataFrame:
+    """A window of trace rows in the Helios simulator's ``cluster_log.csv`` columns (as the Lucid simulator
+    reads them too): ids from the source rows, one user, one VC, submit times from :data:`HELIOS_START`
+    on (``seconds`` from the source's clock), whole-second durations."""
+    return pd.DataFrame({
+        "job_id": [f"{r:06d}" for r in rows],
+        "user": "u0",
+        "vc": vc,
+        "jobname": jobname,
+        "gpu_num": gpus.astype(int).to_numpy(),
+        "cpu_num": 0,
+        "state": "COMPLETED",
+        "submit_time": HELIOS_START + pd.to_timedelta(seconds - seconds.iloc[0], unit="s").to_numpy(),
+        "duration": durations.astype(int).to_numpy(),
+    })
 
 

@@ -42,11 +42,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.studies.conformance.common import PHILLY, parse_args, per_job, philly_rows, print_comparisons
+from schedlab.studies.conformance.common import PHILLY, helios_log, parse_args, per_job, philly_rows, print_comparisons
 
 GPUS_PER_NODE = 8  # Lucid's placer supports no other
 VC = "vcPhilly"
-START = pd.Timestamp("2020-09-01 00:00:00")  # Lucid's Venus September window opens here
 #: name -> (a workload of Lucid's ``analyzer/single_data.csv``: model, dataset, batch size, amp, GPU MiB;
 #: schedlab's catalog workload standing for it; the ξ source that gives Lucid's pair speed and label)
 WORKLOADS = {
@@ -81,7 +80,7 @@ def lucid_trace(n: int, seed: int, max_gpus: int, workload: str = "bert", source
     Other jobs are dropped first (Lucid's ``fifo``/``sjf`` never release a zero-length job); ``job_id``
     is the job's 1-based data row in ``source``, zero-padded to six digits so that jobs submitted in the
     same second sort alike everywhere (file order: schedlab's loader breaks ties by id text); submit
-    times are datetimes from ``START`` (whole seconds after the window's first job); durations as in
+    times are datetimes from ``HELIOS_START`` (Lucid's Venus September window) (whole seconds after the window's first job); durations as in
     the file; every job is the ``WORKLOADS[workload]`` (the columns Lucid's profile tables are looked
     up by)."""
     df = philly_rows(str(source))
@@ -91,19 +90,8 @@ def lucid_trace(n: int, seed: int, max_gpus: int, workload: str = "bert", source
     start = random.Random(seed).randrange(len(df) - n)
     w = df.iloc[start : start + n]
     model, dataset, batch, amp, gmem = WORKLOADS[workload][0]
-    out = pd.DataFrame({
-        "job_id": [f"{r:06d}" for r in w["row"]],
-        "user": "u0",
-        "vc": VC,
-        "jobname": "philly",
-        "gpu_num": w["num_gpus"].astype(int).to_numpy(),
-        "cpu_num": 0,
-        "state": "COMPLETED",
-        "submit_time": START + pd.to_timedelta(w["t"] - w["t"].iloc[0], unit="s").to_numpy(),
-        "duration": w["duration"].astype(int).to_numpy(),
-        "dataset": dataset, "model": model, "batchsize": batch, "amp": amp,
-        "speed": 0.0, "gpu_util": 0.0, "gmem_util": 0.0, "gmem": gmem,
-    })
+    out = helios_log(w["row"], w["num_gpus"], w["t"], w["duration"], VC, "philly").assign(
+        dataset=dataset, model=model, batchsize=batch, amp=amp, speed=0.0, gpu_util=0.0, gmem_util=0.0, gmem=gmem)
     return out[LUCID_COLUMNS]
 
 
