@@ -108,24 +108,11 @@ class _Failure:
     message: str
 
 
-def thread_lock_for_progress_bars() -> None:
-    """The engine's progress bar takes tqdm's lock, by default a multiprocessing one: a semaphore that a
-    process stopped mid-replay (a Dask worker, a watchdog's child killed at its limit) leaks
-    ("resource_tracker: … leaked semaphore objects" at exit). A thread lock is all one replay needs."""
-    import threading
-
-    from tqdm import tqdm
-
-    if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
-        tqdm.set_lock(threading.RLock())
-
-
 def _in_child(item: tuple[ReplaySpec, Prepared, PolicyRun, bool, bool], beat: Heartbeat) -> ReplayResult | _Failure:
     """One policy's replay in the watchdog's child: its result, or what the policy raised as a failure."""
     from schedlab.sched.replay import _replay
 
     spec, prepared, policy, bar, report = item
-    thread_lock_for_progress_bars()
     progress = True if bar else beat.progress if report else False
     try:
         return _replay(spec, prepared, policy, progress, wrap_policy=announcing(beat))

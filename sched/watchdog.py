@@ -245,12 +245,25 @@ def warm_up(preload: tuple[str, ...] = ()) -> None:
         forkserver.ensure_running()
 
 
+def thread_lock_for_progress_bars() -> None:
+    """The engine's progress bar takes tqdm's lock, by default a multiprocessing one: a semaphore that a
+    child stopped mid-replay (killed at its limit, or exiting through the policy) leaks
+    ("resource_tracker: … leaked semaphore objects" at exit). A thread lock is all one replay needs."""
+    import threading
+
+    from tqdm import tqdm
+
+    if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
+        tqdm.set_lock(threading.RLock())
+
+
 def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) -> None:
     """The child's loop: items in, answers out, until ``None`` or the pipe closes. It ignores SIGINT, and
     on Linux is killed when the fork server ends (which it does when its caller ends, even killed): a
     policy looping for ever never outlives the command that ran it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    thread_lock_for_progress_bars()
     while True:
         try:
             message = conn.recv()

@@ -26,7 +26,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from schedlab import settings
-from schedlab.sched.contained import Contained, PolicyFailed, thread_lock_for_progress_bars
+from schedlab.sched.contained import Contained, PolicyFailed
+from schedlab.sched.watchdog import thread_lock_for_progress_bars
 from schedlab.sched.reporting.markdown import text as md
 from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_params, standard_tags
 from schedlab.sched.spec import ExperimentReplay
