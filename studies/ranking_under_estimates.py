@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 
 DEFAULT = ["ranking-castor-t5", "ranking-sjf-bsbf-iii", "ranking-showdown"]
@@ -41,18 +42,23 @@ def split_label(label: str) -> tuple[str, str]:
     return policy, mode or "oracle"
 
 
-def paired_difference(diffs):  # TEMPORARY until sched/reporting/paired.py lands
+def paired_difference(diffs: np.ndarray) -> SimpleNamespace:
+    """Mean of per-seed differences with its 95 % Student-t interval, the seeds where it is > 0 and a verdict
+    (``better``: interval above 0, ``worse``: below, else ``not separated at 95 %``; one seed separates
+    nothing)."""
     import numpy as np
     from scipy import stats
-    from types import SimpleNamespace
-    d = np.asarray(diffs, dtype=float); n = len(d); m = float(d.mean())
-    if n < 2 or np.allclose(d, d[0]):
-        lo = hi = m if n >= 2 else float("nan")
+
+    d = np.asarray(diffs, dtype=float)
+    n, mean = len(d), float(d.mean())
+    if n < 2:
+        low = high = float("nan")
+    elif np.all(d == d[0]):
+        low = high = mean
     else:
-        lo, hi = stats.t.interval(0.95, n - 1, loc=m, scale=stats.sem(d))
-    verdict = "better" if lo > 0 else "worse" if hi < 0 else "not separated at 95 %"
-    if n >= 2 and np.allclose(d, d[0]) and m == 0: verdict = "not separated at 95 %"
-    return SimpleNamespace(mean=m, ci_low=float(lo), ci_high=float(hi), wins=int((d > 0).sum()), seeds=n, verdict=verdict)
+        low, high = (float(x) for x in stats.t.interval(0.95, n - 1, loc=mean, scale=stats.sem(d)))
+    verdict = "better" if low > 0 else "worse" if high < 0 else "not separated at 95 %"
+    return SimpleNamespace(mean=mean, ci_low=low, ci_high=high, wins=int((d > 0).sum()), seeds=n, verdict=verdict)
 
 
 def per_seed_jct(config: str, cache: str, workers: int) -> pd.DataFrame:
@@ -155,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="folder keeping each replay's results (default: $SCHEDLAB_HOME/studies/ranking)")
     parser.add_argument("--markdown", help="also write the tables here as Markdown")
     args = parser.parse_args(argv)
+    from schedlab.sched.reporting.reproduce import to_markdown
+
     pd.set_option("display.width", 250, "display.max_columns", 40, "display.max_rows", 500)
     out: list[str] = []
     for config in args.configs:
@@ -175,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n=== {config} ({time.perf_counter() - started:.0f} s)")
         for title, frame in blocks:
             print(f"\n{title}\n{frame.to_string()}")
-            out.append(f"### {title}\n\n{frame.to_markdown()}\n")
+            out.append(f"### {title}\n\n{to_markdown(frame, 'policy' if frame.index.name == 'policy' else '#')}\n")
     if args.markdown:
         Path(args.markdown).write_text("\n".join(out))
 
