@@ -46,7 +46,6 @@ def paired_difference(diffs: np.ndarray) -> SimpleNamespace:
     """Mean of per-seed differences with its 95 % Student-t interval, the seeds where it is > 0 and a verdict
     (``better``: interval above 0, ``worse``: below, else ``not separated at 95 %``; one seed separates
     nothing)."""
-    import numpy as np
     from scipy import stats
 
     d = np.asarray(diffs, dtype=float)
