@@ -284,8 +284,13 @@ def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) 
         beat.leave()
         try:
             conn.send(answer)
+        except OSError:  # the caller is gone (its worker interrupted, stopped): nobody to answer
+            return
         except Exception as err:  # noqa: BLE001 - an answer that cannot be pickled
-            conn.send(("raised", RuntimeError(f"the watchdog's child could not send its answer: {err!r}")))
+            try:
+                conn.send(("raised", RuntimeError(f"the watchdog's child could not send its answer: {err!r}")))
+            except OSError:
+                return
 
 
 def _die_with_parent() -> None:

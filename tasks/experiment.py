@@ -170,7 +170,8 @@ def finish(live: LiveComparison, failures: dict[str, str], todo: list[Experiment
         "experiment": config.name, "experiment_id": live.experiment_id, "parent_run_id": parent,
         "tracking_uri": uri, "baseline": config.baseline_label, **counts,
         "failures": {labels[k]: msg for k, msg in failures.items()},
-        "table": compare.to_text(table), "legend": compare.legend(config.baseline_label),
+        "table": compare.to_text(table) + (f"\n{needed}" if (needed := live.seeds_needed(table)) else ""),
+        "legend": compare.legend(config.baseline_label),
         "markdown": markdown, "ui_url": mlflow_view.runs_url(uri, live.experiment_id),
         "parent_url": mlflow_view.run_url(uri, live.experiment_id, parent),
     }

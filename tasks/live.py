@@ -76,7 +76,7 @@ class LiveComparison(LiveTable):
             shown = [*self._bars.items(), *((p.name, p.read_bytes()) for p in figures)]
             (out / "comparison.html").write_text(self.page(table, shown))
             (out / "comparison.md").write_text(text)
-            table.to_csv(out / "comparison.csv", index=False)
+            self.csv(table).to_csv(out / "comparison.csv", index=False)
             for name in ("comparison.md", "comparison.csv", "comparison.html"):
                 retrying(lambda: c.log_artifact(self.parent_run_id, str(out / name)))
         inline = [*(name.removesuffix(".png") + ".svg" for name in self._bars), *(svg_or_png(p).name for p in figures)]

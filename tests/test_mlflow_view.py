@@ -65,19 +65,34 @@ def test_policy_styles_distinct_for_many_policies():
     assert len({s["color"] for s in plots.policy_styles([f"p{i}" for i in range(80)]).values()}) == 80
 
 
-def test_rank_sorts_by_the_metric_and_marks_ties_within_the_seed_spread():
-    rows = (_rows("fifo", [30000.0, 30100.0], [0, 0]) + _rows("a", [14400.0, 14000.0], [0, 0])
-            + _rows("b", [14100.0, 14200.0], [0, 0]) + _rows("c", [9000.0, 9050.0], [0, 0]))
-    table = compare.rank(compare.comparison(rows, "fifo", ["fifo", "a", "b", "c"]), "avg_jct_s")
+def test_rank_sorts_by_the_metric_and_compares_each_row_paired_with_the_one_above_and_the_baseline():
+    rows = (_rows("fifo", [30000.0, 30100.0, 29000.0], [0, 0, 0]) + _rows("a", [14400.0, 14000.0, 14300.0], [0, 0, 0])
+            + _rows("b", [14100.0, 14200.0, 14150.0], [0, 0, 0]) + _rows("c", [9000.0, 9050.0, 9020.0], [0, 0, 0]))
+    table = compare.rank(compare.comparison(rows, "fifo", ["fifo", "a", "b", "c"]), "avg_jct_s", rows, "fifo")
     assert list(table["policy"]) == ["c", "b", "a", "fifo"]  # not the config's order, not the finishing order
-    # b (3.93 h ± 0.02) and a (3.94 h ± 0.08): 0.01 h apart, within a's spread -> a tie; c is clearly ahead
-    assert list(table[compare.TIE]) == ["", "", "≈ b", ""]
+    above = dict(zip(table["policy"], table[compare.VS_ABOVE]))
+    assert above["c"] == "" and above["b"] == "worse than c: 1.42 [1.41, 1.44] h, wins 0/3"  # b - c per seed, in hours
+    # a - b: +300, -200, +150 s: the interval holds 0 (the seeds disagree), whatever the means' order
+    assert above["a"].startswith("not separated from b:") and above["a"].endswith("wins 1/3")
+    assert above["fifo"].startswith("worse than a:")
+    baseline = dict(zip(table["policy"], table[compare.VS_BASELINE]))
+    assert baseline["fifo"] == "" and all(baseline[p].startswith("better than fifo:") for p in "abc")
     markdown = compare.to_markdown(table)
-    assert "| tie |" in markdown and "≈ b" in markdown.splitlines()[4]
+    assert "| vs_above |" in markdown and "not separated from b" in markdown.splitlines()[4]
     assert [line.split("|")[3].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
-    assert "3.94 ± 0.08" in markdown.splitlines()[4]  # a: (14400 + 14000) / 2 s in hours
-    gpu = compare.rank(compare.comparison(rows, "fifo"), "gpu_util")
-    assert list(gpu[compare.TIE][1:]) == ["≈ " + p for p in gpu["policy"][:-1]]  # equal utilisation: all tied
+    assert "3.95 ± 0.06" in markdown.splitlines()[4]  # a: (14400 + 14000 + 14300) / 3 s in hours
+    csv = compare.csv_frame(table, compare.pairs_of(table, rows, "fifo", "avg_jct_s"))
+    assert {"vs", "paired_diff_mean", "ci95_low", "ci95_high", "wins", "seeds", "verdict"} <= set(csv.columns)
+    assert list(csv.loc[csv["policy"] == "a", "vs"]) == ["fifo", "b"] and list(csv.loc[csv["policy"] == "c", "vs"]) == ["fifo"]
+    assert list(csv.loc[csv["policy"] == "fifo", "vs"]) == ["a"]  # the baseline, ranked last: against the row above
+    a_fifo = csv[(csv["policy"] == "a") & (csv["vs"] == "fifo")].iloc[0]
+    assert a_fifo["verdict"] == "better" and a_fifo["ci95_high"] < 0 and a_fifo["wins"] == 3 and a_fifo["seeds"] == 3
+    assert a_fifo["paired_diff_mean"] == pytest.approx((14400 + 14000 + 14300 - 30000 - 30100 - 29000) / 3)
+    gpu = compare.rank(compare.comparison(rows, "fifo"), "gpu_util", rows, "fifo")
+    assert all(cell.startswith("not separated from") for cell in gpu[compare.VS_ABOVE][1:])  # equal utilisation
+    one = [r for r in rows if r["seed"] == 0]
+    single = compare.rank(compare.comparison(one, "fifo"), "avg_jct_s", one, "fifo")
+    assert set(single[compare.VS_ABOVE][1:]) == {f"vs {p}: one seed, nothing separated" for p in "cba"}
 
 
 def test_zero_waits_make_a_visible_cdf_step_at_zero():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from schedlab.sched.reporting import markdown
+from schedlab.sched.reporting import markdown, paired
 
 if TYPE_CHECKING:
     from schedlab.sched.policy_needs import Fallback
@@ -33,9 +33,10 @@ RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makes
 INTEGER = frozenset({"preemptions"})
 GROUP = ["trace", "cluster"]
 SAME_AS = "same_as"
-#: a ranked table's column: ``≈ <label>`` when the row's ranking metric is within the seed spread
-#: (the larger sample std of the two) of the row ranked just above it
-TIE = "tie"
+#: a ranked table's columns: the paired comparison over seeds (:mod:`~schedlab.sched.reporting.paired`) with
+#: the policy ranked just above and with the baseline, as a cell (``better than fifo: -0.16 [-0.25, -0.08] h,
+#: wins 10/10``)
+VS_ABOVE, VS_BASELINE = "vs_above", "vs_baseline"
 #: optional columns of a live comparison: parameters that differ from the policy's defaults, and the
 #: policy's replays done / running / queued
 KNOBS, PROGRESS = "knobs", "done/running/queued"
@@ -121,35 +122,89 @@ def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str
     return pd.DataFrame(out, columns=columns(tuple(metrics[len(METRICS):])))
 
 
-def rank(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+def rank(table: pd.DataFrame, metric: str, rows: list[dict[str, Any]] | None = None, baseline: str | None = None,
+         method: str = "t") -> pd.DataFrame:
     """Each (trace, cluster) group's rows best first by ``metric`` (:data:`RANKABLE`), rows without
-    a value last, ties within the seed spread marked (:data:`TIE`); groups keep their order."""
+    a value last, groups in their order; with the per-replay ``rows``, each row's paired comparison with
+    the row above and with ``baseline`` (:data:`VS_ABOVE`, :data:`VS_BASELINE`; ``method``: ``t`` or
+    ``bootstrap``)."""
     if metric not in RANKABLE:
         raise ValueError(f"cannot rank by {metric!r}: one of {', '.join(RANKABLE)}")
+    if method not in paired.METHODS:
+        raise ValueError(f"paired interval: method must be one of {', '.join(paired.METHODS)}, got {method!r}")
     if table.empty:
-        return table.assign(**{TIE: pd.Series(dtype=str)})
+        return table.assign(**{VS_ABOVE: pd.Series(dtype=str), VS_BASELINE: pd.Series(dtype=str)})
     order = table.assign(_group=table.groupby(GROUP, sort=False).ngroup())
     order = order.sort_values(["_group", metric], ascending=[True, not RANKABLE[metric]], na_position="last",
                               kind="stable").drop(columns="_group").reset_index(drop=True)
-    order[TIE] = ties(order, metric)
+    pairs = pairs_of(order, rows, baseline, metric, method)
+    cells = {(r["trace"], r["cluster"], r["policy"], r["vs"]): verdict_cell(r, metric) for r in pairs.to_dict("records")}
+    above = [None] + [order["policy"].iloc[i - 1] if tuple(order.iloc[i - 1][GROUP]) == tuple(order.iloc[i][GROUP])
+                      else None for i in range(1, len(order))]
+    keys = list(zip(order["trace"], order["cluster"], order["policy"]))
+    order[VS_ABOVE] = [cells.get((*k, a), "") if a else "" for k, a in zip(keys, above)]
+    order[VS_BASELINE] = [cells.get((*k, baseline), "") for k in keys]
     return order
 
 
-def ties(ranked: pd.DataFrame, metric: str) -> list[str]:
-    """Per row of a ranked table: ``≈ <label above>`` when its ``metric`` differs from the row just
-    above (same trace and cluster) by no more than the larger of the two seed standard deviations,
-    else ``""``. One seed (no spread) ties only on equal values."""
-    out = [""] * len(ranked)
-    std = ranked[std_key(metric)] if std_key(metric) in ranked else pd.Series(math.nan, index=ranked.index)
-    for i in range(1, len(ranked)):
-        above, row = ranked.iloc[i - 1], ranked.iloc[i]
-        if tuple(above[GROUP]) != tuple(row[GROUP]) or pd.isna(above[metric]) or pd.isna(row[metric]):
+def pairs_of(ranked: pd.DataFrame, rows: list[dict[str, Any]] | None, baseline: str | None, metric: str,
+             method: str = "t") -> pd.DataFrame:
+    """The paired comparisons of a ranked table (:func:`paired.comparisons`; none without ``rows``)."""
+    if not rows or baseline is None:
+        return pd.DataFrame(columns=paired.COLUMNS)
+    return paired.comparisons(pd.DataFrame(rows), ranked, baseline, metric, RANKABLE[metric], method)
+
+
+def verdict_cell(pair: dict[str, Any], metric: str) -> str:
+    """A paired comparison as a table cell."""
+    vs = pair["vs"]
+    if pair["verdict"] == paired.ONE_SEED:
+        return f"vs {vs}: one seed, nothing separated"
+    unit = " h" if in_hours(metric) else ""
+    numbers = (f"{_signed(pair['paired_diff_mean'], metric)} [{_signed(pair['ci95_low'], metric)},"
+               f" {_signed(pair['ci95_high'], metric)}]{unit}, wins {pair['wins']}/{pair['seeds']}")
+    word = {paired.BETTER: "better than", paired.WORSE: "worse than"}.get(pair["verdict"], "not separated from")
+    return f"{word} {vs}: {numbers}"
+
+
+def _signed(value: float, metric: str) -> str:
+    text = _number(abs(value), metric, None)
+    return text if math.isnan(value) or value >= 0 else f"−{text}"
+
+
+def csv_frame(ranked: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The comparison CSV: each policy's row once per paired comparison (``vs``: the baseline, the policy
+    ranked above), with ``paired_diff_mean``, ``ci95_low``, ``ci95_high``, ``wins``, ``seeds`` (the seeds
+    both have) and ``verdict``; a row without comparisons (the baseline ranked first, a policy without
+    replays) once with ``vs`` empty."""
+    keep = [c for c in ranked.columns if c not in (VS_ABOVE, VS_BASELINE)]
+    merged = ranked[keep].merge(pairs.rename(columns={"seeds": "paired_seeds"}), on=[*GROUP, "policy"], how="left",
+                                sort=False)
+    merged["seeds"] = merged["paired_seeds"].fillna(merged["seeds"]).astype(int)
+    merged["vs"] = merged["vs"].fillna("")
+    return merged.drop(columns="paired_seeds")
+
+
+def seeds_needed_lines(ranked: pd.DataFrame, rows: list[dict[str, Any]] | None, metric: str) -> list[str]:
+    """Per (trace, cluster): the seeds a paired t test would need to separate the two best policies at
+    95 % with 80 % power, from their observed paired differences."""
+    if not rows:
+        return []
+    frame, lines = pd.DataFrame(rows), []
+    for (trace, cluster), part in ranked.groupby(GROUP, sort=False):
+        top = [p for p in part.dropna(subset=[metric])["policy"]][:2]
+        if len(top) < 2:
             continue
-        spread = max(0.0 if pd.isna(std.iloc[i - 1]) else float(std.iloc[i - 1]),
-                     0.0 if pd.isna(std.iloc[i]) else float(std.iloc[i]))
-        if abs(float(row[metric]) - float(above[metric])) <= spread:
-            out[i] = f"≈ {above['policy']}"
-    return out
+        mine = frame[(frame["trace"] == trace) & (frame["cluster"] == cluster)]
+        both = paired.by_seed(mine, metric)[top].dropna()
+        if len(both) < 2:
+            lines.append(f"{trace} / {cluster}: {top[0]} vs {top[1]}: one seed, no spread to size a test from")
+            continue
+        need = paired.seeds_needed((both[top[0]] - both[top[1]]).to_numpy())
+        text = ("never: their mean paired difference is 0" if need is None
+                else f"{need} seeds to separate them at 95 % with 80 % power")
+        lines.append(f"{trace} / {cluster}: {top[0]} vs {top[1]}, {len(both)} seeds so far: {text}")
+    return lines
 
 
 def in_hours(metric: str) -> bool:
@@ -198,8 +253,9 @@ def shown_columns(table: pd.DataFrame) -> list[str]:
         cols.insert(4, SAME_AS)
     if PROGRESS in table.columns:
         cols.insert(cols.index("seeds") + 1, PROGRESS)
-    if TIE in table.columns and (table[TIE].fillna("") != "").any():
-        cols.insert(cols.index(PROGRESS if PROGRESS in cols else "seeds") + 1, TIE)
+    for column in (VS_BASELINE, VS_ABOVE):
+        if column in table.columns and (table[column].fillna("") != "").any():
+            cols.insert(cols.index(PROGRESS if PROGRESS in cols else "seeds") + 1, column)
     if KNOBS in table.columns and (table[KNOBS] != "").any():
         cols.append(KNOBS)
     return cols
@@ -208,13 +264,15 @@ def shown_columns(table: pd.DataFrame) -> list[str]:
 def legend(baseline: str) -> str:
     return (f"cells: mean ± sample std over seeds, times in hours; *_speedup = {baseline} ÷ policy (> 1: better than {baseline});"
             " avg_wait_s = all time without GPUs (incl. after preemptions), avg_queue_s = to first start;"
-            " same_as: identical results, seed by seed (and which policy lacks what its mechanism needs); tie ≈ X: within the seed spread of X, ranked just above")
+            " same_as: identical results, seed by seed (and which policy lacks what its mechanism needs);"
+            " vs_above, vs_baseline: the paired difference (policy - other) on each seed, its mean, 95 % interval and"
+            " the seeds the policy wins; better / worse when the interval excludes 0, else not separated")
 
 
 def to_markdown(table: pd.DataFrame) -> str:
     head = shown_columns(table)
     lines = ["| " + " | ".join(header(c) for c in head) + " |",
-             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS, TIE) else "---:" for c in head) + "|"]
+             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS, VS_ABOVE, VS_BASELINE) else "---:" for c in head) + "|"]
     for row in table.to_dict("records"):
         lines.append("| " + " | ".join(markdown.text(_cell(row, c)) for c in head) + " |")
     return "\n".join(lines)
@@ -227,7 +285,7 @@ def to_text(table: pd.DataFrame) -> str:
         head = [c for c in head if c not in GROUP]
     cells = [[header(c) for c in head]] + [[_cell(row, c) for c in head] for row in table.to_dict("records")]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
-    left = {*GROUP, "policy", SAME_AS, KNOBS, TIE}
+    left = {*GROUP, "policy", SAME_AS, KNOBS, VS_ABOVE, VS_BASELINE}
     lines = ["  ".join(c.ljust(w) if h in left else c.rjust(w) for c, w, h in zip(r, widths, head)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if GROUP[0] not in head and len(table):

@@ -132,7 +132,7 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
                     spread = row.get(compare.std_key(rank_by))
                     spread = 0.0 if spread is None or pd.isna(spread) else float(spread) / scale
                     out.append(f"<td data-v='{mean}'>{_strip(mean, spread, dots, base, lo, hi, colour)}</td>")
-                elif c == compare.TIE:
+                elif c in (compare.VS_ABOVE, compare.VS_BASELINE):
                     out.append(f"<td class='tie'>{text}</td>")
                 elif c in (compare.SAME_AS, compare.KNOBS, compare.PROGRESS):
                     out.append(f"<td>{text}</td>")

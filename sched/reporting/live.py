@@ -104,7 +104,21 @@ class LiveTable:
         table[compare.PROGRESS] = [self._progress(groups[(t, c, p)])
                                    for t, c, p in zip(table["trace"], table["cluster"], table["policy"])]
         table[compare.KNOBS] = [self._knobs.get(p, "") for p in table["policy"]]
-        return compare.rank(table, self.rank_by)
+        return compare.rank(table, self.rank_by, rows, self.config.baseline_label, self.config.paired_interval)
+
+    def csv(self, table: pd.DataFrame) -> pd.DataFrame:
+        """``comparison.csv``: the table with each policy's paired comparisons (:func:`compare.csv_frame`)."""
+        pairs = compare.pairs_of(table, self.finished_rows(), self.config.baseline_label, self.rank_by,
+                                 self.config.paired_interval)
+        return compare.csv_frame(table, pairs)
+
+    def seeds_needed(self, table: pd.DataFrame, item: str = "  ") -> str:
+        """The lines shown with the table (each begun with ``item``): the seeds that would separate the two
+        best policies."""
+        lines = compare.seeds_needed_lines(table, self.finished_rows(), self.rank_by)
+        head = "seeds needed (paired t test, 95 %, 80 % power, from the observed spread):"
+        return "\n".join([head, *(item + (markdown.text(line) if item.startswith("-") else line) for line in lines)]) \
+            if lines else ""
 
     @staticmethod
     def _progress(counts: dict[str, int]) -> str:
@@ -120,7 +134,8 @@ class LiveTable:
                 + (f"{markdown.block(config.description.strip())}\n\n" if config.description else "")
                 + f"{done} of {total} replays finished; {len(config.seeds)} seed(s);"
                 f" {compare.legend(baseline)}; knobs: parameters that differ from the policy's"
-                " defaults.\n\n" + compare.to_markdown(table) + "\n")
+                " defaults.\n\n" + compare.to_markdown(table) + "\n"
+                + (f"\n{needed}\n" if (needed := self.seeds_needed(table, "- ")) else ""))
 
     def headline_bars(self, table: pd.DataFrame, folder: Path) -> dict[str, bytes]:
         """The headline bars of each (trace, cluster) whose baseline has a finished replay, drawn in
@@ -154,7 +169,7 @@ class LiveTable:
     def podium(self, table: pd.DataFrame, top: int = 3) -> str:
         """The first lines of the parent run's description (all MLflow shows before "Show more"): per
         trace and cluster, the best ``top`` policies with the ranking metric, the speed-up over the
-        baseline and ties."""
+        baseline and the paired verdict against the policy above."""
         baseline, lines = markdown.text(self.config.baseline_label), []
         for (trace, cluster), part in table.groupby(compare.GROUP, sort=False):
             part = part.dropna(subset=[self.rank_by]).head(top)
@@ -164,7 +179,7 @@ class LiveTable:
             cells = []
             for i, row in enumerate(part.to_dict("records")):
                 speed = f", {row[ratio]:.2f}x {baseline}" if ratio and pd.notna(row.get(ratio)) else ""
-                tie = f" ({markdown.text(row[compare.TIE])})" if row.get(compare.TIE) else ""
+                tie = f" ({markdown.text(row[compare.VS_ABOVE])})" if row.get(compare.VS_ABOVE) else ""
                 cells.append(f"{i + 1}. **{markdown.text(row['policy'])}** {compare._cell(row, self.rank_by)}"
                              f"{' h' if compare.in_hours(self.rank_by) else ''}{speed}{tie}")
             lines.append(f"**{markdown.text(trace)} / {markdown.text(cluster)}**, best by `{self.rank_by}`: "

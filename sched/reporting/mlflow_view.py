@@ -41,7 +41,8 @@ POLICY_ROW_TAG = "schedlab.policy_row"  # a policy run's identity within its com
 COMPARISON_TAG = "schedlab.comparison_run"  # a policy run -> the experiment's parent run
 POLICY_KIND = "policy"
 REPLAYS_TAG = "schedlab.replays"  # a policy run's replays done/running/queued (live comparison)
-TIE_TAG = "schedlab.tie"  # "≈ <label>": within the seed spread of the policy ranked just above
+VS_ABOVE_TAG = "schedlab.vs_above"  # the paired verdict against the policy ranked just above (compare.VS_ABOVE)
+VS_BASELINE_TAG = "schedlab.vs_baseline"  # ... and against the baseline
 RUN_COLOR_TAG = "mlflow.runColor"  # the UI's colour of a run (its table swatch, its bars and lines)
 #: the runs view of a comparison: one row per policy
 COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
@@ -125,7 +126,7 @@ def comparison_view_state(rank_by: str = "avg_jct_s") -> dict[str, Any]:
     best first by ``rank_by`` (:data:`compare.RANKABLE`), the headline metrics as columns, every run (not only the first 10) in the
     chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
     columns = ([f"metrics.`{m}`" for m in VIEW_COLUMNS]
-               + [f"tags.`{TIE_TAG}`", "tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"])
+               + [f"tags.`{VS_BASELINE_TAG}`", f"tags.`{VS_ABOVE_TAG}`", "tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"])
     charts, sections = chart_config(rank_by)
     return {"searchFilter": COMPARISON_FILTER, "orderByKey": f"metrics.`{rank_by}`",
             "orderByAsc": not compare.RANKABLE[rank_by],
@@ -290,7 +291,8 @@ def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[
     metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},
                **{k: row[k] for k in compare.RATIOS.values()}}
     shown = {k: _shown(k, v) for k, v in metrics.items() if _finite(v)}
-    tags = {NOTE_TAG: note, "schedlab.same_as": row.get(compare.SAME_AS) or "", TIE_TAG: row.get(compare.TIE) or "",
+    tags = {NOTE_TAG: note, "schedlab.same_as": row.get(compare.SAME_AS) or "", VS_ABOVE_TAG: row.get(compare.VS_ABOVE) or "",
+            VS_BASELINE_TAG: row.get(compare.VS_BASELINE) or "",
             **({RUN_COLOR_TAG: colours[label]} if colours and label in colours else {}),
             **({REPLAYS_TAG: row[compare.PROGRESS]} if compare.PROGRESS in row else {})}
     return name, note, shown, tags

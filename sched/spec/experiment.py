@@ -39,6 +39,8 @@ traces, loads, clusters, policies and seeds, validated with the same checks as a
                                      #   lent to training (Lyra; clusters need an inference pool)
     time_limit_s: 7200               # a replay still running after this is stopped and fails (the
                                      #   policy's call in progress named); --time-limit overrides it
+    paired_interval: t               # the comparison's paired 95 % intervals over seeds: t (Student) or
+                                     #   bootstrap (percentile, 2,000 resamples)
 
 Every (trace, load, cluster, policy, params, seed) is one replay, an :class:`ExperimentReplay`: the
 experiment's names for it (label, trace label) and, through :meth:`ExperimentReplay.spec`, the
@@ -164,6 +166,8 @@ class ExperimentSpec(UserModel):
     #: seconds a replay may run before it is stopped and fails (a policy that never returns; the shipped
     #: set-ups' longest replay takes about 10 minutes)
     time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
+    #: how the comparison's paired intervals over seeds are computed (sched/reporting/paired.py)
+    paired_interval: Literal["t", "bootstrap"] = "t"
 
     _restore = field_validator("preemption_overhead_s", mode="before")(
         lambda cls, value: fields.restore_overhead(value))
