@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 
 DEFAULT = ["ranking-castor-t5", "ranking-sjf-bsbf-iii", "ranking-showdown"]
@@ -40,24 +38,6 @@ def split_label(label: str) -> tuple[str, str]:
     """``castor~noisy-0.5`` -> (``castor``, ``noisy-0.5``); a label without ``~`` is the oracle run."""
     policy, _, mode = label.partition("~")
     return policy, mode or "oracle"
-
-
-def paired_difference(diffs: np.ndarray) -> SimpleNamespace:
-    """Mean of per-seed differences with its 95 % Student-t interval, the seeds where it is > 0 and a verdict
-    (``better``: interval above 0, ``worse``: below, else ``not separated at 95 %``; one seed separates
-    nothing)."""
-    from scipy import stats
-
-    d = np.asarray(diffs, dtype=float)
-    n, mean = len(d), float(d.mean())
-    if n < 2:
-        low = high = float("nan")
-    elif np.all(d == d[0]):
-        low = high = mean
-    else:
-        low, high = (float(x) for x in stats.t.interval(0.95, n - 1, loc=mean, scale=stats.sem(d)))
-    verdict = "better" if low > 0 else "worse" if high < 0 else "not separated at 95 %"
-    return SimpleNamespace(mean=mean, ci_low=low, ci_high=high, wins=int((d > 0).sum()), seeds=n, verdict=verdict)
 
 
 def per_seed_jct(config: str, cache: str, workers: int) -> pd.DataFrame:
@@ -115,31 +95,35 @@ def order_pairs(config: str, order: list[str]) -> list[tuple[str, str]]:
 
 
 def pair_verdicts(wide: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
-    """For each (a, b) and mode: b's average JCT minus a's per seed, paired (:func:`paired_difference`):
-    mean (h), 95 % interval, seeds where a is better, and whether the oracle order holds."""
+    """For each (a, b) and mode: b's average JCT minus a's per seed, paired (:func:`paired.paired`): mean
+    (h), 95 % interval, seeds where a is better, and whether the oracle order holds."""
+    from schedlab.sched.reporting import paired
+
     rows = []
     for a, b in pairs:
         for mode in MODES:
-            diff = (wide.loc[b, mode] - wide.loc[a, mode]).dropna() / HOUR  # > 0: a better
-            test = paired_difference(diff.to_numpy())
-            holds = "kept" if test.verdict == "better" else "flipped" if test.verdict == "worse" else "not separated"
+            both = pd.concat([wide.loc[b, mode], wide.loc[a, mode]], axis=1, keys=["b", "a"]).dropna() / HOUR
+            test = paired.paired(both["b"], both["a"], a, higher_is_better=True)  # b - a > 0: a better
+            holds = "kept" if test.verdict == paired.BETTER else "flipped" if test.verdict == paired.WORSE else "not separated"
             rows.append({"better (oracle)": a, "worse (oracle)": b, "mode": mode, "diff_h": test.mean,
-                         "ci95_low_h": test.ci_low, "ci95_high_h": test.ci_high, "a_wins": test.wins,
+                         "ci95_low_h": test.low, "ci95_high_h": test.high, "a_wins": test.wins,
                          "seeds": test.seeds, "order": holds})
     return pd.DataFrame(rows)
 
 
 def losses(wide: pd.DataFrame, policies: list[str]) -> pd.DataFrame:
     """Each duration reader under each estimate against its own oracle run (hours, paired over seeds)."""
+    from schedlab.sched.reporting import paired
+
     rows = []
     for policy in policies:
         for mode in MODES[1:]:
-            diff = (wide.loc[policy, mode] - wide.loc[policy, "oracle"]).dropna() / HOUR
-            test = paired_difference(diff.to_numpy())
-            base = wide.loc[policy, "oracle"].mean() / HOUR
+            both = wide.loc[policy, [mode, "oracle"]].dropna() / HOUR
+            test = paired.paired(both[mode], both["oracle"], "oracle")  # lower JCT is better
+            base = both["oracle"].mean()
             rows.append({"policy": policy, "mode": mode, "oracle_h": base, "loss_h": test.mean,
-                         "loss_pct": 100 * test.mean / base, "ci95_low_h": test.ci_low, "ci95_high_h": test.ci_high,
-                         "verdict": {"better": "worse than oracle", "worse": "better than oracle"}.get(
+                         "loss_pct": 100 * test.mean / base, "ci95_low_h": test.low, "ci95_high_h": test.high,
+                         "verdict": {paired.BETTER: "better than oracle", paired.WORSE: "worse than oracle"}.get(
                              test.verdict, test.verdict)})
     return pd.DataFrame(rows)
 
