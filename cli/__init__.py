@@ -12,6 +12,7 @@ import sys
 from schedlab import __version__, settings
 from schedlab.cli import (
     check_policy,
+    compare,
     end_to_end,
     experiment,
     fit,
@@ -31,7 +32,7 @@ from schedlab.sched.traces import TraceError
 DESCRIPTION = ("Replay GPU-cluster job traces through schedulers, run experiments over Dask tracked in"
                " MLflow, profile training workloads and fit the models that decide how fast shared jobs run.")
 #: the sub-commands, in the order ``--help`` lists them
-COMMANDS = (replay, policies, check_policy, experiment, ui, status, serve, nightly, reproduce, end_to_end, profile, fit)
+COMMANDS = (replay, policies, check_policy, experiment, compare, ui, status, serve, nightly, reproduce, end_to_end, profile, fit)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -253,9 +253,7 @@ def shown_columns(table: pd.DataFrame) -> list[str]:
         cols.insert(4, SAME_AS)
     if PROGRESS in table.columns:
         cols.insert(cols.index("seeds") + 1, PROGRESS)
-    for column in (VS_BASELINE, VS_ABOVE):
-        if column in table.columns and (table[column].fillna("") != "").any():
-            cols.insert(cols.index(PROGRESS if PROGRESS in cols else "seeds") + 1, column)
+    cols += [c for c in (VS_ABOVE, VS_BASELINE) if c in table.columns and (table[c].fillna("") != "").any()]
     if KNOBS in table.columns and (table[KNOBS] != "").any():
         cols.append(KNOBS)
     return cols

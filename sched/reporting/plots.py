@@ -493,3 +493,23 @@ def smact_cdf(series: Mapping[str, Sequence[pd.DataFrame]], path: Path, title: s
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, ncol=ncol, frameon=False)
     fig.savefig(path)
     return path
+
+
+def job_scatter(both: pd.DataFrame, a: str, b: str, path: Path) -> Path:
+    """Each job's JCT under ``a`` against under ``b`` (hours, log-log), coloured by its GPU count, the
+    diagonal drawn: above it, ``a`` was faster for the job (``both``: :func:`drilldown.paired_jobs` rows)."""
+    fig = _figure(6.4, 5.6)
+    ax = fig.add_subplot()
+    x, y = both["jct_s_a"].to_numpy(float) / 3600, both["jct_s_b"].to_numpy(float) / 3600
+    points = ax.scatter(x, y, c=np.log2(both["num_gpus_a"].to_numpy(float)), cmap="viridis", s=6, alpha=0.6,
+                        linewidths=0)
+    low, high = max(min(x.min(), y.min()), 1e-4), max(x.max(), y.max())
+    ax.plot([low, high], [low, high], color="0.4", linewidth=0.8, linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"JCT under {a} (h)")
+    ax.set_ylabel(f"JCT under {b} (h)")
+    ax.set_title(f"{len(both):,} jobs: above the diagonal, {a} was faster", fontsize=9)
+    bar = fig.colorbar(points, ax=ax)
+    bar.set_label("GPUs (log2)")
+    return save(fig, path)
