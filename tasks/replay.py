@@ -13,6 +13,7 @@ The result is small: run id, status, key and the summary's numbers (never tables
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -93,6 +94,7 @@ class JobsDone:
 def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
     """Run one replay and log it as one MLflow run (exactly once per key). Plain function: the
     Prefect task below wraps it; tests and serial benchmarks call it directly."""
+    from schedlab.sched.reporting.drilldown import fairness
     from schedlab.sched.reporting.experiment import replay_figures
 
     c = client(uri)
@@ -133,7 +135,9 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
-        metrics = {**run_metrics(summary), **applied_metrics(result)}
+        gpus = cluster.training_pool.servers * cluster.training_pool.gpus_per_server
+        metrics = {**run_metrics(summary), **applied_metrics(result),
+                   **{k: v for k, v in fairness(result.jobs, gpus).items() if math.isfinite(v)}}
         unused = result.unused  # a model or option that changed nothing (sched/results/applied.py)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                                      tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
@@ -141,8 +145,7 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
             out = Path(tmp)
             result.summary = summary
             result.write(out)
-            replay_figures(result, out, spec.run_name, cluster.training_pool.servers * cluster.training_pool.gpus_per_server,
-                           label=spec.label)
+            replay_figures(result, out, spec.run_name, gpus, label=spec.label)
             retrying(lambda: c.log_artifacts(run_id, str(out)))
         retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 #: headline metrics (MLflow keys), averaged over seeds, with their spread in ``<key>_std``
 METRICS = ("avg_jct_s", "p95_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "gpu_util", "preemptions")
-#: metrics only some experiments have (the SM-activity distribution needs ``smact_profiles``): columns
-#: only when a replay reported them
-OPTIONAL = ("smact_mean", "smact_high_share")
+#: metrics only some experiments have (the SM-activity distribution needs ``smact_profiles``; the
+#: fairness figures of sched/reporting/drilldown.py come with tracked replays): columns only when a
+#: replay reported them
+OPTIONAL = ("slowdown_p99", "ftf_rho_mean", "smact_mean", "smact_high_share")
 #: metric -> key of its baseline ÷ policy ratio
 RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makespan_s": "makespan_speedup"}
 #: metrics shown as whole numbers
