@@ -163,8 +163,62 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_yaml(text: Any) -> Any:
+class YAMLLimitError(yaml.YAMLError):
+    """YAML that refers to itself through an alias, nests too deeply or expands (aliases followed) to too
+    many values: refused before any value is built from it."""
+
+
+#: the most values (scalars, lists, mappings; each alias counted as what it expands to) a YAML document
+#: may hold: 600 x the largest shipped file, and an alias bomb ("billion laughs") is refused at once
+MAX_YAML_NODES = 1_000_000
+MAX_YAML_DEPTH = 100  # lists and mappings inside each other
+
+
+def load_yaml(text: Any, *, max_nodes: int = MAX_YAML_NODES) -> Any:
     """YAML text (or a stream) as :func:`yaml.safe_load` reads it, but a key given twice in a mapping is
     an error (:class:`DuplicateKeyError`, a ``yaml.YAMLError`` naming the line) instead of the last
-    one winning."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
+    one winning, and a document that refers to itself, nests deeper than :data:`MAX_YAML_DEPTH` or
+    expands to more than ``max_nodes`` values is refused (:class:`YAMLLimitError`)."""
+    loader = _StrictLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise YAMLLimitError(f"nested more than {MAX_YAML_DEPTH} lists or mappings deep") from None
+        if node is None:
+            return None
+        _check_expansion(node, max_nodes)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, max_nodes: int) -> None:
+    """Walk the composed document once (a node an alias shares counted where each alias uses it): raise
+    :class:`YAMLLimitError` for a node inside itself, too deep a nesting or too many values."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes being walked: an alias to one of them is inside its own anchor
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        children = ([c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            open_.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[key] > max_nodes:
+                raise YAMLLimitError(f"line {node.start_mark.line + 1}: expands to more than {max_nodes:,} values"
+                                     " (aliases followed)")
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            raise YAMLLimitError(f"line {node.start_mark.line + 1}: a value that contains itself (an alias"
+                                 " inside its own anchor)")
+        if depth > MAX_YAML_DEPTH:
+            raise YAMLLimitError(f"line {node.start_mark.line + 1}: nested more than {MAX_YAML_DEPTH} lists or"
+                                 " mappings deep")
+        open_.add(key)
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children)

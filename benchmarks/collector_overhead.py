@@ -5,7 +5,7 @@ sampling in the parent -- host (psutil), dcgm-exporter (a local server serving r
 exporter text, when no --dcgm-url is given), and NVML when a GPU is present -- in
 interleaved A/B order, and compares the medians over runs of each run's median iteration time.
 
-    python benchmarks/collector_overhead.py [--reps 5] [--seconds 4] [--threads 2]
+    python -m schedlab.benchmarks.collector_overhead [--reps 5] [--seconds 4] [--threads 2]
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ same Prefect task, MLflow logging and plots) and on a 2-worker LocalCluster. Pri
   compute, trace loading included) / 12 (target < 1.5 s);
 * the fixed start-up (Prefect API, LocalCluster) outside the flow, for information.
 
-    python benchmarks/experiment_overhead.py [--jobs 10000] [--home DIR]
+    python -m schedlab.benchmarks.experiment_overhead [--jobs 10000] [--home DIR]
 
 Each run uses a fresh experiment name, so nothing is skipped as already logged.
 """

@@ -16,7 +16,7 @@ time spent in coordination steps (``coord``) and in the base policy (``base``: i
 and ``schedule``, including the engine calls they make, e.g. starts); plus the number of searches
 and the policy's mean search length (simulated seconds, Fig. 15's quantity) from its ``metrics()``.
 
-    python benchmarks/gimbal_speed.py [--trace PATH] [--policy gimbal-jct …] [--gavel-jobs N]
+    python -m schedlab.benchmarks.gimbal_speed [--trace PATH] [--policy gimbal-jct …] [--gavel-jobs N]
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import json
 import time
 from array import array
 
-from common import DEFAULT_TRACE, ROOT, peak_mb, require_trace, run_isolated
+from schedlab.benchmarks.common import DATA, DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 POLICIES = ["gimbal-jct", "gimbal-deadline", "gimbal-makespan"]
 ROUND_BASED = {"gimbal-makespan"}
-GAVEL_TABLE = ROOT.parent / "shared" / "data" / "profiles" / "gavel" / "simulation_throughputs.json"
+GAVEL_TABLE = DATA / "profiles" / "gavel" / "simulation_throughputs.json"
 
 
 def _percentile(values, q: float) -> float:
@@ -67,12 +67,12 @@ def instrument() -> tuple[array, list[float]]:
     """Make every policy that ``replay`` builds time its ``on_timer`` calls for Gimbal's own timers
     (payloads tagged by the coordinator) and its base policy's handlers; returns the array (seconds)
     of coordination steps and the one-element list of base seconds the replay fills."""
-    import schedlab.sched.replay as replay_module
+    import schedlab.sched.parts as parts_module  # the one module that makes each replay's policies
     from schedlab.sched.policies.gimbal.search import TAG
 
     steps = array("d")
     base_s = [0.0]
-    make_policy = replay_module.make_policy
+    make_policy = parts_module.make_policy
     clock = time.perf_counter
 
     def make_timed_policy(name, params=None, **kwargs):  # kwargs: make_policy's source=
@@ -92,12 +92,12 @@ def instrument() -> tuple[array, list[float]]:
             _time_base(policy.base, base_s, clock)
         return policy
 
-    replay_module.make_policy = make_timed_policy
+    parts_module.make_policy = make_timed_policy
     return steps, base_s
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str, interference: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -143,7 +143,7 @@ def main() -> None:
           f" {'searches':>8s} {'search s':>8s} {'shared':>6s}")
     for policy in args.policy:
         jobs = args.gavel_jobs if policy in ROUND_BASED and not args.jobs else args.jobs
-        r = run_isolated(__file__, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
+        r = run_isolated(__spec__.name, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
                                     "--jobs", str(jobs), "--interference", args.interference])
         note = "  (round-based base: first jobs only)" if policy in ROUND_BASED and jobs else ""
         print(f"{policy:16s} {r['jobs']:6d} {r['seconds']:8.2f} {r['jobs_per_s']:7.0f} {r['cpu_s']:7.2f}"

@@ -7,7 +7,7 @@ on on-loan servers), then times, per strategy and reclaim size N_R, the whole de
 makes: building the view from the cluster and choosing the servers (median and max wall time over
 repetitions, and the median CPU time, which a loaded machine disturbs less).
 
-    python benchmarks/lyra_reclaim.py [--loaned 190] [--reps 30] [--seed 0]
+    python -m schedlab.benchmarks.lyra_reclaim [--loaned 190] [--reps 30] [--seed 0]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 memory < 1 GB): ``lyra`` with elastic scaling only, and Table 5's set-up *with loaning* — ``lyra``
 (loaning + scaling) and ``opportunistic`` — on the calibrated cluster plus an inference pool.
 
-The set-up (shared with ``lyra_digests.py``; tell whoever reproduces Table 5 to use the same):
+The set-up (shared with the Lyra digest tests, ``tests/test_digests_lyra.py``; tell whoever reproduces Table 5 to use the same):
 
 - trace: the busiest 15 days of Philly (from day 40, 23,437 jobs after dropping jobs > 672 GPUs),
   ``lyra_scenario(table, "basic", seed=0)``;
@@ -18,7 +18,7 @@ Every replay runs in a fresh interpreter (``common.run_isolated``), so its peak 
 (``ru_maxrss``: interpreter, pandas and the trace included) is its own; the replay's wall and CPU
 (``process_time``: less sensitive to a shared, loaded machine) times exclude loading the trace.
 
-    python benchmarks/lyra_speed.py [--trace PATH] [--inference PATH] [--only loaning|scaling|mckp]
+    python -m schedlab.benchmarks.lyra_speed [--trace PATH] [--inference PATH] [--only loaning|scaling|mckp]
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import json
 import time
 
 import numpy as np
-from common import DEFAULT_TRACE, ROOT, peak_mb, require_trace, run_isolated
+from schedlab.benchmarks.common import DATA, DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 WINDOW_START_S = 3_456_000.0  # the busiest 15 days of the Philly trace (day 40): 23,437 jobs
 TRAINING_SERVERS = 84  # calibrated: FIFO training usage 0.71, mean queueing 3,303 s (Table 5: 0.72, 3,072 s)
 INFERENCE_SERVERS = 99  # 84 x 520 / 443 (Lyra §7.1: 443 training, 520 inference servers), rounded
-DEFAULT_INFERENCE = ROOT.parent / "shared" / "data" / "inference" / "servegen_total_rate_per_10min.csv"
+DEFAULT_INFERENCE = DATA / "inference" / "servegen_total_rate_per_10min.csv"
 CASES = {  # name -> (policy, params, with the inference pool)
     "lyra-scaling": ("lyra", None, False),
     "lyra-loaning": ("lyra", None, True),
@@ -51,7 +51,7 @@ def lyra_sim():
 
 
 def load_table(trace: str):
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
     from schedlab.sched.traces import LoadOptions, load_trace
 
     table, _ = load_trace(trace, fmt="philly", options=LoadOptions(
@@ -132,7 +132,7 @@ def main() -> None:
     require_trace(args.trace)
     cases = {"scaling": ["lyra-scaling"], "loaning": ["lyra-loaning", "opportunistic"]}.get(args.only, list(CASES))
     for case in cases:
-        r = run_isolated(__file__, [case, "--trace", args.trace, "--inference", args.inference])
+        r = run_isolated(__spec__.name, [case, "--trace", args.trace, "--inference", args.inference])
         ops = ", ".join(f"{k} {r[k]}" for k in ("loan_ops", "reclaim_ops", "servers_reclaimed", "reclaim_preemptions",
                                                 "reclaim_shrinks", "scaling_ops") if k in r)
         solve = f"MCKP max {r['mckp_max_solve_s'] * 1e3:.2f} ms" if "mckp_max_solve_s" in r else ""

@@ -3,7 +3,7 @@
 replay of a study workload (docs/explanation/pollux.md): objective ratio (ours / GA; >= 1 means we reach at
 least the GA's value) and solve times.
 
-    python benchmarks/pollux_optimiser.py [--data ../shared/data/profiles/pollux] [--workload 6]
+    python -m schedlab.benchmarks.pollux_optimiser [--data PATH/profiles/pollux] [--workload 6]
         [--load 1.0] [--states 20] [--population 100] [--generations 100]
 """
 
@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "profiles" / "pollux"
+from schedlab.benchmarks.common import DATA
+
+DEFAULT_DATA = DATA / "profiles" / "pollux"
 FOLDERS = {0.5: "workloads-0.5", 1.0: "workloads", 1.5: "workloads-1.5", 2.0: "workloads-2.0"}
 
 

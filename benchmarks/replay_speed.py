@@ -3,7 +3,7 @@
 Each (policy, size) runs in a fresh subprocess so its peak memory (max RSS, including Python, pandas
 and the loaded trace) is its own. Prints jobs/s, replay seconds, peak MB and the growth ratio.
 
-    python benchmarks/replay_speed.py [--trace PATH] [--policy fifo sjf …] [--sizes 10000 40000 0]
+    python -m schedlab.benchmarks.replay_speed [--trace PATH] [--policy fifo sjf …] [--sizes 10000 40000 0]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 import json
 import time
 
-from common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
+from schedlab.benchmarks.common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 
 def one(trace: str, policy: str, size: int, cluster: str) -> dict:
@@ -54,7 +54,7 @@ def main() -> None:
     print(f"{'policy':10s} {'jobs':>7s} {'seconds':>8s} {'jobs/s':>9s} {'peak MB':>8s} {'s per 1k jobs':>13s}")
     for policy in args.policy:
         for size in args.sizes:
-            r = run_isolated(__file__, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
+            r = run_isolated(__spec__.name, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
                                         "--sizes", str(size)])
             print(f"{policy:10s} {r['jobs']:7d} {r['seconds']:8.2f} {r['jobs_per_s']:9.0f} {r['peak_mb']:8.0f}"
                   f" {1000 * r['seconds'] / r['jobs']:13.3f}", flush=True)

@@ -7,7 +7,7 @@ pandas) and prints: jobs, load seconds, replay seconds (engine, job table and su
 load + replay, and peak MB. ``--head N`` also loads only the first N jobs of each file
 (``--max-jobs N``), which shows whether the loader reads only what it needs.
 
-    python benchmarks/scale.py [--sizes 100000 1000000 10000000] [--policy fifo] [--head 1000]
+    python -m schedlab.benchmarks.scale [--sizes 100000 1000000 10000000] [--policy fifo] [--head 1000]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from common import peak_mb, run_isolated
+from schedlab.benchmarks.common import peak_mb, run_isolated
 
 
 def trace_path(directory: Path, jobs: int) -> Path:
@@ -73,7 +73,7 @@ def main() -> None:
         path = str(generate(directory, size))
         runs = [("load+replay", 0)] + ([(f"first {args.head}", args.head)] if args.head else [])
         for mode, head in runs:
-            r = run_isolated(__file__, [path, "--policy", args.policy, "--cluster", args.cluster,
+            r = run_isolated(__spec__.name, [path, "--policy", args.policy, "--cluster", args.cluster,
                                         "--head", str(head)])
             total = r["load_s"] + r["replay_s"]
             rate = f"{r['jobs'] / total:8.0f}" if not head else f"{'':8s}"

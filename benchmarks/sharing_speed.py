@@ -16,7 +16,7 @@ instance's ``schedule`` with a timer:
   jobs they started); mean and p99, in microseconds. Restarts (gavel, gandiva) count as starts.
 - **pass**: every ``schedule`` call, whether or not it started anything; mean and p99.
 
-    python benchmarks/sharing_speed.py [--trace PATH] [--policy sjf-bsbf castor …] [--gavel-jobs 10000]
+    python -m schedlab.benchmarks.sharing_speed [--trace PATH] [--policy sjf-bsbf castor …] [--gavel-jobs 10000]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import json
 import time
 from array import array
 
-from common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
+from schedlab.benchmarks.common import DEFAULT_TRACE, peak_mb, require_trace, run_isolated
 
 POLICIES = ["sjf-ffs", "sjf-bsbf", "castor", "lucid", "gandiva", "gavel"]
 ROUND_BASED = {"gavel"}
@@ -41,7 +41,7 @@ def _percentile(values, q: float) -> float:
 def instrument():
     """Make every policy that ``replay`` builds time its ``schedule`` calls; count engine starts.
     Returns the ``(decisions, passes)`` arrays (seconds) the replay fills."""
-    import schedlab.sched.replay as replay_module
+    import schedlab.sched.parts as parts_module  # the one module that makes each replay's policies
     from schedlab.sched.core.engine import Engine
 
     decisions, passes = array("d"), array("d")
@@ -53,7 +53,7 @@ def instrument():
         starts[0] += ok
         return ok
 
-    make_policy = replay_module.make_policy
+    make_policy = parts_module.make_policy
 
     def make_timed_policy(name, params=None, **kwargs):  # kwargs: make_policy's source=
         policy = make_policy(name, params, **kwargs)
@@ -74,12 +74,12 @@ def instrument():
         return policy
 
     Engine.start = counting_start
-    replay_module.make_policy = make_timed_policy
+    parts_module.make_policy = make_timed_policy
     return decisions, passes
 
 
 def one(trace: str, policy: str, max_jobs: int, cluster: str) -> dict:
-    from schedlab.sched.traces.annotate import annotate
+    from schedlab.sched.models.annotate import annotate
     from schedlab.sched.replay import ReplaySpec, prepare, run
     from schedlab.sched.traces import LoadOptions, load_trace
 
@@ -129,7 +129,7 @@ def main() -> None:
           f" {'pass p99 us':>11s} {'shared':>6s}")
     for policy in args.policy:
         jobs = args.gavel_jobs if policy in ROUND_BASED and not args.jobs else args.jobs
-        r = run_isolated(__file__, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
+        r = run_isolated(__spec__.name, ["--trace", args.trace, "--cluster", args.cluster, "--policy", policy,
                                     "--jobs", str(jobs)])
         note = "  (round-based: first jobs only)" if policy in ROUND_BASED and jobs else ""
         print(f"{policy:9s} {r['jobs']:6d} {r['seconds']:8.2f} {r['jobs_per_s']:7.0f} {r['peak_mb']:7.0f}"

@@ -36,15 +36,15 @@ SOURCES: dict[str, str] = {
 SCHEMAS: list[tuple[str, str, str]] = [
     ("Experiment file", "`conf/experiments/*.yaml`, `schedlab experiment PATH`; every key explained with an example in"
      " [Experiments and their YAML](../how-to/experiments.md#experiment-files-confexperimentsyaml)",
-     "schedlab.tasks.config:ExperimentConfig"),
+     "schedlab.sched.spec:ExperimentSpec"),
     ("Cluster file", "`conf/clusters/*.yaml`, `--cluster PATH`; see [Clusters](../how-to/clusters.md)",
      "schedlab.sched.core.cluster:ClusterSpec"),
     ("Trace loader options", "a trace's `options:` in an experiment, the `replay` flags of the same names",
      "schedlab.sched.traces:LoadOptions"),
     ("Inference servers lent to training", "an experiment's `inference:`, the `--inference-*` flags",
      "schedlab.sched.core.pools:LoanOptions"),
-    ("Lyra annotation", "`annotate: {scheme: lyra, ...}`", "schedlab.sched.traces.annotate:LyraScheme"),
-    ("Gimbal annotation", "`annotate: {scheme: gimbal, ...}`", "schedlab.sched.traces.annotate:GimbalScheme"),
+    ("Lyra annotation", "`annotate: {scheme: lyra, ...}`", "schedlab.sched.models.annotate:LyraScheme"),
+    ("Gimbal annotation", "`annotate: {scheme: gimbal, ...}`", "schedlab.sched.models.annotate:GimbalScheme"),
     ("Profiling sweep: one configuration", "what each entry of a sweep's `solo` grid expands to"
      " (`conf/sweeps/*.yaml`; the file's keys are on the profiling page)", "schedlab.profiling.sweep:SoloConfig"),
     ("Profiling sweep: one pair", "what each entry of a sweep's `pair` grid expands to",

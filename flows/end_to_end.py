@@ -30,7 +30,7 @@ from schedlab import settings
 import yaml
 from prefect import flow
 from prefect.states import Failed
-from schedlab.tasks.config import load_config
+from schedlab.sched.spec import load_config
 from schedlab.tasks import tracking
 from schedlab.tasks.fit import KINDS, fit_task
 from schedlab.tasks.profile import profile_task, read_sweep
@@ -117,7 +117,7 @@ def run_end_to_end(sweep: str = DEFAULT_SWEEP, experiment: str = DEFAULT_EXPERIM
     """Check the sweep, the experiment file, the tracking store and the Dask address, then run
     :func:`end_to_end` (replays on a LocalCluster unless ``dask_address``). Raises FileNotFoundError /
     ValueError (sweep), ConfigError, TrackingError or DaskUnreachable before any work."""
-    from schedlab.flows.experiment import orchestration
+    from schedlab.flows.orchestration import orchestration
 
     home = settings.Settings.from_env(home).apply().home
     logging.getLogger("distributed").setLevel(logging.WARNING)

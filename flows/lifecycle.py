@@ -8,8 +8,8 @@
 * :func:`crash_stale_flow_runs`: each experiment flow run is tagged with its experiment and its
   process (``host:pid``); the next run of the experiment marks ``CRASHED`` (Prefect's client API)
   those still RUNNING/PENDING whose process is dead on this host, with their unfinished task runs.
-* :func:`kill_orphaned_replays`: after an interrupted experiment has stopped its workers, the MLflow
-  replay runs they had in flight are marked ``KILLED``.
+* after an interrupted experiment has stopped its workers, the MLflow replay runs they had in flight
+  are marked ``KILLED`` (:func:`schedlab.tasks.experiment.kill_orphaned_replays`).
 """
 
 from __future__ import annotations
@@ -109,24 +109,6 @@ def crash_stale_flow_runs(uri: str, name: str) -> list[str]:
                 prefect.set_task_run_state(task_run.id, Crashed(message=message), force=True)
             crashed.append(str(run.id))
     return crashed
-
-
-def kill_orphaned_replays(uri: str, name: str) -> list[str]:
-    """Mark KILLED the replay runs of experiment ``name`` left RUNNING by a process no longer working
-    on them (:func:`schedlab.tasks.tracking.is_live`: dead on this host, or its lease expired), as an
-    interrupted experiment leaves those its stopped workers had in flight. Returns their ids."""
-    from schedlab.tasks import tracking
-
-    c = tracking.client(uri)
-    experiment = tracking.retrying(lambda: c.get_experiment_by_name(name))
-    if experiment is None:
-        return []
-    killed = []
-    for run in tracking.runs_with_tag(uri, experiment.experiment_id, tracking.KIND_TAG, ["replay"]):
-        if run.info.status == "RUNNING" and not tracking.is_live(run):
-            tracking.retrying(lambda: c.set_terminated(run.info.run_id, status="KILLED"))
-            killed.append(run.info.run_id)
-    return killed
 
 
 class InterruptGate:

@@ -4,7 +4,7 @@ One fit per workload and GPU type: ``alpha_comp, beta_comp`` (eq. 1, compute vs 
 ``alpha_comm_{intra,inter}, beta_comm_{intra,inter}`` (eq. 2 with the ring all-reduce cost, by GPUs
 and servers spanned) and the overlap ``delta`` (eq. 3); the model itself is
 :func:`schedlab.sched.models.workloads.iteration_time`. :func:`fit_eq3` is the one fitting routine: the
-Pollux catalog script (``benchmarks/fit_catalog_from_pollux.py``) and ``schedlab fit iteration-time``
+Pollux catalog script (``schedlab.tools.fit_catalog_from_pollux``) and ``schedlab fit iteration-time``
 (profile store rows) both call it. Parameters a data set cannot identify (no multi-GPU rows: all
 communication terms and delta; no multi-server rows: the ``inter`` terms) are held at 0 (delta at 1)
 and listed in the fit's ``fixed``.

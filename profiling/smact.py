@@ -6,11 +6,24 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from schedlab.profiling.fitting import gpu_type_of
 from schedlab.profiling.store import ProfileStore
 from schedlab.sched.models.smact import SmactProfile
+
+if TYPE_CHECKING:
+    from schedlab.sched.replay import ReplaySpec
+
+
+def profile_for(spec: ReplaySpec) -> SmactProfile | None:
+    """The SMACT profile of the store ``spec.smact_profiles`` names, on the replay cluster's training
+    GPU type (None when the spec names none): what :func:`schedlab.sched.replay.prepare` takes as
+    ``smact`` (a ValueError names a folder that is not a profile store)."""
+    if spec.smact_profiles is None:
+        return None
+    return smact_profile(spec.smact_profiles, spec.cluster_spec().training_pool.gpu_type)
 
 
 def smact_profile(profiles: str | os.PathLike[str] | pd.DataFrame, gpu_type: str) -> SmactProfile:
@@ -58,4 +71,4 @@ def smact_profile(profiles: str | os.PathLike[str] | pd.DataFrame, gpu_type: str
     )
 
 
-__all__ = ["smact_profile"]
+__all__ = ["profile_for", "smact_profile"]

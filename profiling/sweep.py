@@ -22,9 +22,10 @@ from typing import Any, Iterator, Optional, Union
 
 import yaml
 
+from schedlab import conf
 from schedlab.checks import load_yaml
 
-SWEEP_DIR = Path(__file__).resolve().parent.parent / "conf" / "sweeps"
+SWEEP_DIR = conf.path("sweeps")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ of the definitions re-exported here; in short:
 - **Parameters**: a ``Params`` pydantic model with a default for every field (:class:`NoParams` when
   none); ``--set LABEL.FIELD=VALUE`` and an experiment entry's ``params:`` are validated against it, as
   for shipped policies; the instance reads them as ``self.params``.
+- **Durations**: a policy that decides on job durations reads them through ``self.duration(job)``,
+  ``self.remaining(engine, job)``, ``self.expected_end(engine, job)`` and ``self.ends(engine)``, and
+  subclasses :class:`KnowledgeParams` for its ``Params``: then ``knowledge: estimate`` runs it on an
+  estimator's figures with the true ones hidden (reading ``job.duration`` then fails; docs/estimates.md).
 - **Class attributes** (``Policy``): ``name`` (required: the label of its results; not a shipped policy's),
   ``summary``, ``paper``, ``waits_when_refused`` (a job a strict placement refuses stays queued: needed
   to run under ``strict-consolidated`` / ``strict-best-fit``), ``shares_gpus``,
@@ -56,6 +60,7 @@ from schedlab.sched.core.placement import (
     strict_consolidated,
 )
 from schedlab.sched.core.protocol import EngineError, JobView, PolicyEngine
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.base import CHECKPOINT_RESTORE_S, NoParams, Policy
 from schedlab.sched.policies.queues import DemandQueue, LevelQueues
 
@@ -66,6 +71,7 @@ __all__ = [
     "DemandQueue",
     "EngineError",
     "JobView",
+    "KnowledgeParams",
     "LevelQueues",
     "NoParams",
     "Placement",

@@ -29,20 +29,24 @@ import io
 import json
 import math
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import ValidationError
 
-from schedlab.sched.core.cluster import ClusterSpec
+from schedlab.checks import validation_message
 from schedlab.sched.core.job import Job
 from schedlab.sched.core.protocol import POLICY_MEMBERS, EngineError
-from schedlab.sched.policies import load_policy_class, make_policy
+from schedlab.sched.policies import load_policy_class
 from schedlab.sched.policies.base import Policy, PolicyWrapper
+from schedlab.sched.spec import PolicyRun
+from schedlab.sched.contained import POLICY_EXITS, raised
+from schedlab.sched.watchdog import Died, Heartbeat, Overran, Returned, Watchdog
 
 #: every rule, with what it means (the report's legend and docs/how-to/check-policy.md's)
 RULES: dict[str, str] = {
@@ -69,6 +73,9 @@ _JOB_FIELDS = tuple(f.name for f in fields(Job) if f.name not in _LAZY_JOB_FIELD
 _SHARED_GPUS = 2  # Castor eq. 7: at most two jobs on one GPU
 #: policy calls one replay of at most 10 jobs may take (a 60 s round policy needs ~1,200 for 20 h of work)
 MAX_CALLS = 20_000
+#: calls stopped at the deadline (each costs the deadline) after which shrinking ends with the smallest
+#: case found: a policy whose call never returns is reported within about this many deadlines
+MAX_STOPPED = 40
 
 
 # ---- cases ------------------------------------------------------------------------------------
@@ -91,11 +98,6 @@ class Case:
     @property
     def jobs(self) -> int:
         return len(self.table)
-
-    def cluster_spec(self) -> ClusterSpec:
-        from schedlab.sched.core.cluster import load_cluster
-
-        return load_cluster(self.cluster)
 
     def csv(self) -> str:
         """The job table as a canonical CSV (``schedlab replay --trace``)."""
@@ -188,6 +190,7 @@ class Observer:
     slowest_s: float = 0.0
     slowest_call: str = ""
     depth: int = 0  # inside ``accumulating``: a pending job reads as running, by the API's leave
+    beat: Heartbeat | None = None  # where a call in progress is announced to the watchdog (None: not watched)
     _fingerprint: Any = None
 
     # -- rules on the state --
@@ -261,10 +264,14 @@ class Observer:
         self._capacity(engine, f"before {call}")
         self._progress(engine, f"before {call}")
         self.mark(engine)  # what the engine did since the last call is its own business
+        if self.beat is not None:
+            self.beat.enter(call, engine.now)
         return time.perf_counter()
 
     def leave(self, engine: Any, call: str, started: float) -> None:
         took = time.perf_counter() - started
+        if self.beat is not None:
+            self.beat.leave()
         if took > self.slowest_s:
             self.slowest_s, self.slowest_call = took, call
         if took > self.deadline_s:
@@ -443,13 +450,17 @@ class Slowest:
             self.seconds, self.call = observer.slowest_s, observer.slowest_call
 
 
-def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | None = None) -> tuple[str, str] | None:
+def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | None = None,
+             beat: Heartbeat | None = None) -> tuple[str, str] | None:
     """Replay ``case`` twice under ``policy`` with the rules checked; the first broken rule as ``(rule,
-    message)``, or None. ``slowest`` is updated with the slowest policy call."""
-    from schedlab.sched.replay import AUTO, ReplaySpec, prepare, run
+    message)``, or None. ``slowest`` is updated with the slowest policy call; ``beat``: where each call
+    announces itself to a :class:`~schedlab.sched.watchdog.Watchdog` (run in its child, the call that
+    never returns is stopped from outside; here a call's time is measured once it returns)."""
+    from schedlab.sched.replay import prepare, run
+    from schedlab.sched.spec import AUTO, ReplaySpec
 
     cls = load_policy_class(policy)
-    spec = ReplaySpec(cluster=case.cluster_spec(), policies=[{"name": policy, "params": options.params}],
+    spec = ReplaySpec(cluster=case.cluster, policies=[{"name": policy, "params": options.params}],
                       seed=options.seed, annotate=AUTO)
     try:
         prepared = prepare(spec, case.table)
@@ -459,7 +470,7 @@ def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | 
 
     def wrap(inner: Policy) -> Policy:
         observer = Observer(allowance=_SHARED_GPUS if cls.shares_gpus else 1, deadline_s=options.deadline_s,
-                            horizon=horizon(case.table), max_calls=options.max_calls)
+                            horizon=horizon(case.table), max_calls=options.max_calls, beat=beat)
         observers.append(observer)
         return CheckedPolicy(inner, observer)
 
@@ -472,9 +483,8 @@ def run_case(policy: str, case: Case, options: CheckOptions, slowest: Slowest | 
         except EngineError as err:
             rule = "finishes" if "unfinished" in str(err) else "crash"
             return rule, str(err)
-        except Exception as err:  # noqa: BLE001 (any error of the policy is a finding)
-            frame = traceback.extract_tb(err.__traceback__)[-1]
-            return "crash", f"{type(err).__name__}: {err} (raised at {frame.filename}:{frame.lineno}, in {frame.name})"
+        except (Exception, *POLICY_EXITS) as err:  # noqa: BLE001 (any error of the policy is a finding)
+            return "crash", raised(err)
         finally:
             if slowest is not None and observers:
                 slowest.update(observers[-1])
@@ -558,6 +568,7 @@ class CheckReport:
     violations: list[Violation]
     slowest_s: float
     slowest_call: str
+    note: str = ""  # why a case shown may not be minimal
 
     @property
     def passed(self) -> bool:
@@ -570,9 +581,11 @@ class CheckReport:
         broken = {v.rule for v in self.violations}
         for rule, meaning in RULES.items():
             lines.append(f"  {'FAIL' if rule in broken else 'ok':4}  {rule:<11} {meaning}")
+        if self.note:
+            lines += ["", f"note: {self.note}"]
         for v in self.violations:
             lines += ["", f"{v.rule}: {v.message}",
-                      f"  minimal case: {v.case.jobs} job(s) on a {v.case.cluster} cluster"]
+                      f"  {'smallest' if self.note else 'minimal'} case: {v.case.jobs} job(s) on a {v.case.cluster} cluster"]
             lines += ["    " + line for line in v.case.csv().splitlines()]
             path = (saved or {}).get(v.rule)
             lines.append(f"  reproduce: {v.replay_command(self.policy, self.options, path or f'{v.rule}.csv')}")
@@ -584,15 +597,24 @@ def check_policy(policy: str, options: CheckOptions | None = None) -> CheckRepor
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     options = options or CheckOptions()
-    load_policy_class(policy)  # ValueError naming what is wrong with the spec
-    make_policy(policy, options.params)  # unknown parameters: an error before any replay
+    try:  # an unknown policy or parameter: an error before any replay
+        PolicyRun(name=policy, params=options.params)
+    except ValidationError as err:
+        raise ValueError(validation_message(err)) from None
     runs, slowest = [0], Slowest()
+    watchdog = Watchdog(partial(_case_in_child, policy, options), call_deadline_s=options.deadline_s,
+                        preload=(__name__,))
+    smallest: dict[str, Violation] = {}  # per rule, the smallest failing case yet (if shrinking is cut short)
 
     def run_one(case: Case) -> None:
         runs[0] += 1
-        broken = run_case(policy, case, options, slowest)
+        broken = _watched(watchdog, case, slowest)
         if broken is not None:
             rule, message = broken
+            if rule not in smallest or _size(case) < _size(smallest[rule].case):
+                smallest[rule] = Violation(rule, message, case)
+            if watchdog.stopped > MAX_STOPPED:
+                raise _ShrinkingCut()
             raise FAILURES[rule](message, case)
 
     @seed(options.seed)
@@ -604,8 +626,14 @@ def check_policy(policy: str, options: CheckOptions | None = None) -> CheckRepor
         run_one(case)
 
     violations: dict[str, Violation] = {}
+    note = ""
     try:
-        search()
+        with watchdog:
+            search()
+    except _ShrinkingCut:
+        violations = smallest
+        note = (f"shrinking stopped after {MAX_STOPPED} policy calls were stopped at the deadline: each case shown"
+                " is the smallest found, not necessarily minimal")
     except PolicyCheckFailure as failure:
         violations[failure.rule] = Violation(failure.rule, failure.message, failure.case)
     except BaseExceptionGroup as group:
@@ -615,7 +643,45 @@ def check_policy(policy: str, options: CheckOptions | None = None) -> CheckRepor
         for failure in _leaves(group):
             violations.setdefault(failure.rule, Violation(failure.rule, failure.message, failure.case))
     ordered = sorted(violations.values(), key=lambda v: list(RULES).index(v.rule))
-    return CheckReport(policy, options, runs[0], ordered, slowest.seconds, slowest.call)
+    return CheckReport(policy, options, runs[0], ordered, slowest.seconds, slowest.call, note)
+
+
+class _ShrinkingCut(BaseException):
+    """Ends the search (Hypothesis passes it through: not a failure) once too many calls were stopped."""
+
+
+def _size(case: Case) -> tuple:
+    """How big a case is, for keeping the smallest: jobs, then GPUs, then work."""
+    table = case.table
+    return (case.jobs, case.servers * case.gpus_per_server, int(table["num_gpus"].sum()),
+            float(table["duration"].sum()), float(table["submit_time"].sum()))
+
+
+def _case_in_child(policy: str, options: CheckOptions, case: Case, beat: Heartbeat) -> tuple[Any, float, str]:
+    """:func:`run_case` as the watchdog's child runs it: the broken rule (or None) and the slowest call."""
+    slowest = Slowest()
+    broken = run_case(policy, case, options, slowest, beat)
+    return broken, slowest.seconds, slowest.call
+
+
+def _watched(watchdog: Watchdog, case: Case, slowest: Slowest) -> tuple[str, str] | None:
+    """``case`` run by ``watchdog``'s child: a call still running at the deadline is stopped there and
+    breaks ``time``; a child that ends while the policy runs (``os._exit``, a crash of native code) is
+    the policy's ``crash``."""
+    outcome = watchdog.call(case)
+    if isinstance(outcome, Returned):
+        broken, seconds, call = outcome.value
+        if seconds > slowest.seconds:
+            slowest.seconds, slowest.call = seconds, call
+        return broken
+    if isinstance(outcome, Overran):
+        if outcome.seconds > slowest.seconds:
+            slowest.seconds, slowest.call = outcome.seconds, outcome.call or ""
+        return "time", (f"{outcome.call} did not return within the deadline {outcome.limit_s:g} s: stopped after"
+                        f" {outcome.seconds:.2f} s (t={outcome.now:g})")
+    assert isinstance(outcome, Died)
+    where = f"in {outcome.call} (t={outcome.now:g})" if outcome.call else "outside any policy call"
+    return "crash", f"the process running the policy {outcome.how} {where}; a policy may not end the process"
 
 
 def _leaves(group: BaseExceptionGroup) -> Iterator[PolicyCheckFailure]:

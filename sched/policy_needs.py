@@ -19,7 +19,7 @@ it ``falls_back_to``). A sharing policy (``shares_gpus``) needs workloads. The c
   progress, so a job longer than its slices would restart forever: the replay would never end.
 
 :func:`check` runs before any replay: on the prepared table in :func:`schedlab.sched.replay.prepare`,
-and on what a configuration says of its traces at experiment validation (``tasks/config.py``): a
+and on what a configuration says of its traces at experiment validation (``sched/spec/``): a
 missing need raises :class:`CapabilityError` in one line; a fallback is returned as a sentence (the
 caller warns once, and the comparison's ``same_as`` cites it)."""
 
@@ -123,7 +123,7 @@ def predict(annotate: Any, trace_format: str | None, from_file: bool) -> tuple[s
     """Before a trace is read (experiment validation): the table capabilities its annotation gives for
     sure, and those its file may give (a canonical file may carry any column; ``pollux`` formats give
     goodput jobs with workloads, ``tiresias`` workloads; the other formats none)."""
-    from schedlab.sched.traces.annotate import LyraScheme, annotation_scheme, annotation_schemes
+    from schedlab.sched.models.annotate import LyraScheme, annotation_scheme, annotation_schemes
 
     schemes = [] if annotate is False else annotation_schemes(annotate) if isinstance(annotate, list) \
         else [annotation_scheme(annotate)]

@@ -1,9 +1,10 @@
-"""Replay one job trace through one or more policies on one cluster: :class:`ReplaySpec` says what
-(plain data: names, paths, options), :func:`run` does it; every caller (the CLI's ``replay``, the
-experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so
-each rule (trace loading and capacity check, workload annotation, solo durations from the iteration-
-time model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity)
-lives here once (docs/explanation/design.md, "How the engine works")."""
+"""Replay one job trace through one or more policies on one cluster: a
+:class:`~schedlab.sched.spec.ReplaySpec` says what (plain, validated data), :func:`prepare` loads and
+prepares its trace once, :func:`run` replays each policy on it. Every caller (the CLI's ``replay``, the
+experiment's Prefect task on a Dask worker, the benchmarks) builds a spec and calls :func:`run`, so each
+rule (trace loading and capacity check, workload annotation, solo durations from the iteration-time
+model, goodput jobs' nominal durations, elastic scaling, loaned inference servers, SM activity) lives
+here once; the models and the rest a replay is built from come from :mod:`schedlab.sched.parts`."""
 
 from __future__ import annotations
 
@@ -14,157 +15,57 @@ import os
 import secrets
 import warnings
 from collections.abc import Callable
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
-from schedlab.sched.policy_needs import check as check_policies
-from schedlab.sched.core.cluster import ClusterSpec, ClusterState, load_cluster
+from schedlab.sched import parts as replay_parts
+from schedlab.sched.contained import Contained, ContainedRunner, PolicyFailed
+from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
-from schedlab.sched.core.placement import DEFAULT, canonical_placement, check_policy
-from schedlab.sched.core.pools import LoanOptions
-from schedlab.sched.models.fitted import Fetch, make_iteration_time
-from schedlab.sched.models.interference import make_interference
+from schedlab.sched.core.restore import restore_overhead
+from schedlab.sched.estimators.seam import KnowledgeWarning, with_knowledge
+from schedlab.sched.models.annotate import annotate, catalog_gpu_type, fill_durations
+from schedlab.sched.models.fitted import Fetch
+from schedlab.sched.models.interference import fresh
 from schedlab.sched.models.scaling import use_elastic_scaling
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.smact import SmactProfile, replay_smact
 from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog
-from schedlab.sched.policies import LABEL, Policy, load_policy_class, make_policy, policy_label
+from schedlab.sched.policies import Policy
+from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
+from schedlab.sched.policy_needs import check as check_policies
+from schedlab.sched.results.applied import applied, fit_changed
 from schedlab.sched.results.metrics import job_table, summarize
 from schedlab.sched.results.outdir import OutputError, os_reason
-from schedlab.sched.strict import UserModel
-from schedlab.sched.traces import LoadOptions, check_format, load_trace
-from schedlab.sched.traces.annotate import annotate, catalog_gpu_type, check_annotation, fill_durations
+from schedlab.sched.spec import AUTO, PolicyRun, ReplaySpec
+from schedlab.sched.traces import load_trace
 from schedlab.sched.traces.common import JobError, LoadReport
-
-#: ``annotate: auto``: annotate (the default scheme) when a policy of the replay shares GPUs and the
-#: trace gives no workloads (no ``model`` column): sharing policies need them (Castor §9.1)
-AUTO = "auto"
-
-
-class PolicyRun(UserModel):
-    """One policy of a replay and its parameters (validated as :func:`make_policy` does). ``name`` is a
-    policy spec: a registered name, ``path/to/file.py:Class`` or ``pkg.module:Class``
-    (:func:`~schedlab.sched.policies.load_policy_class`); ``label`` names its results (default: the
-    registered name, or the external class's ``name``); ``source``: a file policy's text, carried so
-    that a Dask worker on another machine runs the same code."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = None
-    source: str | None = None
-
-    @model_validator(mode="after")
-    def _known(self) -> PolicyRun:
-        make_policy(self.name, self.params, source=self.source)  # an unknown policy or parameter: ValueError naming it
-        if self.label is None:
-            object.__setattr__(self, "label", policy_label(self.name, source=self.source))
-        elif not LABEL.fullmatch(self.label):
-            raise ValueError(f"policy label {self.label!r} must match {LABEL.pattern} (it names result folders)")
-        return self
-
-    def policy_class(self) -> type[Policy]:
-        return load_policy_class(self.name, source=self.source)
-
-    @staticmethod
-    def many(value: Any) -> Any:
-        """A spec's ``policies`` as given: a policy named alone has no parameters."""
-        if isinstance(value, (list, tuple)):
-            return tuple({"name": v} if isinstance(v, str) else v for v in value)
-        return value
-
-
-class ReplaySpec(UserModel):
-    """One replay: a trace (file or the synthetic generator) and how it is read, a cluster, one or more
-    policies replayed on the same prepared table, and the models and options of the engine. Plain,
-    frozen data (pickled to Dask workers, dumped to JSON); every field validated on construction.
-
-    ``iteration_time`` and the ξ source ``interference`` may name MLflow URIs (``models:/…``): :func:`run`
-    then needs a ``fetch`` (:func:`schedlab.tasks.model_tracking.fetcher`); sched/ itself reads files only."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    trace: str | None = None  # a trace file or folder; None: the built-in synthetic trace
-    format: str | None = None  # None: detected from the file
-    options: LoadOptions = Field(default_factory=LoadOptions)  # max_gpus unset: the cluster's training GPUs
-    annotate: bool | str | dict[str, Any] | list[str | dict[str, Any]] = False  # a scheme (annotate.py), a
-    # list of schemes combined (annotation_schemes), or ``auto`` (:data:`AUTO`)
-    cluster: str | ClusterSpec = "castor-sim"
-    policies: tuple[PolicyRun, ...] = Field(min_length=1)
-    seed: int = Field(default=0, ge=0, lt=2**63)
-    placement: str = DEFAULT
-    preemption_overhead_s: float | None = Field(default=None, ge=0)  # None: the engine's default
-    allocation_stall_s: float | None = Field(default=None, ge=0)
-    interference: str = "analytic"  # make_interference's sources
-    iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
-    goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
-    smact_profiles: str | None = None  # a profile store: the SM-activity distribution (Castor Fig. 12c/d)
-    inference: LoanOptions | None = None  # inference servers lent to training (Lyra; sched/core/pools.py)
-
-    _policy_names = field_validator("policies", mode="before")(lambda cls, value: PolicyRun.many(value))
-
-    @field_validator("trace", "iteration_time", "goodput_root", "smact_profiles", mode="before")
-    @classmethod
-    def _paths(cls, value: Any) -> Any:
-        """A path given as a :class:`~pathlib.Path`: kept as its text (the spec is plain data)."""
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-    _format = field_validator("format")(lambda cls, value: check_format(value))
-
-    @field_validator("annotate")
-    @classmethod
-    def _annotate(cls, value: Any) -> Any:
-        return value if value == AUTO else check_annotation(value)
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, value: str | ClusterSpec) -> str | ClusterSpec:
-        if isinstance(value, str):
-            load_cluster(value)  # ClusterError (a ValueError) naming the file or the size
-        return value
-
-    @model_validator(mode="after")
-    def _placement(self) -> ReplaySpec:
-        """The strategy's canonical name (what the summary records), checked against each policy."""
-        placement = canonical_placement(self.placement)
-        for policy in self.policies:
-            check_policy(placement, policy.label, policy.policy_class().waits_when_refused)
-        object.__setattr__(self, "placement", placement)
-        return self
-
-    @model_validator(mode="after")
-    def _labels(self) -> ReplaySpec:
-        """Each policy's results are named by its label: no two alike."""
-        labels = [p.label for p in self.policies]
-        twice = sorted({x for x in labels if labels.count(x) > 1})
-        if twice:
-            raise ValueError(f"policies: label(s) {twice} more than once; give each its own label")
-        return self
-
-    def cluster_spec(self) -> ClusterSpec:
-        return load_cluster(self.cluster) if isinstance(self.cluster, str) else self.cluster
 
 
 @dataclass
 class Prepared:
     """A spec's trace, loaded and prepared once for all its policies: the job table (workloads
-    annotated, solo durations filled), the load report and notes, and the models read for it."""
+    annotated, solo durations filled), the load report and notes, and the parts it was built with."""
 
-    cluster: ClusterSpec
+    parts: replay_parts.ReplayParts
     table: pd.DataFrame
     notes: dict[str, Any]
-    timing: WorkloadCatalog
     report: LoadReport | None = None  # None: a table given in memory
-    smact: SmactProfile | None = None
+    fitted: frozenset[str] = frozenset()  # ids of the jobs a fitted iteration-time model gave another duration
+
+    @property
+    def cluster(self) -> ClusterSpec:
+        return self.parts.cluster
+
+    @property
+    def timing(self) -> WorkloadCatalog:
+        return self.parts.timing
 
     @property
     def load_report(self) -> dict[str, Any]:
@@ -179,10 +80,15 @@ class ReplayResult:
     summary: dict[str, Any]
     utilization: pd.DataFrame = field(default_factory=pd.DataFrame)  # time, busy_gpus
     smact: pd.DataFrame | None = None  # smact, gpu_s: the SM-activity distribution, when profiled
+    #: per model or option given beyond the defaults, the jobs it applied to, and a message for each that
+    #: applied to none (``sched/results/applied.py``); beside the summary, which they leave as it was
+    applied: dict[str, int] = field(default_factory=dict)
+    unused: list[str] = field(default_factory=list)
 
     def write(self, out_dir: str | Path) -> Path:
         """Write ``jobs.parquet``, ``summary.json`` and ``utilization.parquet`` (and ``smact.parquet``
-        when the SM-activity distribution was computed), atomically, file by file."""
+        when the SM-activity distribution was computed, ``applied.json`` when models or options were
+        given: :attr:`applied` and :attr:`unused`), atomically, file by file."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
@@ -190,6 +96,9 @@ class ReplayResult:
         if self.smact is not None:
             write_atomic(out / "smact.parquet", lambda p: self.smact.to_parquet(p, index=False))
         write_atomic(out / "summary.json", lambda p: p.write_text(json.dumps(_jsonable(self.summary), indent=2)))
+        if self.applied:
+            write_atomic(out / "applied.json", lambda p: p.write_text(json.dumps(
+                {"applied": self.applied, "unused": self.unused}, indent=2)))
         return out
 
 
@@ -197,31 +106,55 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
         progress: bool | Callable[[int, int], None] = False,
         each: Callable[[ReplayResult], None] | None = None,
         wrap_policy: Callable[[Policy], Policy] | None = None,
+        contained: Contained | None = None,
+        failed: Callable[[PolicyFailed], None] | None = None,
         engine: Callable[..., Engine] = Engine) -> list[ReplayResult]:
-    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given), then
+    """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given: a spec
+    naming ``smact_profiles`` needs one prepared with its SMACT profile), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
     ``wrap_policy``: what the engine runs in place of each policy made (``check-policy``'s observer,
     ``sched/policy_check.py``). ``engine``: what makes the engine (called as :class:`Engine` is): another
-    backend of the policy API, e.g. the testbed's live engine (``profiling/testbed/live.py``)."""
+    backend of the policy API, e.g. the testbed's live engine (``profiling/testbed/live.py``).
+
+    ``contained``: each policy's replay runs in a child process, stopped at its time limit
+    (:mod:`schedlab.sched.contained`); a policy that raises (anything), runs past the limit or ends its
+    process ends its replay with :class:`~schedlab.sched.contained.PolicyFailed`: raised, or, with
+    ``failed``, handed to ``failed(error)`` and left out of the results while the other policies go on."""
     prepared = prepared if prepared is not None else prepare(spec, fetch=fetch)
     results = []
-    for policy in spec.policies:
-        result = _replay(spec, prepared, policy, fetch, progress, wrap_policy, engine)
-        if each is not None:
-            each(result)
-        results.append(result)
+    with ExitStack() as stack:
+        runner = stack.enter_context(ContainedRunner(contained)) if contained is not None else None
+        for policy in spec.policies:
+            if runner is None:
+                result = _replay(spec, prepared, policy, progress, wrap_policy, engine)
+            else:
+                try:
+                    result = runner.replay(spec, prepared, policy, progress)
+                except PolicyFailed as error:
+                    if failed is None:
+                        raise
+                    failed(error)
+                    continue
+            if each is not None:
+                each(result)
+            results.append(result)
     return results
 
 
 def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: LoadReport | None = None,
-            fetch: Fetch | None = None, warn: bool = True) -> Prepared:
+            parts: replay_parts.ReplayParts | None = None, fetch: Fetch | None = None,
+            smact: SmactProfile | None = None, warn: bool = True) -> Prepared:
     """Load ``spec``'s trace (or take ``table``, with its load ``report`` if there is one) and prepare
     it: annotate workloads when ``spec.annotate`` asks (``auto``: when a policy shares GPUs and the
     trace gives none), then fill solo durations where a trace gives ``model, batch_size, iterations``
     only. Iteration times are for the cluster's training GPU type, or the catalog's reference type when
     the catalog has no figures for it (reported in the notes).
+
+    ``parts``: the replay's parts (:func:`schedlab.sched.parts.build`, built here from ``fetch`` and
+    ``smact`` when not given: the SM-activity profile read from ``spec.smact_profiles``, which the caller
+    reads, e.g. ``schedlab.profiling.smact.profile_for(spec)``).
 
     ``spec.iteration_time`` (``catalog`` or a fitted model) decides the solo durations: a fitted model's
     parameters replace the catalog's for the workloads and GPU types it covers. Annotation (the work
@@ -230,35 +163,30 @@ def prepare(spec: ReplaySpec, table: pd.DataFrame | None = None, *, report: Load
 
     Goodput jobs (a ``global_batch`` column, e.g. ``--format pollux``) get as ``duration`` their
     nominal run time: alone, at the trace's GPU count and batch, packed on the cluster's servers
-    (docs/explanation/pollux.md); that is what SJF-like policies see as the job's length.
+    (Pollux §5); that is what SJF-like policies see as the job's length.
 
     An error about a job names the trace file, the job's data row and the file's column. Before it
     returns, :func:`check_capabilities`: an error for a policy that cannot run on the table, a warning
     (unless not ``warn``) for one that will decide as another."""
-    cluster = spec.cluster_spec()
-    timing = make_iteration_time(spec.iteration_time, fetch)
+    parts = parts if parts is not None else replay_parts.build(spec, fetch, smact)
     if table is None:
-        pool = cluster.training_pool
+        pool = parts.cluster.training_pool
         options = spec.options
         if options.max_gpus is None:  # the capacity check: no job larger than the cluster
             options = options.model_copy(update={"max_gpus": pool.servers * pool.gpus_per_server})
-        table, report = load_trace(spec.trace, spec.format, options)
-    smact = None
-    if spec.smact_profiles is not None:
-        from schedlab.profiling.smact import smact_profile
-
-        smact = smact_profile(spec.smact_profiles, cluster.training_pool.gpu_type)  # ValueError naming the folder
+        applications = parts.goodput_models() if spec.format == "pollux-philly" else None  # its generator's
+        table, report = load_trace(spec.trace, spec.format, options, applications=applications)
     scheme = spec.annotate
     if scheme == AUTO:
         scheme = "model" not in table.columns and any(p.policy_class().shares_gpus for p in spec.policies)
     try:
-        table, notes = _prepare_table(table, cluster, scheme, spec.seed, spec.goodput_root, timing)
+        table, notes, fitted = _prepare_table(table, parts, scheme, spec.seed)
     except JobError as err:
         if report is None:
             raise
         raise report.locate(err) from None
     check_capabilities(spec, table, warn)
-    return Prepared(cluster, table, notes, timing, report, smact)
+    return Prepared(parts, table, notes, report, fitted)
 
 
 def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True) -> list[Fallback]:
@@ -272,13 +200,13 @@ def check_capabilities(spec: ReplaySpec, table: pd.DataFrame, warn: bool = True)
     return fallbacks
 
 
-def _prepare_table(
-    table: pd.DataFrame, cluster: ClusterSpec, annotate_workloads: bool | str | dict, seed: int,
-    goodput_root: str | Path | None, timing: WorkloadCatalog,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    pool = cluster.training_pool
+def _prepare_table(table: pd.DataFrame, parts: replay_parts.ReplayParts, annotate_workloads: bool | str | dict,
+                   seed: int) -> tuple[pd.DataFrame, dict[str, Any], frozenset[str]]:
+    """The table with workloads and durations, the notes, and the ids of the jobs whose duration a
+    fitted iteration-time model computes."""
+    pool, timing = parts.cluster.training_pool, parts.timing
     if "global_batch" in table.columns:
-        return nominal_durations(table, pool.gpus_per_server, goodput_root), {"goodput": True}
+        return nominal_durations(table, pool.gpus_per_server, parts.goodput_models()), {"goodput": True}, frozenset()
     catalog = default_catalog()
     gpu_type = catalog_gpu_type(catalog, pool.gpu_type)
     notes: dict[str, Any] = {"iteration_time_gpu_type": gpu_type}
@@ -296,15 +224,15 @@ def _prepare_table(
                       "iteration_time_fitted": used})
         if gpu_type == pool.gpu_type:
             notes.pop("iteration_time_note", None)
-    table = fill_durations(table, timing, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
-    return table, notes
+    filled = fill_durations(table, timing, gpu_type=gpu_type, gpus_per_server=pool.gpus_per_server)
+    fitted = (fit_changed(table, filled, pool.gpu_type, pool.gpus_per_server) if isinstance(timing, FittedCatalog)
+              else frozenset())
+    return filled, notes, fitted
 
 
-def nominal_durations(table: pd.DataFrame, gpus_per_server: int, root: str | Path | None = None) -> pd.DataFrame:
-    """``duration`` = each goodput job's run time alone at its own GPU count and global batch."""
-    from schedlab.sched.models.goodput import load_applications
-
-    models = load_applications(root)
+def nominal_durations(table: pd.DataFrame, gpus_per_server: int, models: dict[str, Any]) -> pd.DataFrame:
+    """``duration`` = each goodput job's run time alone at its own GPU count and global batch
+    (``models``: the applications' goodput models by name)."""
     unknown = ~table["model"].isin(list(models)).to_numpy()
     if unknown.any():
         raise JobError(f"no goodput model for this application; known: {', '.join(sorted(models))}", table,
@@ -338,49 +266,21 @@ def gc_paused():
 
 
 @gc_paused()
-def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetch | None,
-            progress: bool | Callable[[int, int], None],
+def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: bool | Callable[[int, int], None],
             wrap_policy: Callable[[Policy], Policy] | None = None,
             make_engine: Callable[..., Engine] = Engine) -> ReplayResult:
     """One policy on the prepared table. ``spec.interference`` is the ξ source that decides how fast
-    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), read
-    anew per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
+    co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), a fresh
+    copy per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
     model its solo speeds. With SMACT profiles the engine records who held which GPU and the summary
     gains the SM-activity distribution's ``smact_*`` metrics (Castor Fig. 12c/d). With ``inference``
     the cluster's inference pool lends servers to a policy that borrows them (``sched/core/pools.py``)
     and the summary gains Lyra's figures."""
-    cluster, table, timing = prepared.cluster, prepared.table, prepared.timing
-    sharing = SharingModel.for_cluster(cluster, make_interference(spec.interference, fetch), timing)
-    decider = make_policy(policy.name, policy.params, source=policy.source)
-    if wrap_policy is not None:
-        decider = wrap_policy(decider)
-    goodput_models = None
-    if "global_batch" in table.columns:
-        from schedlab.sched.models.goodput import load_applications
-
-        goodput_models = load_applications(spec.goodput_root)
-        decider.for_goodput_jobs()
-    state, orchestrator = ClusterState(cluster), None
-    if spec.inference is not None:
-        from schedlab.sched.core.pools import Orchestrator, PooledCluster
-        from schedlab.sched.models.inference import load_inference
-
-        state = PooledCluster(cluster, spec.inference)
-        orchestrator = Orchestrator(load_inference(spec.inference.load), spec.inference, spec.seed)
-    engine = make_engine(
-        JobSource(table, goodput_models),  # job records made as they arrive, dropped as they end
-        state,
-        decider,
-        placement=spec.placement,
-        preemption_overhead_s=spec.preemption_overhead_s,
-        seed=spec.seed,
-        progress=progress,
-        sharing=sharing,
-        allocation_stall_s=spec.allocation_stall_s,
-        record_occupancy=prepared.smact is not None,
-        orchestrator=orchestrator,
-    )
-    use_elastic_scaling(engine)
+    parts, timing = prepared.parts, prepared.timing
+    cluster = parts.cluster
+    sharing = parts.sharing()
+    decider = parts.policy(policy)
+    engine, orchestrator, decider = _engine(spec, prepared, decider, sharing, progress, wrap_policy, make_engine)
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
@@ -389,14 +289,19 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
 
         summary.update(pool_summary(result, jobs))
     summary.update(decider.metrics())
+    if summary.get("estimate_reads") == 0:
+        warnings.warn(f"policy {policy.label} read no duration on this trace: knowledge: estimate changed"
+                      " nothing (docs/estimates.md)", KnowledgeWarning, stacklevel=2)
     summary["interference"] = sharing.interference.name
     summary["xi_fallback_pairs"] = sharing.interference.fallbacks
     if isinstance(timing, FittedCatalog):
         summary["iteration_time"] = timing.source
+    counts, unused = applied(spec, timing, prepared.notes, jobs, policy.policy_class(),  # what each model and
+                             _fit_changed(spec, prepared, policy, jobs, sharing), len(sharing.fit_changed))  # option did
     distribution = None
     load_report = prepared.load_report
-    if prepared.smact is not None:
-        smact_metrics, distribution, smact_notes = replay_smact(result, prepared.smact)
+    if parts.smact is not None:
+        smact_metrics, distribution, smact_notes = replay_smact(result, parts.smact)
         summary.update(smact_metrics)
         load_report = {**load_report, **smact_notes}
     summary = {
@@ -414,7 +319,62 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, fetch: Fetc
         from schedlab.sched.core.pools import utilization_with_capacity
 
         utilization = utilization_with_capacity(utilization, result.pools)
-    return ReplayResult(policy=policy.label, jobs=jobs, summary=summary, utilization=utilization, smact=distribution)
+    return ReplayResult(policy=policy.label, jobs=jobs, summary=summary, utilization=utilization, smact=distribution,
+                        applied=counts, unused=unused)
+
+
+def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: SharingModel,
+            progress: bool | Callable[[int, int], None],
+            wrap_policy: Callable[[Policy], Policy] | None = None,
+            make_engine: Callable[..., Engine] = Engine) -> tuple[Engine, Any, Policy]:
+    """The engine of one policy's replay, the pools' orchestrator (None without loaned servers) and the
+    policy as the engine runs it (in estimate mode with its estimator, then ``wrap_policy``'s)."""
+    parts, table = prepared.parts, prepared.table
+    goodput_models = None
+    if "global_batch" in table.columns:
+        goodput_models = parts.goodput_models()
+        decider.for_goodput_jobs()
+    source = JobSource(table, goodput_models)  # job records made as they arrive, dropped as they end
+    decider = with_knowledge(decider, source.table, spec.seed)  # estimate mode: its estimator and blindfold
+    if wrap_policy is not None:
+        decider = wrap_policy(decider)
+    state, orchestrator = parts.cluster_state(spec)
+    engine = make_engine(
+        source,
+        state,
+        decider,
+        placement=spec.placement,
+        preemption_overhead_s=restore_overhead(spec.preemption_overhead_s),
+        seed=spec.seed,
+        progress=progress,
+        sharing=sharing,
+        allocation_stall_s=spec.allocation_stall_s,
+        record_occupancy=parts.smact is not None,
+        orchestrator=orchestrator,
+    )
+    use_elastic_scaling(engine)
+    return engine, orchestrator, decider
+
+
+def _fit_changed(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, jobs: pd.DataFrame,
+                 sharing: SharingModel) -> set[str]:
+    """The ids of the jobs a fitted iteration-time model changed (``sched/results/applied.py``): those it
+    gave another duration, and those whose speeds read from it differ from the catalog's. When it gave no
+    other duration but the policy read such speeds, whether that changed anything is known only by the
+    replay again with the catalog's speeds (same table, policy, seed): the jobs whose rows differ then."""
+    changed = set(prepared.fitted) | sharing.fit_changed
+    if prepared.fitted or not sharing.fit_changed:
+        return changed
+    parts = prepared.parts
+    catalog = SharingModel.for_cluster(parts.cluster, fresh(parts.interference), default_catalog())
+    engine, _, _ = _engine(spec, prepared, parts.policy(policy), catalog, False)
+    other = job_table(engine.run()).set_index("job_id")
+    mine = jobs.set_index("job_id")
+    differs = pd.Series(False, index=mine.index)
+    for column in mine.columns.intersection(other.columns):
+        a, b = mine[column], other[column].reindex(mine.index)
+        differs |= ~((a == b) | (a.isna() & b.isna()))
+    return set(differs.index[differs.to_numpy()])
 
 
 def write_atomic(path: Path, write) -> None:

@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schedlab.tasks import compare, plots, tracking
-from schedlab.tasks.mlflow_view import describe_experiment, run_url, standard_tags
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+from schedlab.sched.reporting import compare, plots
+from schedlab.sched.reporting.markdown import text as md
+from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_url, standard_tags
+from schedlab.tasks import tracking
+from schedlab.tasks.mlflow_view import describe_experiment
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
 ADHOC_TAG = "schedlab.adhoc"
 OUT_TAG = "schedlab.out"
@@ -50,12 +53,14 @@ class AdhocRuns:
 
     def log(self, result: Any) -> None:
         """A policy's replay is done and written to ``--out``: its metrics and artifacts, then FINISHED."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric, RunTag
 
         c, rid = client(self.uri), self.run_ids[result.policy]
         now = int(time.time() * 1000)
-        metrics = tracking.run_metrics(result.summary)
-        retrying(lambda: c.log_batch(rid, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
+        metrics = {**run_metrics(result.summary), **applied_metrics(result)}
+        unused = result.unused  # a model or option that changed nothing
+        retrying(lambda: c.log_batch(rid, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                                     tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
             result.write(out)
@@ -68,9 +73,17 @@ class AdhocRuns:
             retrying(lambda: c.log_artifacts(rid, str(out)))
         self._end(rid, "FINISHED")
 
-    def finish(self, results: list[Any]) -> str:
-        """Every policy logged: the parent run (several policies) gets ``comparison.csv``. Returns
-        the link to the parent run (or the one run) in the MLflow UI."""
+    def fail(self, policy: str, message: str) -> None:
+        """A policy's replay failed (``schedlab.sched.contained.PolicyFailed``): its run ends FAILED with
+        the message as its error."""
+        rid = self.run_ids[policy]
+        retrying(lambda: client(self.uri).set_tag(rid, ERROR_TAG, message[:4000]))
+        self._end(rid, "FAILED")
+
+    def finish(self, results: list[Any], failed: bool = False) -> str:
+        """Every policy logged or failed: the parent run (several policies) gets ``comparison.csv`` of the
+        finished ones and ends FAILED if some failed. Returns the link to the parent run (or the one run)
+        in the MLflow UI."""
         parent = self.run_ids.get("parent")
         if parent is not None:
             import pandas as pd
@@ -80,8 +93,8 @@ class AdhocRuns:
                 pd.DataFrame([{"policy": r.policy, **{m: r.summary.get(m) for m in compare.METRICS}}
                               for r in results]).to_csv(path, index=False)
                 retrying(lambda: client(self.uri).log_artifact(parent, str(path)))
-            self._end(parent, "FINISHED")
-        return run_url(self.uri, self.experiment_id, parent or self.run_ids[results[0].policy])
+            self._end(parent, "FAILED" if failed else "FINISHED")
+        return run_url(self.uri, self.experiment_id, parent or next(iter(self.run_ids.values())))
 
     def abort(self, err: BaseException) -> None:
         """The replay stopped: the runs not finished end KILLED (interrupted) or FAILED (an error)."""
@@ -137,9 +150,9 @@ def adhoc_runs(uri: str, experiment: str, artifact_root: Path | None, config: di
                 shared, runs)
         for policy in policies:
             tags = {KIND_TAG: "replay", "schedlab.policy": policy, **where,
-                    **standard_tags(f"Ad-hoc replay of **{policy}** (`schedlab replay --track`) on"
-                                    f" {shared.get('trace.source')}, cluster {shared.get('cluster')},"
-                                    f" seed {shared.get('seed')}; results in {out}.")}
+                    **standard_tags(f"Ad-hoc replay of **{md(policy)}** (`schedlab replay --track`) on"
+                                    f" {md(shared.get('trace.source'))}, cluster {md(shared.get('cluster'))},"
+                                    f" seed {md(shared.get('seed'))}; results in {md(out)}.")}
             if "parent" in runs.run_ids:
                 tags[PARENT_TAG] = runs.run_ids["parent"]
             runs.run_ids[policy] = _create(uri, experiment_id, keys[policy],

@@ -1,233 +1,51 @@
-"""The experiment comparison: every policy against the config's baseline, mean and spread over seeds.
-
-Column names are the MLflow metric keys (a replay run's ``avg_jct_s``; a policy run's ``avg_jct_s``
-= the seed mean and ``avg_jct_s_std`` = the sample standard deviation over seeds), so that the
-terminal, the CSV and the MLflow UI read alike. Ratios are as the papers report them: **baseline ÷
-policy** (a speed-up: ``2.00x`` = half the baseline's average JCT; below 1 = worse than the baseline).
-
-``avg_queue_s`` is submission to *first* start; ``avg_wait_s`` is all the time a job spends without
-GPUs, re-queueing after preemptions included: the papers' "queueing time" for preemptive policies
-(Castor §9.2) is the latter.
-"""
+"""The per-job tables of two policies' replays of an experiment, read from the tracking store (for
+``schedlab compare``; the analysis is :mod:`schedlab.sched.reporting.drilldown`)."""
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, Any
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from schedlab.sched.policy_needs import Fallback
-
-#: headline metrics (MLflow keys), averaged over seeds, with their spread in ``<key>_std``
-METRICS = ("avg_jct_s", "p95_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "gpu_util", "preemptions")
-#: metrics only some experiments have (the SM-activity distribution needs ``smact_profiles``): columns
-#: only when a replay reported them
-OPTIONAL = ("smact_mean", "smact_high_share")
-#: metric -> key of its baseline ÷ policy ratio
-RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makespan_s": "makespan_speedup"}
-#: metrics shown as whole numbers
-INTEGER = frozenset({"preemptions"})
-GROUP = ["trace", "cluster"]
-SAME_AS = "same_as"
-#: a ranked table's column: ``≈ <label>`` when the row's ranking metric is within the seed spread
-#: (the larger sample std of the two) of the row ranked just above it
-TIE = "tie"
-#: optional columns of a live comparison: parameters that differ from the policy's defaults, and the
-#: policy's replays done / running / queued
-KNOBS, PROGRESS = "knobs", "done/running/queued"
-#: metrics a comparison can be ranked by, and whether higher is better
-RANKABLE = {"avg_jct_s": False, "p95_jct_s": False, "avg_wait_s": False, "avg_queue_s": False,
-            "makespan_s": False, "gpu_util": True}
+from schedlab.tasks import tracking
 
 
-def std_key(metric: str) -> str:
-    return f"{metric}_std"
-
-
-def _ratio(base: float, value: float) -> float:
-    if base is None or value is None or math.isnan(base) or math.isnan(value):
-        return math.nan
-    if value == 0:
-        return 1.0 if base == 0 else math.inf
-    return base / value
-
-
-def columns(optional: tuple[str, ...] = ()) -> list[str]:
-    return [*GROUP, "policy", "seeds", SAME_AS, *(c for m in (*METRICS, *optional) for c in (m, std_key(m))),
-            *RATIOS.values()]
-
-
-def headline(columns_present) -> tuple[str, ...]:
-    """The headline metrics of a table or row: :data:`METRICS` plus the :data:`OPTIONAL` ones it has."""
-    return (*METRICS, *(m for m in OPTIONAL if m in columns_present))
-
-
-def _identical(frame: pd.DataFrame, labels: list[str]) -> dict[str, str]:
-    """label -> an earlier label whose per-seed headline metrics are all equal (same results)."""
-    vectors: dict[str, tuple] = {}
+def replay_jobs(uri: str, experiment: str, labels: tuple[str, str], trace: str | None = None,
+                cluster: str | None = None) -> dict[tuple[str, str, int], dict[str, pd.DataFrame]]:
+    """``(trace, cluster, seed) -> {label: jobs}`` for the FINISHED replays of ``labels`` in ``experiment``
+    (optionally one trace label and one cluster); only the (trace, cluster, seed) both labels have. A
+    missing experiment or label is a ValueError naming what the store has."""
+    c = tracking.client(uri)
+    found = c.get_experiment_by_name(experiment)
+    if found is None:
+        names = sorted(e.name for e in c.search_experiments())
+        raise ValueError(f"no experiment {experiment!r} in {uri} (there: {', '.join(names) or 'none'})")
+    runs = [r for r in tracking.runs_with_tag(uri, found.experiment_id, "schedlab.kind", ["replay"])
+            if r.info.status == "FINISHED"]
+    present = sorted({r.data.tags.get("schedlab.label", "") for r in runs})
     for label in labels:
-        part = frame[frame["policy"] == label].sort_values("seed")
-        vectors[label] = tuple(part["seed"]) + tuple(
-            round(float(v), 6) if not pd.isna(v) else None for m in METRICS for v in part[m])
-    same: dict[str, str] = {}
-    for i, label in enumerate(labels):
-        for earlier in labels[:i]:
-            if earlier not in same and vectors[earlier] == vectors[label]:
-                same[label] = earlier
-                break
-    return same
-
-
-def comparison(rows: list[dict[str, Any]], baseline: str, policy_order: list[str] | None = None,
-               fallbacks: dict[tuple[str, str, str], Fallback] | None = None) -> pd.DataFrame:
-    """``rows``: one per finished replay with ``trace, cluster, policy`` (the label), ``seed`` and the
-    metrics. Returns one row per (trace, cluster, policy): seeds, seed means and standard deviations,
-    the ratios against the baseline and ``same_as`` (a policy whose results are identical, seed by seed),
-    with the reason when either of the two falls back to the other's behaviour on that set-up
-    (``fallbacks``: :meth:`ExperimentConfig.fallbacks`)."""
-    if not rows:
-        return pd.DataFrame(columns=columns())
-    frame = pd.DataFrame(rows)
-    for m in METRICS:
-        if m not in frame:
-            frame[m] = math.nan
-    metrics = [*METRICS, *(m for m in OPTIONAL if m in frame and frame[m].notna().any())]
-    order = {p: i for i, p in enumerate(policy_order or [])}
-    out = []
-    for _, group in frame.groupby(GROUP, sort=False):
-        labels = sorted(group["policy"].unique(), key=lambda p: (p != baseline, order.get(p, len(order))))
-        same = _identical(group, labels)
-        key = tuple(group.iloc[0][GROUP])
-        for label, earlier in same.items():
-            reason = (fallbacks or {}).get((*key, label)) or (fallbacks or {}).get((*key, earlier))
-            if reason is not None:
-                same[label] = f"{earlier}: {reason.short}"
-        by_policy = group.groupby("policy", sort=False)
-        means, stds = by_policy[metrics].mean(), by_policy[metrics].std(ddof=1)
-        for label in labels:
-            first = group[group["policy"] == label].iloc[0]
-            rec: dict[str, Any] = {"trace": first["trace"], "cluster": first["cluster"], "policy": label,
-                                   "seeds": int(group.loc[group["policy"] == label, "seed"].nunique()),
-                                   SAME_AS: same.get(label, "")}
-            for m in metrics:
-                rec[m], rec[std_key(m)] = float(means.loc[label, m]), float(stds.loc[label, m])
-            for m, key in RATIOS.items():
-                rec[key] = _ratio(float(means.loc[baseline, m]), rec[m]) if baseline in means.index else math.nan
-            out.append(rec)
-    return pd.DataFrame(out, columns=columns(tuple(metrics[len(METRICS):])))
-
-
-def rank(table: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Each (trace, cluster) group's rows best first by ``metric`` (:data:`RANKABLE`), rows without
-    a value last, ties within the seed spread marked (:data:`TIE`); groups keep their order."""
-    if metric not in RANKABLE:
-        raise ValueError(f"cannot rank by {metric!r}: one of {', '.join(RANKABLE)}")
-    if table.empty:
-        return table.assign(**{TIE: pd.Series(dtype=str)})
-    order = table.assign(_group=table.groupby(GROUP, sort=False).ngroup())
-    order = order.sort_values(["_group", metric], ascending=[True, not RANKABLE[metric]], na_position="last",
-                              kind="stable").drop(columns="_group").reset_index(drop=True)
-    order[TIE] = ties(order, metric)
-    return order
-
-
-def ties(ranked: pd.DataFrame, metric: str) -> list[str]:
-    """Per row of a ranked table: ``≈ <label above>`` when its ``metric`` differs from the row just
-    above (same trace and cluster) by no more than the larger of the two seed standard deviations,
-    else ``""``. One seed (no spread) ties only on equal values."""
-    out = [""] * len(ranked)
-    std = ranked[std_key(metric)] if std_key(metric) in ranked else pd.Series(math.nan, index=ranked.index)
-    for i in range(1, len(ranked)):
-        above, row = ranked.iloc[i - 1], ranked.iloc[i]
-        if tuple(above[GROUP]) != tuple(row[GROUP]) or pd.isna(above[metric]) or pd.isna(row[metric]):
+        if label not in present:
+            raise ValueError(f"experiment {experiment!r} has no finished replay of {label!r} (labels: {', '.join(present)})")
+    chosen: dict[tuple[str, str, int], dict[str, object]] = {}
+    for r in runs:
+        tags = r.data.tags
+        if tags.get("schedlab.label") not in labels or (trace and tags.get("schedlab.trace") != trace) or (
+                cluster and tags.get("schedlab.cluster") != cluster):
             continue
-        spread = max(0.0 if pd.isna(std.iloc[i - 1]) else float(std.iloc[i - 1]),
-                     0.0 if pd.isna(std.iloc[i]) else float(std.iloc[i]))
-        if abs(float(row[metric]) - float(above[metric])) <= spread:
-            out[i] = f"≈ {above['policy']}"
+        key = (tags["schedlab.trace"], tags["schedlab.cluster"], int(tags["schedlab.seed"]))
+        chosen.setdefault(key, {}).setdefault(tags["schedlab.label"], r)
+    pairs = {k: v for k, v in chosen.items() if len(v) == 2}
+    if not pairs:
+        where = " ".join(f"{n} {v!r}" for n, v in (("trace", trace), ("cluster", cluster)) if v)
+        raise ValueError(f"experiment {experiment!r}: no trace, cluster and seed has finished replays of both"
+                         f" {labels[0]!r} and {labels[1]!r}{' for ' + where if where else ''}")
+    out: dict[tuple[str, str, int], dict[str, pd.DataFrame]] = {}
+    with tempfile.TemporaryDirectory(prefix="schedlab-compare-") as tmp:
+        for (key, by_label) in sorted(pairs.items()):
+            out[key] = {}
+            for label, run in by_label.items():
+                dst = Path(tmp) / run.info.run_id
+                dst.mkdir()
+                out[key][label] = pd.read_parquet(tracking.download(uri, run.info.run_id, "jobs.parquet", dst))
     return out
-
-
-def in_hours(metric: str) -> bool:
-    """Seconds metrics are shown in hours (``avg_jct_s`` -> column ``avg_jct_s (h)``)."""
-    return metric.endswith("_s") and (metric in METRICS or metric in OPTIONAL)
-
-
-def header(column: str) -> str:
-    return f"{column} (h)" if in_hours(column) else column
-
-
-def _number(value: float, metric: str, like: float | None = None) -> str:
-    """``value`` as a cell shows it; ``like``: the mean a spread goes with (same decimals)."""
-    if math.isnan(value):
-        return "—"
-    if math.isinf(value):
-        return "∞"
-    like = value if like is None or math.isnan(like) or math.isinf(like) else like
-    if in_hours(metric):
-        hours = value / 3600.0
-        return f"{hours:,.2f}" if abs(like / 3600.0) < 100 else f"{hours:,.0f}"
-    if metric in INTEGER:
-        return f"{round(value):,d}"
-    if metric == "gpu_util" or metric.startswith("smact_"):
-        return f"{value:.3f}"
-    return f"{value:,.1f}" if abs(like) < 100 else f"{value:,.0f}"
-
-
-def _cell(row: dict[str, Any], column: str) -> str:
-    value = row[column]
-    if column in RATIOS.values():
-        return "—" if math.isnan(value) else "∞" if math.isinf(value) else f"{value:.2f}x"
-    if column in METRICS or column in OPTIONAL:
-        spread = row.get(std_key(column), math.nan)
-        text = _number(value, column)
-        return text if pd.isna(spread) or math.isnan(value) else f"{text} ± {_number(spread, column, value)}"
-    if column == SAME_AS:
-        return f"= {value}" if value else ""
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-
-
-def shown_columns(table: pd.DataFrame) -> list[str]:
-    """The columns printed (std columns folded into their metric's cell; ``same_as`` only when used)."""
-    cols = [*GROUP, "policy", "seeds", *headline(table.columns), *RATIOS.values()]
-    if len(table) and (table[SAME_AS] != "").any():
-        cols.insert(4, SAME_AS)
-    if PROGRESS in table.columns:
-        cols.insert(cols.index("seeds") + 1, PROGRESS)
-    if TIE in table.columns and (table[TIE].fillna("") != "").any():
-        cols.insert(cols.index(PROGRESS if PROGRESS in cols else "seeds") + 1, TIE)
-    if KNOBS in table.columns and (table[KNOBS] != "").any():
-        cols.append(KNOBS)
-    return cols
-
-
-def legend(baseline: str) -> str:
-    return (f"cells: mean ± sample std over seeds, times in hours; *_speedup = {baseline} ÷ policy (> 1: better than {baseline});"
-            " avg_wait_s = all time without GPUs (incl. after preemptions), avg_queue_s = to first start;"
-            " same_as: identical results, seed by seed (and which policy lacks what its mechanism needs); tie ≈ X: within the seed spread of X, ranked just above")
-
-
-def to_markdown(table: pd.DataFrame) -> str:
-    head = shown_columns(table)
-    lines = ["| " + " | ".join(header(c) for c in head) + " |",
-             "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS, TIE) else "---:" for c in head) + "|"]
-    for row in table.to_dict("records"):
-        lines.append("| " + " | ".join(_cell(row, c) for c in head) + " |")
-    return "\n".join(lines)
-
-
-def to_text(table: pd.DataFrame) -> str:
-    """A fixed-width table for the terminal (trace and cluster columns only when there are several)."""
-    head = shown_columns(table)
-    if len(table) and len(table[GROUP].drop_duplicates()) == 1:
-        head = [c for c in head if c not in GROUP]
-    cells = [[header(c) for c in head]] + [[_cell(row, c) for c in head] for row in table.to_dict("records")]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
-    left = {*GROUP, "policy", SAME_AS, KNOBS, TIE}
-    lines = ["  ".join(c.ljust(w) if h in left else c.rjust(w) for c, w, h in zip(r, widths, head)) for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    if GROUP[0] not in head and len(table):
-        lines.insert(0, f"trace {table['trace'].iloc[0]}, cluster {table['cluster'].iloc[0]}")
-    return "\n".join(lines)

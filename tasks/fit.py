@@ -1,5 +1,5 @@
 """Fitting tasks: the iteration-time model (Castor §3.1) and the ξ model (Castor §6) from a profile
-store, through ``schedlab fit``'s own code (:mod:`schedlab.tasks.fit_cli`), then logged to MLflow and
+store, through ``schedlab fit``'s own code (:mod:`schedlab.profiling.fit_models`), then logged to MLflow and
 registered (:func:`schedlab.tasks.model_tracking.log_model`) with links to the runs it came from.
 
 Each artifact lands in a folder named after its content (``iteration-time-<sha12>.json``,
@@ -10,7 +10,6 @@ earlier run used.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -42,7 +41,7 @@ def _digest(path: Path) -> str:
 
 
 def _summary(kind: str, artifact: Path) -> dict[str, Any]:
-    """Metrics, data hash and profile store version, read back from the artifact ``fit_cli`` wrote."""
+    """Metrics, data hash and profile store version, read back from the artifact written."""
     if kind == "iteration-time":
         doc = json.loads(artifact.read_text())
         metrics: dict[str, Any] = {}
@@ -64,7 +63,7 @@ def fit_model(kind: str, store_dir: str, out_dir: str, *, holdout: float = 0.2, 
     """Fit ``kind`` (``iteration-time`` | ``interference``) from the store, write the artifact under
     ``out_dir`` (content-named). Returns ``kind, name, path, metrics, data_sha256, profile_store,
     params``. Raises ValueError when the store cannot train it (no records, fewer than 2 pairs)."""
-    from schedlab.tasks import fit_cli
+    from schedlab.profiling import fit_models
 
     if kind not in KINDS:
         raise ValueError(f"unknown fit {kind!r}; one of {sorted(KINDS)}")
@@ -73,9 +72,10 @@ def fit_model(kind: str, store_dir: str, out_dir: str, *, holdout: float = 0.2, 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".fit-{name}-", dir=out) as tmp:
         target = Path(tmp) / (f"{name}.json" if kind == "iteration-time" else name)
-        args = argparse.Namespace(source="store", profiles=Path(store_dir), holdout=holdout, seed=seed,
-                                  no_track=True, out=target, pollux=None, gavel=None, worker="v100")
-        (fit_cli.fit_iteration_time if kind == "iteration-time" else fit_cli.fit_interference)(args)
+        fit = (fit_models.fit_iteration_time if kind == "iteration-time" else fit_models.fit_interference)(
+            profiles=Path(store_dir), holdout=holdout, seed=seed)
+        print("\n".join(fit.lines))
+        fit.model.save(target)
         final = out / (f"{name}-{_digest(target)}" + (".json" if kind == "iteration-time" else ""))
         if not final.exists():  # the same content fitted before: keep that one
             with contextlib.suppress(FileExistsError, OSError):

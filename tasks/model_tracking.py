@@ -49,7 +49,8 @@ def log_model(artifact: Path, registered_name: str, metrics: dict[str, Any], *, 
               tags: dict[str, str] | None = None, uri: str | None = None) -> dict[str, str]:
     """Log ``artifact`` (a directory or one file) with its metrics; register a new model version.
     Returns ``run_id``, ``version`` and ``model_uri``."""
-    from schedlab.tasks.tracking import check_tracking, client, code_version, ensure_experiment, flat_metrics, retrying
+    from schedlab.sched.reporting.mlflow_view import flat_metrics
+    from schedlab.tasks.tracking import check_tracking, client, code_version, ensure_experiment, retrying
 
     uri = uri or tracking_uri()
     check_tracking(uri)

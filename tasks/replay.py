@@ -13,25 +13,28 @@ The result is small: run id, status, key and the summary's numbers (never tables
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import tempfile
 import time
 import traceback
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from schedlab import settings
-from schedlab.tasks.config import ExperimentReplay
-from schedlab.tasks.model_tracking import fetcher, lineage
+from schedlab.sched.contained import Contained, PolicyFailed
+from schedlab.sched.watchdog import thread_lock_for_progress_bars
+from schedlab.sched.reporting.markdown import text as md
+from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_params, standard_tags
+from schedlab.sched.spec import ExperimentReplay
 from schedlab.tasks import tracking
-from schedlab.tasks.mlflow_view import standard_tags
-from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, client, retrying
+from schedlab.tasks.model_tracking import fetcher, lineage
+from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
 if TYPE_CHECKING:
     from schedlab.sched.core.cluster import ClusterSpec
@@ -53,66 +56,25 @@ class ReplayFailed(RuntimeError):
         return (ReplayFailed, (self.label, self.run_id, self.message))
 
 
-def run_params(spec: ExperimentReplay) -> dict[str, str]:
-    """The run's effective configuration: policy and *every* parameter of it (defaults included), an
-    external policy's lineage (``policy.source.*``), the preemption overhead the engine charges (and
-    whether it is the policy's default), trace and loader options, cluster, seed, model sources and
-    code version."""
-    from schedlab.tasks.mlflow_view import policy_params, preemption_overhead
-
-    params: dict[str, Any] = {
-        "policy": spec.policy, "label": spec.label, "trace": spec.trace, "trace.label": spec.trace_label,
-        "trace.source": spec.source or "synthetic", "trace.format": spec.format or "auto",
-        "trace.annotate": spec.annotate, "cluster": spec.cluster, "seed": spec.seed,
-        "placement": spec.placement,
-        "preemption_overhead_s": preemption_overhead(spec.policy, spec.preemption_overhead_s, spec.policy_source),
-        "preemption_overhead.source": "config" if spec.preemption_overhead_s is not None else "policy default",
-        "code_version": spec.code_version,
-    }
-    params.update({f"params.{k}": json.dumps(v)
-                   for k, v in sorted(policy_params(spec.policy, spec.params, spec.policy_source).items())})
-    params.update(spec.policy_origin or {})  # an external policy's file path and SHA-256 (or package version)
-    params.update({f"trace.option.{k}": v for k, v in sorted(spec.options.items()) if v is not None})
-    params.update(model_params(spec))
-    if spec.smact_profiles:
-        params["smact_profiles"] = spec.smact_profiles
-    params.update({f"inference.{k}": v for k, v in sorted((spec.inference or {}).items())})
-    return {k: str(v)[:6000] for k, v in params.items()}
-
-
-def model_params(spec: ExperimentReplay) -> dict[str, Any]:
-    """The model sources a replay uses (``model.<name>``); the hook where model-version lineage goes."""
-    return {f"model.{k}": v for k, v in sorted(spec.models.items())}
-
-
 def execute(spec: ExperimentReplay, progress: Callable[[int, int], None] | None = None,
-            fetch: Fetch | None = None) -> tuple[ReplayResult, ClusterSpec]:
+            fetch: Fetch | None = None, contained: Contained | None = None) -> tuple[ReplayResult, ClusterSpec]:
     """Run ``spec``'s replay (no tracking) through :func:`schedlab.sched.replay.run`: ``(ReplayResult,
     cluster spec)``, the summary with ``load_wall_s`` (loading and preparing the trace); ``fetch``
     downloads the models named by MLflow URI; ``progress(jobs done, jobs)`` is called as the replay
-    advances (every 1,000 jobs)."""
+    advances (every 1,000 jobs); ``contained``: the policy's replay in a child process, stopped at its
+    time limit (a :class:`~schedlab.sched.contained.PolicyFailed` when the policy fails it)."""
+    from schedlab.profiling.smact import profile_for
     from schedlab.sched.replay import prepare, run
 
-    _thread_lock_for_progress_bars()
+    thread_lock_for_progress_bars()
     replay = spec.spec()
     started = time.perf_counter()
-    prepared = prepare(replay, fetch=fetch, warn=False)  # the experiment's validation warned once per policy
+    prepared = prepare(replay, fetch=fetch, warn=False,  # the experiment's validation warned once per policy
+                       smact=profile_for(replay))
     load_s = time.perf_counter() - started
-    [result] = run(replay, prepared, fetch=fetch, progress=progress or False)
+    [result] = run(replay, prepared, progress=progress or False, contained=contained)
     result.summary["load_wall_s"] = load_s
     return result, prepared.cluster
-
-
-def _thread_lock_for_progress_bars() -> None:
-    """The engine's progress bar (disabled on workers) takes tqdm's lock, by default a multiprocessing
-    one: a semaphore that a worker stopped mid-replay leaks ("resource_tracker: … leaked semaphore
-    objects" at exit). A thread lock is all one replay per worker thread needs."""
-    import threading
-
-    from tqdm import tqdm
-
-    if not isinstance(getattr(tqdm, "_lock", None), type(threading.RLock())):
-        tqdm.set_lock(threading.RLock())
 
 
 @dataclass
@@ -132,7 +94,8 @@ class JobsDone:
 def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_id: str | None) -> dict[str, Any]:
     """Run one replay and log it as one MLflow run (exactly once per key). Plain function: the
     Prefect task below wraps it; tests and serial benchmarks call it directly."""
-    from schedlab.tasks import plots
+    from schedlab.sched.reporting.drilldown import fairness
+    from schedlab.sched.reporting.experiment import replay_figures
 
     c = client(uri)
     key = spec.key
@@ -151,8 +114,8 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
             "schedlab.policy": spec.policy, "schedlab.label": spec.label, "schedlab.trace": spec.trace_label,
             "schedlab.cluster": spec.cluster, "schedlab.seed": str(spec.seed),
             **tracking.owner_tags(),
-            **standard_tags(f"Replay of **{spec.label}** (policy `{spec.policy}`) on trace {spec.trace_label},"
-                            f" cluster {spec.cluster}, seed {spec.seed}; experiment {spec.experiment}.")}
+            **standard_tags(f"Replay of **{md(spec.label)}** (policy {md(spec.policy)}) on trace {md(spec.trace_label)},"
+                            f" cluster {md(spec.cluster)}, seed {spec.seed}; experiment {md(spec.experiment)}.")}
     if parent_run_id:
         tags[PARENT_TAG] = parent_run_id
     run = retrying(lambda: c.create_run(experiment_id, run_name=spec.run_name, tags=tags))
@@ -167,36 +130,32 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         retrying(lambda: c.log_batch(run_id, params=[Param(k, v) for k, v in {**run_params(spec), **model_params}.items()],
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
-        result, cluster = execute(spec, progress.update, fetcher(uri))  # models:/… from the experiment's store
+        contained = Contained(spec.time_limit_s, "--time-limit, or time_limit_s: in the experiment file")
+        result, cluster = execute(spec, progress.update, fetcher(uri), contained)  # models:/… from the experiment's store
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
-        metrics = tracking.run_metrics(summary)
-        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()]))
+        gpus = cluster.training_pool.servers * cluster.training_pool.gpus_per_server
+        metrics = {**run_metrics(summary), **applied_metrics(result),
+                   **{k: v for k, v in fairness(result.jobs, gpus).items() if math.isfinite(v)}}
+        unused = result.unused  # a model or option that changed nothing (sched/results/applied.py)
+        retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
+                                     tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
             result.summary = summary
             result.write(out)
-            title = spec.run_name
-            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {title}", "JCT (s)")
-            plots.cdf_plot(result.jobs["queue_s"], out / "queue_cdf.png", f"queueing delay CDF: {title}",
-                           "queueing delay (s)")
-            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait (all time without GPUs) CDF: {title}",
-                           "wait_s (s)")
-            plots.utilization_plot(result.utilization, cluster.training_pool.servers
-                                   * cluster.training_pool.gpus_per_server, out / "gpu_util.png",
-                                   f"GPU utilisation: {title}")
-            if result.smact is not None:
-                plots.smact_cdf({spec.label: [result.smact]}, out / "smact_cdf.png",
-                                f"SM activity over all GPUs (idle = 0): {title}")
+            replay_figures(result, out, spec.run_name, gpus, label=spec.label)
             retrying(lambda: c.log_artifacts(run_id, str(out)))
         retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,
-                "metrics": metrics}
+                "metrics": metrics, "unused": unused}
     except BaseException as err:
-        message = f"{type(err).__name__}: {err}"
+        # a policy's failure says what and where itself (its traceback is of the waiting side)
+        message = err.message if isinstance(err, PolicyFailed) else f"{type(err).__name__}: {err}"
         try:
-            retrying(lambda: c.log_text(run_id, traceback.format_exc(), "error.txt"))
+            error_text = message if isinstance(err, PolicyFailed) else traceback.format_exc()
+            retrying(lambda: c.log_text(run_id, error_text, "error.txt"))
             retrying(lambda: c.set_tag(run_id, ERROR_TAG, message[:4000]))
             retrying(lambda: c.set_terminated(run_id, status="FAILED"))
         except Exception:  # noqa: BLE001 - the original error matters more
@@ -209,8 +168,9 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
 
 
 def warm_up(uri: str) -> int:
-    """Import what a replay needs and open the tracking store, so that a fresh worker's first
-    replay does not pay for it (run on every worker while the Prefect API starts); quiet the
+    """Import what a replay needs, start the fork server its process comes from and open the tracking
+    store, so that a fresh worker's first replay does not pay for it (run on every worker while the
+    Prefect API starts); quiet the
     warning Dask logs for a cancelled replay; let the worker end quickly when its cluster closes
     (:func:`settings.skip_exit_collection`)."""
     settings.skip_exit_collection()
@@ -218,7 +178,11 @@ def warm_up(uri: str) -> int:
     import pyarrow.parquet  # noqa: F401
 
     from schedlab.sched import replay  # noqa: F401
-    from schedlab.tasks import plots  # noqa: F401
+    from schedlab.sched.contained import PRELOAD
+    from schedlab.sched.reporting import experiment  # noqa: F401 - the replay's figures
+    from schedlab.sched.watchdog import warm_up as start_fork_server
+
+    start_fork_server(PRELOAD)  # each replay's process is forked from it (sched/contained.py)
 
     client(uri)
     import logging

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import socket
 import subprocess
 import threading
@@ -21,14 +20,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from schedlab.sched.reporting.mlflow_view import KIND_TAG
 from schedlab.settings import path_name, registry_uri
 from schedlab.tasks.locks import LockTimeout, file_lock, owner_alive
 
 KEY_TAG = "schedlab.key"
-KIND_TAG = "schedlab.kind"  # "replay" | "experiment"
 EXPERIMENT_KEY_TAG = "schedlab.experiment_key"
 PARENT_TAG = "mlflow.parentRunId"
 SUPERSEDED_TAG = "schedlab.superseded_by"
+UNUSED_TAG = "schedlab.unused"  # what given to a replay changed nothing, and why (sched/results/applied.py)
 ERROR_TAG = "schedlab.error"
 OWNER_TAG = "schedlab.worker"  # host:pid of the process logging the run
 LEASE_TAG = "schedlab.lease_until"  # epoch seconds; renewed while the owner works on the run
@@ -253,34 +253,3 @@ def code_version() -> str:
             return f"schedlab-{version('schedlab')}"
         except PackageNotFoundError:
             return "unknown"
-
-
-def ui_url(uri: str, experiment_id: str, run_id: str | None = None, ui: str | None = None) -> str:
-    """Where a run (or the experiment's runs) is in the MLflow UI, in its classic (not GenAI) view; a
-    sqlite store's UI is ``ui``, else the one ``schedlab ui`` last served (:func:`settings.ui_base`)."""
-    from schedlab.settings import ui_base
-
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else (ui or ui_base())
-    return f"{base}/#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs") + "?workflowType=machine_learning"
-
-
-def flat_metrics(summary: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """Every numeric entry of a summary (nested dicts flattened with dots) as a metric."""
-    out: dict[str, float] = {}
-    for key, value in summary.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flat_metrics(value, f"{name}."))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[name] = float(value)
-        elif isinstance(value, bool):
-            out[name] = float(value)
-    return out
-
-
-_METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
-
-
-def run_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """A replay summary's numbers as MLflow metrics (names MLflow accepts; the seed is a param)."""
-    return {_METRIC_NAME.sub("_", k): v for k, v in flat_metrics(summary).items() if k != "seed"}

@@ -18,6 +18,12 @@ import pytest  # noqa: E402
 # schedlab.flows keeps its data ($SCHEDLAB_HOME: MLflow store, PREFECT_HOME) in a temporary folder
 # during tests, never in the checkout or in ~ (set before anything imports schedlab.flows).
 os.environ.setdefault("SCHEDLAB_HOME", tempfile.mkdtemp(prefix="schedlab-test-home-"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A pytest-xdist worker (``-n``, the default in pyproject.toml) is a process of its own that inherits
+    # the controller's environment, its homes included: it takes stores of its own, as a serial run has.
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    os.environ["SCHEDLAB_HOME"] = tempfile.mkdtemp(prefix=f"schedlab-test-home-{worker}-")
+    os.environ.pop("PREFECT_HOME", None)
 
 # the test session is an entry point: it applies the project's settings once, before any test imports
 # prefect or mlflow (importing schedlab.flows / schedlab.tasks changes nothing: tests/test_settings_env.py)

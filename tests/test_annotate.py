@@ -1,16 +1,15 @@
-"""Workload annotation of canonical job tables (schedlab.sched.traces.annotate)."""
+"""Workload annotation of canonical job tables (schedlab.sched.models.annotate)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from schedlab.sched.traces.annotate import LAMBDA_RANGE, AnnotationError, annotate
+from schedlab.sched.models.annotate import LAMBDA_RANGE, AnnotationError, annotate
 from schedlab.sched.models.workloads import default_catalog
+from helpers import SHARED_DATA
 
-PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_jobs_pollux.csv"
+PHILLY = SHARED_DATA / "traces" / "philly" / "philly_jobs_pollux.csv"
 
 
 def _jobs(n: int = 400, seed: int = 7) -> pd.DataFrame:
@@ -204,8 +203,8 @@ def test_philly_pollux_trace_model_mix():
 def test_lyra_scheme_in_experiments_is_validated_and_applied(tmp_path):
     """``annotate: {scheme: lyra, scenario: ...}`` (Lyra §7.1 scenarios) is checked when the config is
     read, naming the bad field, and gives lyra_scenario's columns with the replay's seed."""
-    from schedlab.sched.traces.annotate import LyraScheme, annotation_scheme, lyra_scenario
-    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.sched.models.annotate import LyraScheme, annotation_scheme, lyra_scenario
+    from schedlab.sched.spec import ConfigError, load_config
 
     assert annotation_scheme("lyra") == LyraScheme()
     assert annotation_scheme({"scheme": "lyra", "scenario": "ideal"}).scenario == "ideal"

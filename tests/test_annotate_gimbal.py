@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from schedlab.sched.traces.annotate import (
+from schedlab.sched.models.annotate import (
     GIMBAL_MODELS,
     LAMBDA_RANGE,
     AnnotationError,
@@ -13,7 +13,7 @@ from schedlab.sched.traces.annotate import (
     annotate,
     annotation_scheme,
 )
-from schedlab.tasks.config import ConfigError, TraceEntry
+from schedlab.sched.spec import ConfigError, TraceEntry
 
 
 def _jobs(n: int = 150, seed: int = 3) -> pd.DataFrame:

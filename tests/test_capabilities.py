@@ -16,11 +16,12 @@ from schedlab.sched.policy_needs import (
     CapabilityError, CapabilityWarning, check, predict, setup_capabilities, table_capabilities,
 )
 from schedlab.sched.core.pools import LoanOptions
-from schedlab.sched.replay import PolicyRun, ReplaySpec, prepare, run
+from schedlab.sched.replay import prepare, run
+from schedlab.sched.spec import PolicyRun, ReplaySpec
 from schedlab.sched.traces import LoadOptions, load_trace
-from schedlab.sched.traces.annotate import annotate, annotation_schemes, scheme_seed
-from schedlab.tasks import compare
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.models.annotate import annotate, annotation_schemes, scheme_seed
+from schedlab.sched.reporting import compare
+from schedlab.sched.spec import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 LOAN = LoanOptions(load="diurnal:0.42:0.95")
@@ -86,7 +87,7 @@ def test_combined_annotation_writes_both_schemes_columns() -> None:
     pd.testing.assert_frame_equal(both[alone.columns], alone)  # the first scheme draws as alone
     assert {"fungible", "elastic_min", "elastic_max", "heterogeneous"} <= set(both.columns)
     assert both["fungible"].any() and (both["elastic_max"] > both["elastic_min"]).any()
-    from schedlab.sched.traces.annotate import lyra_scenario
+    from schedlab.sched.models.annotate import lyra_scenario
 
     # the second scheme draws with its own seed, not the replay's (else both read the same uniforms)
     pd.testing.assert_frame_equal(both, lyra_scenario(alone, "advanced", scheme_seed(5, 1)))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def _run(script: str, tmp_path) -> list[str]:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
@@ -32,6 +34,7 @@ def test_a_command_freezes_its_heap_after_the_other_exit_handlers(tmp_path):
                           "frozen at exit: True"], lines[-5:]
 
 
+@pytest.mark.slow
 def test_a_warmed_up_worker_freezes_its_heap_at_exit(tmp_path, seed_home):
     home = seed_home(tmp_path / "home", prefect=False)
     lines = _run(f"""\

@@ -132,12 +132,13 @@ def test_options_of_a_later_policy_are_checked_before_the_first_replay(tmp_path,
 
 
 def test_ctrl_c_exits_130_without_a_traceback_and_releases_the_folder(tmp_path, capsys, monkeypatch):
-    import schedlab.sched.replay as replay_module
+    from schedlab.sched.contained import ContainedRunner
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(replay_module, "_replay", interrupted)  # the replay of each policy
+    # where a Ctrl-C lands: the command waits there while each policy's replay runs in its child
+    monkeypatch.setattr(ContainedRunner, "replay", interrupted)
     out = tmp_path / "out"
     assert main([*SMALL, "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -188,7 +189,7 @@ def test_worker_counts_are_bounded(tmp_path, capsys, command, workers, expected)
 
 def test_experiment_seeds_must_fit_numpy(tmp_path):
     """Issue #30: a seed numpy cannot take is refused in the experiment file, not deep in a replay."""
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     config = tmp_path / "exp.yaml"
     config.write_text(f"name: s\nseeds: [{2**63}]\ntraces: [{{name: s, source: synthetic}}]\npolicies: [fifo]\n")

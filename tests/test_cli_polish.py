@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from schedlab import settings
-from schedlab.cli import counted, main, policy_listing
+from schedlab.cli import main
+from schedlab.cli.policies import policy_listing
+from schedlab.sched.reporting.terminal import counted
 from schedlab.flows import REPRODUCE_CONFIGS
-from schedlab.flows.live import LiveComparison, elapsed, knobs
+from schedlab.sched.reporting.live import elapsed, knobs
+from schedlab.tasks.live import LiveComparison
 from schedlab.sched.policies import POLICIES, make_policy
-from schedlab.tasks import compare
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.reporting import compare
+from schedlab.sched.spec import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,8 +100,8 @@ def test_no_message_names_a_missing_markdown_file():
 
 
 def test_links_use_the_recorded_ui(tmp_path, monkeypatch):
-    from schedlab.flows.cli import ui_hint
-    from schedlab.tasks import mlflow_view, tracking
+    from schedlab.cli.ui import ui_hint
+    from schedlab.sched.reporting import mlflow_view
 
     home = tmp_path / "home"
     assert settings.ui_base(home) == settings.DEFAULT_UI and ui_hint(home) == "schedlab ui"
@@ -110,7 +113,7 @@ def test_links_use_the_recorded_ui(tmp_path, monkeypatch):
     settings.record_ui("127.0.0.1", 5078, home)
     monkeypatch.setenv("SCHEDLAB_HOME", str(home))
     assert mlflow_view.runs_url("sqlite:///x.db", "3").startswith("http://127.0.0.1:5078/#/experiments/3/runs?")
-    assert tracking.ui_url("sqlite:///x.db", "3", "r").startswith("http://127.0.0.1:5078/#/experiments/3/runs/r")
+    assert mlflow_view.run_url("sqlite:///x.db", "3", "r").startswith("http://127.0.0.1:5078/#/experiments/3/runs/r")
     assert mlflow_view.runs_url("http://server:80", "3").startswith("http://server:80/#/")  # a tracking server's own UI
 
 

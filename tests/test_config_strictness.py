@@ -183,3 +183,76 @@ def test_numpy_numbers_in_messages_are_plain_numbers():
         LoadOptions(load=np.float64(-1.7))
     message = checks.validation_message(err.value)
     assert "(got -1.7)" in message and "np." not in message, message
+
+
+# ---- what a YAML value may expand to: aliases, recursion, nesting ----------------------------------
+
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{b}: &{b} [*{a}, *{a}, *{a}, *{a}, *{a}, *{a}, *{a}, *{a}, *{a}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("&a [*a]", "line 1: a value that contains itself"),
+    ("x: &m {y: *m}", "line 1: a value that contains itself"),
+    (BOMB, "line 7: expands to more than 1,000,000 values"),  # 9**7 "lol"s at g: refused before any is built
+    ("[" * 150 + "]" * 150, "nested more than 100 lists or mappings deep"),
+    ("[" * 5000 + "]" * 5000, "nested more than 100 lists or mappings deep"),  # deeper than the composer recurses
+])
+def test_yaml_that_refers_to_itself_or_explodes_is_refused(text: str, message: str) -> None:
+    with pytest.raises(checks.YAMLLimitError, match=message):
+        checks.load_yaml(text)
+
+
+def test_yaml_limits_leave_ordinary_aliases_and_every_shipped_file_alone() -> None:
+    from schedlab import conf
+
+    assert checks.load_yaml("a: &x [1, 2]\nb: *x\nc: *x\n") == {"a": [1, 2], "b": [1, 2], "c": [1, 2]}
+    assert checks.load_yaml("[" * 100 + "]" * 100) is not None
+    with pytest.raises(checks.YAMLLimitError, match="more than 10 values"):
+        checks.load_yaml("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", max_nodes=10)
+    files = sorted(conf.path().rglob("*.yaml"))
+    assert files and all(checks.load_yaml(path.read_text()) is not None for path in files)
+
+
+def test_experiment_files_refuse_an_alias_bomb(tmp_path: Path) -> None:
+    from schedlab.sched.spec.experiment_file import ConfigError, load_config
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: bomb\npolicies: [fifo]\n" + BOMB)
+    with pytest.raises(ConfigError, match=rf"{path}: not valid YAML: line \d+: expands to more than"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("&a [*a]", "a value that contains itself"),
+    ("&a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]", None),  # an anchor alone is plain YAML
+    ('&a ["x","x","x","x","x","x","x","x","x","x"] ', None),
+])
+def test_set_values_are_limited(tmp_path: Path, value: str, message: str | None) -> None:
+    from helpers import cli_env, run_cli
+
+    policy = tmp_path / "anything.py"
+    policy.write_text(
+        "from typing import Any\nfrom pydantic import BaseModel\nfrom schedlab.sched.api import Policy\n\n\n"
+        "class P(BaseModel):\n    anything: Any = None\n\n\n"
+        "class Anything(Policy):\n    name = 'anything'\n    Params = P\n\n"
+        "    def on_arrival(self, engine, job):\n        self.job = job\n\n"
+        "    def schedule(self, engine):\n        pass\n")
+    args = ["replay", "--policy", "anything.py:Anything", "--set", f"anything.anything={value}", "--num-jobs", "3",
+            "--no-progress", "--out", str(tmp_path / "out")]
+    done = run_cli(args, cli_env(tmp_path / "home"), tmp_path, timeout=120)
+    if message is None:  # gets as far as the replay (which the do-nothing policy fails: no job finishes)
+        assert "--set" not in done.stderr, done.stderr
+        return
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"schedlab replay: error: --set 'anything.anything={value}': VALUE refused: line 1: {message}"
+        " (an alias inside its own anchor)"]
+
+
+def test_set_value_alias_bomb_is_refused_in_one_line(tmp_path: Path) -> None:
+    from schedlab.sched.spec.fields import MAX_SET_NODES, set_params
+
+    one_line = BOMB.replace("\n", ", ").rstrip(", ")
+    with pytest.raises(ValueError, match=rf"VALUE refused: line 1: expands to more than {MAX_SET_NODES:,} values"):
+        set_params([f"fifo.x={{{one_line}}}"], {"fifo": "fifo"})

@@ -1,16 +1,12 @@
 """schedlab's ``gavel`` against Gavel's own simulator (issue #23), and the differences located on it.
 
 The simulator's per-job JCTs on its 96-job ``max_min_fairness`` trace (16 V100s) are fixtures
-(``fixtures/conformance/gavel-*.csv``, recorded by ``benchmarks/conformance_gavel_record.py``, which
+(``fixtures/conformance/gavel-*.csv``, recorded by ``schedlab.studies.conformance.gavel_record``, which
 states the commit, flags and the analysis-only edit of its fractional-steps variant). Bars: average
 JCT within 1 % on every case; with Gavel's solver's equal shares (``gavel-ecos-ties``) against the
 simulator without whole-step rounds, at least 90 % of jobs within 1 s."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -19,40 +15,25 @@ from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.gavel.lp import build_problem, solve
+from schedlab.studies.conformance import common, gavel
 from helpers import replay_table
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _module(name: str):
-    sys.path.insert(0, str(BENCHMARKS))  # conformance_gavel imports its sibling conformance
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
-conformance_gavel = _module("conformance_gavel")
-conformance = _module("conformance")
-
-
-@pytest.mark.parametrize("case", sorted(conformance_gavel.CASES))
+@pytest.mark.parametrize("case", sorted(gavel.CASES))
 def test_schedlab_gavel_agrees_with_the_authors_simulator(case):
-    _, _, least_within_1s = conformance_gavel.CASES[case]
-    r = conformance.compare(conformance_gavel.run_ours(case), conformance_gavel.load_expected(case))
+    _, _, least_within_1s = gavel.CASES[case]
+    r = common.compare(gavel.run_ours(case), gavel.load_expected(case))
     assert r["jobs"] == 96
-    assert abs(r["avg_jct_rel"]) <= conformance_gavel.AVG_JCT_BAR, r
+    assert abs(r["avg_jct_rel"]) <= gavel.AVG_JCT_BAR, r
     assert r["within_1s"] >= least_within_1s, r
     assert abs(r["makespan_s"] / r["makespan_s_peer"] - 1) <= 0.01, r
 
 
 def test_every_variant_has_its_recorded_output():
     columns = ["job_id", "job_type", "scale_factor", "total_steps", "arrival_time", "duration_s", "jct_s"]
-    for variant in conformance_gavel.VARIANTS:
-        expected = pd.read_csv(conformance_gavel.fixture_path(variant))
+    for variant in gavel.VARIANTS:
+        expected = pd.read_csv(gavel.fixture_path(variant))
         assert list(expected.columns) == columns and len(expected) == 96
         assert (expected["jct_s"] >= expected["duration_s"] - 1e-3).all()
 

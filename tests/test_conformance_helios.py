@@ -16,6 +16,7 @@ import json
 import pandas as pd
 import pytest
 from schedlab.studies.conformance import helios
+from schedlab.studies.conformance.common import HELIOS_START
 
 TRACE = "itp-1000"
 needs_itp = pytest.mark.skipif(not (helios.ITP / f"{helios.TRACES[TRACE].cluster}.csv").is_file(),
@@ -88,7 +89,7 @@ def test_the_recorded_srtf_holds_every_job_a_second_past_its_work():
 def test_the_trace_is_in_the_simulators_columns():
     df = helios.itp_trace(helios.TRACES[TRACE])
     assert list(df.columns) == helios.HELIOS_COLUMNS and len(df) == 1000 and df["job_id"].is_unique
-    assert df["submit_time"].is_monotonic_increasing and df["submit_time"].iloc[0] == helios.START
+    assert df["submit_time"].is_monotonic_increasing and df["submit_time"].iloc[0] == HELIOS_START
     assert (df["duration"] > 0).all() and df["gpu_num"].max() <= helios.TRACES[TRACE].nodes * helios.GPUS_PER_NODE
     with pytest.raises(FileNotFoundError, match="ITP trace not found"):
         helios.itp_trace(helios.Trace("cluster99", 10, 1, 1))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.tasks.config import CONF_DIR, ConfigError, load_config
+from schedlab.sched.spec import CONF_DIR, ConfigError, load_config
 from schedlab.sched.policies import POLICIES
-from schedlab.tasks import compare
+from schedlab.sched.reporting import compare
 
 BASE = """\
 name: t
@@ -219,9 +219,7 @@ def test_placement_is_logged_by_its_canonical_name_and_strict_only_with_policies
 
 def test_replays_are_submitted_baseline_first_then_costliest(tmp_path):
     """The live comparison needs the baseline at once; pollux (relative_cost 20) must not start last."""
-    from schedlab.flows.experiment import _submission_order
-
     path = write(tmp_path, BASE.replace("policies: [fifo, sjf]", "policies: [sjf, pollux, fifo]\nbaseline: fifo"))
     config = load_config(path)
-    order = [(s.label, s.seed) for s in _submission_order(config, config.grid("v1"))]
+    order = [(s.label, s.seed) for s in config.submission_order(config.grid("v1"))]
     assert order == [("fifo", 0), ("fifo", 1), ("pollux", 0), ("pollux", 1), ("sjf", 0), ("sjf", 1)]

@@ -13,7 +13,7 @@ import yaml
 from schedlab.flows.end_to_end import run_end_to_end
 from schedlab.tasks import tracking
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "flows"
 
 

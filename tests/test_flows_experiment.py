@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.tasks.config import load_config
+from schedlab.sched.spec import load_config
 from schedlab.flows.experiment import run_experiment
 from schedlab.tasks import tracking
 from schedlab.tasks.replay import ReplayFailed, log_replay
@@ -81,6 +81,7 @@ def running_replays(db: Path) -> list[tuple[str, int]]:
     return [(run_id, int(worker.rsplit(":", 1)[1])) for run_id, worker in rows]
 
 
+@pytest.mark.slow
 def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_address, seed_home):
     path = write(tmp_path, """\
         name: e2e
@@ -194,7 +195,26 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert len(all_runs(uri, "e2e", deleted=True)) == 7  # 4 replays, the parent, 2 policy runs: none twice
     assert again["parent_run_id"] == parent.info.run_id
 
+    # the drill-down of two of its policies, job by job, from the store (schedlab compare)
+    from schedlab.cli import main
 
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SCHEDLAB_HOME", str(home))
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)
+        assert main(["compare", "e2e", "tiresias", "fifo", "--out", str(tmp_path / "cmp")]) == 0
+        with pytest.raises(SystemExit):
+            main(["compare", "e2e", "tiresias"])
+        assert main(["compare", "e2e", "tiresias", "lucid"]) == 2  # no such label: named, exit 2
+    per_job = pd.read_csv(tmp_path / "cmp" / "jobs.csv")
+    assert len(per_job) == 600 and set(per_job["seed"]) == {0, 1}  # 300 jobs x 2 seeds
+    assert set(per_job["effect"]) <= {"helped", "hurt", "unchanged"}
+    fifo_jobs = pd.read_parquet(Path(children[0].info.artifact_uri.removeprefix("file://")) / "jobs.parquet")
+    assert {"jct_s.tiresias", "jct_s.fifo", "ratio"} <= set(per_job.columns) and len(fifo_jobs) == 300
+    assert (per_job["ratio"] == per_job["jct_s.fifo"] / per_job["jct_s.tiresias"]).all()
+    assert "<svg" in (tmp_path / "cmp" / "drilldown.html").read_text()
+
+
+@pytest.mark.slow
 def test_failed_replay_run_is_failed_with_error_others_finish(tmp_path, prefect_harness, dask_address, capsys):
     from schedlab.cli import main
 
@@ -284,6 +304,7 @@ def test_replay_is_logged_once_even_when_retried(tmp_path, seed_home):
         log_replay(second.model_copy(update={"policy": "nosuch", "label": "nosuch"}), uri, exp, None)
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefect_harness, dask_address, seed_home):
     path = write(tmp_path, """\
         name: kill

@@ -23,7 +23,7 @@ import pytest
 from schedlab.tasks import tracking
 from schedlab.tasks.tracking import KEY_TAG
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 CONFIG = """\
     name: {name}

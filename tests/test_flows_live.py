@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
 
 def experiment(home: Path, config: Path, *options: str) -> subprocess.Popen:
@@ -65,8 +65,9 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_path, seed_home):
-    """A small trace finishes first; Ctrl-C comes while the large one replays (about 20 s): the comparison
-    run and that replay end KILLED, the finished replay stays FINISHED, and a re-run resumes from it."""
+    """A small trace finishes first (each on its own worker); Ctrl-C comes while the large one replays (about
+    25 s): the comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run
+    resumes from it."""
     home = seed_home(tmp_path / "home")
     config = tmp_path / "exp.yaml"
     config.write_text(textwrap.dedent("""\
@@ -77,7 +78,9 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
         clusters: [castor-sim]
         policies: [srtf]
         """))
-    proc = experiment(home, config)
+    # two workers: with one, which replay runs first is Dask's choice among equal-cost tasks (the large one
+    # first left nothing to interrupt)
+    proc = experiment(home, config, "--workers", "2")
     out = Output(proc)
     try:
         out.wait_for(proc, r"\[1/2\] srtf \| small")
@@ -115,8 +118,11 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     assert statuses["srtf | small | castor-sim | seed 0"] == "FINISHED"
     assert statuses["srtf | large | castor-sim | seed 0"] == "KILLED"
     assert "1 replay run(s) in flight marked KILLED" in text and "schedlab experiment: interrupted" in text
+    # a test beside this one may hold Dask's default dashboard port: that start-up warning is not the Ctrl-C's
+    shown = re.sub(r"\S*distributed/node.py:\d+: UserWarning: Port \d+ is already in use\.\n(.*\n){2}.*warnings.warn\(\n",
+                   "", text)
     for noise in ("distributed.", "leaked semaphore", "Traceback", "CancelledError", "Error logging to API"):
-        assert noise not in text, text[-4000:]
+        assert noise not in shown, shown[-4000:]
 
     # running it again resumes (the small replay is not run again); interrupted again, it is as clean
     again = experiment(home, config)

@@ -27,7 +27,7 @@ SHARED_STORE = "flows-tiny-profile-store"  # read by test_flows_end_to_end
 def cpu_cluster(prefect_harness):
     """One plain worker process (no GPU resource), started with the test API's URL in its env."""
     from distributed import LocalCluster
-    from schedlab.flows.nightly import exported_api_url
+    from schedlab.flows.api_server import exported_api_url
 
     with exported_api_url():
         cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -73,6 +73,7 @@ def test_merge_records_copies_only_missing_files(tmp_path):
         read_sweep("no-such-sweep")
 
 
+@pytest.mark.slow
 def test_nightly_without_gpu_worker(tmp_path, tmp_path_factory, prefect_harness, cpu_cluster, monkeypatch, capsys,
                                    seed_home):
     uri = f"sqlite:///{seed_home(tmp_path, prefect=False) / 'mlflow.db'}"
@@ -125,6 +126,7 @@ def test_nightly_without_gpu_worker(tmp_path, tmp_path_factory, prefect_harness,
     shutil.copytree(tmp_path / "store", tmp_path_factory.getbasetemp() / SHARED_STORE, dirs_exist_ok=True)
 
 
+@pytest.mark.slow
 def test_profiling_task_goes_to_the_gpu_worker(tmp_path, prefect_harness, cpu_cluster):
     """A real `dask worker ADDR --resources GPU=1` joins the cluster: the flow finds it and the
     profiling task runs there (an empty sweep: only the routing is tested)."""

@@ -19,13 +19,14 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("reproduce_env")
 def test_the_default_configs_validate():
     """The shipped reproduction configs read the real traces in ../shared (skipped without them)."""
     from helpers import shared_data
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     shared_data("traces", "philly", "philly_jobs_pollux.csv")
     shared_data("traces", "itp", "cluster04.csv")
     assert [load_config(c).name for c in DEFAULT_CONFIGS] == DEFAULT_CONFIGS
 
 
+@pytest.mark.slow
 def test_reproduce_tiny_config(tmp_path, prefect_harness, seed_home):
     report = run_reproduce([str(TINY)], workers=1, home=seed_home(tmp_path, prefect=False))
     assert report["failures"] == {}

@@ -88,6 +88,7 @@ def servers(tmp_path_factory, seed_home):
         stop(server)
 
 
+@pytest.mark.slow
 def test_serve_registers_the_cron_schedule_and_stopping_pauses_it(servers):
     api, server, env = servers["api"], servers["server"], servers["env"]
     wait_for(f"{api}/health", server)
@@ -130,8 +131,9 @@ def test_serve_without_a_server_or_with_a_bad_flow_says_so(capsys):
     assert "bad schedule" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ui_serves_the_project_store(servers):
-    from schedlab.flows.cli import ui_command
+    from schedlab.cli.ui import ui_command
 
     home = servers["home"]
     cmd = ui_command("127.0.0.1", 5000, home)

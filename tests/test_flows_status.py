@@ -93,6 +93,7 @@ def test_status_leaves_a_running_experiment_alone(home, capsys):
     assert "KILLED" not in out and tracking.client(uri).get_run(parent).info.status == "RUNNING"
 
 
+@pytest.mark.slow
 def test_status_shows_each_deployment_cron_and_next_run(home, prefect_harness):
     from prefect import flow
 
@@ -114,7 +115,7 @@ def test_ui_names_the_newest_comparison(home):
     import time
 
     from schedlab import settings
-    from schedlab.flows.cli import newest_comparison
+    from schedlab.cli.ui import newest_comparison
 
     uri = settings.tracking_uri()
     tracking.check_tracking(uri)
@@ -129,6 +130,7 @@ def test_ui_names_the_newest_comparison(home):
     assert newest["url"].startswith(f"http://127.0.0.1:5077/#/experiments/{exp.experiment_id}/runs?")
 
 
+@pytest.mark.slow
 def test_ui_open_opens_the_newest_comparison_once_it_answers(home, tmp_path):
     """``schedlab ui --open``: the browser ($BROWSER, here a command writing the URL to a file) gets the
     newest comparison's link once the UI answers."""
@@ -166,7 +168,7 @@ def test_a_replay_reports_its_jobs_done_with_its_lease(tmp_path, seed_home):
     import time
 
     from schedlab.tasks.replay import JobsDone, execute
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     path = tmp_path / "exp.yaml"
     path.write_text("name: p\ntraces: [{name: syn, options: {num_jobs: 3500}}]\nclusters: [4x8]\npolicies: [fifo]\n")

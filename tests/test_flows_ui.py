@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from schedlab.flows.cli import port_free
+from schedlab.cli.ui import port_free
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,6 +49,7 @@ def wait_healthy(proc: subprocess.Popen, port: int, timeout: float = 180) -> Non
     raise AssertionError("the MLflow UI did not come up")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_ui_stops_its_server_on_sigterm_as_on_ctrl_c(tmp_path, sig, seed_home):
     port = free_port()

@@ -111,16 +111,19 @@ def _check_exits(runs: dict[str, subprocess.CompletedProcess]) -> None:
         assert run.returncode == EXPECTED_EXIT.get(name, 0), f"{name}: {run.args}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 def test_every_command_runs(sandbox):
     _check_exits(sandbox["runs"])
     assert "no GPU worker" in sandbox["runs"]["nightly"].stderr
     assert "unreachable" in sandbox["runs"]["serve"].stderr
 
 
+@pytest.mark.slow
 def test_no_command_creates_files_in_the_current_folder(sandbox):
     assert sorted(p.name for p in sandbox["cwd"].iterdir()) == []
 
 
+@pytest.mark.slow
 def test_names_that_look_like_paths_stay_inside_home_and_out(sandbox):
     """Nothing beside box/ and the inputs, nothing in box/ but home/, cwd/, out/: the experiment
     name, trace name and policy label ``../…`` became contained folder and file names."""
@@ -141,6 +144,7 @@ def test_names_that_look_like_paths_stay_inside_home_and_out(sandbox):
     assert any(n.startswith("jct_cdf__escaped-trace") for n in plots), sorted(plots)
 
 
+@pytest.mark.slow
 def test_the_readme_loop_works_with_schedlab_home_alone(sandbox):
     """profile -> fit -> replay ``--iteration-time models:/iteration-time/1`` with no MLFLOW_* set,
     from a folder that is not the project's: the registered model is found (in $SCHEDLAB_HOME's
@@ -155,6 +159,7 @@ def test_the_readme_loop_works_with_schedlab_home_alone(sandbox):
     assert not (sandbox["cwd"] / "mlflow.db").exists()
 
 
+@pytest.mark.slow
 def test_an_experiment_drains_its_workers_logs(sandbox):
     """No ``coroutine … was never awaited`` from the log drain; the replay task's own log lines (sent
     from the Dask worker) are in Prefect's database."""

@@ -1,29 +1,20 @@
 """conf/interference/gimbal-fig2a.csv (issue #26): the ξ table built to have Gimbal Fig. 2a's stated stakes
 (2 of 5 pairs beat no-packing at x = 100 %, 4 of 5 at x = 60 %, LLaMA in the new winners; the figure's
-values are not in our text copy of the paper). Its generator, benchmarks/gimbal_fig2a_table.py, must
+values are not in our text copy of the paper). Its generator, ``schedlab.tools.gimbal_fig2a_table``, must
 still write the shipped table, and the table must still meet the counts under the replay's M6 model."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from schedlab.sched.core.job import Job
 from schedlab.sched.models.interference import make_interference
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gimbal_fig2a_table.py"
+from schedlab.tools import gimbal_fig2a_table
 
 
 @pytest.fixture(scope="module")
 def gen():
-    spec = importlib.util.spec_from_file_location("gimbal_fig2a_table", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return gimbal_fig2a_table
 
 
 def test_shipped_table_is_the_generators_output(gen):

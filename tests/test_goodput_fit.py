@@ -96,6 +96,7 @@ GRID = [(1, r, m) for r in (1, 2, 3, 4) for m in (8, 16, 32, 64)]
     alpha_grad=st.floats(0.01, 0.2), beta_grad=st.floats(1e-4, 5e-3), alpha_local=st.floats(0.01, 0.1),
     beta_local=st.floats(1e-4, 0.01), gamma=st.floats(1.0, 3.0), order=st.permutations(range(len(GRID))),
 )
+@pytest.mark.slow
 def test_estimate_converges_as_observations_accumulate(alpha_grad, beta_grad, alpha_local, beta_local, gamma, order):
     """Observing one node's configurations in any order: the pass time becomes exact on every
     configuration (to 0.1%), and the iteration-time error over them all ends no worse than after the

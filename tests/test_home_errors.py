@@ -40,6 +40,7 @@ def _assert_clean_error(run, *words: str) -> None:
         assert word in run.stderr, run.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_commands_that_need_no_home_work_without_one(broken_home):
     home, tmp = broken_home
     env = cli_env(home)
@@ -49,6 +50,7 @@ def test_commands_that_need_no_home_work_without_one(broken_home):
     assert (tmp / "out" / "summary.json").exists() and list((tmp / "cwd").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_commands_that_write_home_exit_2_naming_the_path(broken_home):
     home, tmp = broken_home
     env = cli_env(home)

@@ -19,7 +19,7 @@ from schedlab.sched.models.inference import (
     load_inference,
 )
 from schedlab.sched.core.pools import LoanOptions
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.spec import ConfigError, load_config
 
 
 def test_step_function_peak_integral_and_tiling():

@@ -98,7 +98,7 @@ def test_replay_cli_takes_iteration_time(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_models_latest_resolves_to_the_newest_registered_versions(tmp_path: Path, monkeypatch, seed_home) -> None:
-    from schedlab.tasks.config import ConfigError, load_config
+    from schedlab.sched.spec import ConfigError, load_config
     from schedlab.sched.models.fitted import ModelError
     from schedlab.tasks.model_tracking import fetcher, lineage, log_model, resolve_latest
 

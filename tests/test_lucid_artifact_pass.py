@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from packing import CheckedEngine
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.job import jobs_from_table
 from schedlab.sched.policies.lucid import Lucid

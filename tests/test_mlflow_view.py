@@ -14,9 +14,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from schedlab.sched.policies import POLICIES
-from schedlab.tasks import compare, mlflow_view, plots
-from schedlab.tasks.config import ExperimentReplay
-from schedlab.tasks.replay import run_params
+from schedlab.sched.reporting import compare, mlflow_view, plots
+from schedlab.tasks.mlflow_view import log_policy_runs
+from schedlab.sched.spec import ExperimentReplay
+from schedlab.sched.reporting.mlflow_view import run_params
 
 
 def _rows(policy: str, jcts: list[float], preemptions: list[int], wait: float = 5.0) -> list[dict]:
@@ -64,19 +65,34 @@ def test_policy_styles_distinct_for_many_policies():
     assert len({s["color"] for s in plots.policy_styles([f"p{i}" for i in range(80)]).values()}) == 80
 
 
-def test_rank_sorts_by_the_metric_and_marks_ties_within_the_seed_spread():
-    rows = (_rows("fifo", [30000.0, 30100.0], [0, 0]) + _rows("a", [14400.0, 14000.0], [0, 0])
-            + _rows("b", [14100.0, 14200.0], [0, 0]) + _rows("c", [9000.0, 9050.0], [0, 0]))
-    table = compare.rank(compare.comparison(rows, "fifo", ["fifo", "a", "b", "c"]), "avg_jct_s")
+def test_rank_sorts_by_the_metric_and_compares_each_row_paired_with_the_one_above_and_the_baseline():
+    rows = (_rows("fifo", [30000.0, 30100.0, 29000.0], [0, 0, 0]) + _rows("a", [14400.0, 14000.0, 14300.0], [0, 0, 0])
+            + _rows("b", [14100.0, 14200.0, 14150.0], [0, 0, 0]) + _rows("c", [9000.0, 9050.0, 9020.0], [0, 0, 0]))
+    table = compare.rank(compare.comparison(rows, "fifo", ["fifo", "a", "b", "c"]), "avg_jct_s", rows, "fifo")
     assert list(table["policy"]) == ["c", "b", "a", "fifo"]  # not the config's order, not the finishing order
-    # b (3.93 h ± 0.02) and a (3.94 h ± 0.08): 0.01 h apart, within a's spread -> a tie; c is clearly ahead
-    assert list(table[compare.TIE]) == ["", "", "≈ b", ""]
+    above = dict(zip(table["policy"], table[compare.VS_ABOVE]))
+    assert above["c"] == "" and above["b"] == "worse than c: 1.42 [1.41, 1.44] h, wins 0/3"  # b - c per seed, in hours
+    # a - b: +300, -200, +150 s: the interval holds 0 (the seeds disagree), whatever the means' order
+    assert above["a"].startswith("not separated from b:") and above["a"].endswith("wins 1/3")
+    assert above["fifo"].startswith("worse than a:")
+    baseline = dict(zip(table["policy"], table[compare.VS_BASELINE]))
+    assert baseline["fifo"] == "" and all(baseline[p].startswith("better than fifo:") for p in "abc")
     markdown = compare.to_markdown(table)
-    assert "| tie |" in markdown and "≈ b" in markdown.splitlines()[4]
+    assert "| vs_above |" in markdown and "not separated from b" in markdown.splitlines()[4]
     assert [line.split("|")[3].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
-    assert "3.94 ± 0.08" in markdown.splitlines()[4]  # a: (14400 + 14000) / 2 s in hours
-    gpu = compare.rank(compare.comparison(rows, "fifo"), "gpu_util")
-    assert list(gpu[compare.TIE][1:]) == ["≈ " + p for p in gpu["policy"][:-1]]  # equal utilisation: all tied
+    assert "3.95 ± 0.06" in markdown.splitlines()[4]  # a: (14400 + 14000 + 14300) / 3 s in hours
+    csv = compare.csv_frame(table, compare.pairs_of(table, rows, "fifo", "avg_jct_s"))
+    assert {"vs", "paired_diff_mean", "ci95_low", "ci95_high", "wins", "seeds", "verdict"} <= set(csv.columns)
+    assert list(csv.loc[csv["policy"] == "a", "vs"]) == ["fifo", "b"] and list(csv.loc[csv["policy"] == "c", "vs"]) == ["fifo"]
+    assert list(csv.loc[csv["policy"] == "fifo", "vs"]) == ["a"]  # the baseline, ranked last: against the row above
+    a_fifo = csv[(csv["policy"] == "a") & (csv["vs"] == "fifo")].iloc[0]
+    assert a_fifo["verdict"] == "better" and a_fifo["ci95_high"] < 0 and a_fifo["wins"] == 3 and a_fifo["seeds"] == 3
+    assert a_fifo["paired_diff_mean"] == pytest.approx((14400 + 14000 + 14300 - 30000 - 30100 - 29000) / 3)
+    gpu = compare.rank(compare.comparison(rows, "fifo"), "gpu_util", rows, "fifo")
+    assert all(cell.startswith("not separated from") for cell in gpu[compare.VS_ABOVE][1:])  # equal utilisation
+    one = [r for r in rows if r["seed"] == 0]
+    single = compare.rank(compare.comparison(one, "fifo"), "avg_jct_s", one, "fifo")
+    assert set(single[compare.VS_ABOVE][1:]) == {f"vs {p}: one seed, nothing separated" for p in "cba"}
 
 
 def test_zero_waits_make_a_visible_cdf_step_at_zero():
@@ -94,6 +110,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data)
 
 
+@pytest.mark.slow
 def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     rng = np.random.default_rng(0)
     gandiva = np.zeros(1000)
@@ -104,10 +121,6 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
     order = ["gandiva", *(f"policy-{i}" for i in range(1, 22)), "policy-0"]
     t = plots.tail(gandiva)
     assert t["max"] == 354_428.0 and t["over_day"] == 5 and plots.tail_text(t).endswith("99% at 0 s")
-    path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
-                                baseline="policy-0")
-    width, height = _png_size(path)
-    assert width >= 2000 and height >= 1000  # 2x
     labels = []  # the legend: the top 3 and the baseline, each with its tail
     original = plots._cdf
 
@@ -117,9 +130,12 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
 
     plots._cdf = spy
     try:
-        plots.cdf_comparison(series, tmp_path / "w2.png", "wait", "wait_s (s)", order=order, top=3, baseline="policy-0")
+        path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
+                                    baseline="policy-0")
     finally:
         plots._cdf = original
+    width, height = _png_size(path)
+    assert width >= 2000 and height >= 1000  # 2x
     assert [lb.split(":")[0] for lb in labels] == ["gandiva", "policy-1", "policy-2", "policy-0 (baseline)"]
     assert labels[0] == "gandiva: p99 0 s, max 4.1 d, 5 jobs > 1 d, 99% at 0 s"
     grid = plots.cdf_grid(series, tmp_path / "grid.png", "wait", "wait_s (s)", order=order, baseline="policy-0")
@@ -131,6 +147,7 @@ def _bars(table, **kw):
     return fig, fig.axes[0]
 
 
+@pytest.mark.slow
 def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(tmp_path):
     rows = [r for i, p in enumerate(["fifo", *(f"p{i}" for i in range(1, 22))])
             for r in _rows(p, [40000.0 if p == "fifo" else 14000.0 + 40 * i, 14100.0 + 40 * i], [0, 0])]
@@ -154,12 +171,12 @@ def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(
 
 
 def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
-    from schedlab.tasks import report_html
+    from schedlab.sched.reporting import comparison_html
 
     rows = [r for i, p in enumerate(["fifo", "b<x>", "c", "d"]) for r in _rows(p, [9000.0 - 1000 * i, 9100.0 - 1000 * i], [0, 0])]
     table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s")
     styles = plots.policy_styles(["fifo", "b<x>", "c", "d"])
-    page = report_html.comparison_html(table, rows, "fifo", "avg_jct_s", "quick", "4 of 8 replays finished",
+    page = comparison_html.comparison_html(table, rows, "fifo", "avg_jct_s", "quick", "4 of 8 replays finished",
                                        {k: v["color"] for k, v in styles.items()}, [("bars", b"\x89PNG fake")])
     for policy in ("fifo", "b&lt;x&gt;", "c", "d"):
         assert f"</span>{policy}" in page
@@ -247,6 +264,7 @@ def test_replay_track_checks_the_store_before_replaying(tmp_path, monkeypatch, c
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     # a live comparison calls log_policy_runs after every replay: unchanged rows are not written again
     from mlflow.tracking import MlflowClient
@@ -256,9 +274,9 @@ def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     experiment = c.create_experiment("e", artifact_location=str(tmp_path / "artifacts"))
     parent = c.create_run(experiment).info.run_id
     rows = _rows("fifo", [100.0, 120.0], [0, 0]) + _rows("sjf", [80.0, 90.0], [0, 0])
-    first = mlflow_view.log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
+    first = log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
     rows[-1]["avg_jct_s"] = 70.0  # sjf's second seed changes, fifo's row does not
-    again = mlflow_view.log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
+    again = log_policy_runs(uri, experiment, parent, compare.comparison(rows, "fifo"), "fifo")
     assert first == again
     history = {c.get_run(run_id).data.tags["schedlab.label"]: len(c.get_metric_history(run_id, "avg_jct_s"))
                for run_id in again.values()}

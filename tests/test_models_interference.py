@@ -12,7 +12,7 @@ import pytest
 from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.profiling import fit_interference as F
-from schedlab.tasks.fit_cli import register
+from schedlab.cli.fit import register
 from schedlab.sched.models.interference import make_interference
 from schedlab.sched.core.job import Job
 from schedlab.sched.models.fitted import InterferenceModel, ModelError
@@ -147,6 +147,7 @@ def test_ratio_source(fitted: tuple[Path, InterferenceModel]) -> None:
     assert model.fallbacks == 1
 
 
+@pytest.mark.slow
 def test_save_load_and_mlflow_reproduce_exactly(fitted: tuple[Path, InterferenceModel], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch, seed_home) -> None:
     root, model = fitted
@@ -213,6 +214,7 @@ def test_shipped_gavel_default_loads_and_answers() -> None:
     assert source.fallbacks == 0
 
 
+@pytest.mark.slow
 def test_gavel_config_only_variant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = shared_data("profiles", "gavel", "simulation_throughputs.json")
     out = tmp_path / "g"

@@ -11,7 +11,7 @@ import pytest
 from helpers import shared_data
 from schedlab.profiling.store import ProfileRecord, ProfileStore
 from schedlab.profiling import fitting
-from schedlab.tasks.fit_cli import register
+from schedlab.cli.fit import register
 from schedlab.sched.models.fitted import IterationTimeModel, ModelError
 from schedlab.sched.models.workloads import GpuParams, iteration_time
 

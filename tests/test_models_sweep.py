@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from schedlab.profiling import cli as profile_cli
+from schedlab.cli import profile as profile_cli
 from schedlab.profiling.store import ProfileStore
-from schedlab.tasks.fit_cli import register
+from schedlab.cli.fit import register
 from schedlab.sched.core.job import Job
 from schedlab.sched.models.fitted import InterferenceModel, IterationTimeModel
+
+pytestmark = pytest.mark.slow
+
 
 SWEEP = """name: models-mini
 device: cpu

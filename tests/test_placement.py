@@ -49,7 +49,7 @@ def test_strict_gives_a_larger_job_whole_servers_and_one_for_the_rest():
 # strict-consolidated (the simulator's yarn) makes it wait until A's server is free at 1,000 s.
 # srtf serves C first (server 0), then A (server 1); B's 3 GPUs are free only spread over both
 # servers, so under strict-consolidated B waits until C ends at 100 s.
-# The Tiresias simulator (959f9b0, benchmarks/conformance_record.py's fixes, 1 x 2 nodes x 4 GPUs) gives
+# The Tiresias simulator (959f9b0, schedlab.studies.conformance.tiresias_record's fixes, 1 x 2 nodes x 4 GPUs) gives
 # the same: fifo 1,000 / 2,000 / 100 under count and 1,000 / 2,000 / 1,100 under yarn; shortest
 # 1,000 / 2,100 / 100 under yarn; dlas-gpu 1,000 / 2,000 / 100 under both (it never consults yarn).
 THREE_JOBS = [("a", 0, 3, 1000), ("b", 0, 3, 2000), ("c", 0, 2, 100)]

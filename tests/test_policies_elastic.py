@@ -48,6 +48,7 @@ def random_problem(seed: int) -> Problem:
     return Problem(jobs, nodes, per, scale=1 / per)
 
 
+@pytest.mark.slow
 def test_optimiser_against_exhaustive_search():
     exact, worst = 0, 1.0
     cases = 150
@@ -249,7 +250,8 @@ def test_optimus_places_only_on_servers_that_offer_gpus_on_a_pooled_cluster():
     # an inference server not lent offers none: optimus used to target every server of the pooled
     # cluster ("server 8 has 0 free GPUs, 1 asked") on the quickstart's showdown-half
     from schedlab.sched.core.pools import LoanOptions
-    from schedlab.sched.replay import ReplaySpec, run
+    from schedlab.sched.replay import run
+    from schedlab.sched.spec import ReplaySpec
 
     spec = ReplaySpec(options={"num_jobs": 150, "load": 3.0, "seed": 1}, annotate=["pollux", {"scheme": "lyra"}],
                       cluster="showdown-half", inference=LoanOptions(load="diurnal:0.42:0.95"), policies=["optimus"])

@@ -20,8 +20,9 @@ from schedlab import sched
 from schedlab.cli import main
 from schedlab.sched import policies as registry
 from schedlab.sched.policies import load_policy_class, make_policy, policy_origin
-from schedlab.sched.replay import ReplaySpec, run
-from schedlab.tasks.config import ConfigError, load_config
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
+from schedlab.sched.spec import ConfigError, load_config
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "write-a-policy.md"
 CODE = "test-version"
@@ -109,6 +110,7 @@ def test_readme_check_policy_command_runs_as_shown(outside, capsys):
         assert re.search(rf"^  ok +{rule} ", printed, re.M), rule
 
 
+@pytest.mark.slow
 def test_replay_track_records_the_file_hash(outside):
     assert main(["replay", "--policy", "my_policy.py:SmallestFirst", "fifo", "--num-jobs", "30", "--out", "t",
                  "--no-progress", "--track"]) == 0
@@ -247,6 +249,7 @@ PLUGIN = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_installed_entry_point_joins_the_registry(tmp_path):
     """A distribution on sys.path (a dist-info folder, as pip leaves) declaring ``schedlab.policies``."""
     (tmp_path / "byo_plugin").mkdir()

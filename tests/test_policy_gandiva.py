@@ -10,7 +10,7 @@ import pytest
 from helpers import shared_data
 from packing import run as run_packing
 from packing import workloads
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.traces import LoadOptions, load_trace
 
 ROWS = [("A", 0, 1, 1000), ("B", 10, 1, 100), ("C", 100, 1, 50)]

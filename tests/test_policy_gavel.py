@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import shared_data
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import jobs_from_table

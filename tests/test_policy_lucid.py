@@ -9,7 +9,7 @@ import pytest
 from helpers import make_table, shared_data
 from packing import run as run_packing
 from packing import workloads
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.traces import LoadOptions, load_trace
 
 

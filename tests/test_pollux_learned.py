@@ -27,7 +27,7 @@ ORACLE_DIGESTS = {
     "toy-8x4": "0e2cae94d0b12de1c8509d56c35273e014c686edd2b504dfee69cfc767231036",
     "study-workload-6": "b6e957cae2a74a1ca9e55b0cfe23e49f1422a13b662b87d85acb4ec11fa47026",
 }
-STUDY_WORKLOAD_6_POLLUX_S = 2446  # the study's results-jobload/pollux-1.0 (benchmarks/pollux_study.py)
+STUDY_WORKLOAD_6_POLLUX_S = 2446  # the study's results-jobload/pollux-1.0 (schedlab.studies.pollux_study)
 # the truth a scheduler must not read in learned mode: throughput, efficiency and their products
 TRUTH = ("goodput", "best_batch", "efficiency", "iteration_time", "step_sync", "grad_stats", "run_time",
          "_efficiency_at", "_efficiency_table", "_best_per_epoch", "_interpolate")
@@ -121,7 +121,7 @@ def test_learned_scheduler_never_reads_the_true_goodput(monkeypatch):
 def test_the_poison_catches_an_oracle_scheduler(monkeypatch):
     engine = toy_engine("oracle")
     poison(monkeypatch)
-    with pytest.raises(AssertionError, match="schedlab.sched.policies.pollux"):
+    with pytest.raises(AssertionError, match="schedlab.sched.policies.pollux."):
         engine.run()
 
 

@@ -372,7 +372,8 @@ def test_opportunistic_never_waits_for_more_than_inference_ever_lends():
     # diurnal:0.42:0.95 on 4 inference servers keeps ceil(0.42 x 4) = 2 + 1 headroom at its trough: one
     # server (8 T4 GPUs) is the most ever lent. A fungible 4-GPU job needs 12 T4 GPUs (r = 3): it used to
     # wait for them forever (EngineError: left unfinished, job syn-000530 on the showdown cluster)
-    from schedlab.sched.replay import ReplaySpec, prepare, run as replay
+    from schedlab.sched.replay import prepare, run as replay
+    from schedlab.sched.spec import ReplaySpec
 
     orch = Orchestrator(InferenceLoad.diurnal(0.42, 0.95), LoanOptions(load="diurnal:0.42:0.95"))
     engine = Engine(jobs_from_table(make_table([("a", 0.0, 1, 10.0)])), PooledCluster(spec()), LoanFifo(),

@@ -49,6 +49,7 @@ def test_waiting_for_the_api_prints_progress_until_it_answers(capsys):
     assert len(lines) >= 2 and api_server.TIMEOUT_SETTING in lines[0]
 
 
+@pytest.mark.slow
 def test_a_server_too_slow_to_start_is_an_error_that_says_how_to_wait_longer(tmp_path, seed_home):
     (tmp_path / "exp.yaml").write_text(SLOW_EXPERIMENT)
     cwd = tmp_path / "cwd"
@@ -74,6 +75,7 @@ def _servers_of(home: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_a_killed_experiment_leaves_no_prefect_server_behind(tmp_path, seed_home):
     """SIGKILL gives the process no chance to stop its server: the kernel does (PR_SET_PDEATHSIG)."""
     (tmp_path / "exp.yaml").write_text(SLOW_EXPERIMENT)

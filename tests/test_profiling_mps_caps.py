@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.profiling import cli
+from schedlab.cli import profile as cli
 from schedlab.profiling.execute import Context
 from schedlab.profiling.mps_table import COLUMNS, mps_table
 from schedlab.profiling.mps_table import main as export_main

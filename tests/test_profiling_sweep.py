@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pandas as pd
 import pytest
-from schedlab.profiling import cli
+from schedlab.cli import profile as cli
 from schedlab.profiling.execute import Context, outcome
 from schedlab.profiling.profiler import Profiler
 from schedlab.profiling.store import ProfileStore
@@ -64,6 +64,7 @@ def _cli(argv: list[str]) -> int:
     return int(args.func(args))
 
 
+@pytest.mark.slow
 def test_smoke_sweep_solo_and_pair_with_dcgm(tmp_path: Path, exporter_url: str) -> None:
     y = tmp_path / "mini.yaml"
     y.write_text(SWEEP.format(name="mini", min_s=0.4, workloads="[cifar10, ncf]", batch="[4]",
@@ -93,11 +94,12 @@ def test_smoke_sweep_solo_and_pair_with_dcgm(tmp_path: Path, exporter_url: str) 
     assert _cli(argv) == 0 and len(ProfileStore(out).read()) == 4 and time.time() - t < 5
 
 
+@pytest.mark.slow
 def test_kill_and_resume_yields_each_config_once(tmp_path: Path) -> None:
     y = tmp_path / "kr.yaml"
     y.write_text(SWEEP.format(name="kr", min_s=1.0, workloads="[ncf]", batch="[2, 4, 8]", pair=""))  # 1 s each: killable mid-batch
     out = tmp_path / "store"
-    cmd = [sys.executable, "-m", "schedlab.profiling.cli", "profile", "--sweep", str(y), "--out", str(out),
+    cmd = [sys.executable, "-m", "schedlab.cli", "profile", "--sweep", str(y), "--out", str(out),
            "--no-progress"]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
@@ -118,6 +120,7 @@ def test_kill_and_resume_yields_each_config_once(tmp_path: Path) -> None:
     assert not list((out / "records").glob(".tmp-*"))
 
 
+@pytest.mark.slow
 def test_timeout_error_and_mps_on_cpu_are_recorded(tmp_path: Path, exporter_url: str) -> None:
     store = ProfileStore(tmp_path / "s")
     ctx = Context(device="cpu", interval_s=0.1, work_dir=tmp_path / "w")

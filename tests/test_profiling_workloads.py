@@ -15,7 +15,8 @@ def test_registry() -> None:
         get("alexnet")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "imagenet" else n  # seconds
+                                  for n in NAMES])
 def test_tiny_step(name: str) -> None:
     w = get(name)
     model = w.build("tiny")
@@ -34,6 +35,7 @@ def test_real_sizes() -> None:
     assert get("imagenet").make_batch("full", 1, torch.Generator(), torch.device("cpu"))[0].shape == (1, 3, 224, 224)
 
 
+@pytest.mark.slow
 def test_runner_in_process_with_amp_and_accum() -> None:
     res = runner.run({"workload": "ncf", "batch": 4, "accum": 2, "warmup": 1, "iters": 3, "amp": True,
                       "device": "cpu", "threads": 1})

@@ -1,21 +1,18 @@
 """Existing replays stay bit-identical as the engine grows (DESIGN.md: "A replay that uses none of
 them is bit-identical to before"). The digests in ``fixtures/replay_digests.json`` were recorded with
-the engine before elastic allocations, goodput jobs and calibration existed; regenerate them only for a
-change that is meant to alter results, and say so in the commit (``python tests/test_replay_digests.py``
-rewrites every entry; ``python tests/test_replay_digests.py CASE ...`` only those named)."""
+the engine before elastic allocations, goodput jobs and calibration existed; re-record them only for a
+change that is meant to alter results, and say so in the commit (``SCHEDLAB_RECORD_DIGESTS=1`` rewrites the
+entries of the tests it runs, e.g. with ``-k CASE``; ``docs/contributing.md``)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sys
-from pathlib import Path
-
 import pytest
 
-from schedlab.sched.replay import ReplaySpec, run
+from helpers import FIXTURES, check_digests, table_digest
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
 
-DIGESTS = Path(__file__).resolve().parent / "fixtures" / "replay_digests.json"
+DIGESTS = FIXTURES / "replay_digests.json"
 COLUMNS = ["job_id", "submit_time", "start_time", "end_time", "num_gpus", "preemptions", "queue_s", "jct_s",
            "run_s", "shared_s"]
 CASES = {  # name -> (policy, cluster, interference)
@@ -41,18 +38,9 @@ def digest(case: str) -> str:
                       seed=7, interference=interference or "analytic",
                       placement=PLACEMENTS.get(case, "fewest-servers"))
     [result] = run(spec)
-    text = result.jobs[COLUMNS].to_csv(index=False, float_format=lambda x: repr(float(x)))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return table_digest(result.jobs[COLUMNS])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_replay_is_bit_identical_to_the_recorded_engine(case):
-    expected = json.loads(DIGESTS.read_text())
-    assert digest(case) == expected[case]
-
-
-if __name__ == "__main__":
-    digests = json.loads(DIGESTS.read_text()) if sys.argv[1:] else {}
-    digests.update({case: digest(case) for case in (sys.argv[1:] or sorted(CASES))})
-    DIGESTS.write_text(json.dumps(dict(sorted(digests.items())), indent=1) + "\n")
-    print(f"wrote {DIGESTS}", file=sys.stderr)
+    check_digests(DIGESTS, case, digest(case))

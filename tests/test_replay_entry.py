@@ -1,6 +1,6 @@
 """One place builds a replay (issue #27 item 3): :func:`schedlab.sched.replay.run` on a
-:class:`~schedlab.sched.replay.ReplaySpec`. The CLI, the tasks, the flows and the benchmarks build a
-spec and call it, none builds an engine; the spec is plain, validated data."""
+:class:`~schedlab.sched.replay.ReplaySpec`. The CLI, the tasks, the flows, the benchmarks, the studies and the
+tools build a spec and call it, none builds an engine; the spec is plain, validated data."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from schedlab.sched.replay import AUTO, ReplaySpec, prepare, run
+from schedlab.sched.replay import prepare, run
+
+from schedlab.sched.spec import AUTO, ReplaySpec
 from schedlab.sched.traces import LoadOptions, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,11 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {"AUTO", "PolicyRun", "Prepared", "ReplayResult", "ReplaySpec", "prepare", "run", "write_atomic"}
 #: modules outside sched/ allowed to build an engine, and why (the speed benchmarks import it to time it)
 ENGINE_ALLOWED = {"benchmarks/pollux_optimiser.py": "reads the pollux policy's recorded optimiser problems"}
+#: the folders of modules that replay (besides cli/)
+CALLER_FOLDERS = ("tasks", "flows", "benchmarks", "studies", "tools")
 
 
 def _callers() -> list[Path]:
-    files = [ROOT / "cli.py", *sorted((ROOT / "tasks").glob("*.py")), *sorted((ROOT / "flows").glob("*.py")),
-             *sorted((ROOT / "benchmarks").glob("*.py"))]
+    files = [*sorted((ROOT / "cli").glob("*.py")),
+             *(path for folder in CALLER_FOLDERS for path in sorted((ROOT / folder).rglob("*.py")))]
     assert len(files) > 20 and all(f.exists() for f in files)
     return files
 
@@ -58,7 +62,7 @@ def test_callers_outside_sched_replay_only_through_run():
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("rel", ["cli.py", "tasks/replay.py"])
+@pytest.mark.parametrize("rel", ["cli/replay.py", "tasks/replay.py"])
 def test_the_cli_and_the_replay_task_call_run(rel):
     tree = ast.parse((ROOT / rel).read_text(), rel)
     assert ("schedlab.sched.replay", "run") in _imports(tree) and "run" in _called(tree)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import cli_env, run_cli
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 #: fifo is quick, tiresias takes seconds on 5000 jobs: a replay is caught between the two
 REPLAY = ["replay", "--num-jobs", "5000", "--policy", "fifo", "tiresias", "--no-progress", "--track"]

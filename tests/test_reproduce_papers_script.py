@@ -1,25 +1,19 @@
-"""benchmarks/reproduce_papers.py: every paper table of every config it prints can be computed from the
+"""The paper-reproduction study (``schedlab.studies.reproduce_papers``): every paper table of every config it prints can be computed from the
 job columns its workers keep (issue #26: the ratio tables need end, submit and deadline times)."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from schedlab.sched.results.metrics import JOB_COLUMNS as ENGINE_COLUMNS
-from schedlab.sched.results.reproduce import HOUR, compare, paper_tables
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reproduce_papers.py"
+from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables
+from schedlab.studies import reproduce_papers
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("reproduce_papers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return reproduce_papers
 
 
 def _replay_table(seed: int) -> pd.DataFrame:
@@ -38,6 +32,7 @@ def _replay_table(seed: int) -> pd.DataFrame:
     return table
 
 
+@pytest.mark.slow
 def test_every_printed_table_comes_from_the_kept_columns(script):
     """Each config's ratio and class tables, from the tables ``run_spec`` keeps (JOB_COLUMNS), equal
     the same tables from the full job tables; every ratio row whose labels ran has a value."""

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from schedlab.sched.results.reproduce import TABLES, RowOrder, paper_tables
+from schedlab.sched.reporting.paper_tables import TABLES, RowOrder, paper_tables
 
 from helpers import REPRODUCE_TINY as TINY, reproduce_env  # noqa: F401 (the fixture)
 
@@ -33,6 +33,7 @@ def _close(shown: str, value: float) -> bool:
     return abs(float(shown.replace(",", "")) - value) <= 0.51 * 10 ** -digits
 
 
+@pytest.mark.slow
 def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, seed_home):
     from schedlab.flows.reproduce import run_reproduce
     from schedlab.tasks import tracking
@@ -165,13 +166,14 @@ def test_report_option_is_checked_before_any_work(tmp_path, capsys):
         assert "--report" in err and why in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     """A `kind: ratios` page (Gimbal §7.2): ours = baseline / policy of the seed means, as reproduce.md
     prints it, ± the std of the per-seed ratios; the bars plot; a cause shown on its row; the
     calibration table of a table that has one (Lyra Table 5)."""
     from datetime import UTC, datetime
 
-    from schedlab.tasks.reproduce_html import ConfigResult, Replay, write_report
+    from schedlab.sched.reporting.paper_report import ConfigResult, Replay, write_report
 
     def jobs(jct_h: float) -> pd.DataFrame:
         return pd.DataFrame({"num_gpus": [1, 2], "jct_s": [jct_h * 3600] * 2, "wait_s": [0.0, 0.0],
@@ -219,7 +221,7 @@ def test_a_configs_calibration_shows_in_its_own_section(tmp_path):
     config's section of the page, not among the table's common set-up, and not for the other configs."""
     from datetime import UTC, datetime
 
-    from schedlab.tasks.reproduce_html import ConfigResult, Replay, write_report
+    from schedlab.sched.reporting.paper_report import ConfigResult, Replay, write_report
 
     jobs = pd.DataFrame({"num_gpus": [1, 16], "jct_s": [3600.0, 7200.0], "wait_s": [0.0, 60.0],
                          "queue_s": [0.0, 60.0], "submit_time": [0.0, 0.0], "end_time": [3600.0, 7200.0]})

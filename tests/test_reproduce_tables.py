@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 import pytest
-from schedlab.sched.results.reproduce import (
+from schedlab.sched.reporting.paper_tables import (
     HOUR,
     KINDS,
     RATIO_METRICS,
@@ -142,7 +142,7 @@ def test_window_usage_integrates_the_steps_inside_the_window():
     With pools, the on-loan busy GPUs leave the training figure, the on-loan usage is their GPU-seconds
     over the lent ones inside the window (not the makespan's), and overall adds the inference
     GPU-seconds over all GPUs."""
-    from schedlab.sched.results.reproduce import window_usage
+    from schedlab.sched.reporting.paper_tables import window_usage
 
     steps = pd.DataFrame({"time": [0.0, 10.0, 20.0], "busy_gpus": [8, 16, 4]})
     training, overall, onloan = window_usage(steps, 5.0, 15.0, 16)
@@ -162,7 +162,7 @@ def test_lyra_configs_replay_every_table5_row():
     every row of lyra-table5 a label; loaning rows have the inference load, scaling rows none (they
     read the ServeGen series in ../shared: skipped without it)."""
     from helpers import shared_data
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     shared_data("inference", "servegen_total_rate_per_10min.csv")
     spec = paper_tables()["lyra-table5"]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from schedlab.tasks import tracking
-from schedlab.tasks.config import load_config
+from schedlab.sched.spec import load_config
 from schedlab.tasks.replay import log_replay
 from schedlab.tasks.tracking import KEY_TAG, LEASE_TAG, OWNER_TAG, SUPERSEDED_TAG
 

@@ -26,6 +26,7 @@ print(json.dumps({k: [before.get(k), after.get(k)] for k in set(before) | set(af
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_importing_flows_and_tasks_leaves_the_environment_unchanged(tmp_path):
     env = cli_env(tmp_path / "home")
@@ -80,4 +81,4 @@ def test_one_place_swaps_the_prefect_api_url():
             if 'os.environ["PREFECT_API_URL"]' in p.read_text() or "os.environ.pop(\"PREFECT_API_URL\"" in p.read_text()]
     assert hits == []
     uses = [p.name for p in root.glob("flows/*.py") if "exported_api_url(" in p.read_text()]
-    assert sorted(uses) == ["api_server.py", "nightly.py"]
+    assert sorted(uses) == ["api_server.py", "orchestration.py"]

@@ -14,7 +14,7 @@ import pytest
 from helpers import SHARED_DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedlab.sched.traces.annotate import annotate
+from schedlab.sched.models.annotate import annotate
 from schedlab.sched.core.cluster import ClusterState, load_cluster
 from schedlab.sched.core.engine import Engine, EngineError
 from schedlab.sched.models.interference import (
@@ -623,6 +623,7 @@ def _run_sharing(cluster: str, table: pd.DataFrame, key: str, source: str, seed:
     return engine, job_table(engine.run())
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sharing_scenarios())
 def test_sharing_invariants(scenario):

@@ -1,38 +1,22 @@
-"""benchmarks/sharing_counterfactuals.py (issue #26): every variant restores what it patched, ``actual`` is
+"""The sharing counterfactuals study (``schedlab.studies.sharing_counterfactuals``): every variant restores what it patched, ``actual`` is
 the configured replay bit for bit, ``acc_free`` frees only the engine's accumulation (the policy still
 decides on the real speed), and ``mem_h200`` reads the H200 solos' memory."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.models.sharing import SharingModel
 from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog
 from schedlab.sched.policies.sharing import policy as sharing_sjf
-from schedlab.sched.replay import ReplaySpec, run
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
+from schedlab.studies import sharing_counterfactuals as cf
+from helpers import table_digest
 from test_replay_digests import COLUMNS, DIGESTS
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _module():
-    sys.path.insert(0, str(BENCHMARKS))  # it imports its sibling sharing_claims
-    try:
-        spec = importlib.util.spec_from_file_location("sharing_counterfactuals", BENCHMARKS / "sharing_counterfactuals.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
-cf = _module()
 PATCHED = [(SharingModel, "accumulation_speed"), (SharingModel, "ratio"), (sharing_sjf._SharingSJF, "options"),
            (sharing_sjf._SharingSJF, "ratio"), (Engine, "_refresh_rate"), (Engine, "refresh_rate"),
            (sharing_sjf, "algorithm2"), (WorkloadCatalog, "memory_gib")]
@@ -60,8 +44,7 @@ def test_variants_restore_everything_and_actual_is_bit_identical():
             pass
     with cf.variant("actual"):
         jobs = _replay("16x4")
-    text = jobs[COLUMNS].to_csv(index=False, float_format=lambda x: repr(float(x)))
-    assert hashlib.sha256(text.encode()).hexdigest() == json.loads(DIGESTS.read_text())["sjf-bsbf"]
+    assert table_digest(jobs[COLUMNS]) == json.loads(DIGESTS.read_text())["sjf-bsbf"]
 
 
 def test_acc_free_frees_the_engine_not_the_decision():

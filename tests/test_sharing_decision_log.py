@@ -1,4 +1,4 @@
-"""The sharing policies' optional decision log (``decision_log``, read by benchmarks/sharing_claims.py):
+"""The sharing policies' optional decision log (``decision_log``, read by schedlab.studies.sharing_claims):
 off by default, and with it on the replay is bit-identical; each record is Theorem 1 on the policy's ξ
 and the engine's ξ / paces at the start."""
 
@@ -11,7 +11,8 @@ import math
 import pytest
 from schedlab.sched.policies import make_policy
 from schedlab.sched.policies.sharing.policy import Castor, SJFBSBF, theorem1
-from schedlab.sched.replay import ReplaySpec, run
+from schedlab.sched.replay import run
+from schedlab.sched.spec import ReplaySpec
 from helpers import shared_data
 from test_replay_digests import COLUMNS, DIGESTS
 
@@ -59,7 +60,7 @@ def test_time_to_go_is_the_same_both_ways_on_fixed_duration_jobs():
 
 def castor_pollux_log(time_to_go: str):
     """castor on castor-pollux (goodput jobs run to convergence), seed 0, with its decision log."""
-    from schedlab.tasks.config import load_config
+    from schedlab.sched.spec import load_config
 
     shared_data("traces", "philly", "philly_jobs_pollux.csv")
     shared_data("profiles", "gavel", "simulation_throughputs.json")

@@ -127,6 +127,28 @@ def test_sharing_replay_uses_pair_smact_and_absent_when_unprofiled(tmp_path):
     assert "smact_mean" not in none.summary and "(solo)" in none.summary["load_report"]["smact_note"]
 
 
+def test_the_caller_reads_the_profile_store_and_sched_never_does(tmp_path):
+    """``sched`` imports nothing from ``profiling``: a spec names the store, its caller reads it
+    (``profile_for``) and gives ``prepare`` the profile; a spec naming a store without it is refused."""
+    from schedlab.profiling.smact import profile_for
+    from schedlab.sched.replay import ReplaySpec, prepare, run
+
+    write_store(tmp_path, pairs=False)
+    table = synthetic("4x4:h100")
+    spec = ReplaySpec(cluster="4x4:h100", policies=["fifo"], seed=3, smact_profiles=str(tmp_path))
+    with pytest.raises(ValueError, match=r"smact_profiles .*: the replay needs the SMACT profile read from it"):
+        prepare(spec, table)
+    with pytest.raises(ValueError, match="the replay needs the SMACT profile"):
+        run(spec)
+    profile = profile_for(spec)
+    assert profile == smact_profile(tmp_path, "h100")
+    assert profile_for(spec.model_copy(update={"smact_profiles": None})) is None
+    [result] = run(spec, prepare(spec, table, smact=profile))
+    assert result.summary["smact_mean"] > 0
+    with pytest.raises(ValueError, match="not a profile store"):
+        profile_for(spec.model_copy(update={"smact_profiles": str(tmp_path / "nowhere")}))
+
+
 EXPERIMENT = """\
 name: t
 traces:
@@ -140,9 +162,10 @@ policies: [fifo, sjf-ffs]
 
 
 def test_experiment_replays_report_smact_and_the_comparison_shows_it(tmp_path):
-    from schedlab.tasks import compare, plots
-    from schedlab.tasks.config import ConfigError, load_config
-    from schedlab.tasks.replay import execute, run_params
+    from schedlab.sched.reporting import compare, plots
+    from schedlab.sched.spec import ConfigError, load_config
+    from schedlab.sched.reporting.mlflow_view import run_params
+    from schedlab.tasks.replay import execute
 
     plain = load_config(_write(tmp_path / "plain.yaml", EXPERIMENT)).grid("v1")
     with pytest.raises(ConfigError, match="smact_profiles: 'nowhere' is not a profile store"):

@@ -4,12 +4,11 @@ Pollux's simulator re-decides every 60 s from its workload clock's 0 (the window
 job is first considered at the first multiple of 60 s at or after its ``time``. The ``pollux`` format
 therefore keeps the file's clock by default (``file``); every other format puts the earliest job
 at 0 (``first-job``), as before. A replay of the study through ``schedlab replay`` must give the
-benchmark's figure (``benchmarks/pollux_study.py``) and, cell by cell, the study's within 5 %.
+study's figure (``schedlab.studies.pollux_study``) and, cell by cell, the study's within 5 %.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -25,7 +24,6 @@ from helpers import prepared_table, replay_table
 from schedlab.sched.traces import LoadOptions, TraceError, load_trace
 
 POLLUX = FIXTURES / "pollux"  # the toy goodput model
-REPO = Path(__file__).resolve().parents[1]
 ROUND_S = 60.0
 #: two one-GPU toy jobs on the file's clock; the first is not at 0, so re-basing moves every round
 TWO_JOBS = "name,time,application,num_replicas,batch_size\na,100,toy,1,8\nb,190,toy,1,8\n"
@@ -142,28 +140,23 @@ def test_cli_refuses_an_unknown_time_origin(two_jobs, capsys):
 
 
 # ---- the study's own workloads (skipped without ../shared/data) ----------------------------------
-def _study():
-    spec = importlib.util.spec_from_file_location("pollux_study", REPO / "benchmarks" / "pollux_study.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 STUDY_DATA = SHARED_DATA / "profiles" / "pollux"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (STUDY_DATA / "workloads-2.0").is_dir(), reason="Pollux study data not present")
 @pytest.mark.parametrize("policy", ["tiresias", "optimus"])
 def test_cli_experiment_and_benchmark_agree_with_the_study(policy, tmp_path, monkeypatch):
     """Workload-3 at load 2.0 (the cell of the issue): the CLI, the experiment task's replay and the
     benchmark give one figure, within 5 % of the study's (before the fix the CLI gave tiresias
     10,029 s, -6.5 %, against the benchmark's 10,254 s)."""
-    study = _study()
+    from schedlab.studies import pollux_study as study
+
     monkeypatch.setenv("SCHEDLAB_HOME", str(tmp_path / "home"))
     benchmark = study.replay_cell(str(STUDY_DATA), policy, 3, 2.0)["avg_jct_s"]
     cli = study.cli_cell(str(STUDY_DATA), policy, 3, 2.0)
 
-    from schedlab.tasks.config import ExperimentReplay
+    from schedlab.sched.spec import ExperimentReplay
     from schedlab.tasks.replay import execute
 
     spec = ExperimentReplay(experiment="e", trace="w3", trace_label="w3", source=str(study.workload_path(STUDY_DATA, 3, 2.0)),

@@ -2,7 +2,7 @@
 
 Figures marked *simulator* were produced by the Tiresias authors' simulator
 (github.com/SymbioticLab/Tiresias ``simulator/run_sim.py`` at 959f9b0, ``--scheme=count``, with the
-one-line fixes listed in ``benchmarks/conformance_record.py``) on the same jobs; schedlab's default
+one-line fixes listed in ``schedlab.studies.conformance.tiresias_record``) on the same jobs; schedlab's default
 (``semantics: code``, ``repack: true``) must give them. Figures marked *paper* pin the literal
 reading kept as an option (``semantics: paper``, ``repack: false``): schedlab's results before #23.
 No restart cost anywhere, as in the simulator.

@@ -14,9 +14,10 @@ from schedlab.sched.traces import (
     detect_format,
     load_trace,
 )
+from helpers import SHARED_DATA
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+DATA = SHARED_DATA / "traces"
 PHILLY = DATA / "philly" / "philly_jobs_pollux.csv"
 
 

@@ -193,6 +193,19 @@ def test_generator_busiest_window():
     assert out["submit_time"].min() >= 40 * DAY  # real submit times kept (the loader rebases them)
 
 
+def test_the_loader_takes_the_goodput_models_from_its_caller(tmp_path):
+    """The trace layer reads no model: ``pollux-philly`` draws from the applications it is given."""
+    trace = philly_like([0.5, 5.0, 50.0, 500.0] * 10)
+    path = tmp_path / "philly.csv"
+    trace.assign(timestamp=trace["submit_time"], cluster="c").to_csv(path, index=False)
+    df, rep = load_trace(path, "pollux-philly", LoadOptions(seed=3, num_jobs=40), applications=MODELS)
+    assert rep.format == "pollux-philly" and len(df) == 40 and set(df["model"]) <= set(APPS)
+    with pytest.raises(ValueError, match="format 'pollux-philly' needs the Pollux applications' goodput models"):
+        load_trace(path, "pollux-philly", LoadOptions(seed=3, num_jobs=40))
+    with pytest.raises(ValueError, match="format 'pollux' takes no goodput models"):
+        load_trace(WORKLOAD, "pollux", applications=MODELS)
+
+
 # ---- the real Philly trace (skipped without ../shared/data) -------------------------------------
 def real_philly() -> Path:
     from schedlab.sched.models.goodput import default_root
@@ -203,7 +216,7 @@ def real_philly() -> Path:
 
 
 def test_real_study_workload():
-    df, rep = load_trace(real_philly(), "pollux-philly", LoadOptions(seed=0))
+    df, rep = load_trace(real_philly(), "pollux-philly", LoadOptions(seed=0), applications=load_applications())
     assert rep.kept == len(df) == 160 and rep.format == "pollux-philly"
     assert df["submit_time"].min() == 0.0 and df["submit_time"].max() < 8 * 3600
     assert set(df["model"]) <= set(APPS)
@@ -213,13 +226,13 @@ def test_real_study_workload():
     # like the study's workloads: mostly small jobs (cifar10/ncf), few imagenet
     small = df["model"].isin(["cifar10", "ncf"]).mean()
     assert 0.5 < small < 0.9 and (df["model"] == "imagenet").sum() < 10
-    again, _ = load_trace(real_philly(), "pollux-philly", LoadOptions(seed=0))
+    again, _ = load_trace(real_philly(), "pollux-philly", LoadOptions(seed=0), applications=load_applications())
     pd.testing.assert_frame_equal(df, again)
 
 
 def test_real_busiest_240_replays():
     opts = LoadOptions(seed=1, busiest_hours=8, num_jobs=240, max_gpus=64)
-    df, rep = load_trace(real_philly(), "pollux-philly", opts)
+    df, rep = load_trace(real_philly(), "pollux-philly", opts, applications=load_applications())
     assert len(df) == 240 and df["submit_time"].max() < 8 * 3600
     prepared, _ = prepared_table(df, _cluster16x4())
     assert np.isfinite(prepared["duration"]).all() and (prepared["duration"] > 0).all()
@@ -248,7 +261,7 @@ SJF_BSBF_ROWS = {"sjf-bsbf", "sjf-ffs", "sjf", "pollux", "tiresias", "fifo"}
 ])
 def test_shipped_pollux_experiments(tmp_path, name, cluster, policies, scale):
     from schedlab.sched.policies import POLICIES
-    from schedlab.tasks.config import CONF_DIR, load_config
+    from schedlab.sched.spec import CONF_DIR, load_config
 
     shared = real_philly().parents[2]  # the shipped files name ../shared/data: point it at the data here
     path = tmp_path / f"{name}.yaml"

@@ -11,6 +11,7 @@ import pytest
 from schedlab.sched.traces import LoadOptions, LoadReport, TraceError, load_trace
 from schedlab.sched.traces import canonical, helios, itp, philly, stream, tiresias
 from schedlab.sched.traces.common import finalize
+from helpers import SHARED_DATA
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 READERS = {"philly": philly.read, "helios": helios.read, "itp": itp.read, "tiresias": tiresias.read,
@@ -210,7 +211,7 @@ def test_datetimes_across_chunks(tmp_path: Path, small_chunks: None) -> None:
     assert str(info.value) == str(expected.value)
 
 
-REAL_PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_jobs_pollux.csv"
+REAL_PHILLY = SHARED_DATA / "traces" / "philly" / "philly_jobs_pollux.csv"
 
 
 @pytest.mark.skipif(not REAL_PHILLY.exists(), reason="real Philly trace absent")

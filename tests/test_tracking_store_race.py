@@ -35,6 +35,7 @@ def package_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
 
 
+@pytest.mark.slow
 def test_processes_creating_the_store_at_once_all_succeed(tmp_path, processes=4):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     start = time.time() + 6  # after every interpreter has imported mlflow

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -19,9 +18,8 @@ from schedlab.sched.models.workloads import (
     iteration_time,
     min_servers,
 )
+from helpers import SHARED_DATA
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 POLLUX = SHARED_DATA / "profiles" / "pollux" / "traces"
 
 
@@ -237,12 +235,9 @@ def test_missing_and_malformed_catalog_files(tmp_path):
 
 
 def _fit_script():
-    spec = importlib.util.spec_from_file_location(
-        "fit_catalog_from_pollux", REPO / "benchmarks" / "fit_catalog_from_pollux.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from schedlab.tools import fit_catalog_from_pollux
+
+    return fit_catalog_from_pollux
 
 
 @pytest.mark.skipif(not POLLUX.is_dir(), reason="shared Pollux data not available")

@@ -14,10 +14,11 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from schedlab import conf
 from schedlab.checks import load_yaml, validation_message
 from schedlab.sched.strict import UserModel
 
-CLUSTERS_DIR = Path(__file__).resolve().parents[2] / "conf" / "clusters"
+CLUSTERS_DIR = conf.path("clusters")
 _SHORTHAND = re.compile(r"^(?P<servers>-?\d+)x(?P<gpus>-?\d+)(?::(?P<type>[A-Za-z0-9_-]+))?$")
 #: the GPU types a cluster may name (those the profiler names, ``profiling.fitting.gpu_type_of``, and
 #: ``cpu``, its type for CPU runs, which fitted models of CPU rehearsals cover), with their memory (GiB)

@@ -48,6 +48,7 @@ from tqdm import tqdm
 from schedlab.sched.core.cluster import ClusterState
 from schedlab.sched.core.job import Job, JobSource, job_capabilities
 from schedlab.sched.core.protocol import Capability, EngineError
+from schedlab.sched.core.restore import RestoreTable
 from schedlab.sched.traces.jobtable import JobRecords
 from schedlab.sched.core.placement import DEFAULT, check_policy, get_strategy
 
@@ -95,7 +96,7 @@ class Engine:
         cluster: ClusterState,
         policy: Policy,
         placement: str = DEFAULT,
-        preemption_overhead_s: float | None = None,
+        preemption_overhead_s: float | RestoreTable | None = None,
         seed: int = 0,
         progress: bool | Callable[[int, int], None] = False,
         sharing: SharingModel | None = None,
@@ -139,9 +140,12 @@ class Engine:
         except ValueError as err:
             raise EngineError(str(err)) from None
         self.place = get_strategy(placement)
+        #: restore seconds on every restart, or by the restarting GPU count (``sched/core/restore.py``)
         self.preemption_overhead_s = (
             policy.default_preemption_overhead_s if preemption_overhead_s is None else preemption_overhead_s
         )
+        self._restore_by_gpus = (self.preemption_overhead_s.seconds
+                                 if isinstance(self.preemption_overhead_s, RestoreTable) else None)
         self.allocation_stall_s = (
             policy.default_allocation_stall_s if allocation_stall_s is None else allocation_stall_s
         )
@@ -225,7 +229,8 @@ class Engine:
             job.start_time = self.now
             job.overhead_left = self.allocation_stall_s  # Pollux: the first start is an allocation change too
         else:
-            job.overhead_left = self.preemption_overhead_s  # restore from checkpoint
+            by_gpus = self._restore_by_gpus  # restore from checkpoint
+            job.overhead_left = self.preemption_overhead_s if by_gpus is None else by_gpus(job.num_gpus)
         job.gpus = free_part + tuple(share_gpus) if share_gpus else free_part
         if self.job_speed is not None:
             job.speed_factor = self.job_speed(job)

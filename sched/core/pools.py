@@ -52,7 +52,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
@@ -72,6 +72,7 @@ from schedlab.sched.strict import UserModel
 
 if TYPE_CHECKING:
     from schedlab.sched.core.protocol import CapabilityHost as Engine
+    from schedlab.sched.core.job import Job
 
 TRAINING, INFERENCE, ON_LOAN = 0, 1, 2
 
@@ -390,11 +391,16 @@ class Orchestrator(Capability):
         self._idle_ticks += 1
         return self._idle_ticks <= self._max_idle_ticks
 
-    def view(self, engine: Engine) -> ReclaimView:
-        """The read-only view a reclaim strategy decides on (jobs are the engine's Job objects);
-        during a reclaim, the one it was decided on."""
-        if self._view is not None:
-            return self._view
+    def view(self, engine: Engine, time_left: Callable[[Job], float] | None = None) -> ReclaimView:
+        """The read-only view a reclaim strategy decides on (jobs are the engine's Job objects; during
+        a reclaim, those it was decided on); ``time_left(job)``: each job's time to go (default: to the
+        engine's expected end; a policy passes its own, which may be an estimate, docs/estimates.md)."""
+        view = self._view if self._view is not None else self._jobs_view()
+        left = time_left if time_left is not None else (lambda j: engine.expected_end(j) - engine.now)
+        return replace(view, time_left={j: left(j) for j in view.job_servers})
+
+    def _jobs_view(self) -> ReclaimView:
+        """Who holds GPUs on the on-loan servers, where else they run, what they may lose (no time to go)."""
         cluster = self.cluster
         server_jobs = {s: cluster.jobs_on_server(s) for s in cluster.on_loan}
         jobs = {j for held in server_jobs.values() for j in held}
@@ -404,17 +410,16 @@ class Orchestrator(Capability):
             job_servers={j: cluster.servers_of(j) for j in jobs},
             slack={j: self.slack(j) for j in jobs},
             gpus_per_server=cluster.gpus_per_server,
-            time_left={j: engine.expected_end(j) - engine.now for j in jobs},
         )
 
     def reclaim(self, engine: Engine, n: int) -> ReclaimPlan:
         """Return ``n`` on-loan servers: choose them, shrink or preempt their jobs, take them back."""
         policy = engine.policy
         started = time.perf_counter()
-        view = self._view = self.view(engine)
+        view = self._view = self._jobs_view()
         choose = getattr(policy, "choose_reclaim", None)
         try:
-            servers = list(choose(engine, n)) if choose is not None else self.strategy(view, n, self.rng)
+            servers = list(choose(engine, n)) if choose is not None else self.strategy(self.view(engine), n, self.rng)
         finally:
             self._view = None
         solve_s = time.perf_counter() - started

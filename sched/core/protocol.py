@@ -39,7 +39,9 @@ class PolicyEngine(Protocol):
 
     Reads are views of state the engine owns: a policy never assigns to them, nor to any job field
     (it reads jobs through :class:`JobView`). Every read is O(1) unless its
-    docstring says otherwise. Actions change state only through the engine, which keeps progress
+    docstring says otherwise. The figures computed from true durations (``remaining``,
+    ``expected_end``, ``gpus_free_at``, ``by_end``) are hidden from a policy in estimate mode
+    (``knowledge: estimate``, ``sched/estimators/knowledge.py``): it reads the ``Policy`` methods instead. Actions change state only through the engine, which keeps progress
     exact (settled before any rate change) and re-schedules the completions they move."""
 
     # ---- reads -----------------------------------------------------------------------------------
@@ -167,7 +169,8 @@ class JobView(Protocol):
     Trace fields never change during a replay. Run-state fields are the engine's, as of the job's
     last start, stop or rate change: ``remaining`` is exact only at those instants (use
     :meth:`PolicyEngine.remaining` for now). Extension fields are set only for jobs that use the
-    capability (goodput jobs; jobs Gimbal calibrates)."""
+    capability (goodput jobs; jobs Gimbal calibrates). In estimate mode ``duration``, ``remaining`` (and
+    so ``gpu_service``) and ``exclusive_jct_estimate`` of a job not yet ended are hidden from the policy."""
 
     # trace
     @property

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from schedlab import conf
 from schedlab.sched.models.interference import Analytic, _check_mode, micro_batch, mps_from_timeslice
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ _META_KEYS = ("schema_version", "kind", "variant", "feature_names", "job_feature
               "solo", "workload_map", "modes", "target")
 
 
-SHIPPED_MODELS = Path(__file__).resolve().parents[2] / "conf" / "models"
+SHIPPED_MODELS = conf.path("models")
 
 
 class ModelError(ValueError):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -42,11 +43,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from schedlab import conf
+
 if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
     from schedlab.sched.models.fitted import Fetch
 
-GAVEL_MAPPING = Path(__file__).resolve().parents[2] / "conf" / "interference" / "gavel.yaml"
+GAVEL_MAPPING = conf.path("interference", "gavel.yaml")
 MODES = ("timeslice", "mps")
 MPS_EXCESS_KEPT = 0.57  # Castor §8: MPS lowers ξ by up to 43%
 
@@ -211,7 +214,7 @@ class MpsCap:
 
 
 #: ``table:NAME`` also finds a table shipped in ``conf/interference/`` (e.g. ``table:h200-pairs.csv``)
-SHIPPED_TABLES = Path(__file__).resolve().parents[2] / "conf" / "interference"
+SHIPPED_TABLES = conf.path("interference")
 
 
 class PairsTable(_Cached):
@@ -291,14 +294,11 @@ def _mean_throughput(x: float, y: float) -> float:
     return 0.0 if x <= 0 or y <= 0 else (x + y) / 2
 
 
-def make_interference(spec: str | None, fetch: Fetch | None = None) -> InterferenceSource:
-    """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH|NAME``, ``model:PATH|NAME|models:/NAME/VERSION``,
-    ``mpscap[:rho=R][:eta=E]:BASE`` (BASE any of the others); an MLflow URI through ``fetch``
-    (:data:`schedlab.sched.models.fitted.Fetch`)."""
-    spec = spec or "analytic"
+def _parse(spec: str) -> tuple[str, str, dict[str, float]]:
+    """``spec``'s kind, the rest after it and, for ``mpscap``, its options (the rest is then its base)."""
     kind, _, rest = spec.partition(":")
+    options: dict[str, float] = {}
     if kind == "mpscap":
-        options: dict[str, float] = {}
         while (head := rest.partition(":")[0]).partition("=")[0] in ("rho", "eta") and "=" in head:
             name, _, value = head.partition("=")
             try:
@@ -308,24 +308,87 @@ def make_interference(spec: str | None, fetch: Fetch | None = None) -> Interfere
             rest = rest.partition(":")[2]
         if not rest or rest.startswith("mpscap"):
             raise InterferenceError(f"interference {spec!r}: mpscap needs a base source, e.g. mpscap:gavel:PATH")
-        return MpsCap(make_interference(rest, fetch), **options)
-    if kind == "analytic":
+    elif kind == "analytic":
         try:
-            xi = float(rest) if rest else None
+            options["xi"] = float(rest) if rest else 1.5
         except ValueError:
             raise InterferenceError(f"interference {spec!r}: XI must be a number >= 1, got {rest!r}") from None
-        return Analytic(xi) if xi is not None else Analytic()
+    elif kind not in ("gavel", "table", "model"):
+        raise InterferenceError(
+            f"unknown interference source {spec!r}: use analytic[:XI], gavel:PATH[:WORKER], table:PATH,"
+            " model:PATH|URI or mpscap[:rho=R][:eta=E]:BASE"
+        )
+    return kind, rest, options
+
+
+def check_interference(spec: str) -> str:
+    """``spec`` checked as :func:`make_interference` reads it (kinds, numbers, options) without reading
+    any file or model: what a replay's options are validated with before anything is built."""
+    kind, rest, options = _parse(spec)
+    if kind == "mpscap":
+        MpsCap(Analytic(), **options)  # rho and eta in range
+        check_interference(rest)
+    elif kind == "analytic":
+        Analytic(options["xi"])  # finite and >= 1
+    return spec
+
+
+def make_interference(spec: str | None, fetch: Fetch | None = None) -> InterferenceSource:
+    """``analytic[:XI]``, ``gavel:PATH[:WORKER]``, ``table:PATH|NAME``, ``model:PATH|NAME|models:/NAME/VERSION``,
+    ``mpscap[:rho=R][:eta=E]:BASE`` (BASE any of the others); an MLflow URI through ``fetch``
+    (:data:`schedlab.sched.models.fitted.Fetch`)."""
+    spec = spec or "analytic"
+    kind, rest, options = _parse(spec)
+    if kind == "mpscap":
+        return MpsCap(make_interference(rest, fetch), **options)
+    if kind == "analytic":
+        return Analytic(options["xi"]) if rest else Analytic()
     if kind == "gavel":
-        path, _, worker = rest.rpartition(":") if rest.rsplit(":", 1)[-1] in ("k80", "p100", "v100") else (rest, "", "")
+        path, _, worker = _gavel_path(rest)
         return GavelTable(path, worker or "v100")
     if kind == "table":
         shipped = SHIPPED_TABLES / rest
         return PairsTable(shipped if not Path(rest).exists() and shipped.exists() else rest)
-    if kind == "model":
-        from schedlab.sched.models.fitted import InterferenceModel
+    from schedlab.sched.models.fitted import InterferenceModel
 
-        return InterferenceModel.load(rest, fetch)
-    raise InterferenceError(
-        f"unknown interference source {spec!r}: use analytic[:XI], gavel:PATH[:WORKER], table:PATH,"
-        " model:PATH|URI or mpscap[:rho=R][:eta=E]:BASE"
-    )
+    return InterferenceModel.load(rest, fetch)
+
+
+def _gavel_path(rest: str) -> tuple[str, str, str]:
+    """``PATH[:WORKER]`` of a ``gavel:`` source as (path, ":" or "", worker)."""
+    return rest.rpartition(":") if rest.rsplit(":", 1)[-1] in ("k80", "p100", "v100") else (rest, "", "")
+
+
+def with_paths(spec: str, resolve: Callable[[str], str]) -> str:
+    """``spec`` with each file path in it (``gavel:PATH``, ``table:PATH``, ``model:PATH``, those inside
+    ``mpscap:``) replaced by ``resolve(path)``: an experiment makes its relative paths absolute so that its
+    workers read the files it means, whatever their working folder. Names and MLflow URIs go unchanged
+    through ``resolve`` as the caller decides (a shipped table's name is no path it finds)."""
+    from schedlab.sched.models.fitted import is_uri
+
+    kind, rest, _ = _parse(spec)
+    head = spec[:len(spec) - len(rest)]
+    if kind == "mpscap":
+        return head + with_paths(rest, resolve)
+    if kind == "gavel":
+        path, colon, worker = _gavel_path(rest)
+        return head + resolve(path) + colon + worker
+    if kind in ("table", "model") and not is_uri(rest):
+        return head + resolve(rest)
+    return spec
+
+
+def fresh(source: InterferenceSource) -> InterferenceSource:
+    """A copy of ``source`` that shares what it read (tables, a model) but counts its own fallbacks
+    and keeps its own caches, as if just built: each policy's replay gets one, so that its
+    ``xi_fallback_pairs`` counts its own pairs only."""
+    import copy
+
+    if isinstance(source, MpsCap):
+        return MpsCap(fresh(source.base), source.rho, source.eta)
+    copied = copy.copy(source)
+    copied.fallbacks = 0
+    for cache in ("_cache", "_solo_cache"):
+        if hasattr(copied, cache):
+            setattr(copied, cache, {})
+    return copied

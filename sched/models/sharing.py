@@ -6,13 +6,14 @@ GPU type and an interference source.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schedlab.sched.traces.annotate import catalog_gpu_type
+from schedlab.sched.models.annotate import catalog_gpu_type
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.models.interference import InterferenceSource, make_interference
 from schedlab.sched.core.job import Job
-from schedlab.sched.models.workloads import WorkloadCatalog, default_catalog, min_servers
+from schedlab.sched.models.workloads import FittedCatalog, WorkloadCatalog, default_catalog, min_servers
 
 MAX_JOBS_PER_GPU = 2  # C = 2 (Castor eq. 7)
 DEFAULT_RHO = 0.5  # σ(p) = p^-ρ for sources without a restriction model (docs/explanation/gimbal.md, OURS)
@@ -32,6 +33,12 @@ class SharingModel:
     _speed: dict[tuple, float] = field(default_factory=dict, repr=False)
     _compute: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
     _memory: dict[tuple, float] = field(default_factory=dict, repr=False)
+    #: with a fitted iteration-time model, the packaged catalog and its GPU type: each value read from the
+    #: fit is compared with the catalog's, and the jobs it differs for are kept in :attr:`fit_changed`
+    #: (what the fit applied to: ``sched/results/applied.py``); None with the catalog itself
+    shadow: tuple[WorkloadCatalog, str] | None = field(default=None, repr=False)
+    fit_changed: set[str] = field(default_factory=set, repr=False)
+    _differs: dict[tuple, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def for_cluster(cls, spec: ClusterSpec, interference: str | InterferenceSource | None = None,
@@ -41,7 +48,12 @@ class SharingModel:
         catalog = catalog or default_catalog()
         pool = spec.training_pool
         source = interference if not isinstance(interference, (str, type(None))) else make_interference(interference)
-        return cls(source, catalog, catalog_gpu_type(catalog, pool.gpu_type), pool.gpu_memory_gb, pool.gpus_per_server)
+        shadow = None
+        if isinstance(catalog, FittedCatalog):
+            packaged = default_catalog()
+            shadow = (packaged, catalog_gpu_type(packaged, pool.gpu_type))
+        return cls(source, catalog, catalog_gpu_type(catalog, pool.gpu_type), pool.gpu_memory_gb, pool.gpus_per_server,
+                   shadow=shadow)
 
     def ratio(self, a: Job, b: Job, mode: str, shares: tuple[float, float] | None = None) -> tuple[float, float]:
         self._require_workload(a)
@@ -84,6 +96,9 @@ class SharingModel:
             self._require_workload(job)
             params = self.catalog.params(job.model, self.gpu_type)
             hit = self._compute[job.model] = (params.alpha_comp, params.beta_comp)
+        if self.shadow is not None:
+            self._note_fit(job, ("compute", job.model), hit, lambda catalog, gpu: (
+                (p := catalog.params(job.model, gpu)).alpha_comp, p.beta_comp))
         return hit
 
     def compute_time(self, job: Job, batch_per_gpu: float) -> float:
@@ -130,7 +145,27 @@ class SharingModel:
                 for s in (1, steps)
             )
             speed = self._speed[key] = base / slow
+        if self.shadow is not None:
+            servers = min_servers(job.num_gpus, self.gpus_per_server)
+            self._note_fit(job, ("speed", *key), speed, lambda catalog, gpu: (
+                catalog.solo_iteration_time(job.model, job.batch_size, job.num_gpus, gpu, servers)
+                / catalog.solo_iteration_time(job.model, job.batch_size, job.num_gpus, gpu, servers,
+                                              accumulation_steps=steps)))
         return speed
+
+    def _note_fit(self, job: Job, key: tuple, value: object, packaged: Callable[[WorkloadCatalog, str], object]) -> None:
+        """With a fitted model: ``job`` among :attr:`fit_changed` when ``value`` (from the fit) is not what
+        the packaged catalog gives (``packaged(catalog, gpu_type)``; a workload it lacks: differs)."""
+        differs = self._differs.get(key)
+        if differs is None:
+            catalog, gpu = self.shadow  # type: ignore[misc]
+            try:
+                differs = packaged(catalog, gpu) != value
+            except (KeyError, ValueError):
+                differs = True
+            self._differs[key] = differs
+        if differs:
+            self.fit_changed.add(job.job_id)
 
     @staticmethod
     def _require_workload(job: Job) -> None:

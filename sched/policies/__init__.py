@@ -9,8 +9,8 @@ group.
 - ``path/to/file.py:ClassName``: a Python file (relative: to the cwd; in an experiment YAML, to its folder);
 - ``package.module:ClassName``: an importable module.
 
-:func:`load_policy_class` resolves a spec to its class; ``make_policy`` validates parameters against its
-``Params`` model, the same for every policy; :func:`policy_origin` is what the tracking records of an
+:func:`load_policy_class` resolves a spec to its class; :func:`validate_params` validates parameters against
+its ``Params`` model, the same for every policy (``make_policy`` builds one with them); :func:`policy_origin` is what the tracking records of an
 external policy's code (the file's SHA-256 and path, the package's version).
 """
 
@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import pkgutil
 import re
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from schedlab.checks import bool_as_number, bool_message, did_you_mean, finite_floats, validation_message
 from schedlab.sched.core.placement import register_waiting_policies
@@ -74,9 +76,28 @@ def _not_a_policy(value: Any, where: str) -> str | None:
     if not (isinstance(value.Params, type) and issubclass(value.Params, BaseModel)):
         return f"{where}: {value.__name__}.Params must be a pydantic BaseModel (e.g. schedlab.sched.api.NoParams)"
     try:
-        value.Params()
+        defaults = value.Params()
     except ValidationError as err:
         return f"{where}: {value.__name__}.Params needs a default for every field ({validation_message(err)})"
+    problem = unloggable(defaults)
+    if problem is not None:
+        return f"{where}: {value.__name__}.Params: the default of {problem}"
+    return None
+
+
+def unloggable(params: BaseModel, names: Any = None) -> str | None:
+    """Why a parameter of ``params`` (of ``names``, default all) cannot be recorded as JSON, as the runs'
+    ``params.*`` are (``parameter NAME (VALUE) cannot be encoded as JSON: WHY``), or None. Checked where a
+    policy is loaded and its parameters given, so that no replay starts with a value its tracking cannot
+    write."""
+    for name in type(params).model_fields if names is None else names:
+        try:
+            json.dumps(params.model_dump(mode="json", include={name})[name])
+        except (ValueError, TypeError, PydanticSerializationError) as err:
+            shown = repr(getattr(params, name))
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            return f"parameter {name!r} ({shown}) cannot be encoded as JSON: {why}"
     return None
 
 
@@ -344,6 +365,12 @@ def parameter_list(name: str, *, source: str | None = None) -> str:
 def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str | None = None) -> Policy:
     """A policy of spec ``name`` with ``params`` validated against its ``Params`` model (``source``:
     see :func:`load_policy_class`)."""
+    return load_policy_class(name, source=source)(validate_params(name, params, source=source))
+
+
+def validate_params(name: str, params: dict[str, Any] | None = None, *, source: str | None = None) -> BaseModel:
+    """``params`` validated against the ``Params`` model of policy spec ``name``: a ValueError naming an
+    unknown parameter (and the known ones), a bad value, a non-finite number or a boolean for a number."""
     cls = load_policy_class(name, source=source)
     unknown = [k for k in params or {} if k not in cls.Params.model_fields]
     if unknown:
@@ -362,4 +389,7 @@ def make_policy(name: str, params: dict[str, Any] | None = None, *, source: str 
         where = bool_as_number(value, getattr(validated, key))
         if where is not None:
             raise ValueError(f"bad parameters for policy {name!r}: {key}: {bool_message(where)}")
-    return cls(validated)
+    problem = unloggable(validated, params or {})
+    if problem is not None:
+        raise ValueError(f"bad parameters for policy {name!r}: {problem}")
+    return validated

@@ -14,6 +14,10 @@ the fewest servers; its base demand is its workload GPU count (``base: trace``) 
 (``base: one``, AFS' own start). Fixed-duration jobs are inelastic (base only). Placement: kept GPUs
 stay; a growing job takes GPUs on its own servers first, then the emptiest; a new job one server if
 one fits (best fit), else the emptiest servers. Every change costs the 30 s stall.
+
+Durations read (``docs/estimates.md``): an elastic fixed-duration job's remaining work (its gain's
+divisor), true or with ``knowledge: estimate`` the estimator's; goodput jobs and inelastic ones read
+none (on a trace without elastic jobs estimate mode changes nothing, and the replay warns so).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.elastic import (
     RoundParams,
     RoundPolicy,
@@ -38,7 +43,7 @@ if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
 
 
-class AfsParams(RoundParams):
+class AfsParams(RoundParams, KnowledgeParams):
     base: Literal["trace", "one"] = Field(default="trace", description="base demand: workload GPUs or 1 GPU")
     bounded: bool = Field(default=False, description="Lyra's elastic jobs grow no further than elastic_max"
                           " (default: unbounded, as Lyra §7.4 says AFS is)")
@@ -80,7 +85,7 @@ class Afs(RoundPolicy):
             if not job.elastic_max or (self.params.bounded and w >= job.elastic_max):
                 return 0.0
             lo, loss = job.elastic_min, job.scaling_loss
-            return (speed(lo, loss, w + 1) - speed(lo, loss, w)) / max(engine.remaining(job), 1e-9)
+            return (speed(lo, loss, w + 1) - speed(lo, loss, w)) / max(self.remaining(engine, job), 1e-9)
         try:
             return self._rate(job, w + 1, per) - self._rate(job, w, per)
         except ValueError:  # the batch cannot be split over that many GPUs

@@ -4,8 +4,11 @@ Jobs start in submission order. When the head does not fit, it gets a reservatio
 (``shadow``) at which enough running jobs will have finished for it. A later job may jump ahead if it
 fits now and either ends before ``shadow`` or uses only GPUs the head will not need then (``extra``).
 
-Simplified: run-time estimates are the jobs' true solo durations (Slurm uses user time limits, which
-overestimate), and backfilling runs at every event, not every ``bf_interval``. ``max_backfill_scan``
+Run-time estimates: by default the jobs' true solo durations; Slurm plans on the users' time limits,
+which is ``knowledge: estimate, estimator: requested`` (``docs/estimates.md``; a job that outlives its
+estimate, which Slurm would kill, reads as ending now). Durations read: a waiting job's remaining work
+and the running jobs' expected ends (the reservation). Simplified: backfilling runs at every event, not
+every ``bf_interval``. ``max_backfill_scan``
 is Slurm's ``bf_max_job_test`` (default 500): how many queued jobs one pass considers.
 
 Under a strict placement (``strict-best-fit``, ``strict-consolidated``) a start may be refused although
@@ -21,8 +24,9 @@ from collections import OrderedDict
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.base import Policy
 
 if TYPE_CHECKING:
@@ -30,8 +34,7 @@ if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
 
 
-class BackfillParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BackfillParams(KnowledgeParams):
     max_backfill_scan: int = Field(default=500, ge=1)
 
 
@@ -39,7 +42,8 @@ class Backfill(Policy):
     name = "backfill"
     summary = "FIFO with EASY backfilling (Slurm-like): later jobs jump ahead if they delay no reservation"
     paper = "EASY backfilling (Lifka 1995), Slurm backfill scheduler"
-    simplified = "true durations as run-time estimates; backfill at every event; reservations count GPUs, not servers"
+    simplified = ("true durations as run-time estimates unless knowledge: estimate; backfill at every event;"
+                  " reservations count GPUs, not servers")
     Params = BackfillParams
     waits_when_refused = True  # a refused head keeps its reservation and blocks; a refused later job waits
 
@@ -75,7 +79,7 @@ class Backfill(Policy):
                 continue
             if shadow is None:
                 shadow, extra = self._reservation(engine, head)
-            if now + job.remaining <= shadow:
+            if now + self.remaining(engine, job) <= shadow:
                 if engine.start(job):
                     started.append(job)
             elif gpus <= extra and engine.start(job):  # a refused job takes none of the spare GPUs
@@ -84,11 +88,10 @@ class Backfill(Policy):
         for job in started:
             del queue[job]
 
-    @staticmethod
-    def _reservation(engine: PolicyEngine, head: Job) -> tuple[float, int]:
+    def _reservation(self, engine: PolicyEngine, head: Job) -> tuple[float, int]:
         """(shadow time, GPUs spare at shadow time) for the blocked head job."""
         available = engine.cluster.free_gpus
-        for end, _, job in engine.by_end:
+        for end, _, job in self.ends(engine):
             available += job.num_gpus
             if available >= head.num_gpus:
                 return end, available - head.num_gpus

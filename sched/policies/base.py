@@ -5,6 +5,12 @@ date, then ``schedule`` once per instant. A policy sees the engine only as a
 :class:`~schedlab.sched.core.protocol.PolicyEngine` (``sched/core/protocol.py``: every member a policy
 may read or call, with its guarantees); it reads a job's fields but never writes those the engine owns.
 ``tests/test_engine_contract.py`` enforces both.
+
+A policy that decides on job durations reads them through :meth:`Policy.duration`,
+:meth:`Policy.remaining`, :meth:`Policy.expected_end` and :meth:`Policy.ends`, and takes
+:class:`~schedlab.sched.estimators.params.KnowledgeParams` in its ``Params``: with ``knowledge:
+oracle`` (the default) those are the true figures, with ``knowledge: estimate`` an estimator's, and
+the true ones are hidden from it (``sched/estimators/knowledge.py``, ``docs/estimates.md``).
 """
 
 from __future__ import annotations
@@ -14,10 +20,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from schedlab.sched.estimators.knowledge import ORACLE, UNATTACHED
+from schedlab.sched.estimators.params import estimates
+
 if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
-    from schedlab.sched.core.protocol import Capability
+    from schedlab.sched.core.protocol import Capability, JobView
     from schedlab.sched.core.protocol import PolicyEngine
+    from schedlab.sched.estimators.knowledge import Estimated, Oracle
 
 # Lyra §7.5 measured 63 s on average to checkpoint, relaunch and restore a preempted job; the
 # preemptive baselines (Tiresias, SRTF) pay it on every restart unless a run sets another value.
@@ -60,6 +70,29 @@ class Policy:
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
+        #: how the policy reads durations (module docstring); a replay attaches an estimator in estimate mode
+        self.knowledge: Oracle | Estimated = UNATTACHED if estimates(self.params) else ORACLE
+
+    def use_knowledge(self, knowledge: Estimated) -> None:
+        """Read durations through ``knowledge`` from now on (a policy that delegates to others passes it on)."""
+        self.knowledge = knowledge
+
+    # ---- durations, as the policy knows them (the truth, or in estimate mode an estimator's) ---------
+    def duration(self, job: JobView) -> float:
+        """Solo seconds of work ``job`` needs in all (in estimate mode: its estimate at submission)."""
+        return self.knowledge.duration(job)
+
+    def remaining(self, engine: PolicyEngine, job: JobView) -> float:
+        """Solo seconds of work ``job`` has left now (estimate mode: its estimate minus the work done, >= 0)."""
+        return self.knowledge.remaining(engine, job)
+
+    def expected_end(self, engine: PolicyEngine, job: JobView) -> float:
+        """When running ``job`` ends at its current rate (inf if it is not running)."""
+        return self.knowledge.expected_end(engine, job)
+
+    def ends(self, engine: PolicyEngine):
+        """``(expected end, index, job)`` of the running jobs, soonest first (``engine.by_end``)."""
+        return self.knowledge.ends(engine)
 
     def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         raise NotImplementedError

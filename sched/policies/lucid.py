@@ -18,12 +18,13 @@ artifact (github S-Lab-System-Group/Lucid, ``simulation/policy/lucid.py``, ``ana
    jobs"). As in the artifact a job tries a partner first, free GPUs second. It never preempts.
 
 Simplified (also in ``simplified``): the workload estimate is the trace's true duration (no GA²M
-model); the score comes from the replay's ξ source against every catalog workload (no decision tree
+model) unless ``knowledge: estimate`` (then an estimator's, ``docs/estimates.md``; the duration is the
+only one Lucid reads: its priority value); the score comes from the replay's ξ source against every catalog workload (no decision tree
 on DCGM metrics); Prescient Adaptive Sharing (no packing while the Throughput Predict Model foresees a
 quiet cluster) and the profiler/auto-scaling are left out; the partner is the earliest-started
 eligible class head. ``artifact_pass: true`` runs Lucid's simulator's pass instead: every waiting job
 in priority order tries the first eligible running job in start order, then free GPUs; it agrees with
-the simulator job for job (``benchmarks/conformance_lucid.py``). It is not the default because it
+the simulator job for job (``schedlab.studies.conformance.lucid``). It is not the default because it
 has no form for Gimbal's job sets (``unequal``), which Gimbal's relaxed Lucid builds on the class-head
 pass: with it as the baseline's default, Gimbal's ablation would change two rules in one step. Lucid's simulator
 places with its ``consolidate`` placer: schedlab's ``--placement strict-best-fit`` (the default
@@ -43,17 +44,17 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from schedlab.sched.core.job import Job
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.packing import PackingPolicy, workload
 
 if TYPE_CHECKING:
     from schedlab.sched.core.protocol import PolicyEngine
 
 
-class LucidParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LucidParams(KnowledgeParams):
     score_speeds: tuple[float, float] = Field(default=(0.85, 0.95), description="mean 1/ξ below: score 2 / 1")
     max_pair_score: int = Field(default=2, ge=0, description="a pair packs if its scores sum to at most this")
     priority_ratio: float = Field(default=2.0, gt=0, description="job priority <= ratio x partner priority")
@@ -71,7 +72,8 @@ class Lucid(PackingPolicy):
     falls_back_to = "ssf"  # no pair packs: priority = estimated GPU time, no blocking
     summary = "priority = estimated GPU time; packs same-GPU-count single-server jobs with low sharing scores"
     paper = "Lucid (ASPLOS'23): indolent packing, Packing Analyze Model, time-aware order; Castor §9.1 baseline"
-    simplified = "oracle durations; sharing score from the ξ source, not a DCGM decision tree; no adaptive sharing"
+    simplified = ("oracle durations unless knowledge: estimate; sharing score from the ξ source, not a DCGM decision"
+                  " tree; no adaptive sharing")
     Params = LucidParams
     waits_when_refused = True  # a job its placement refuses waits and blocks no one, as in Lucid's simulator
 
@@ -89,10 +91,9 @@ class Lucid(PackingPolicy):
         self._started: dict[Job, int] = {}  # artifact pass: running job -> its start's sequence number
         self._starts = 0
 
-    @staticmethod
-    def priority(job: Job) -> float:
+    def priority(self, job: Job) -> float:
         """Lucid's priority value: estimated duration x GPUs (lower runs first)."""
-        return job.duration * job.num_gpus
+        return self.duration(job) * job.num_gpus
 
     def schedule(self, engine: PolicyEngine) -> None:
         max_pack = self.params.max_pack_gpus or engine.cluster.gpus_per_server

@@ -23,6 +23,10 @@ Two ways (``repack``):
   (work-conserving).
 
 Preempted jobs keep their progress and pay the checkpoint-restore overhead on restart.
+
+Durations read (``docs/estimates.md``): each job's remaining work and each running job's expected end,
+the true ones (``knowledge: oracle``) or the estimator's (``knowledge: estimate``: the estimate at
+submission minus the work done, 0 once a job outlives its estimate, so that it is never preempted again).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ import heapq
 import math
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from sortedcontainers import SortedList
 
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.queues import DemandQueue
 
@@ -42,8 +47,7 @@ if TYPE_CHECKING:
     from schedlab.sched.core.job import Job
 
 
-class SRTFParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SRTFParams(KnowledgeParams):
     repack: bool = Field(
         default=True,
         description="re-pack every job by remaining work at each event (the Tiresias simulator's 'shortest');"
@@ -83,16 +87,19 @@ class SRTF(Policy):
             self.running = SortedList()
             self.entry: dict[int, tuple] = {}
         else:
-            self.waiting = DemandQueue(lambda job: job.remaining)
+            self.waiting = DemandQueue(lambda job: self.remaining(self._engine, job))
+            self._engine: PolicyEngine | None = None
             # running jobs, latest expected end (= most remaining work) first; stale entries skipped
             self._running: list[tuple[float, int, Job, int]] = []
 
     def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         if self.helios_ties:
             self.entered += 1
-            self.rank[job.index] = (job.remaining, engine.now, 0, self.entered)
+            self.rank[job.index] = (self.remaining(engine, job), engine.now, 0, self.entered)
         elif self.repack:
-            self.rank[job.index] = (job.remaining, engine.now, 1, job.index)
+            self.rank[job.index] = (self.remaining(engine, job), engine.now, 1, job.index)
+        else:
+            self._engine = engine
         self.waiting.push(job)
 
     def on_finish(self, engine: PolicyEngine, job: Job) -> None:
@@ -183,9 +190,9 @@ class SRTF(Policy):
             del self.entry[job.index]
             if self.helios_ties:  # preempted: after this instant's arrivals, in the walk's order
                 self.entered += 1
-                self.rank[job.index] = (job.remaining, now, 1, self.entered)
+                self.rank[job.index] = (self.remaining(engine, job), now, 1, self.entered)
             else:  # preempted: before this instant's arrivals
-                self.rank[job.index] = (job.remaining, now, 0, entry[1:3])
+                self.rank[job.index] = (self.remaining(engine, job), now, 0, entry[1:3])
         for job in start:
             if not engine.start(job):  # a strict placement refused it: it waits for the next event
                 waiting.push(job)
@@ -195,7 +202,7 @@ class SRTF(Policy):
             # already running (the later start first); one that starts as it arrives goes behind them.
             # Helios: in the order they started (this instant's in the walk's order)
             tie = now if self.helios_ties or rank[1] == now and rank[2] == 1 else -now
-            entry = (engine.expected_end(job), tie, rank, job.index, job)
+            entry = (self.expected_end(engine, job), tie, rank, job.index, job)
             running.add(entry)
             self.entry[job.index] = entry
         for entry in stop:
@@ -207,7 +214,7 @@ class SRTF(Policy):
         if not engine.start(job):
             return False
         self.waiting.pop(job)
-        heapq.heappush(self._running, (-engine.expected_end(job), job.index, job, engine.version_of(job)))
+        heapq.heappush(self._running, (-self.expected_end(engine, job), job.index, job, engine.version_of(job)))
         return True
 
     def _preempt_for(self, engine: PolicyEngine, head: Job) -> bool:
@@ -219,7 +226,7 @@ class SRTF(Policy):
             job, version = entry[2], entry[3]
             if engine.version_of(job) != version or not job.running:
                 continue  # stale: finished or restarted since
-            if engine.remaining(job) <= head.remaining:
+            if self.remaining(engine, job) <= self.remaining(engine, head):
                 heapq.heappush(self._running, entry)
                 break
             victims.append(entry)

@@ -9,7 +9,7 @@ order of steps and the row convention of :class:`TraceError`: 1-based data rows,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -86,11 +86,15 @@ def load_trace(
     source: str | Path | None,
     fmt: str | None = None,
     options: LoadOptions | None = None,
+    *,
+    applications: Mapping[str, pollux.TunedJobs] | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
     """Load a trace into the canonical job table, sorted by (submit_time, job_id), and its report.
 
     ``source=None`` or ``"synthetic"`` is the synthetic generator (the embedded default);
-    ``fmt=None`` detects the format from the file.
+    ``fmt=None`` detects the format from the file. ``applications``: the Pollux applications' goodput
+    models by name, which format ``pollux-philly`` (only) needs and draws jobs from; the trace layer
+    reads no model, so the caller loads them (``sched.models.goodput.load_applications``).
     """
     options = options or LoadOptions()
     if source is None or (isinstance(source, str) and source == "synthetic"):
@@ -101,6 +105,10 @@ def load_trace(
         raise ValueError(f"unknown trace format {fmt!r}; choose one of {list(FORMATS)}")
     if source is None and fmt != "synthetic":
         raise ValueError(f"format {fmt!r} needs a source file")
+    if fmt == "pollux-philly":
+        return pollux.load_philly(source, options, applications)
+    if applications is not None:
+        raise ValueError(f"format {fmt!r} takes no goodput models (only pollux-philly does)")
     return FORMATS[fmt](source, options)
 
 

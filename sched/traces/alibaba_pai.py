@@ -13,6 +13,11 @@ file with ``job`` replaced by ``task`` in the name).
 * ``duration`` = latest task end - earliest task start (the job's running span).
 * dropped: ``no_tasks`` (no task rows), ``no_gpu`` (zero GPU demand), ``never_ran`` (no task start),
   ``no_end_time`` (a job still running at the snapshot). Rows in errors are rows of the named file.
+* ``name``: when the group-tag table is there too (``pai_group_tag_table.csv`` in the directory, or the
+  job table's sibling with ``job`` replaced by ``group_tag``: ``inst_id,user,gpu_type_spec,group,workload``),
+  the job's ``group`` (joined on ``inst_id``): the release's tag for instances with similar entry
+  scripts, command-line parameters, data sources and sinks, which it calls repeated instances. The
+  ``job_name`` itself is a per-job hash (one per ``inst_id``), so it is the job's id, not a name.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from .common import (
 JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
                 "plan_cpu", "plan_mem", "plan_gpu", "gpu_type")
-_TEXT = ("job_name", "user", "task_name", "gpu_type")  # verbatim: "NA" is a name
+GROUP_COLUMNS = ("inst_id", "user", "gpu_type_spec", "group", "workload")
+_TEXT = ("job_name", "inst_id", "user", "task_name", "gpu_type", "group")  # verbatim: "NA" is a name
 
 
 def tables(path: Path) -> tuple[Path, Path]:
@@ -42,6 +48,18 @@ def tables(path: Path) -> tuple[Path, Path]:
         if not p.is_file() or job == task:
             raise TraceError(p, "PAI trace needs both pai_job_table and pai_task_table files")
     return job, task
+
+
+def group_table(job: Path) -> Path | None:
+    """The group-tag table beside the job table, if there is one."""
+    path = job.with_name(job.name.replace("job", "group_tag"))
+    return path if path.is_file() and path != job else None
+
+
+def _groups(path: Path) -> pd.Series:
+    """``group`` by ``inst_id`` (an instance listed twice: its first row)."""
+    g = read_csv(path, GROUP_COLUMNS, header_optional=True, text=_TEXT)
+    return g.drop_duplicates("inst_id").set_index("inst_id")["group"]
 
 
 def _tasks(path: Path) -> pd.DataFrame:
@@ -79,6 +97,9 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
             "_row": j["_row"],
         }
     ).join(_tasks(task_path), on="job_id")
+    groups = group_table(job_path)
+    if groups is not None:
+        jobs["name"] = j["inst_id"].map(_groups(groups))
     reasons = {
         "no_tasks": jobs["gpu_pct"].isna(),
         "no_gpu": jobs["gpu_pct"].notna() & ~(jobs["gpu_pct"] > 0),
@@ -96,7 +117,7 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
     gpus = np.ceil(demand - 1e-6).astype("int64")
     frac = int(np.count_nonzero(np.abs(demand - gpus) > 1e-6))
     out = keep.assign(num_gpus=gpus, duration=keep["end"] - keep["start"])
-    out = out[["job_id", "submit_time", "num_gpus", "duration", "user", "_row"]]
+    out = out[["job_id", "submit_time", "num_gpus", "duration", "user", *(["name"] if groups is not None else []), "_row"]]
     return Raw(
         out, file, len(jobs),
         {k: int(m.sum()) for k, m in reasons.items() if m.any()},

@@ -3,7 +3,8 @@
 ``submit_time`` and ``deadline`` are seconds or datetimes on the same clock (a Parquet datetime
 column is converted to seconds exactly as a CSV datetime is; a timedelta ``duration`` is taken in
 seconds); columns outside the canonical set are an error (a misspelled optional column must not
-vanish silently). Booleans (``fungible``, ``checkpoint``) accept true/false/1/0/yes/no.
+vanish silently). Booleans (``fungible``, ``checkpoint``) accept true/false/1/0/yes/no. ``name`` is
+read verbatim; ``time_limit`` (the requested run time) is seconds, > 0 where given.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from .common import (
     suggest,
 )
 
-_TEXT = ("job_id", "model", "user", "vc")  # read verbatim: "NA" is a name, not a missing value
+_TEXT = ("job_id", "model", "user", "vc", "name")  # read verbatim: "NA" is a name, not a missing value
 _BOOL = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
 #: columns a whole-file CSV read first parses as numbers (see :func:`read`)
-_NUMBERS = ("submit_time", "num_gpus", "duration", "deadline", "batch_size", "iterations", "elastic_min", "elastic_max")
+_NUMBERS = ("submit_time", "num_gpus", "duration", "deadline", "batch_size", "iterations", "elastic_min", "elastic_max",
+            "time_limit")
 
 
 def _read_any(path: Path, rows: np.ndarray | None, numbers: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -88,13 +90,20 @@ def _read(path: Path, numbers: tuple[str, ...], rows: np.ndarray | None = None) 
             out[c] = numeric(df, c, file, allow_missing=True)
         elif c == "deadline":  # same clock as submit_time: seconds or datetimes
             out[c] = seconds(df, c, file, allow_missing=True)
-        elif c == "iterations":  # fractional: the annotator makes duration / t_iter (annotate.py)
+        elif c == "iterations":  # fractional: the annotator makes duration / t_iter (sched/models/annotate.py)
             out[c] = numeric(df, c, file)
         elif c in ("batch_size", "elastic_min", "elastic_max"):
             out[c] = numeric(df, c, file, integer=True, allow_missing=c.startswith("elastic"))
         elif c in ("fungible", "heterogeneous", "checkpoint"):
             out[c] = _bool(df, c, file)
-        elif c in ("model", "user", "vc"):
+        elif c == "time_limit":  # a request: missing where the user gave none, never 0 or negative
+            out[c] = numeric(df, c, file, allow_missing=True)
+            bad = out[c].notna() & ~(out[c] > 0)
+            if bad.any():
+                i = int(np.flatnonzero(bad.to_numpy())[0])
+                raise TraceError(file, "time limit must be > 0 seconds (or empty: none requested)",
+                                 int(df["_row"].iat[i]), c, df[c].iat[i])
+        elif c in ("model", "user", "vc", "name"):
             out[c] = df[c].astype("str")
     return Raw(out, file, len(out))
 

@@ -51,7 +51,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from schedlab.checks import plain
 from schedlab.sched.strict import UserModel
@@ -154,8 +154,8 @@ class LoadOptions(UserModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    start: float | None = None  # window on submit_time, seconds from the time origin (before load scaling)
-    end: float | None = None  # exclusive
+    start: float | None = Field(default=None, ge=0)  # window on submit_time, seconds from the time origin (before load scaling)
+    end: float | None = Field(default=None, gt=0)  # exclusive
     vcs: list[str] | None = None
     max_jobs: int | None = Field(default=None, ge=1, le=MAX_JOBS)  # first N jobs after filters, in submit order
     load: float = Field(default=1.0, gt=0)  # submit times are divided by load
@@ -179,11 +179,13 @@ class LoadOptions(UserModel):
     # which trace time becomes the replay's 0 (module docstring); None: the format's own default
     time_origin: TimeOrigin | None = None
 
-    @model_validator(mode="after")
-    def _window(self) -> LoadOptions:
-        if self.start is not None and self.end is not None and self.end <= self.start:
-            raise ValueError(f"end ({self.end}) must be greater than start ({self.start})")
-        return self
+    @field_validator("end")
+    @classmethod
+    def _window(cls, value: float | None, info: ValidationInfo) -> float | None:
+        start = info.data.get("start")
+        if value is not None and start is not None and value <= start:
+            raise ValueError(f"must be greater than start ({start:g}), got {value:g}")
+        return value
 
 
 @dataclass
@@ -563,11 +565,14 @@ def seconds(df: pd.DataFrame, col: str, file: str, *, allow_missing: bool = Fals
 
 
 def read_mapped(path: Path, columns: dict[str, tuple[str, str]], constant: dict[str, Any] | None = None,
-                rows: np.ndarray | None = None) -> Raw:
+                rows: np.ndarray | None = None, optional: dict[str, tuple[str, str]] | None = None) -> Raw:
     """A CSV whose canonical columns are plain conversions of its own: ``columns`` maps a canonical
     name to ``(source column, kind)``, kind one of ``text``, ``seconds``, ``int``, ``float``
-    (``duration`` may be missing: the bad-duration rule decides); ``rows``: only these (see :func:`read_csv`)."""
+    (``duration`` may be missing: the bad-duration rule decides); ``optional``: the same, read when the
+    file has the column; ``rows``: only these (see :func:`read_csv`)."""
     file = str(path)
+    header = set(_header(path)) if optional else set()
+    columns = {**columns, **{name: c for name, c in (optional or {}).items() if c[0] in header}}
     df = read_csv(path, tuple(source for source, _ in columns.values()),
                   text=[source for source, kind in columns.values() if kind == "text"], rows=rows)
     convert = {
@@ -606,7 +611,7 @@ def finalize(raw: Raw, fmt: str, options: LoadOptions) -> tuple[pd.DataFrame, Lo
         return df[~np.asarray(mask)] if n else df
 
     # 0. implausible times: beyond MAX_SECONDS (1e308 read as a submit time, milliseconds as seconds)
-    for col in ("submit_time", "duration", "deadline"):
+    for col in ("submit_time", "duration", "deadline", "time_limit"):
         if col in df.columns:
             v = df[col].to_numpy(dtype="float64")
             bad = ~np.isfinite(v) if col == "submit_time" else np.isinf(v)

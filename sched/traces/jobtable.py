@@ -7,7 +7,9 @@ and either ``duration`` (float, solo seconds) or all of ``model, batch_size, ite
 optional: ``deadline`` (absolute seconds), ``elastic_min, elastic_max`` (GPUs), ``fungible`` (bool),
 ``heterogeneous`` (bool: may run on training and inference GPUs at once, Lyra §6), ``checkpoint``
 (bool), ``user``, ``vc`` (str), ``global_batch`` (int: a goodput job's global batch, docs/explanation/pollux.md;
-its ``model`` names the application).
+its ``model`` names the application), ``name`` (str: the job's name as its user gave it, the same for
+recurring jobs; the history estimator keys on it, ``docs/estimates.md``), ``time_limit`` (float: the
+run time the user requested, seconds; the ``requested`` estimator's figure).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "user",
     "vc",
     "global_batch",
+    "name",
+    "time_limit",
 )
 CANONICAL_COLUMNS: tuple[str, ...] = (
     REQUIRED_COLUMNS + DURATION_COLUMNS + WORKLOAD_COLUMNS + OPTIONAL_COLUMNS

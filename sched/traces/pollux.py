@@ -36,7 +36,9 @@ Philly trace's own clock: Unix-epoch seconds).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -91,6 +93,14 @@ def read(path: Path | None, options: LoadOptions) -> Raw:
                                              "model": "application", "global_batch": "batch_size"})
 
 
+class TunedJobs(Protocol):
+    """What the generator reads of an application's goodput model
+    (:class:`~schedlab.sched.models.goodput.GoodputModel`, which the caller loads and passes: the trace
+    layer reads no model): its TunedJobs choices ``(GPUs, global batch, seconds alone)``."""
+
+    def tuned_configs(self) -> tuple[tuple[int, int, float], ...]: ...
+
+
 def load(source: str | Path | None, options: LoadOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """Load a Pollux workload CSV (``name,time,application,num_replicas,batch_size``)."""
     opts = options or LoadOptions()
@@ -102,12 +112,11 @@ def load(source: str | Path | None, options: LoadOptions | None = None) -> tuple
 
 
 def generate(trace: pd.DataFrame, num_jobs: int, seed: int = 0, window: tuple[float, float] = DEFAULT_WINDOW,
-             busiest_hours: float | None = None, models: dict | None = None) -> pd.DataFrame:
+             busiest_hours: float | None = None, *, models: Mapping[str, TunedJobs]) -> pd.DataFrame:
     """A Pollux workload (``job_id, submit_time, num_gpus, model, batch_size, global_batch``) from a
-    Philly table with ``submit_time`` (absolute s), ``duration`` and ``num_gpus``."""
-    from schedlab.sched.models.goodput import load_applications
-
-    models = models if models is not None else load_applications()
+    Philly table with ``submit_time`` (absolute s), ``duration`` and ``num_gpus``; each job's GPU count
+    and batch are drawn among its application's TunedJobs choices in ``models`` (the applications'
+    goodput models by name)."""
     missing = sorted(({a for _, names in BUCKETS for a in names} | {"bert"}) - set(models))
     if missing:
         raise ValueError(f"pollux-philly needs goodput models for {missing} (have {sorted(models)})")
@@ -153,13 +162,19 @@ def generate(trace: pd.DataFrame, num_jobs: int, seed: int = 0, window: tuple[fl
     )
 
 
-def load_philly(source: str | Path | None, options: LoadOptions | None = None) -> tuple[pd.DataFrame, LoadReport]:
+def load_philly(source: str | Path | None, options: LoadOptions | None = None,
+                applications: Mapping[str, TunedJobs] | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """Generate a Pollux workload from the processed Philly CSV (module docstring). Options used:
     ``num_jobs`` or ``sample`` (default 160), ``seed``, ``start``/``end`` (seconds of the day) or
-    ``busiest_hours``; then ``max_jobs``, ``load`` and ``max_gpus`` as for every trace."""
+    ``busiest_hours``; then ``max_jobs``, ``load`` and ``max_gpus`` as for every trace. ``applications``:
+    the Pollux applications' goodput models by name (``sched.models.goodput.load_applications``),
+    required: the generator draws from them."""
     opts = options or LoadOptions()
     if source is None:
         raise TraceError("pollux-philly", "format 'pollux-philly' needs the Philly CSV (philly_jobs_pollux.csv)")
+    if applications is None:
+        raise ValueError("format 'pollux-philly' needs the Pollux applications' goodput models: pass"
+                         " load_trace(..., applications=schedlab.sched.models.goodput.load_applications(root))")
     if opts.busiest_hours is not None and (opts.start is not None or opts.end is not None):
         raise ValueError("pollux-philly: give either a window of the day (start/end) or busiest_hours, not both")
     raw = philly.read(Path(source), opts)
@@ -167,7 +182,7 @@ def load_philly(source: str | Path | None, options: LoadOptions | None = None) -
     window = (opts.start if opts.start is not None else DEFAULT_WINDOW[0],
               opts.end if opts.end is not None else DEFAULT_WINDOW[1])
     bad = ~(raw.df["duration"].to_numpy(float) > 0)
-    table = generate(raw.df[~bad], num_jobs, opts.seed, window, opts.busiest_hours)
+    table = generate(raw.df[~bad], num_jobs, opts.seed, window, opts.busiest_hours, models=applications)
     table["_row"] = np.arange(1, len(table) + 1)
     desc = (f"pollux-philly({source}, seed={opts.seed}, num_jobs={num_jobs}, "
             + (f"busiest_hours={opts.busiest_hours})" if opts.busiest_hours is not None else f"window={window})"))

@@ -17,9 +17,11 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, Field, model_validator
 
+from schedlab import conf
+
 from .common import LoadOptions, Raw, TraceError, make_loader
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "synthetic.yaml"
+DEFAULT_CONFIG = conf.path("synthetic.yaml")
 
 
 class Quantiles(BaseModel):

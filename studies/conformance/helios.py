@@ -42,11 +42,8 @@ The simulator's per-job results are fixtures (``tests/fixtures/conformance/helio
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -54,16 +51,13 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures" / "conformance"
-#: the development data (never copied into the repository): ``$SCHEDLAB_DATA``, else beside the checkout
-DATA = Path(os.environ.get("SCHEDLAB_DATA") or ROOT.parent / "shared" / "data")
+from schedlab.benchmarks.common import DATA
+from schedlab.studies.conformance.common import FIXTURES, HELIOS_COLUMNS, helios_log, joined, parse_args
+
 ITP = DATA / "traces" / "itp"
 
 GPUS_PER_NODE = 8  # the simulator's consolidate placer supports no other
 VC = "vcITP"
-START = pd.Timestamp("2020-09-01 00:00:00")  # the simulator's September window opens here
-HELIOS_COLUMNS = ["job_id", "user", "vc", "jobname", "gpu_num", "cpu_num", "state", "submit_time", "duration"]
 ITP_COLUMNS = ["job_id", "submission_time", "duration", "num_gpu"]
 PEER_COLUMNS = ["job_id", "submit_time", "start_time", "end_time", "preemptions"]
 #: the simulator's restore overhead by GPU count (``policies/policy.py`` ``ckpt_overhead``)
@@ -126,7 +120,7 @@ def itp_trace(trace: Trace, source: Path = ITP) -> pd.DataFrame:
     one: its end equals its start, and the release check runs from the next second). ``job_id`` is
     the job's 1-based data row in the ITP file, zero-padded to six digits so that jobs submitted in
     the same second sort alike everywhere (file order; schedlab's loader breaks ties by id text);
-    ``submit_time`` a datetime from :data:`START` (whole seconds after the window's first job);
+    ``submit_time`` a datetime from :data:`~schedlab.studies.conformance.common.HELIOS_START` (whole seconds after the window's first job);
     every job one user and name, no CPUs (the simulator's runs read neither)."""
     path = Path(source) / f"{trace.cluster}.csv"
     if not path.is_file():
@@ -141,17 +135,7 @@ def itp_trace(trace: Trace, source: Path = ITP) -> pd.DataFrame:
         raise ValueError(f"{path}: {len(df)} jobs of positive duration, the trace needs more than {trace.jobs}")
     start = random.Random(trace.seed).randrange(len(df) - trace.jobs)
     w = df.iloc[start : start + trace.jobs]
-    out = pd.DataFrame({
-        "job_id": [f"{r:06d}" for r in w["row"]],
-        "user": "u0",
-        "vc": VC,
-        "jobname": "itp",
-        "gpu_num": w["num_gpu"].astype(int).to_numpy(),
-        "cpu_num": 0,
-        "state": "COMPLETED",
-        "submit_time": START + pd.to_timedelta(w["submission_time"] - w["submission_time"].iloc[0], unit="s").to_numpy(),
-        "duration": w["duration"].astype(int).to_numpy(),
-    })
+    out = helios_log(w["row"], w["num_gpu"], w["submission_time"], w["duration"], VC, "itp")
     if int(out["gpu_num"].max()) > trace.nodes * GPUS_PER_NODE:
         raise ValueError(f"{path}: a job of {out['gpu_num'].max()} GPUs does not fit {trace.nodes} nodes")
     return out[HELIOS_COLUMNS]
@@ -213,9 +197,7 @@ def load_expected(trace: str, case: str) -> pd.DataFrame:
 
 def compare(ours: pd.DataFrame, peer: pd.DataFrame) -> dict:
     """Job for job: how many start and end at the same second, the end differences, and the averages."""
-    both = ours.merge(peer, on="job_id", suffixes=("", "_peer"), validate="one_to_one")
-    if len(both) != len(ours) or len(both) != len(peer):
-        raise ValueError(f"job ids differ: ours {len(ours)}, peer {len(peer)}, common {len(both)}")
+    both = joined(ours, peer)
     if not (both["submit_time"] == both["submit_time_peer"]).all():
         raise ValueError("submit times differ: not the same trace")
     end = (both["end_time"] - both["end_time_peer"]).abs()
@@ -238,14 +220,7 @@ def compare(ours: pd.DataFrame, peer: pd.DataFrame) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trace", nargs="+", default=list(TRACES), choices=list(TRACES))
-    parser.add_argument("--case", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--source", default=str(ITP), help="the folder of the ITP traces (clusterNN.csv)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per comparison")
-    args = parser.parse_args()
-    if not Path(args.source).is_dir():
-        sys.exit(f"ITP traces not found: {args.source} (pass --source)")
+    args = parse_args(__doc__, TRACES, CASES, ITP, "the folder of the ITP traces (clusterNN.csv)")
     if not args.json:
         print(f"{'trace':9s} {'case':23s} {'jobs':>5s} {'same':>5s} {'<=1 s':>5s} {'max |d|':>8s} {'mean |d|':>8s}"
               f" {'avg JCT':>9s} {'peer':>9s} {'rel':>8s} {'preempt':>7s} {'peer':>5s}")

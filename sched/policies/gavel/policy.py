@@ -4,7 +4,9 @@ Narayanan et al., "Heterogeneity-Aware Cluster Scheduling Policies for Deep Lear
 On a homogeneous cluster Gavel's heterogeneity reduces to *combinations*: a job alone, or a pair of
 jobs with the same GPU count space-sharing the same GPUs (§3.1). The allocation ``X[c]`` (fraction of
 time per combination) is the optimum of a linear program (``gavel/lp.py``): ``max_min_fairness``
-(§4.1, LAS with equal weights) or ``makespan`` (§4.2), solved with scipy's HiGHS.
+(§4.1, LAS with equal weights) or ``makespan`` (§4.2), solved with scipy's HiGHS. Only ``makespan``
+reads durations (each job's remaining work), the true ones or with ``knowledge: estimate`` an
+estimator's (``docs/estimates.md``; refused with ``max_min_fairness``, which would not change).
 
 Rounds (§5): every ``round_s`` seconds (6 minutes, §5 and Gavel's ``time_per_iteration=360``) the
 policy ranks combinations with ``X > 0`` by priority ``X[c] / time received by c`` (Gavel's fraction
@@ -68,8 +70,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, model_validator
 
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gavel.lp import STAGE_TOLERANCE, RepeatSolver, build_problem
 from schedlab.sched.policies.packing import fewest_servers
@@ -85,8 +88,7 @@ _ROUND = "gavel-round"
 _LAST = (math.inf, math.inf)  # after every fill rank
 
 
-class GavelParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GavelParams(KnowledgeParams):
     objective: Literal["max_min_fairness", "makespan"] = "max_min_fairness"
     round_s: float = Field(default=360.0, gt=0, description="round length (Gavel §5: 6 minutes)")
     reallocation_interval_s: float = Field(
@@ -106,6 +108,13 @@ class GavelParams(BaseModel):
     space_sharing: bool = Field(default=True, description="consider pairs (Gavel's packing variants)")
     mode: Literal["timeslice", "mps"] = Field(default="timeslice", description="Gavel measured time-slicing")
     unequal: bool = Field(default=False, description="Gimbal §5.1: also pair jobs of different GPU counts")
+
+    @model_validator(mode="after")
+    def _reads_durations(self) -> GavelParams:
+        if self.knowledge == "estimate" and self.objective != "makespan":
+            raise ValueError(f"knowledge: estimate changes nothing with objective {self.objective!r}, which reads no"
+                             " durations (only makespan does)")
+        return self
 
 
 class Gavel(Policy):
@@ -245,7 +254,7 @@ class Gavel(Policy):
         jobs = list(islice(self.active.values(), self.params.max_jobs_in_lp))
         combos, rates = self._combinations(engine, jobs)
         problem = build_problem([j.num_gpus for j in jobs], combos, rates, engine.cluster.total_gpus)
-        remaining = [engine.remaining(j) for j in jobs] if self.params.objective == "makespan" else None
+        remaining = [self.remaining(engine, j) for j in jobs] if self.params.objective == "makespan" else None
         solution = self.lp.solve(problem, self.params.objective, remaining, self.params.refine_tolerance)
         self.lp_solve_times.append(solution.seconds)
         x = solution.x  # the combinations above the floor, in column order (the same dict as a loop over all)

@@ -13,6 +13,9 @@ Each policy wraps its paper's base (§7.1): ``gimbal-jct`` = Lucid (JCT, eqs. 1-
 = Gandiva extended with deadlines (eqs. 3-4), ``gimbal-makespan`` = Gavel's makespan policy (eqs. 5-6).
 The base runs unchanged behind an engine proxy that observes its starts and preemptions (to keep the
 sets current), namespaces its timers, runs its packs under MPS and refuses packs that break §5.1.
+Durations read (``docs/estimates.md``): Algorithm 1's R_j (each packed job's remaining work) and
+whatever its base reads (Lucid: each job's duration; Gavel's makespan LP: remaining work; Gandiva:
+none); with ``knowledge: estimate`` both read the same estimator's figures.
 The relaxations (§7.2) the wrapper asks of its base: Lucid packs jobs larger than one server and, with
 LGRR on, pairs with a summed sharing score up to 3 (A12); Gavel solves its makespan LP with MPS rates
 and, with ``feed_rates`` (default), with the throughputs of every pair Gimbal has calibrated, measured
@@ -32,10 +35,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from schedlab.sched.core.calibration import Calibration
 from schedlab.sched.core.protocol import POLICY_MEMBERS
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.base import Policy
 from schedlab.sched.policies.gimbal.search import TAG, Coordinator
 from schedlab.sched.policies.gimbal.job_sets import JobSets
@@ -52,8 +56,7 @@ class GimbalError(RuntimeError):
     pass
 
 
-class GimbalParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GimbalParams(KnowledgeParams):
     base: Literal["lucid", "gandiva", "gavel"] = "lucid"
     objective: Literal["jct", "deadline", "makespan"] = "jct"
     base_params: dict[str, Any] = Field(default_factory=dict, description="the base policy's parameters (override)")
@@ -86,6 +89,10 @@ class GimbalParams(BaseModel):
 
     @model_validator(mode="after")
     def _our_options(self) -> GimbalParams:
+        for name in self.base_params:
+            if name in KnowledgeParams.model_fields:
+                raise ValueError(f"base_params: {name} is set on the Gimbal policy itself, which passes its"
+                                 " knowledge of durations on to its base")
         if self.makespan_guard != "none" and self.objective != "makespan":
             raise ValueError(f"makespan_guard={self.makespan_guard!r} applies to objective 'makespan' only,"
                              f" not {self.objective!r}")
@@ -198,6 +205,13 @@ class Gimbal(Policy):
             self.base.measured_rates = self.coordinator.measured_rates
         self._proxy: _EngineProxy | None = None
         self._base_due = True  # an event the base policy sees happened since its last pass
+        self.use_knowledge(self.knowledge)
+
+    def use_knowledge(self, knowledge) -> None:
+        """Its base and its search read durations as it does (the search: R_j's remaining work)."""
+        super().use_knowledge(knowledge)
+        self.base.use_knowledge(knowledge)
+        self.coordinator.knowledge = knowledge
 
     def _view(self, engine: PolicyEngine) -> _EngineProxy:
         if self._proxy is None or self._proxy._engine is not engine:

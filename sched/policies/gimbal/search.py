@@ -8,7 +8,8 @@ a set still runs capped, A10); it fires on the 30 s grid. A search then runs one
 aborted search are ignored, and the set is searched again at the next tick.
 
 Objectives (prose of §5.2; signs of eqs. 3, 4 and 6 fixed as docs/explanation/gimbal.md says), with R_j the job's
-remaining wall time at a given pace (remaining solo seconds × pace / solo speed):
+remaining wall time at a given pace (remaining solo seconds × pace / solo speed; the remaining work is
+true, or with ``knowledge: estimate`` the estimator's, ``docs/estimates.md``):
 JCT F = mean R_j, prio = −u_j (mean over a subset); deadline F = max lateness max(0, now + R_j − D_j),
 prio = −slack (max); makespan F = max R_j, prio = R_j (max). Higher priority is swelled (subset2).
 A plan is successful if F at its paces beats F at the best configuration's paces, both on the
@@ -31,10 +32,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from schedlab.sched.core.calibration import CalibrationError
+from schedlab.sched.estimators.knowledge import ORACLE
 
 if TYPE_CHECKING:
     from schedlab.sched.core.protocol import PolicyEngine
     from schedlab.sched.core.job import Job
+    from schedlab.sched.estimators.knowledge import Estimated, Oracle
     from schedlab.sched.policies.gimbal.job_sets import JobSet, JobSets
 
 TAG = "gimbal"
@@ -73,6 +76,8 @@ class Coordinator:
     def __init__(self, params: Any, sets: JobSets) -> None:
         self.p = params
         self.sets = sets
+        #: how R_j's remaining work is read: the truth, or Gimbal's estimator (``Gimbal.use_knowledge``)
+        self.knowledge: Oracle | Estimated = ORACLE
         self.searches: dict[int, Search] = {}
         self.pending: dict[int, None] = {}
         self.monitor_at: float | None = None
@@ -193,7 +198,7 @@ class Coordinator:
             search.start_throughput = _throughput(members)
             self._keep(search)
         else:
-            left = [engine.remaining(j) for j in members]  # solo seconds left, the same for both
+            left = [self.knowledge.remaining(engine, j) for j in members]  # solo seconds left, the same for both
             now = self._objective(engine, members, left, [j.pace for j in members])
             best = self._objective(engine, members, left, [search.best_pace[j] for j in members])
             better = now < best - _GAIN * abs(best)
@@ -354,7 +359,7 @@ class Coordinator:
         engine.set_timer(engine.now + length, (TAG, search.jobset.sid, search.generation, search.seq))
 
     def _remaining_time(self, engine: PolicyEngine, job: Job, pace: float) -> float:
-        return engine.remaining(job) * pace / job.solo_speed
+        return self.knowledge.remaining(engine, job) * pace / job.solo_speed
 
     def _objective(self, engine: PolicyEngine, jobs: list[Job], left: list[float], paces: list[float]) -> float:
         """F of ``jobs`` with ``left`` solo seconds of work at ``paces`` (R_j as :meth:`_remaining_time`)."""

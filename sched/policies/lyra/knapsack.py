@@ -5,7 +5,7 @@ One group per elastic job; item ``k`` of a group = "give the job ``k`` more work
 (GPUs) and a value (its JCT reduction). At most one item per group; total weight at most the
 capacity; maximise the total value. Solved exactly by dynamic programming over the capacity,
 ``O(items x capacity)``: one numpy row operation per item, so the paper's largest instance (354
-items, 245 GPUs) takes about a millisecond (``benchmarks/lyra_speed.py``).
+items, 245 GPUs) takes about a millisecond (``schedlab.benchmarks.lyra_speed``).
 """
 
 from __future__ import annotations

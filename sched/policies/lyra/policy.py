@@ -31,6 +31,10 @@ can be worth less than none); one started on both types stays at its base. A rec
 workers as any others' (inelastic: preempted; flexible: scaled in). ``preempted_pools: training``
 (the default; the paper is silent) sends a job preempted at a reclaim to training servers only, as a
 homogeneous job: without a checkpoint it would otherwise restart from zero at every reclaim.
+
+Durations read (``docs/estimates.md``): phase 1's running times (a pending job's remaining work), phase
+2's values (each running elastic job's remaining work) and the reclaim's JCT-increase order (each
+on-loan job's time to go), true (``knowledge: oracle``) or an estimator's (``knowledge: estimate``).
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.policies.lyra import bfd
 from schedlab.sched.policies.lyra.knapsack import concave_counts, solve, solve_concave
 from schedlab.sched.policies.base import Policy
@@ -55,8 +60,7 @@ if TYPE_CHECKING:
 
 
 
-class LyraParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LyraParams(KnowledgeParams):
     elastic: bool = Field(default=True, description="elastic scaling (phase 2); false = elastic jobs run at their base")
     loaning: bool = Field(default=True, description="borrow inference servers when the cluster has an inference pool")
     reclaim: Literal["lyra", "scf", "random"] = Field(default="lyra", description="which loaned servers to return")
@@ -75,7 +79,7 @@ class Lyra(HeterogeneousJobs, Policy):
     falls_back_to = "sjf"  # phase 1 alone: SJF with skipping over whole demands (§5.2)
     summary = "SJF over inelastic and base demands, then flexible workers by a multiple-choice knapsack (DP); BFD"
     paper = "Lyra (EuroSys'23) §5.2-5.3 (docs/explanation/lyra.md)"
-    simplified = ("running times known exactly (oracle); scaling costs no time (the paper's simulator); phase 2 at"
+    simplified = ("running times known exactly unless knowledge: estimate; scaling costs no time (the paper's simulator); phase 2 at"
                   " most every 60 s; a worker no server holds is spread (the baselines' placement does too); a job"
                   " preempted at a reclaim restarts on training servers only; a heterogeneous job started on"
                   " both types gets no flexible workers")
@@ -118,10 +122,10 @@ class Lyra(HeterogeneousJobs, Policy):
 
     def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
         self._engine = self._engine or engine
-        self._enqueue(job)
+        self._enqueue(engine, job)
 
-    def _enqueue(self, job: Job) -> None:
-        key = job.remaining  # base-seconds: the run time at the base (elastic) or at d GPUs
+    def _enqueue(self, engine: PolicyEngine, job: Job) -> None:
+        key = self.remaining(engine, job)  # base-seconds: the run time at the base (elastic) or at d GPUs
         if self._is_hetero(job):
             self._hetero_seen = True
             self.hetero_pending.setdefault(self.base(job), SortedList()).add((key, job.index, job))
@@ -368,7 +372,7 @@ class Lyra(HeterogeneousJobs, Policy):
         base, pool_of = self.base_raw, self.pool_of_job
 
         def loss(job: Job) -> float:  # remaining-time increase per GPU of losing one worker
-            rem = engine.remaining(job)
+            rem = self.remaining(engine, job)
             lo = job.elastic_min
             now = lo + (job.num_gpus - base[job]) / per_gpu
             return (run_time(job, rem, max(lo, now - g)) - run_time(job, rem, now)) / g
@@ -400,13 +404,14 @@ class Lyra(HeterogeneousJobs, Policy):
     def choose_reclaim(self, engine: PolicyEngine, n: int) -> list[int]:
         """Which on-loan servers go back (``reclaim``: Lyra's heuristic, SCF or Random; §4, §7.1)."""
         orchestrator = engine.orchestrator
-        return list(get_reclaim(self.params.reclaim)(orchestrator.view(engine), n, orchestrator.rng))
+        view = orchestrator.view(engine, lambda job: self.expected_end(engine, job) - engine.now)
+        return list(get_reclaim(self.params.reclaim)(view, n, orchestrator.rng))
 
     def on_reclaimed(self, engine: PolicyEngine, plan: Any) -> None:
         """Preempted jobs go back to the queue; shrunk ones keep their base elsewhere."""
         for job in plan.preempt:
             self._forget(job)
-            self._enqueue(job)
+            self._enqueue(engine, job)
         per = engine.cluster.gpus_per_server
         for job in plan.shrink:
             if job in self.base_servers:
@@ -494,7 +499,7 @@ class Lyra(HeterogeneousJobs, Policy):
                 lo, a = float(job.elastic_min), 1.0 - job.scaling_loss
                 steps = self._gain_steps[key] = [1.0 / (lo + a * (w - g)) - 1.0 / (lo + a * w)
                                                  for w in range(g, (count + 1) * g, g)]
-            scale = engine.remaining(job) * float(job.elastic_min)
+            scale = self.remaining(engine, job) * float(job.elastic_min)
             marginals.append([scale * x for x in steps])
         counts = concave_counts(marginals, units)
         if counts is None:
@@ -508,7 +513,7 @@ class Lyra(HeterogeneousJobs, Policy):
         run time they save, ``T(base) - T(base + k g)`` (§5.2, docs/explanation/lyra.md)."""
         g = self.params.elastic_gpus_per_worker
         weights = np.arange(1, count + 1) * g
-        rem = engine.remaining(job)
+        rem = self.remaining(engine, job)
         lo = job.elastic_min
         if job.goodput is None:  # T(w) = rem / speed(w); speed(lo) = 1
             mixed = job in self.split_base and self.pool_of_job[job] == LOAN  # flexible workers make it mixed
@@ -545,8 +550,7 @@ class Lyra(HeterogeneousJobs, Policy):
             self._tune(engine, job)
 
 
-class OpportunisticParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class OpportunisticParams(KnowledgeParams):
     reclaim: Literal["random", "scf", "lyra"] = Field(
         default="random", description="which servers inference takes back (it is oblivious: random)")
 
@@ -568,7 +572,8 @@ class Opportunistic(Lyra):
 
     def __init__(self, params: OpportunisticParams | None = None) -> None:
         params = params if params is not None else OpportunisticParams()
-        super().__init__(LyraParams(elastic=False, loaning=True, reclaim=params.reclaim))
+        knowledge = params.model_dump(include=set(KnowledgeParams.model_fields), exclude_unset=True)
+        super().__init__(LyraParams(elastic=False, loaning=True, reclaim=params.reclaim, **knowledge))
         self.params_opportunistic = params
 
     def _is_hetero(self, job: Job) -> bool:

@@ -35,6 +35,12 @@ expected end divides the nominal seconds left by the current epoch's goodput, fa
 over a run (0.07-1.7 at castor-pollux seed 0's sharing decisions, low early in a job), so
 ``time_to_go: expected_end`` (the policy's earlier rule) mixes units. Castor Alg. 1 counts ``L_k`` as
 t_iter x iterations left, and Theorem 1 a running job's time as t_A i_A: both nominal.
+
+Durations read (``docs/estimates.md``): a pending job's ``L_k`` and each running partner's time to go
+(its expected end, or its remaining work at its pace), true (``knowledge: oracle``) or estimated
+(``knowledge: estimate``: ``L_k`` is the estimate at submission; a partner's time to go falls to 0 once
+it outlives its estimate, so that sharing with it never wins). Castor eq. 24's exclusive JCT, a figure
+of the engine's for collateral damage, stays on true durations (it is a result, not a decision).
 """
 
 from __future__ import annotations
@@ -43,8 +49,9 @@ import math
 from bisect import bisect_left, insort
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from schedlab.sched.estimators.params import KnowledgeParams
 from schedlab.sched.models.interference import InterferenceSource, make_interference
 from schedlab.sched.policies.base import Policy
 
@@ -73,8 +80,7 @@ def theorem1(a: float, b: float, b_wait: float, xi_a: float, xi_b: float) -> tup
     return share < wait * (1 - 1e-12), share, wait
 
 
-class SharingParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SharingParams(KnowledgeParams):
     mode: str = Field(default="timeslice", pattern="^(timeslice|mps)$")
     mps_shares: tuple[float, float] = (50.0, 50.0)  # active-thread % of the new job and its partner
     predictor: str | None = None  # ξ source for decisions; None: the replay's interference source
@@ -101,7 +107,7 @@ class _SharingSJF(Policy):
     shares_gpus = True
     default_preemption_overhead_s = 0.0  # non-preemptive (Castor §3.3: no preemption or migration)
     Params = SharingParams
-    #: a list to record each sharing decision in (``benchmarks/sharing_claims.py``); None: off
+    #: a list to record each sharing decision in (``schedlab.studies.sharing_claims``); None: off
     decision_log: list[dict] | None = None
 
     def __init__(self, params: SharingParams | None = None) -> None:
@@ -120,7 +126,7 @@ class _SharingSJF(Policy):
         self._no_partner_at: dict[int, int] = {}
 
     def on_arrival(self, engine: PolicyEngine, job: Job) -> None:
-        insort(self.pending, (job.remaining, job.index, job))
+        insort(self.pending, (self.remaining(engine, job), job.index, job))
 
     def schedule(self, engine: PolicyEngine) -> None:
         cluster = engine.cluster
@@ -261,7 +267,7 @@ class SJFBSBF(_SharingSJF):
         self._goodput_jobs = self._goodput_jobs or job.goodput is not None
 
     def share(self, engine: PolicyEngine, job: Job) -> bool:
-        if job.remaining >= self._remaining_limit(engine, job):
+        if self.remaining(engine, job) >= self._remaining_limit(engine, job):
             return False  # no partner group has anyone far enough from its end (necessary condition)
         chosen = self._choose(engine, job, self.beneficial(engine, job, enough=job.num_gpus))
         if chosen is None:  # a batch clash skipped partners: look at all of them
@@ -274,10 +280,10 @@ class SJFBSBF(_SharingSJF):
         holders = engine.cluster.holders
         # per partner: Theorem 1's time to go, pace, and its nominal seconds left (not settled here:
         # that would change the replay's floating-point state)
-        before = {p: (self._time_to_go(engine, p), p.pace, engine.remaining(p),
+        before = {p: (self._time_to_go(engine, p), p.pace, self.remaining(engine, p),
                       self._time_to_go(engine, p, "nominal"), self._time_to_go(engine, p, "expected_end"))
                   for p in {holders[g][0] for g in gpus}}
-        remaining = job.remaining
+        remaining = self.remaining(engine, job)
         ok = self._start_shared(engine, job, gpus, steps)
         if ok:
             self._log_decision(engine, job, remaining, steps, before)
@@ -301,8 +307,10 @@ class SJFBSBF(_SharingSJF):
                 "xi_job_true": xi_job_true, "xi_partner_true": partner.partners[job][1],
                 "job_pace": job.pace, "partner_pace_before": pace_before, "partner_pace": partner.pace,
                 "pred_share_s": share, "pred_wait_s": wait, "job_partners": len(job.partners),
-                # Castor eq. 24's exclusive start (enough GPUs released at the running jobs' paces), from now
-                "exclusive_start_s": job.exclusive_jct_estimate + job.submit_time - remaining - engine.now,
+                # Castor eq. 24's exclusive start (enough GPUs released at the running jobs' paces), from now;
+                # the engine's figure from true durations: not known in estimate mode
+                "exclusive_start_s": math.nan if self.knowledge.estimated else
+                job.exclusive_jct_estimate + job.submit_time - remaining - engine.now,
                 # a goodput job's rate over solo speed / pace (1 for a fixed-duration job): its epoch's goodput
                 "partner_nominal_left_s": nominal_left,
                 "job_goodput": job.rate * job.pace / job.solo_speed,
@@ -313,15 +321,16 @@ class SJFBSBF(_SharingSJF):
         """Partners with which sharing wins, as (pair JCT, index, steps, partner, GPUs), best first;
         per workload group only until ``enough`` GPUs are found (all if None)."""
         found = []
+        remaining = self.remaining(engine, job)
         for key, (ends, members) in self._partner_groups(engine).items():
-            threshold = job.remaining * self._theta_for(engine, job, key, members[0][2])
+            threshold = remaining * self._theta_for(engine, job, key, members[0][2])
             if ends[-1] < engine.now + threshold - 1e-9:
                 continue
             options = self.options(engine, job, members[0][2], max_steps=1 << 30)
             first = bisect_left(ends, engine.now + threshold - 1e-9)
             got = 0
             for end, index, partner, gpus in members[first:]:
-                share, steps, pair_jct = algorithm2(end - engine.now, job.remaining, options)
+                share, steps, pair_jct = algorithm2(end - engine.now, remaining, options)
                 if share:
                     found.append((pair_jct, index, steps, partner, gpus))
                     got += len(gpus)
@@ -389,28 +398,29 @@ class SJFBSBF(_SharingSJF):
         if self.params.gang_check == "memory":
             return engine.can_share(job, partner, self.params.mode, self._shares, steps)
         option = [o for o in self.options(engine, job, partner, max_steps=steps) if o[0] == steps]
-        return bool(option) and algorithm2(self._time_to_go(engine, partner), job.remaining, option)[0]
+        return bool(option) and algorithm2(self._time_to_go(engine, partner), self.remaining(engine, job), option)[0]
 
     def _time_to_go(self, engine: PolicyEngine, partner: Job, kind: str | None = None) -> float:
         """Theorem 1's time to go of a running partner as ``kind`` counts it (default: the
         ``time_to_go`` parameter; module docstring)."""
         if (kind or self.params.time_to_go) == "expected_end" or partner.goodput is None:
-            return engine.expected_end(partner) - engine.now  # fixed duration: the two are the same
-        return engine.stall_left(partner) + engine.remaining(partner) * partner.pace / partner.solo_speed
+            return self.expected_end(engine, partner) - engine.now  # fixed duration: the two are the same
+        return engine.stall_left(partner) + self.remaining(engine, partner) * partner.pace / partner.solo_speed
 
     def _partner_groups(self, engine: PolicyEngine) -> dict[tuple, tuple[list[float], list[tuple]]]:
         """Running jobs that hold GPUs alone, grouped by workload, in order of the time-to-go end
         (now + :meth:`_time_to_go`). On the engine's expected end (and with no goodput jobs) that is
         the engine's order, rebuilt only when its state changes; a goodput partner's nominal time to
-        go falls at its goodput, so partners may overtake each other: rebuilt at each instant."""
+        go falls at its goodput, so partners may overtake each other: rebuilt at each instant; so are
+        estimated ends (a partner past its estimate ends now, whenever now is)."""
         version: tuple = (engine.state_version,)
         nominal = self.params.time_to_go == "nominal" and self._goodput_jobs
-        if nominal:
+        if nominal or self.knowledge.estimated:
             version = (engine.state_version, engine.now)
         if self._groups_version != version:
             holders = engine.cluster.holders
             self._groups = {}
-            for end, index, partner in engine.by_end:
+            for end, index, partner in self.ends(engine):
                 if partner.partners and sum(c for c, _ in partner.partners.values()) == partner.num_gpus:
                     continue  # every GPU of it already holds two jobs
                 gpus = [g for g in partner.gpus if len(holders[g]) == 1]

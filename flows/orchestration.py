@@ -1,0 +1,161 @@
+"""What the flows run on: a Dask scheduler (an existing one by address, checked before any work, or a
+``LocalCluster`` whose workers warm up at once) and the Prefect API beside it (:func:`orchestration`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schedlab import settings
+from schedlab.flows.api_server import exported_api_url, flush_worker_api_logs, prefect_api, wait_for_api
+from schedlab.tasks import tracking
+from schedlab.tasks.profile import GPU_RESOURCE, gpu_workers, local_gpu_count
+from schedlab.tasks.replay import warm_up
+
+
+class DaskUnreachable(RuntimeError):
+    pass
+
+
+def check_dask(address: str, timeout: float = 3.0) -> int:
+    """Connect to an existing Dask scheduler and have its workers apply the project's settings
+    (:class:`~schedlab.flows.workers.ProjectSettings`); the number of its workers. Raises DaskUnreachable."""
+    from distributed import Client
+
+    from schedlab.flows.workers import ProjectSettings
+
+    try:
+        with Client(address, timeout=timeout, set_as_default=False) as dask_client:
+            dask_client.register_plugin(ProjectSettings())
+            return len(dask_client.scheduler_info(n_workers=-1).get("workers", {}))
+    except (OSError, TimeoutError, ValueError) as err:
+        raise DaskUnreachable(f"Dask scheduler {address} is unreachable ({err}); start one"
+                              " (`dask scheduler` + `dask worker ADDR`) or leave out --dask-address"
+                              " to use a LocalCluster") from None
+
+
+@contextlib.contextmanager
+def sigint_ignored_by_children() -> Iterator[None]:
+    """Worker processes started in the ``with`` ignore SIGINT (an ignored signal stays ignored across
+    exec): a Ctrl-C at the terminal reaches the whole process group, and it is the flow's to handle
+    (workers stopped by the cluster's close, not killed mid-write by the signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class QuietLocalCluster(logging.Filter):
+    """What our LocalCluster's close and prefect_dask say that is no news: a link to the dashboard the
+    cluster does not run (``dashboard_address=None``), and the nanny's "Worker process still alive
+    after 4.0 seconds, killing" for a worker busy in a replay when the flow ends or is interrupted
+    (an abandoned replay's run is then marked KILLED: :func:`schedlab.tasks.experiment.kill_orphaned_replays`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "dashboard is available" not in message and "still alive after" not in message
+
+
+@contextlib.contextmanager
+def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> Iterator[str]:
+    """The scheduler address: the given one, or a LocalCluster's (one single-threaded worker process
+    per CPU, at most 8, unless ``workers`` says), closed on exit. Workers start importing what a
+    replay needs right away (in the background)."""
+    from distributed import Client
+
+    with contextlib.ExitStack() as stack:
+        if dask_address:
+            address = dask_address
+        else:
+            from distributed import LocalCluster
+
+            n = workers or min(os.cpu_count() or 1, 8)
+            with sigint_ignored_by_children():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.WARNING)
+            quiet = QuietLocalCluster()
+            for name in ("prefect.task_runner.dask", "distributed.nanny"):
+                logging.getLogger(name).addFilter(quiet)
+                stack.callback(logging.getLogger(name).removeFilter, quiet)
+            stack.callback(cluster.close, timeout=10)
+            address = cluster.scheduler_address
+        dask_client = stack.enter_context(Client(address, set_as_default=False))
+        if not dask_address:  # a restarted worker too: no KeyboardInterrupt traceback at a Ctrl-C
+            from schedlab.flows.workers import SigintIgnored
+
+            dask_client.register_plugin(SigintIgnored())
+        warming = []  # held until the flow ends: a released future is cancelled
+        with contextlib.suppress(Exception):
+            for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
+                warming.append(dask_client.submit(warm_up, uri, workers=[worker], pure=False))
+        yield address
+        del warming
+        with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
+            dask_client.run(flush_worker_api_logs, 10.0)
+
+
+@contextlib.contextmanager
+def dask_cluster(address: str | None) -> Iterator[str]:
+    """The nightly profile's scheduler: the given one, or a one-worker ``LocalCluster`` (closed on
+    exit) whose worker advertises ``GPU=<n>`` when NVML sees n GPUs on this machine."""
+    if address:
+        yield address
+        return
+    from distributed import LocalCluster
+
+    gpus = local_gpu_count()
+    with exported_api_url():
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.WARNING, resources={GPU_RESOURCE: gpus} if gpus else None)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close(timeout=10)
+
+
+def cluster_gpu_workers(address: str, sweep: str | None = None) -> dict[str, dict[str, Any]]:
+    """The GPU workers (one per host) of the Dask cluster at ``address`` (with ``sweep``, said)."""
+    from distributed import Client
+
+    with Client(address, timeout=10, set_as_default=False) as dask_client:
+        found = gpu_workers(dask_client.scheduler_info(n_workers=-1))
+    if sweep is not None and found:
+        print(f"profiling {sweep!r} on {len(found)} GPU host(s): "
+              + ", ".join(f"{found[w].get('host', w)} ({w})" for w in sorted(found)))
+    return found
+
+
+@dataclass(frozen=True)
+class Orchestration:
+    uri: str  # MLflow tracking URI
+    artifact_root: str | None  # local artifact root for a sqlite store, None for a tracking server
+    address: str  # the Dask scheduler the flow's tasks run on
+
+
+@contextlib.contextmanager
+def orchestration(home: Path, tracking_uri: str | None, dask_address: str | None,
+                  workers: int | None) -> Iterator[Orchestration]:
+    """Check the tracking store (creating the sqlite schema once, before any fan-out) and the Dask
+    address before any work, then start the Prefect API (an ephemeral server unless PREFECT_API_URL
+    is set) and the Dask cluster side by side: each takes seconds; workers inherit PREFECT_API_URL."""
+    uri = tracking_uri or settings.tracking_uri(home)
+    tracking.check_tracking(uri)
+    if dask_address:
+        check_dask(dask_address)
+    root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
+    with contextlib.ExitStack() as stack:
+        api = stack.enter_context(prefect_api())
+        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
+        wait_for_api(api)
+        yield Orchestration(uri, str(root) if root else None, address)

@@ -1,0 +1,107 @@
+"""The comparison while an experiment runs, published: after each finished replay the parent run's
+policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), ``comparison.md``, ``comparison.csv``,
+``comparison.html``, headline bars and note are brought up to date (what they show:
+:mod:`schedlab.sched.reporting.live`); the terminal gets a line per replay in flight.
+
+"Running" is read from the tracking store: a replay's run is RUNNING from the moment its worker
+starts it (:func:`schedlab.tasks.replay.log_replay`), so the counts hold for any Dask cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from schedlab.sched.reporting.live import LiveTable, svg_or_png
+from schedlab.sched.reporting.mlflow_view import NOTE_TAG
+from schedlab.sched.spec import ExperimentReplay, ExperimentSpec
+from schedlab.tasks.mlflow_view import log_policy_runs
+from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
+
+#: with nothing finishing, the replays in flight are printed this often (seconds)
+HEARTBEAT_S = 60.0
+#: while replays run, the headline bars are redrawn at most this often (seconds; each costs seconds
+#: of the flow's CPU), always for the first finished replay and at the end
+BARS_EVERY_S = 30.0
+
+
+class LiveComparison(LiveTable):
+    """The comparison of one experiment run on its parent run ``parent_run_id``, kept up to date."""
+
+    def __init__(self, uri: str, experiment_id: str, parent_run_id: str, config: ExperimentSpec,
+                 specs: list[ExperimentReplay], rank_by: str = "avg_jct_s") -> None:
+        super().__init__(config, specs, rank_by)
+        self.uri, self.experiment_id, self.parent_run_id = uri, experiment_id, parent_run_id
+        self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
+        self._bars: dict[str, bytes] = {}  # their PNGs (logged under plots/, with an SVG copy each)
+
+    def running(self) -> dict[str, tuple[float, str]]:
+        """Replay key -> (start time in epoch s, jobs done of all when reported) of the replays whose
+        runs are RUNNING under the parent."""
+        c = client(self.uri)
+        page = retrying(lambda: c.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.parent_run_id}' and"
+            f" tags.`{KIND_TAG}` = 'replay' and attributes.status = 'RUNNING'", max_results=1000))
+        return {r.data.tags.get("schedlab.key"): ((r.info.start_time or 0) / 1000, r.data.tags.get(PROGRESS_TAG, ""))
+                for r in page}
+
+    def publish(self, running: dict[str, Any] | None = None, figures: Sequence[Path] = (),
+                suffix: str = "", final: bool = False) -> tuple[pd.DataFrame, str]:
+        """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
+        the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
+        note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
+        ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
+        :data:`BARS_EVERY_S` at most unless ``final``. Returns the table and markdown."""
+        table = self.table(running)
+        text = self.markdown(table) + suffix
+        c = client(self.uri)
+        log_policy_runs(self.uri, self.experiment_id, self.parent_run_id, table, self.config.baseline_label,
+                        self.policy_params(), colours={k: v["color"] for k, v in self.styles.items()})
+        with tempfile.TemporaryDirectory(prefix="schedlab-live-") as tmp:
+            out = Path(tmp)
+            (out / "plots").mkdir()
+            if final or time.monotonic() - self._bars_at >= BARS_EVERY_S:
+                drawn = self.headline_bars(table, out / "plots")
+                if drawn:  # none before the baseline has a finished replay
+                    self._bars, self._bars_at = drawn, time.monotonic()
+                    retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
+            shown = [*self._bars.items(), *((p.name, p.read_bytes()) for p in figures)]
+            (out / "comparison.html").write_text(self.page(table, shown))
+            (out / "comparison.md").write_text(text)
+            self.csv(table).to_csv(out / "comparison.csv", index=False)
+            for name in ("comparison.md", "comparison.csv", "comparison.html"):
+                retrying(lambda: c.log_artifact(self.parent_run_id, str(out / name)))
+        inline = [*(name.removesuffix(".png") + ".svg" for name in self._bars), *(svg_or_png(p).name for p in figures)]
+        note = self.note(table, text, self.parent_run_id, inline)
+        retrying(lambda: c.set_tag(self.parent_run_id, NOTE_TAG, note))
+        return table, text
+
+
+@contextlib.contextmanager
+def heartbeat(live: LiveComparison, every: float = HEARTBEAT_S) -> Iterator[None]:
+    """While the ``with`` lasts, print the replays in flight every ``every`` seconds (a slow replay
+    never leaves the terminal silent for long)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            with contextlib.suppress(Exception):  # a missed line, not a failed experiment
+                text = live.in_flight(live.running())
+                if text:
+                    print(f"{len(live.rows)} of {len(live.specs)} replays finished; {text}", flush=True)
+
+    thread = threading.Thread(target=beat, name="schedlab-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
