@@ -1,5 +1,5 @@
 """The testbed: the shipped policies, unchanged, driving real training processes on real devices, and
-the simulator's error measured against them (``docs/testbed.md``).
+the simulator's error measured against them (``docs/how-to/testbed.md``).
 
     python -m schedlab.profiling.testbed --generate 16 --device cpu --policy fifo sjf-bsbf --out DIR
     python -m schedlab.profiling.testbed --trace FILE --device cpu|cuda --policy P [P ...] --out DIR

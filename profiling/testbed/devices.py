@@ -16,7 +16,7 @@ Multi-node (designed, not yet run): each node runs a Dask worker that advertises
 resource (:func:`worker_resources`: ``GPU`` like the nightly profiling flow's workers, ``TESTBED_CPU``
 for CPU devices); :func:`nodes_from_workers` reads them back from the scheduler into the testbed's
 servers. What is missing is a launcher that starts a job's processes through its node's worker
-(``docs/testbed.md``).
+(``docs/how-to/testbed.md``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The testbed on a lent GPU node in one call (docs/testbed.md, "On a GPU"):
+# The testbed on a lent GPU node in one call (docs/how-to/testbed.md, "On a GPU"):
 #   profiling/testbed/gpu_run.sh OUT [--wheels DIR] [--device cuda|cpu] [--jobs 8] [--min-job-s 5]
 #                                    [--max-job-s 20] [--budget-s 150] [testbed options …]
 # Profiles what a generated mini trace needs (unless OUT/run/node/node.json exists from an earlier call:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rehearse the GPU node's testbed call on this CPU machine (docs/testbed.md, "On a GPU"): a venv holding
+# Rehearse the GPU node's testbed call on this CPU machine (docs/how-to/testbed.md, "On a GPU"): a venv holding
 # only packages the node's image has, the wheels the testbed carries (pydantic and sortedcontainers, for
 # this venv's Python), profiling/testbed/gpu_run.sh --device cpu, and the node's limits on what comes back
 # (at most 8 files of at most 16 MiB) and the outputs checked (three policies compared, logs complete).

@@ -144,6 +144,7 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
                mps_env, echo: Echo) -> dict[str, Any]:
     """The real run and the replay of one policy, written and compared."""
     from schedlab.sched import replay
+    from schedlab.sched.reporting.testbed import page
 
     folder = spec.out / policy.label
     rspec = replay.ReplaySpec(
@@ -183,6 +184,7 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
                        "error_sources": error_sources(real.jobs, real_log, models.startup_s, models.restart_s),
                        "testbed_cpu_s": real.summary["testbed_cpu_s"]})
     write_json(folder / "comparison.json", comparison)
+    (folder / "comparison.html").write_text(page(policy.label, comparison, real.jobs, simulated.jobs))
     echo(render(policy.label, comparison))
     return comparison
 
