@@ -23,6 +23,7 @@ from schedlab.cli import (
     reproduce,
     serve,
     status,
+    testbed,
     ui,
 )
 from schedlab.sched.core.cluster import ClusterError
@@ -32,7 +33,7 @@ from schedlab.sched.traces import TraceError
 DESCRIPTION = ("Replay GPU-cluster job traces through schedulers, run experiments over Dask tracked in"
                " MLflow, profile training workloads and fit the models that decide how fast shared jobs run.")
 #: the sub-commands, in the order ``--help`` lists them
-COMMANDS = (replay, policies, check_policy, experiment, compare, ui, status, serve, nightly, reproduce, end_to_end, profile, fit)
+COMMANDS = (replay, policies, check_policy, experiment, compare, ui, status, serve, nightly, reproduce, end_to_end, profile, fit, testbed)
 
 
 def build_parser() -> argparse.ArgumentParser:

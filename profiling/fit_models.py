@@ -59,21 +59,22 @@ def fit_iteration_time(*, source: str = "store", profiles: Path | None = None, p
             raise ValueError(f"no Pollux workloads (placements.csv) under {pollux}")
         data_hash = hashlib.sha256(json.dumps(sorted(fits)).encode()).hexdigest()
         store_version: dict[str, Any] = {"pollux": "profiles/pollux/traces", "workloads": sorted(fits)}
+        model = IterationTimeModel({
+            "schema_version": SCHEMA_VERSION, "kind": ITERATION_KIND, "workloads": fits,
+            "training": {"source": source, "holdout": holdout, "seed": seed, "data_sha256": data_hash,
+                         "profile_store": store_version},
+        })
     else:
         df, store_version = read_store(profiles)
         skipped: list[str] = []
-        fits = fitting.fit_store(df, holdout=holdout, seed=seed, skipped=skipped)
-        lines += [f"not fitted: {why}" for why in skipped]
-        if not fits:
-            raise ValueError(f"no workload in {profiles or 'the profile store'} can be fitted "
-                             f"({len(skipped)} measured at one batch only)" + "".join(f"\n{line}" for line in lines))
-        rows = fitting.solo_rows(df)
-        data_hash = hashlib.sha256(rows.sort_values(list(rows.columns)).to_csv(index=False).encode()).hexdigest()
-    model = IterationTimeModel({
-        "schema_version": SCHEMA_VERSION, "kind": ITERATION_KIND, "workloads": fits,
-        "training": {"source": source, "holdout": holdout, "seed": seed, "data_sha256": data_hash,
-                     "profile_store": store_version},
-    })
+        try:
+            model = IterationTimeModel(fitting.store_artifact(df, store_version, holdout=holdout, seed=seed,
+                                                              skipped=skipped))
+        except ValueError as err:
+            raise ValueError(str(err) + "".join(f"\nnot fitted: {why}" for why in skipped)) from None
+        finally:
+            lines += [f"not fitted: {why}" for why in skipped]
+        fits, data_hash = model.data["workloads"], model.data["training"]["data_sha256"]
     lines.append(f"{'workload':12s} {'gpu':6s} {'MAPE train':>10s} {'held-out':>9s} {'rows':>5s}  params")
     metrics: dict[str, float] = {}
     for wl, by_gpu in fits.items():

@@ -241,5 +241,27 @@ def fit_store(df: pd.DataFrame, *, holdout: float = 0.2, seed: int = 0,
     return out
 
 
-__all__ = ["Eq3Fit", "GROUPS", "fit_store", "gpu_type_of", "load_pollux", "model_size_mb", "solo_rows", "PARAM_NAMES", "fit_eq3", "fit_with_holdout", "holdout_split",
+def store_artifact(df: pd.DataFrame, store_version: dict, *, holdout: float = 0.2, seed: int = 0,
+                   skipped: list[str] | None = None) -> dict:
+    """The iteration-time artifact (``schedlab fit iteration-time``'s JSON; read by
+    :class:`~schedlab.sched.models.fitted.IterationTimeModel`) fitted from a profile store frame: every
+    fittable workload (:func:`fit_store`, why the others are not in ``skipped``) with the training data's
+    hash and the store's version. ValueError when no workload can be fitted."""
+    import hashlib
+
+    from schedlab.sched.models.fitted import ITERATION_KIND, SCHEMA_VERSION
+
+    skipped = [] if skipped is None else skipped
+    fits = fit_store(df, holdout=holdout, seed=seed, skipped=skipped)
+    if not fits:
+        raise ValueError(f"no workload in {store_version.get('path', 'the profile store')} can be fitted "
+                         f"({len(skipped)} measured at one batch only)")
+    rows = solo_rows(df)
+    data_hash = hashlib.sha256(rows.sort_values(list(rows.columns)).to_csv(index=False).encode()).hexdigest()
+    return {"schema_version": SCHEMA_VERSION, "kind": ITERATION_KIND, "workloads": fits,
+            "training": {"source": "store", "holdout": holdout, "seed": seed, "data_sha256": data_hash,
+                         "profile_store": store_version}}
+
+
+__all__ = ["Eq3Fit", "GROUPS", "fit_store", "store_artifact", "gpu_type_of", "load_pollux", "model_size_mb", "solo_rows", "PARAM_NAMES", "fit_eq3", "fit_with_holdout", "holdout_split",
            "mape_by_group", "predict", "row_groups"]

@@ -5,23 +5,11 @@
 # limits on what comes back (at most 8 files, 16 MiB each) checked. No extra files travel: the run
 # path needs no wheels.
 #   profiling/rehearse.sh [BUDGET_S]          # default 120 s a call
-# REHEARSAL_PYTHON picks the interpreter for the venv (default python3). The node has Python 3.12;
-# this machine's CPU build of torch (2.13.0) is a Python 3.11 wheel, so the default venv is 3.11.
+# The venv: profiling/node_venv.sh (REHEARSAL_VENV, REHEARSAL_PYTHON).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 budget=${1:-120}
-venv=${REHEARSAL_VENV:-${TMPDIR:-/tmp}/schedlab-node-venv}
-if [ ! -x "$venv/bin/python" ]; then
-  "${REHEARSAL_PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check torch==2.13.0 numpy pandas pyarrow pyyaml tqdm psutil \
-    prometheus-client nvidia-ml-py scipy scikit-learn
-fi
-for absent in pydantic xgboost prefect mlflow dask; do
-  if "$venv/bin/python" -c "import $absent" 2>/dev/null; then
-    echo "rehearse: $venv has $absent, which the node's image lacks" >&2
-    exit 1
-  fi
-done
+venv=$("$root/profiling/node_venv.sh")
 out=$(mktemp -d "${TMPDIR:-/tmp}/schedlab-rehearsal.XXXXXX")
 run() { PYTHON="$venv/bin/python" "$root/profiling/gpu_run.sh" "$out/$1" --device cpu --size tiny --threads 1 \
           --budget-s "$budget" "${@:2}"; }

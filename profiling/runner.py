@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -93,8 +94,29 @@ def _agree(flag: bool, dev: torch.device) -> bool:
     return bool(t.item())
 
 
-def run(spec: dict[str, Any], barrier: Optional[Barrier] = None) -> dict[str, Any]:
-    """Execute the training loop described by ``spec`` and return the result dict."""
+@dataclass
+class Trainer:
+    """One configuration's training loop, built: ``step()`` is one iteration (``accum`` micro-batches,
+    then the optimizer step) of ``model`` on synthetic batches made once on the device."""
+
+    step: Callable[[], None]
+    model: torch.nn.Module  # DDP-wrapped when ``world`` > 1
+    opt: torch.optim.Optimizer
+    dev: torch.device
+    kind: str  # cpu | cuda
+    world: int
+    rank: int
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The model itself (unwrapped from DDP): what a checkpoint holds."""
+        return self.model.module if self.world > 1 else self.model
+
+
+def build(spec: dict[str, Any]) -> Trainer:
+    """The training loop ``spec`` describes (workload, size, micro-batch ``batch``, ``accum`` steps,
+    ``amp``, ``threads``, ``seed``, ``device``), on this process's device; joins the process group when
+    ``WORLD_SIZE`` > 1 (torchrun, or the testbed's launcher, set the usual variables)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     kind = D.resolve(spec.get("device", "auto"))
@@ -132,6 +154,14 @@ def run(spec: dict[str, Any], barrier: Optional[Barrier] = None) -> dict[str, An
         else:
             opt.step()
 
+    return Trainer(step, model, opt, dev, kind, world, rank)
+
+
+def run(spec: dict[str, Any], barrier: Optional[Barrier] = None) -> dict[str, Any]:
+    """Execute the training loop described by ``spec`` and return the result dict."""
+    t = build(spec)
+    step, dev, kind, world, rank = t.step, t.dev, t.kind, t.world, t.rank
+    b, accum = int(spec["batch"]), int(spec.get("accum", 1))
     for _ in range(int(spec.get("warmup", 3))):
         step()
     D.sync(dev)

@@ -43,7 +43,7 @@ from schedlab.checks import validation_message
 from schedlab.sched.core.job import Job
 from schedlab.sched.core.protocol import POLICY_MEMBERS, EngineError
 from schedlab.sched.policies import load_policy_class
-from schedlab.sched.policies.base import Policy
+from schedlab.sched.policies.base import Policy, PolicyWrapper
 from schedlab.sched.spec import PolicyRun
 from schedlab.sched.contained import POLICY_EXITS, raised
 from schedlab.sched.watchdog import Died, Heartbeat, Overran, Returned, Watchdog
@@ -365,23 +365,13 @@ class _CapabilityView:
         raise _Abort("api", f"the policy wrote engine.calibration.{name} = {value!r}")
 
 
-class CheckedPolicy(Policy):
+class CheckedPolicy(PolicyWrapper):
     """``inner`` as the engine sees it, each hook timed and handed a :class:`CheckingEngine`."""
 
     def __init__(self, inner: Policy, observer: Observer) -> None:
-        super().__init__(inner.params)
-        self.inner, self.observer = inner, observer
-        self.name = inner.name  # type: ignore[misc]
-        for attr in ("shares_gpus", "default_preemption_overhead_s", "default_allocation_stall_s",
-                     "waits_when_refused", "capabilities"):
-            setattr(self, attr, getattr(inner, attr))
+        super().__init__(inner)
+        self.observer = observer
         self._proxy: CheckingEngine | None = None
-
-    def __getattr__(self, name: str) -> Any:  # other hooks (e.g. a pool's on_reclaimed): the policy's own
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
 
     def _call(self, engine: Any, hook: str, *args: Any) -> None:
         if self._proxy is None:

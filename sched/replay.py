@@ -107,14 +107,16 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
         each: Callable[[ReplayResult], None] | None = None,
         wrap_policy: Callable[[Policy], Policy] | None = None,
         contained: Contained | None = None,
-        failed: Callable[[PolicyFailed], None] | None = None) -> list[ReplayResult]:
+        failed: Callable[[PolicyFailed], None] | None = None,
+        engine: Callable[..., Engine] = Engine) -> list[ReplayResult]:
     """Replay ``spec``: its trace prepared once (:func:`prepare`, unless ``prepared`` is given: a spec
     naming ``smact_profiles`` needs one prepared with its SMACT profile), then
     each of its policies in turn, a result per policy in ``spec.policies``' order; ``each(result)`` is
     called as each one ends (to write it or log it before the next starts). ``fetch`` downloads the
     MLflow URIs the spec's models name; ``progress``: a bar, or ``progress(jobs done, jobs)``.
     ``wrap_policy``: what the engine runs in place of each policy made (``check-policy``'s observer,
-    ``sched/policy_check.py``).
+    ``sched/policy_check.py``). ``engine``: what makes the engine (called as :class:`Engine` is): another
+    backend of the policy API, e.g. the testbed's live engine (``profiling/testbed/live.py``).
 
     ``contained``: each policy's replay runs in a child process, stopped at its time limit
     (:mod:`schedlab.sched.contained`); a policy that raises (anything), runs past the limit or ends its
@@ -126,7 +128,7 @@ def run(spec: ReplaySpec, prepared: Prepared | None = None, *, fetch: Fetch | No
         runner = stack.enter_context(ContainedRunner(contained)) if contained is not None else None
         for policy in spec.policies:
             if runner is None:
-                result = _replay(spec, prepared, policy, progress, wrap_policy)
+                result = _replay(spec, prepared, policy, progress, wrap_policy, engine)
             else:
                 try:
                     result = runner.replay(spec, prepared, policy, progress)
@@ -265,7 +267,8 @@ def gc_paused():
 
 @gc_paused()
 def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: bool | Callable[[int, int], None],
-            wrap_policy: Callable[[Policy], Policy] | None = None) -> ReplayResult:
+            wrap_policy: Callable[[Policy], Policy] | None = None,
+            make_engine: Callable[..., Engine] = Engine) -> ReplayResult:
     """One policy on the prepared table. ``spec.interference`` is the ξ source that decides how fast
     co-located jobs really run (``analytic`` by default; see ``sched/models/interference.py``), a fresh
     copy per policy (a source counts its own fallbacks); the iteration-time catalog gives the sharing
@@ -277,7 +280,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
     cluster = parts.cluster
     sharing = parts.sharing()
     decider = parts.policy(policy)
-    engine, orchestrator, decider = _engine(spec, prepared, decider, sharing, progress, wrap_policy)
+    engine, orchestrator, decider = _engine(spec, prepared, decider, sharing, progress, wrap_policy, make_engine)
     result = engine.run()
     jobs = job_table(result)
     summary = summarize(jobs, result)
@@ -322,7 +325,8 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
 
 def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: SharingModel,
             progress: bool | Callable[[int, int], None],
-            wrap_policy: Callable[[Policy], Policy] | None = None) -> tuple[Engine, Any, Policy]:
+            wrap_policy: Callable[[Policy], Policy] | None = None,
+            make_engine: Callable[..., Engine] = Engine) -> tuple[Engine, Any, Policy]:
     """The engine of one policy's replay, the pools' orchestrator (None without loaned servers) and the
     policy as the engine runs it (in estimate mode with its estimator, then ``wrap_policy``'s)."""
     parts, table = prepared.parts, prepared.table
@@ -335,7 +339,7 @@ def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: Shar
     if wrap_policy is not None:
         decider = wrap_policy(decider)
     state, orchestrator = parts.cluster_state(spec)
-    engine = Engine(
+    engine = make_engine(
         source,
         state,
         decider,

@@ -116,3 +116,27 @@ class Policy:
     def metrics(self) -> dict[str, float]:
         """The policy's own figures for the replay summary (e.g. LP solve times); none by default."""
         return {}
+
+
+class PolicyWrapper(Policy):
+    """What the engine runs in place of ``inner`` to watch it (``check-policy``'s observer, the testbed's
+    recorder): the same name, parameters, engine defaults and capabilities; a hook the wrapper does not
+    define is ``inner``'s own (e.g. a pool's ``on_reclaimed``)."""
+
+    #: what the engine reads of the policy it runs, besides its hooks
+    ENGINE_READS = ("shares_gpus", "default_preemption_overhead_s", "default_allocation_stall_s",
+                    "waits_when_refused", "capabilities")
+
+    def __init__(self, inner: Policy) -> None:
+        super().__init__(inner.params)
+        self.inner = inner
+        self.name = inner.name  # type: ignore[misc]
+        for attr in self.ENGINE_READS:
+            setattr(self, attr, getattr(inner, attr))
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+

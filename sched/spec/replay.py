@@ -67,6 +67,13 @@ class PolicyRun(UserModel):
         """Every parameter of the policy (JSON values): the given ones, validated, and the defaults of the rest."""
         return validate_params(self.name, self.params, source=self.source).model_dump(mode="json")
 
+    @staticmethod
+    def many(value: Any) -> Any:
+        """A spec's ``policies`` as given: a policy named alone has no parameters."""
+        if isinstance(value, (list, tuple)):
+            return tuple({"name": v} if isinstance(v, str) else v for v in value)
+        return value
+
 
 class ReplaySpec(UserModel):
     """One replay: a trace (file or the synthetic generator) and how it is read, a cluster, one or more
@@ -121,13 +128,7 @@ class ReplaySpec(UserModel):
     _interference = field_validator("interference")(lambda cls, value: fields.interference(value))
     _iteration_time = field_validator("iteration_time")(lambda cls, value: fields.iteration_time(value))
 
-    @field_validator("policies", mode="before")
-    @classmethod
-    def _policy_names(cls, value: Any) -> Any:
-        """A policy given by name alone: no parameters."""
-        if isinstance(value, (list, tuple)):
-            return tuple({"name": v} if isinstance(v, str) else v for v in value)
-        return value
+    _policy_names = field_validator("policies", mode="before")(lambda cls, value: PolicyRun.many(value))
 
     @field_validator("placement")
     @classmethod

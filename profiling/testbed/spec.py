@@ -1,0 +1,252 @@
+"""The testbed's options, parsed and validated in one place: :class:`TestbedSpec`. The command line
+(:func:`add_arguments`, :func:`from_args`) only translates flags into it and re-words its errors with
+the flags' names; a YAML or a Prefect flow would build the same object."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from schedlab import checks
+from schedlab.sched.replay import PolicyRun
+from schedlab.sched.strict import UserModel
+
+#: the mini trace's workloads on a CPU (tiny models, tens of ms per iteration on one core) with a
+#: catalog batch each; on a GPU the full models at the same batches
+DEFAULT_KINDS = ("cifar10:32", "imagenet:32", "deepspeech2:20", "bert:8")
+#: how the flags name the spec's fields (for error messages)
+FLAGS = {"trace": "--trace", "generate": "--generate", "kinds": "--workloads", "device": "--device",
+         "devices": "--devices", "cpu_sets": "--cpu-sets", "gpus": "--gpus", "policies": "--policy", "out": "--out",
+         "models": "--models", "profiles": "--profiles", "size": "--size", "budget_s": "--budget-s",
+         "seed": "--seed", "load": "--load", "min_job_s": "--min-job-s", "max_job_s": "--max-job-s",
+         "poll_s": "--poll-s", "progress_s": "--progress-s", "overhead_samples": "--overhead-samples",
+         "profile_iters": "--profile-iters", "tolerance_s": "--tolerance-s", "placement": "--placement"}
+
+
+class TestbedSpec(UserModel):
+    """One testbed session: a trace (a file, or a generated mini trace), the devices, the policies, and
+    where everything goes. Plain, frozen data; every field validated on construction."""
+
+    __test__ = False  # not a pytest class
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    trace: str | None = None  # a canonical trace with model, batch_size, iterations
+    generate: int | None = Field(default=None, ge=1, le=200)  # or: a mini trace of this many jobs
+    kinds: tuple[str, ...] = DEFAULT_KINDS  # the mini trace's WORKLOAD:BATCH
+    device: Literal["cpu", "cuda"] = "cpu"
+    devices: int | None = Field(default=None, ge=1)  # cpu: split the usable cores into this many sets
+    cpu_sets: str | None = None  # cpu: explicit core sets, e.g. "0;1"
+    gpus: tuple[str, ...] | None = None  # cuda: GPU indices or UUIDs (default: all visible)
+    policies: tuple[PolicyRun, ...] = Field(min_length=1)
+    out: Path
+    models: Path | None = None  # reuse a node-models folder (node.json, iteration-time.json, xi-table.csv)
+    profiles: Path | None = None  # the node's profile store (default: OUT/profiles)
+    size: Literal["tiny", "full"] | None = None  # default: tiny on cpu, full on cuda
+    budget_s: float = Field(default=900.0, gt=0)  # wall seconds per policy run (and the mini trace's bound)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    load: float = Field(default=1.0, gt=0)
+    min_job_s: float = Field(default=10.0, gt=0)
+    max_job_s: float = Field(default=60.0, gt=0)
+    poll_s: float = Field(default=0.1, gt=0, le=5)
+    progress_s: float = Field(default=0.5, gt=0, le=60)
+    overhead_samples: int = Field(default=3, ge=1, le=50)
+    profile_iters: int = Field(default=20, ge=3, le=10_000)
+    tolerance_s: float = Field(default=2.0, gt=0)
+    placement: str = "fewest-servers"
+
+    _policy_names = field_validator("policies", mode="before")(lambda cls, value: PolicyRun.many(value))
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from schedlab.profiling.workloads import WORKLOADS
+
+        for kind in value:
+            workload, _, batch = kind.partition(":")
+            if workload not in WORKLOADS:
+                raise ValueError(f"{kind!r}: unknown workload {workload!r}{checks.did_you_mean(workload, WORKLOADS)};"
+                                 f" known: {', '.join(WORKLOADS)}")
+            if not batch.isdigit() or int(batch) < 1:
+                raise ValueError(f"{kind!r}: expected WORKLOAD:BATCH with a per-GPU batch >= 1")
+        return value
+
+    @field_validator("cpu_sets")
+    @classmethod
+    def _cpu_sets(cls, value: str | None) -> str | None:
+        if value is not None:
+            from schedlab.profiling.testbed.devices import parse_core_sets
+
+            parse_core_sets(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TestbedSpec:
+        if (self.trace is None) == (self.generate is None):
+            raise ValueError("give a trace file (--trace) or a number of jobs to generate (--generate), not both")
+        if self.trace is not None and not Path(self.trace).is_file():
+            raise ValueError(f"--trace {self.trace}: no such file")
+        if self.device == "cuda" and (self.devices is not None or self.cpu_sets is not None):
+            raise ValueError("--devices and --cpu-sets are CPU devices; on cuda use --gpus")
+        if self.device == "cpu" and self.gpus is not None:
+            raise ValueError("--gpus names CUDA devices; on cpu use --devices or --cpu-sets")
+        if self.devices is not None and self.cpu_sets is not None:
+            raise ValueError("--devices and --cpu-sets: give one")
+        if self.min_job_s > self.max_job_s:
+            raise ValueError(f"--min-job-s {self.min_job_s:g} is above --max-job-s {self.max_job_s:g}")
+        problem = checks.dir_problem(self.out)
+        if problem:
+            raise ValueError(f"--out {self.out}: {problem}")
+        labels = [p.label for p in self.policies]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"--policy: {sorted({x for x in labels if labels.count(x) > 1})} given twice")
+        for policy in self.policies:
+            cls = policy.policy_class()
+            if cls.capabilities:
+                raise ValueError(f"--policy {policy.label}: needs engine capabilities the live backend lacks"
+                                 " (per-worker calibration)")
+        if self.device == "cpu" and self.mps_shares():
+            raise ValueError("--policy: MPS sharing needs CUDA devices; on cpu set the policy's mode to timeslice"
+                             " (e.g. --set castor.mode=timeslice)")
+        if self.models is not None:
+            from schedlab.profiling.testbed.node import NodeModels
+
+            NodeModels.load(self.models)
+        return self
+
+    # ---- derived --------------------------------------------------------------------------------
+    @property
+    def workload_size(self) -> str:
+        return self.size or ("tiny" if self.device == "cpu" else "full")
+
+    @property
+    def profile_dir(self) -> Path:
+        return self.profiles if self.profiles is not None else self.out / "profiles"
+
+    def kind_pairs(self) -> list[tuple[str, int]]:
+        return [(k.partition(":")[0], int(k.partition(":")[2])) for k in self.kinds]
+
+    def make_devices(self) -> list:
+        """The devices (``devices.py``): CPU core sets (default: two) or CUDA GPUs (default: all visible)."""
+        from schedlab.profiling.testbed import devices as D
+
+        if self.device == "cpu":
+            return D.cpu_devices(D.parse_core_sets(self.cpu_sets) if self.cpu_sets else (self.devices or 2))
+        if self.gpus is not None:
+            return D.cuda_devices(list(self.gpus))
+        from schedlab.profiling.device import resolve, visible_gpus
+
+        resolve("cuda")  # a RuntimeError when torch sees no GPU
+        import torch
+
+        return D.cuda_devices(visible_gpus()[: torch.cuda.device_count()])
+
+    def mps_shares(self) -> list[tuple[float, float]]:
+        """The MPS splits the policies share GPUs at (what the profile must measure on a GPU)."""
+        return list(dict.fromkeys(s for s in map(mps_split, self.policies) if s is not None))
+
+
+def mps_split(policy: PolicyRun) -> tuple[float, float] | None:
+    """The (new job, partner) MPS shares ``policy`` co-locates jobs at; None when it does not use MPS."""
+    params = policy.policy_class().Params.model_validate(policy.params)
+    return tuple(float(s) for s in params.mps_shares) if getattr(params, "mode", None) == "mps" else None
+
+
+# ---- the command line ---------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The testbed's flags (``python -m schedlab.profiling.testbed``; later ``schedlab testbed``)."""
+    what = parser.add_argument_group("what to run")
+    source = what.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", help="a canonical trace (CSV or Parquet) with model, batch_size, iterations")
+    source.add_argument("--generate", type=checks.count, metavar="N",
+                        help="generate a mini trace of N jobs (Castor §9.1-style, scaled-down Philly) into OUT/trace.csv")
+    what.add_argument("--policy", nargs="+", required=True, metavar="POLICY",
+                      help="policies to run, each on the testbed and in the simulator (e.g. fifo sjf-bsbf)")
+    what.add_argument("--set", action="append", default=[], metavar="POLICY.PARAM=VALUE",
+                      help="a policy parameter, e.g. tiresias.queue_thresholds=[20] (repeatable; VALUE is YAML)")
+    what.add_argument("--workloads", nargs="+", metavar="WORKLOAD:BATCH", default=None,
+                      help=f"--generate's workloads and per-GPU batches (default {' '.join(DEFAULT_KINDS)})")
+    what.add_argument("--seed", type=checks.seed, default=0, help="mini trace and placement seed (default 0)")
+    what.add_argument("--load", type=checks.number(float, gt=0), default=1.0, help="mini trace load (default 1.0)")
+    what.add_argument("--min-job-s", type=checks.number(float, gt=0), default=10.0,
+                      help="mini trace: shortest job, seconds alone (default 10)")
+    what.add_argument("--max-job-s", type=checks.number(float, gt=0), default=60.0,
+                      help="mini trace: longest job, seconds alone (default 60)")
+    where = parser.add_argument_group("devices")
+    where.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="device kind (default cpu)")
+    where.add_argument("--devices", type=checks.count, default=None,
+                       help="cpu: split the usable cores into this many equal sets (default 2)")
+    where.add_argument("--cpu-sets", default=None, metavar="SETS", help="cpu: the core sets, e.g. '0;1' or '0-1;2-3'")
+    where.add_argument("--gpus", default=None, help="cuda: GPU indices or UUIDs, e.g. 0,1 (default: all visible)")
+    where.add_argument("--size", choices=["tiny", "full"], default=None,
+                       help="workload size (default tiny on cpu, full on cuda)")
+    out = parser.add_argument_group("output and models")
+    out.add_argument("--out", required=True, type=Path, help="output folder")
+    out.add_argument("--models", type=Path, default=None,
+                     help="reuse the node's models from an earlier run (OUT/node of it) instead of profiling")
+    out.add_argument("--profiles", type=Path, default=None, help="the node's profile store (default OUT/profiles)")
+    run = parser.add_argument_group("the run")
+    run.add_argument("--budget-s", type=checks.number(float, gt=0), default=900.0,
+                     help="wall seconds per policy run; unfinished jobs are then killed (default 900)")
+    run.add_argument("--poll-s", type=checks.number(float, gt=0, le=5), default=0.1,
+                     help="how often the testbed looks at its processes (default 0.1 s)")
+    run.add_argument("--progress-s", type=checks.number(float, gt=0, le=60), default=0.5,
+                     help="how often a training process reports its progress (default 0.5 s)")
+    run.add_argument("--overhead-samples", type=checks.number(int, ge=1, le=50), default=3,
+                     help="start-up/restart measurements on the node (default 3)")
+    run.add_argument("--profile-iters", type=checks.number(int, ge=3, le=10_000), default=20,
+                     help="measured iterations per profiled configuration (default 20)")
+    run.add_argument("--tolerance-s", type=checks.number(float, gt=0), default=2.0,
+                     help="Lyra's test: activities further apart than this differ (default 2 s)")
+    run.add_argument("--placement", default="fewest-servers", help="placement strategy (default fewest-servers)")
+
+
+def from_args(args: argparse.Namespace) -> TestbedSpec:
+    """The spec of parsed flags; ValueError naming the flag when something is wrong."""
+    from schedlab.sched.policies import resolve_spec
+
+    names = [resolve_spec(p) for p in args.policy]
+    params = policy_params(args.set, names)
+    raw = {"trace": args.trace, "generate": args.generate, "device": args.device, "devices": args.devices,
+           "cpu_sets": args.cpu_sets, "gpus": tuple(g.strip() for g in args.gpus.split(",") if g.strip())
+           if args.gpus else None, "policies": [{"name": n, "params": params[n]} for n in names], "out": args.out,
+           "models": args.models, "profiles": args.profiles, "size": args.size, "budget_s": args.budget_s,
+           "seed": args.seed, "load": args.load, "min_job_s": args.min_job_s, "max_job_s": args.max_job_s,
+           "poll_s": args.poll_s, "progress_s": args.progress_s, "overhead_samples": args.overhead_samples,
+           "profile_iters": args.profile_iters, "tolerance_s": args.tolerance_s, "placement": args.placement}
+    if args.workloads is not None:
+        raw["kinds"] = tuple(args.workloads)
+    try:
+        return TestbedSpec.model_validate({k: v for k, v in raw.items() if v is not None})
+    except ValidationError as err:
+        raise ValueError(checks.validation_message(err, FLAGS)) from None
+
+
+def policy_params(pairs: list[str], names: list[str]) -> dict[str, dict[str, Any]]:
+    """``--set POLICY.PARAM=VALUE`` by policy (the longest policy name that prefixes the key wins)."""
+    params: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        name = max((n for n in names if key.startswith(n + ".")), key=len, default=None)
+        if not sep or name is None:
+            raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE with POLICY among --policy {' '.join(names)}")
+        param = key[len(name) + 1:]
+        if param in params[name]:
+            raise ValueError(f"--set {pair!r}: {name}.{param} is set twice")
+        try:
+            params[name][param] = checks.load_yaml(value)
+        except yaml.YAMLError as err:
+            raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({str(err).splitlines()[0]})") from None
+    return params
+
+
+def environment_note() -> str:
+    """Why a run on a busy machine is noisy, for the terminal: the load now."""
+    from schedlab.profiling.testbed.node import load_average
+
+    load = load_average()
+    return f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"

@@ -1,0 +1,59 @@
+"""The testbed's whole loop on this machine's CPU, CI-sized (about a minute on a quiet 2-core machine):
+profile the mini trace's workload, fit, run the trace for real, replay it with the node's models,
+compare. Asserts the outputs' structure and a loose bound only (the error budget is measured by
+hand, ``docs/how-to/testbed.md``: a busy machine makes the real run slower than its own profile)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+from schedlab.cli import main
+from schedlab.profiling.testbed.activity import ActivityLog, completeness
+
+pytestmark = pytest.mark.slow
+
+
+def test_profile_fit_run_replay_compare(tmp_path, capsys, monkeypatch):
+    """``schedlab testbed --track``: the loop, then each policy's run in MLflow like a replay's."""
+    out, home = tmp_path / "out", tmp_path / "home"
+    monkeypatch.setenv("SCHEDLAB_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    devices = "2" if len(os.sched_getaffinity(0)) >= 2 else "1"
+    code = main(["testbed", "--track", "--generate", "3", "--workloads", "bert:4", "--policy", "fifo", "--devices", devices,
+                 "--min-job-s", "2", "--max-job-s", "4", "--profile-iters", "5", "--overhead-samples", "1",
+                 "--budget-s", "300", "--seed", "1", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "fifo: 3/3 jobs finished on the testbed, 3/3 in the replay" in printed and "per-job JCT error" in printed
+    node = json.loads((out / "node" / "node.json").read_text())
+    assert node["startup_s"] > 0 and node["restart_s"] > 0 and node["facts"]["fit"]["mape"]
+    trace = pd.read_csv(out / "trace.csv")
+    comparison = json.loads((out / "fifo" / "comparison.json").read_text())
+    for side in ("real", "replay"):
+        assert set(comparison[side]) >= {"avg_jct_s", "makespan_s", "p95_jct_s", "finished"}
+        assert comparison[side]["finished"] == len(trace)
+    assert set(comparison["relative_error"]) >= {"avg_jct", "makespan", "p95_jct"}
+    assert set(comparison["per_job_jct_error"]) >= {"median", "p90", "max", "worst_job"}
+    assert comparison["decisions"]["real"] == comparison["decisions"]["replay"] == len(trace)  # fifo: one start each
+    assert comparison["activity_problems"] == {"real": [], "replay": []}
+    real = pd.read_parquet(out / "fifo" / "testbed" / "jobs.parquet")
+    replay = pd.read_parquet(out / "fifo" / "replay" / "jobs.parquet")
+    assert list(real.columns) == list(replay.columns) and list(real["job_id"]) == list(replay["job_id"])
+    for side in ("testbed", "replay"):
+        assert completeness(ActivityLog.read(out / "fifo" / side / "activity.jsonl"), trace["job_id"]) == []
+    ratio = comparison["real"]["avg_jct_s"] / comparison["replay"]["avg_jct_s"]
+    assert 1 / 3 < ratio < 3, f"real / replayed average JCT = {ratio:.2f} (load {comparison['load_after']})"
+    assert "every job" in (out / "fifo" / "comparison.html").read_text().lower()
+
+    from schedlab.tasks import tracking
+
+    c = tracking.client(f"sqlite:///{home / 'mlflow.db'}")
+    [run] = c.search_runs([c.get_experiment_by_name("testbed").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params["policy"] == "fifo" and run.data.params["device"] == "cpu"
+    m = run.data.metrics
+    assert m["testbed.avg_jct_s"] == comparison["real"]["avg_jct_s"] and m["error.avg_jct"] == comparison["relative_error"]["avg_jct"]
+    assert {"per_job_error.median", "per_job_error.p90", "decisions_identical"} <= set(m)
+    assert {a.path for a in c.list_artifacts(run.info.run_id)} >= {"comparison.json", "comparison.html", "testbed", "replay"}
