@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from schedlab.sched.core.cluster import load_cluster
     from schedlab.sched.reporting import drilldown, plots
+    from schedlab.sched.spec import fields
     from schedlab.tasks.compare import replay_jobs
 
     if not args.tolerance >= 0:
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     tables = replay_jobs(args.settings.tracking_uri, args.experiment, (args.a, args.b), args.trace, args.cluster)
     gpus = {}
     for cluster in {c for _, c, _ in tables}:
-        pool = load_cluster(cluster).training_pool
+        pool = fields.cluster(cluster).training_pool  # as the replays read it
         gpus[cluster] = pool.servers * pool.gpus_per_server
     parts = drilldown.drilldown(tables, args.a, args.b, gpus, args.tolerance)
     out = args.out or Path(args.settings.home) / "compare" / _safe(args.experiment) / f"{_safe(args.a)}-vs-{_safe(args.b)}"

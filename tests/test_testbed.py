@@ -12,7 +12,7 @@ import pytest
 from schedlab.profiling.testbed import add_arguments, devices as D, minitrace, node
 from schedlab.profiling.testbed.activity import ActivityLog, Recorder, completeness
 from schedlab.profiling.testbed.compare import compare, first_activity_apart, first_decision_difference, render
-from schedlab.profiling.testbed.spec import from_args, policy_params
+from schedlab.profiling.testbed.spec import from_args
 
 
 # ---- devices ------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_options_become_one_validated_spec(tmp_path):
     (["--generate", "3", "--policy", "fifo", "--workloads", "cifar:8"], "--workloads.*unknown workload 'cifar'"),
     (["--generate", "3", "--policy", "fifo", "--min-job-s", "9", "--max-job-s", "5"], "above --max-job-s"),
     (["--trace", "/nonexistent.csv", "--policy", "fifo"], "--trace /nonexistent.csv: no such file"),
-    (["--generate", "3", "--policy", "fifo", "--set", "sjf.blocking=true"], "POLICY among --policy fifo"),
+    (["--generate", "3", "--policy", "fifo", "--set", "sjf.blocking=true"], "--set .*policy .sjf. is not among the policies fifo"),
     (["--generate", "3", "--policy", "fifo", "--set", "fifo.speed=2"], "has no parameter 'speed'"),
     (["--generate", "3", "--policy", "castor"], "MPS sharing needs CUDA devices"),
 ])
@@ -226,10 +226,14 @@ def test_bad_options_are_refused_naming_the_flag(tmp_path, argv, message):
         from_args(_parse(*argv, "--out", str(tmp_path / "o")))
 
 
-def test_policy_params_are_yaml_and_set_once():
-    assert policy_params(["sjf.blocking=true"], ["sjf"]) == {"sjf": {"blocking": True}}
+def test_policy_params_are_yaml_set_once_and_validated_as_a_replays(tmp_path):
+    out = ["--generate", "4", "--policy", "sjf", "--out", str(tmp_path / "o")]
+    spec = from_args(_parse(*out, "--set", "sjf.blocking=true"))
+    assert spec.policies[0].params == {"blocking": True}
     with pytest.raises(ValueError, match="set twice"):
-        policy_params(["sjf.blocking=true", "sjf.blocking=false"], ["sjf"])
+        from_args(_parse(*out, "--set", "sjf.blocking=true", "--set", "sjf.blocking=false"))
+    with pytest.raises(ValueError, match="not among the policies"):
+        from_args(_parse(*out, "--set", "fifo.x=1"))
 
 
 # ---- what the node profiles -----------------------------------------------------------------------

@@ -117,9 +117,10 @@ def node_models(spec: TestbedSpec, devices: list[Device], trace: pd.DataFrame | 
 
 
 def _timing(path: Path):
-    from schedlab.sched.models.fitted import make_iteration_time
+    """The node's fitted iteration-time model as a replay builds it (``sched/parts.py``)."""
+    from schedlab.sched.parts import iteration_times
 
-    return make_iteration_time(str(path))
+    return iteration_times(str(path))
 
 
 def load_testbed_trace(path: str, devices: int) -> pd.DataFrame:

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from schedlab import checks
@@ -207,10 +206,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def from_args(args: argparse.Namespace) -> TestbedSpec:
     """The spec of parsed flags; ValueError naming the flag when something is wrong."""
-    from schedlab.sched.policies import resolve_spec
+    from schedlab.sched.spec.fields import set_params
 
-    names = [resolve_spec(p) for p in args.policy]
-    params = policy_params(args.set, names)
+    names = list(dict.fromkeys(args.policy))
+    try:  # --set keyed by each policy as given; PolicyRun resolves and validates the spec
+        params = set_params(args.set or [], {n: n for n in names})
+    except ValueError as err:
+        raise ValueError(f"--set {err}") from None
     raw = {"trace": args.trace, "generate": args.generate, "device": args.device, "devices": args.devices,
            "cpu_sets": args.cpu_sets, "gpus": tuple(g.strip() for g in args.gpus.split(",") if g.strip())
            if args.gpus else None, "policies": [{"name": n, "params": params[n]} for n in names], "out": args.out,
@@ -224,24 +226,6 @@ def from_args(args: argparse.Namespace) -> TestbedSpec:
         return TestbedSpec.model_validate({k: v for k, v in raw.items() if v is not None})
     except ValidationError as err:
         raise ValueError(checks.validation_message(err, FLAGS)) from None
-
-
-def policy_params(pairs: list[str], names: list[str]) -> dict[str, dict[str, Any]]:
-    """``--set POLICY.PARAM=VALUE`` by policy (the longest policy name that prefixes the key wins)."""
-    params: dict[str, dict[str, Any]] = {n: {} for n in names}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        name = max((n for n in names if key.startswith(n + ".")), key=len, default=None)
-        if not sep or name is None:
-            raise ValueError(f"--set {pair!r}: expected POLICY.PARAM=VALUE with POLICY among --policy {' '.join(names)}")
-        param = key[len(name) + 1:]
-        if param in params[name]:
-            raise ValueError(f"--set {pair!r}: {name}.{param} is set twice")
-        try:
-            params[name][param] = checks.load_yaml(value)
-        except yaml.YAMLError as err:
-            raise ValueError(f"--set {pair!r}: VALUE is not valid YAML ({str(err).splitlines()[0]})") from None
-    return params
 
 
 def environment_note() -> str:
