@@ -131,8 +131,7 @@ def rank(table: pd.DataFrame, metric: str, rows: list[dict[str, Any]] | None = N
     ``bootstrap``)."""
     if metric not in RANKABLE:
         raise ValueError(f"cannot rank by {metric!r}: one of {', '.join(RANKABLE)}")
-    if method not in paired.METHODS:
-        raise ValueError(f"paired interval: method must be one of {', '.join(paired.METHODS)}, got {method!r}")
+    paired.check_method(method)
     if table.empty:
         return table.assign(**{VS_ABOVE: pd.Series(dtype=str), VS_BASELINE: pd.Series(dtype=str)})
     order = table.assign(_group=table.groupby(GROUP, sort=False).ngroup())

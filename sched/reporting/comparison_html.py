@@ -145,3 +145,19 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
                    f"{base64.b64encode(png).decode()}'><figcaption>{html.escape(caption)}</figcaption></figure>")
     out.append(f"<script>{_JS}</script></body></html>")
     return "\n".join(out)
+
+
+#: the style of the plain pages (``drilldown.html``, the testbed's ``comparison.html``)
+PLAIN_STYLE = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}"
+
+
+def plain_page(title: str, body: str) -> str:
+    """A self-contained page: ``title`` (plain text, escaped here) and ``body`` (HTML)."""
+    title = html.escape(title)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{PLAIN_STYLE}</style>"
+            f"</head><body><h1>{title}</h1>{body}</body></html>")
+
+
+def plain_table(frame: pd.DataFrame, decimals: int = 3) -> str:
+    """``frame`` as an HTML table (values escaped, numbers to ``decimals``)."""
+    return frame.to_html(index=False, float_format=lambda v: f"{v:,.{decimals}f}", border=0, escape=True)

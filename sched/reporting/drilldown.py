@@ -167,14 +167,19 @@ def jobs_csv(both: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
          "gpu_bucket", "duration_bucket"]]
 
 
-def to_text(parts: dict[str, pd.DataFrame], a: str, b: str) -> str:
-    """The drill-down for the terminal."""
+def summary_lines(parts: dict[str, pd.DataFrame], a: str, b: str) -> list[str]:
+    """The drill-down's first two lines: what is compared, and the jobs helped, hurt and unchanged."""
     both = parts["jobs"]
     o = parts["overall"].iloc[0]
-    lines = [f"{a} against {b}: {len(both):,} jobs over {both[['trace', 'cluster', 'seed']].drop_duplicates().shape[0]}"
-             f" replay pair(s); ratio = JCT under {b} / JCT under {a} (> 1: {a} faster for the job)",
-             f"helped by {a}: {o['helped']:.1%}  hurt: {o['hurt']:.1%}  unchanged: {o['unchanged']:.1%}"
-             f"  (ratio p10 {o['ratio_p10']:.3f}, median {o['ratio_median']:.3f}, p90 {o['ratio_p90']:.3f})", ""]
+    return [f"{a} against {b}: {len(both):,} jobs over {both[['trace', 'cluster', 'seed']].drop_duplicates().shape[0]}"
+            f" replay pair(s); ratio = JCT under {b} / JCT under {a} (> 1: {a} faster for the job)",
+            f"helped by {a}: {o['helped']:.1%}  hurt: {o['hurt']:.1%}  unchanged: {o['unchanged']:.1%}"
+            f"  (ratio p10 {o['ratio_p10']:.3f}, median {o['ratio_median']:.3f}, p90 {o['ratio_p90']:.3f})"]
+
+
+def to_text(parts: dict[str, pd.DataFrame], a: str, b: str) -> str:
+    """The drill-down for the terminal."""
+    lines = [*summary_lines(parts, a, b), ""]
     for title, key in (("by GPU count", "by_gpus"), ("by duration (alone)", "by_duration")):
         lines += [title + ":", _frame_text(parts[key].assign(**{c: parts[key][c].map("{:.1%}".format)
                                                                for c in ("helped", "hurt", "unchanged")})), ""]
@@ -201,16 +206,10 @@ def to_html(parts: dict[str, pd.DataFrame], a: str, b: str, scatter_svg: str | N
     """``drilldown.html``: the same tables as one self-contained page, with the per-job scatter."""
     import html
 
-    def table(frame: pd.DataFrame) -> str:
-        return frame.to_html(index=False, float_format=lambda v: f"{v:,.3f}", border=0, escape=True)
+    from schedlab.sched.reporting.comparison_html import plain_page, plain_table
 
-    title = html.escape(f"{a} against {b}, job by job")
-    body = [f"<h1>{title}</h1>", f"<pre>{html.escape(to_text(parts, a, b).split(chr(10) + chr(10))[0])}</pre>"]
-    if scatter_svg:
-        body.append(scatter_svg)
+    body = [f"<pre>{html.escape(chr(10).join(summary_lines(parts, a, b)))}</pre>", scatter_svg or ""]
     for name, key in (("By GPU count", "by_gpus"), ("By duration", "by_duration"),
                       (f"The jobs {a} hurts most", "most_hurt"), ("Fairness and tails", "fairness")):
-        body += [f"<h2>{html.escape(name)}</h2>", table(parts[key])]
-    style = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}"
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head>" \
-           f"<body>{''.join(body)}</body></html>"
+        body += [f"<h2>{html.escape(name)}</h2>", plain_table(parts[key])]
+    return plain_page(f"{a} against {b}, job by job", "".join(body))

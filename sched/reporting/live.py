@@ -112,13 +112,14 @@ class LiveTable:
                                  self.config.paired_interval)
         return compare.csv_frame(table, pairs)
 
-    def seeds_needed(self, table: pd.DataFrame, item: str = "  ") -> str:
-        """The lines shown with the table (each begun with ``item``): the seeds that would separate the two
-        best policies."""
+    def seeds_needed(self, table: pd.DataFrame, as_markdown: bool = False) -> str:
+        """The lines shown with the table (a Markdown list with ``as_markdown``): the seeds that would separate
+        the two best policies."""
         lines = compare.seeds_needed_lines(table, self.finished_rows(), self.rank_by)
-        head = "seeds needed (paired t test, 95 %, 80 % power, from the observed spread):"
-        return "\n".join([head, *(item + (markdown.text(line) if item.startswith("-") else line) for line in lines)]) \
-            if lines else ""
+        if not lines:
+            return ""
+        items = [f"- {markdown.text(line)}" if as_markdown else f"  {line}" for line in lines]
+        return "\n".join(["seeds needed (paired t test, 95 %, 80 % power, from the observed spread):", *items])
 
     @staticmethod
     def _progress(counts: dict[str, int]) -> str:
@@ -135,7 +136,7 @@ class LiveTable:
                 + f"{done} of {total} replays finished; {len(config.seeds)} seed(s);"
                 f" {compare.legend(baseline)}; knobs: parameters that differ from the policy's"
                 " defaults.\n\n" + compare.to_markdown(table) + "\n"
-                + (f"\n{needed}\n" if (needed := self.seeds_needed(table, "- ")) else ""))
+                + (f"\n{needed}\n" if (needed := self.seeds_needed(table, as_markdown=True)) else ""))
 
     def headline_bars(self, table: pd.DataFrame, folder: Path) -> dict[str, bytes]:
         """The headline bars of each (trace, cluster) whose baseline has a finished replay, drawn in

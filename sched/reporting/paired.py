@@ -38,14 +38,19 @@ class Paired:
     verdict: str
 
 
+def check_method(method: str) -> None:
+    """A ValueError unless ``method`` is one of :data:`METHODS`."""
+    if method not in METHODS:
+        raise ValueError(f"paired interval: method must be one of {', '.join(METHODS)}, got {method!r}")
+
+
 def interval(diffs: np.ndarray, method: str = "t", confidence: float = 0.95, boot: int = 2000,
              seed: int = 0) -> tuple[float, float]:
     """The ``confidence`` interval of the mean of ``diffs``: Student t (``t``) or the percentile bootstrap
     (``bootstrap``, ``boot`` resamples). Equal differences give a point; one difference, NaN."""
     from scipy import stats
 
-    if method not in METHODS:
-        raise ValueError(f"paired interval: method must be one of {', '.join(METHODS)}, got {method!r}")
+    check_method(method)
     n, mean = len(diffs), float(np.mean(diffs)) if len(diffs) else math.nan
     if n < 2:
         return math.nan, math.nan

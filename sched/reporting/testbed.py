@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from schedlab.sched.reporting.comparison_html import plain_page, plain_table
+
 HEADLINE = ("avg_jct", "p95_jct", "makespan", "avg_queue")
 
 
@@ -51,11 +53,7 @@ def page(policy: str, comparison: dict[str, Any], real_jobs: pd.DataFrame, repla
     jobs = real_jobs[["job_id", "num_gpus", "submit_time", "start_time", "end_time", "jct_s"]].merge(
         replay_jobs[["job_id", "start_time", "end_time", "jct_s"]], on="job_id", suffixes=("_testbed", "_replay"))
     jobs["error"] = (jobs["jct_s_replay"] - jobs["jct_s_testbed"]) / jobs["jct_s_testbed"]
-    table = jobs.to_html(index=False, float_format=lambda v: f"{v:,.2f}", border=0, escape=True)
-    style = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-             "td,th{padding:2px 10px;text-align:right}")
-    title = html.escape(f"{policy}: the testbed against the replay")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{style}</style></head>"
-            f"<body><h1>{title}</h1><ul>{''.join(f'<li>{html.escape(f)}</li>' for f in facts)}</ul>"
+    body = (f"<ul>{''.join(f'<li>{html.escape(f)}</li>' for f in facts)}</ul>"
             f"<table><tr><th></th><th>testbed</th><th>replay</th><th>error</th></tr>{rows}</table>"
-            f"<h2>Every job</h2>{table}</body></html>")
+            f"<h2>Every job</h2>{plain_table(jobs, 2)}")
+    return plain_page(f"{policy}: the testbed against the replay", body)
