@@ -41,7 +41,8 @@ class Context:
     mps: bool = True  # False: MPS cannot run here (probed), MPS configurations stay unmeasured
     key_host: Optional[str] = None  # the machine name in configuration keys (default: this host's)
     #: CPU "devices" (the testbed's core sets, ``profiling/testbed/devices.py``): a job on n devices runs
-    #: pinned to the first n sets' cores (a pair's two jobs on the same ones); None: not pinned
+    #: one process per set, each pinned to its set's cores (a pair's two jobs on the same ones); None: not
+    #: pinned
     cpu_sets: Optional[list[list[int]]] = None
 
 
@@ -56,17 +57,23 @@ class Job:
 
 def launch(job: Job, result: Path, log: Path, env: dict[str, str], python: str,
            barrier: Optional[Path] = None, name: str = "a", stop_at: Optional[float] = None,
-           cpus: Optional[list[int]] = None) -> subprocess.Popen[bytes]:
-    """Start ``python -m schedlab.profiling.runner`` (through torchrun for > 1 GPU), pinned to ``cpus``
-    when given."""
+           cpu_sets: Optional[Sequence[Sequence[int]]] = None) -> subprocess.Popen[bytes]:
+    """Start ``python -m schedlab.profiling.runner`` (through torchrun for > 1 GPU); with ``cpu_sets`` (one
+    per process, the testbed's CPU devices) each process is pinned to its set, as the testbed pins a
+    multi-device job's ranks (``profiling/testbed/process.py``), and torchrun's agent to their union."""
     mod = ["-m", "schedlab.profiling.runner", "--spec", json.dumps(job.specs), "--result", str(result)]
     if barrier is not None:
         mod += ["--barrier", str(barrier), "--name", name, "--parties", "2"]
     if stop_at is not None:
         mod += ["--stop-at", repr(stop_at)]
-    dist = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={job.num_gpus}"]
-    pin = ["--cpus", ",".join(map(str, cpus))] if cpus else []
-    cmd = [python, "-m", "schedlab.profiling.guard", *pin, python] + (dist if job.num_gpus > 1 else []) + mod
+    sets = [",".join(map(str, cores)) for cores in cpu_sets or []]
+    pin = ["--cpus", ",".join(sets)] if sets else []
+    guard = [python, "-m", "schedlab.profiling.guard"]
+    if job.num_gpus > 1:
+        rank_pin = [*guard, "--rank-cpus", ";".join(sets)] if sets else []
+        mod = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={job.num_gpus}", "--no-python",
+               *rank_pin, python, *mod]
+    cmd = [*guard, *pin, python, *mod]
     out = open(log, "wb")
     try:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
@@ -240,8 +247,8 @@ def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
                 env["OMP_NUM_THREADS"] = str(threads)
             res, log = wd / f"result{i}.json", wd / f"log{i}.txt"
             paths.append((res, log))
-            cpus = sorted({c for cores in ctx.cpu_sets[:job.num_gpus] for c in cores}) if ctx.cpu_sets else None
-            procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i), stop_at=stop_at, cpus=cpus))
+            sets = ctx.cpu_sets[:job.num_gpus] if ctx.cpu_sets else None
+            procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i), stop_at=stop_at, cpu_sets=sets))
         for c in cols:  # runners spend seconds importing torch and warming up first
             c.start()
         progress = (lambda states: on_progress([_per_config(list(state.get("results") or []), len(job.specs))

@@ -196,7 +196,8 @@ def run(spec: dict[str, Any], barrier: Optional[Barrier] = None) -> dict[str, An
     mean = sum(times) / len(times)
     res = {"status": "ok", "iter_times_s": times, "window_start": t_start, "window_end": t_end,
            "peak_mem_bytes": peak, "mem_source": mem_src, "world_size": world, "tail_iters": tail,
-           "throughput": b * accum * world / mean, "device": kind, **D.env_info(dev)}
+           "throughput": b * accum * world / mean, "device": kind, "cores": sorted(os.sched_getaffinity(0)),
+           **D.env_info(dev)}
     if world > 1:
         dist.destroy_process_group()
     return res

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from schedlab.profiling.testbed import add_arguments, devices as D, minitrace, node
 from schedlab.profiling.testbed.activity import ActivityLog, Recorder, completeness
+from schedlab.profiling.testbed.budget import error_sources
 from schedlab.profiling.testbed.compare import compare, first_activity_apart, first_decision_difference, render
 from schedlab.profiling.testbed.spec import from_args
 
@@ -160,6 +161,22 @@ def _log(*events) -> ActivityLog:
         log.add(t, event, job, **({"gpus": gpus, "partners": [], "accumulation_steps": 1, "mode": None, "shares": None}
                                   if event == "start" else {}))
     return log
+
+
+def test_error_sources_keep_the_multi_device_jobs_speed_apart():
+    # one-device job a runs at its model's speed, 2-device job b at 1.5x its model's time per iteration
+    jobs = pd.DataFrame({"job_id": ["a", "b"], "num_gpus": [1, 2], "duration": [10.0, 10.0],
+                         "shared_s": [0.0, 0.0], "avg_xi": [1.0, 1.0]})
+    log = ActivityLog()
+    for job, per_iteration in (("a", 0.1), ("b", 0.15)):
+        log.add(0.0, "start", job, attempt=0, launched=0.0)
+        log.add(2.0, "progress", job, attempt=0, iterations=100, done=0, ready=True)
+        for done in (1, 51):
+            log.add(2.0 + done * per_iteration, "progress", job, attempt=0, iterations=100, done=done)
+    speed = error_sources(jobs, log, 2.0, 2.0)["speed"]
+    assert (speed["exclusive"]["n"], speed["exclusive_multi_device"]["n"], speed["shared_over_xi"]["n"]) == (1, 1, 0)
+    assert speed["exclusive"]["median"] == pytest.approx(1.0)
+    assert speed["exclusive_multi_device"]["median"] == pytest.approx(1.5)
 
 
 def test_comparison_figures_errors_and_lyras_test():

@@ -97,9 +97,10 @@ class _Watch(Policy):
 
 
 def test_progress_corrects_the_models_remaining_work_and_end(tmp_path):
-    # the model says 100 s of work; the job really does its 40 iterations in a few seconds
+    # the model says 100 s of work; the job really does its 40 iterations in a few seconds (imagenet: tens of
+    # ms an iteration, so the 0.3 s looks see it iterate however quiet the machine)
     watch = _Watch()
-    engine = _engine(_table([("a", 0.0, 1, "bert", 4, 40, 100.0)]), watch, tmp_path, devices=1,
+    engine = _engine(_table([("a", 0.0, 1, "imagenet", 32, 40, 100.0)]), watch, tmp_path, devices=1,
                      allocation_stall_s=1000.0)
     engine.run()
     stalled = [s for s in watch.seen if s[3]]
@@ -144,7 +145,7 @@ class _PreemptOnce(Policy):
 
 
 def test_a_preempted_job_stops_at_an_iteration_boundary_and_restarts_from_its_checkpoint(tmp_path):
-    table = _table([("a", 0.0, 1, "bert", 4, 120, 30.0)])
+    table = _table([("a", 0.0, 1, "imagenet", 32, 120, 30.0)])  # seconds of iterations even on a quiet machine
     engine = _engine(table, _PreemptOnce(), tmp_path, devices=1, preemption_overhead_s=1.0, allocation_stall_s=1e4)
     jobs = job_table(engine.run()).set_index("job_id")
     log = engine.log
@@ -186,3 +187,36 @@ def test_every_supported_policy_runs_unchanged_on_the_live_engine(tmp_path, poli
     assert jobs["end_time"].notna().all() and engine.unfinished == []
     assert completeness(engine.log, ["a", "b", "c"]) == []
     assert [r["done"] for r in sorted(engine.log.of("end"), key=lambda r: r["job"])] == [30, 10, 10]
+
+
+def test_guard_pins_a_torchrun_rank_to_its_own_set():
+    import subprocess
+    import sys
+
+    from schedlab.profiling.guard import rank_cpus
+
+    assert rank_cpus("0;1-3", "1") == {1, 2, 3}
+    with pytest.raises(ValueError, match="LOCAL_RANK='2'"):
+        rank_cpus("0;1", "2")
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    out = subprocess.run([sys.executable, "-m", "schedlab.profiling.guard", "--rank-cpus", f"{CORES[0]};{CORES[-1]}",
+                          sys.executable, "-c", show], env=dict(os.environ, LOCAL_RANK="1"),
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str([CORES[-1]])
+
+
+@pytest.mark.skipif(len(CORES) < 2, reason="two CPU devices need two cores")
+def test_the_profiler_runs_a_multi_device_cpu_job_as_the_testbed_does(tmp_path):
+    # one process per device, each pinned to its own set (not both ranks on the union of the sets): the
+    # placement the testbed's launcher gives a multi-device job, so the profile measures what will run
+    import sys
+
+    from schedlab.profiling.execute import Job, launch, read_progress
+
+    spec = {"workload": "bert", "batch": 4, "size": "tiny", "threads": 1, "warmup": 1, "iters": 3, "device": "cpu"}
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    proc = launch(Job([spec], 2), tmp_path / "r.json", tmp_path / "log.txt", env, sys.executable,
+                  cpu_sets=[[CORES[0]], [CORES[1]]])
+    assert proc.wait(timeout=300) == 0, (tmp_path / "log.txt").read_text()[-2000:]
+    (result,) = read_progress(tmp_path / "r.json")["results"]
+    assert result["status"] == "ok" and result["world_size"] == 2 and result["cores"] == [CORES[0]]

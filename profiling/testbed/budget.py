@@ -8,8 +8,10 @@ modelling choice, an implementation detail, or noise). A pure function of those 
   (``node.restart_s``); ``build`` is the part before the model was built (interpreter, imports,
   model), ``first_iteration_extra`` the first iteration's time beyond a modelled one (warm-up);
 - ``speed``: seconds per iteration measured after the first iteration over the model's (the job
-  table's ``duration / iterations``), for jobs that never shared (``exclusive``: load and fit error) and
-  for those that did (``shared``: the ξ the model charged, ``avg_xi``, included);
+  table's ``duration / iterations``), for jobs that never shared (``exclusive``: load and fit error; and
+  apart, ``exclusive_multi_device``: the DDP jobs on several devices, the most sensitive to other load,
+  since a rank held up by any other process holds its partners at the next all-reduce) and for those
+  that did (``shared_over_xi``: the ξ the model charged, ``avg_xi``, included);
 - ``decision_lag``: from a job's end (as its process reported it) to the next start the policy made
   within 2 s of it (the loop's poll and the pass);
 - ``launch_delay``: from a start decision to its processes being launched (earlier actions of the same
@@ -60,15 +62,17 @@ def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restar
         (first if start["attempt"] == 0 else later).append(took)
         build.append(ready["t"] - start["launched"])
         extra.append(done["t"] - ready["t"] - t_iter * (done["done"] - ready["done"]))
-    exclusive, shared = [], []
+    exclusive, multi, shared = [], [], []
     for (job, _), rs in samples.items():
         moving = [r for r in rs if not r.get("ready")]
         if len(moving) < 2 or moving[-1]["done"] == moving[0]["done"]:
             continue
         measured = (moving[-1]["t"] - moving[0]["t"]) / (moving[-1]["done"] - moving[0]["done"])
         ratio = measured / per_iteration[job]
-        (shared if table.loc[job, "shared_s"] > 0 else exclusive).append(
-            ratio / (float(table.loc[job, "avg_xi"]) if table.loc[job, "shared_s"] > 0 else 1.0))
+        if table.loc[job, "shared_s"] > 0:
+            shared.append(ratio / float(table.loc[job, "avg_xi"]))
+        else:
+            (multi if int(table.loc[job, "num_gpus"]) > 1 else exclusive).append(ratio)
     ends = sorted(float(r.get("exited", r["t"])) for r in log.of("end"))
     lags = []
     for start in log.of("start"):
@@ -81,7 +85,8 @@ def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restar
         "restart": {"modelled_s": restart_s, "measured_s": _stats(later), "error_s": _stats(x - restart_s for x in later)},
         "build_s": _stats(build),
         "first_iteration_extra_s": _stats(extra),
-        "speed": {"exclusive": _stats(exclusive), "shared_over_xi": _stats(shared)},
+        "speed": {"exclusive": _stats(exclusive), "exclusive_multi_device": _stats(multi),
+                  "shared_over_xi": _stats(shared)},
         "decision_lag_s": _stats(lags),
         "launch_delay_s": _stats(s["launched"] - s["t"] for s in log.of("start") if "launched" in s),
         "stop_s": _stats(p["stopped"] - p["t"] for p in log.of("preempt") if "stopped" in p),

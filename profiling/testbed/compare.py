@@ -148,13 +148,15 @@ def render(policy: str, comparison: dict[str, Any]) -> str:
                  f" #{apart['occurrence']} (testbed {_t(apart['real_t'])}, replay {_t(apart['replay_t'])})"))
     sources = comparison.get("error_sources")
     if sources:
-        start, speed = sources["startup"], sources["speed"]["exclusive"]
+        start = sources["startup"]
         if start["measured_s"]["n"]:
             lines.append(f"  start-up: measured median {start['measured_s']['median']:.2f} s (p90"
                          f" {start['measured_s']['p90']:.2f}), modelled {start['modelled_s']:.2f} s")
-        if speed["n"]:
-            lines.append(f"  speed: iterations of unshared jobs took {speed['median']:.2f}x the model's (median;"
-                         f" p10-p90 {speed['p10']:.2f}-{speed['p90']:.2f})")
+        for key, what in (("exclusive", "unshared one-device jobs"), ("exclusive_multi_device", "unshared multi-device jobs")):
+            speed = sources["speed"].get(key, {"n": 0})
+            if speed["n"]:
+                lines.append(f"  speed: iterations of {what} took {speed['median']:.2f}x the model's (median;"
+                             f" p10-p90 {speed['p10']:.2f}-{speed['p90']:.2f}, max {speed['max']:.2f}; {speed['n']} jobs)")
     for side in ("real", "replay"):
         problems = comparison["activity_problems"][side]
         if problems:
