@@ -33,6 +33,7 @@ from schedlab.sched.reporting.markdown import text as md
 from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_params, standard_tags
 from schedlab.sched.spec import ExperimentReplay
 from schedlab.tasks import tracking
+from schedlab.tasks.inputs import localised
 from schedlab.tasks.model_tracking import fetcher, lineage
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
@@ -131,7 +132,8 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
         contained = Contained(spec.time_limit_s, "--time-limit, or time_limit_s: in the experiment file")
-        result, cluster = execute(spec, progress.update, fetcher(uri), contained)  # models:/… from the experiment's store
+        # models:/… from the experiment's store; files from the client's copies (tasks/inputs.py)
+        result, cluster = execute(localised(spec), progress.update, fetcher(uri), contained)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
@@ -167,7 +169,7 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         end_lease()
 
 
-def warm_up(uri: str) -> int:
+def warm_up(uri: str | None) -> int:
     """Import what a replay needs, start the fork server its process comes from and open the tracking
     store, so that a fresh worker's first replay does not pay for it (run on every worker while the
     Prefect API starts); quiet the
@@ -184,7 +186,8 @@ def warm_up(uri: str) -> int:
 
     start_fork_server(PRELOAD)  # each replay's process is forked from it (sched/contained.py)
 
-    client(uri)
+    if uri is not None:  # None: a cluster by address, not yet known to see the store (opening creates it)
+        client(uri)
     import logging
 
     logging.getLogger("distributed.worker.state_machine").addFilter(_QuietCancel())
