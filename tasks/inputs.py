@@ -58,19 +58,21 @@ def shipped(replays: list[ExperimentReplay]) -> Iterator[dict[str, int]]:
             dask_client.cancel(list(futures.values()))
 
 
-def localised(replay: ExperimentReplay) -> ExperimentReplay:
-    """``replay`` reading this process's copies of its inputs (see the module's docstring)."""
+def localised(replay: ExperimentReplay) -> tuple[ExperimentReplay, dict[str, str]]:
+    """``replay`` reading this process's copies of its inputs (see the module's docstring), and each copy's
+    path -> the client's path or URL (to say the client's in what the replay reports)."""
     if not replay.inputs:
-        return replay
+        return replay, {}
     try:
         from distributed import get_worker
 
         worker = get_worker()
     except (ImportError, ValueError):  # not on a Dask worker: the client's own process
-        return inputs.map_paths(replay, _client_copy)
-    folder = Path(worker.local_directory) / "schedlab-inputs"
-    copies = {path: _worker_copy(folder, path, sha) for path, sha in replay.inputs.items()}
-    return inputs.map_paths(replay, lambda path: str(copies.get(path, path)))
+        copies = {path: _client_copy(path) for path in replay.inputs}
+    else:
+        folder = Path(worker.local_directory) / "schedlab-inputs"
+        copies = {path: str(_worker_copy(folder, path, sha)) for path, sha in replay.inputs.items()}
+    return inputs.map_paths(replay, lambda path: copies.get(path, path)), {v: k for k, v in copies.items() if v != k}
 
 
 def _worker_copy(folder: Path, path: str, sha: str) -> Path:
@@ -97,3 +99,10 @@ def _client_copy(path: str) -> str:
     from schedlab import settings
 
     return str(inputs.write(inputs.read(path), settings.Settings.from_env().home / "inputs"))
+
+
+def client_names(text: str, names: dict[str, str]) -> str:
+    """``text`` with each copy's path (``names``: copy -> the client's) written as the client's."""
+    for copy, path in names.items():
+        text = text.replace(copy, path)
+    return text

@@ -32,8 +32,7 @@ from schedlab.sched.watchdog import thread_lock_for_progress_bars
 from schedlab.sched.reporting.markdown import text as md
 from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_params, standard_tags
 from schedlab.sched.spec import ExperimentReplay
-from schedlab.tasks import tracking
-from schedlab.tasks.inputs import localised
+from schedlab.tasks import inputs, tracking
 from schedlab.tasks.model_tracking import fetcher, lineage
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
@@ -133,14 +132,15 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         started = time.perf_counter()
         contained = Contained(spec.time_limit_s, "--time-limit, or time_limit_s: in the experiment file")
         # models:/… from the experiment's store; files from the client's copies (tasks/inputs.py)
-        result, cluster = execute(localised(spec), progress.update, fetcher(uri), contained)
+        local, names = inputs.localised(spec)
+        result, cluster = execute(local, progress.update, fetcher(uri), contained)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
         gpus = cluster.training_pool.servers * cluster.training_pool.gpus_per_server
         metrics = {**run_metrics(summary), **applied_metrics(result),
                    **{k: v for k, v in fairness(result.jobs, gpus).items() if math.isfinite(v)}}
-        unused = result.unused  # a model or option that changed nothing (sched/results/applied.py)
+        unused = [inputs.client_names(m, names) for m in result.unused]  # what changed nothing (sched/results/applied.py)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                                      tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
