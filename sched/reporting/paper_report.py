@@ -21,7 +21,6 @@ seed means; their ± is the std of the per-seed ratios.
 
 from __future__ import annotations
 
-import base64
 import html
 import math
 from dataclasses import dataclass, field
@@ -33,9 +32,12 @@ import numpy as np
 import pandas as pd
 
 from schedlab import settings
-from schedlab.sched.reporting import plots
+from schedlab.sched.reporting import paper_figures, paper_paired
 from schedlab.sched.reporting.mlflow_view import run_url
-from schedlab.sched.reporting.paper_tables import HOUR, RowOrder, compare, paper_tables, tables_for_experiment
+from schedlab.sched.reporting.paired import Paired
+from schedlab.sched.reporting.paper_paired import Unit
+from schedlab.sched.reporting.paper_tables import (
+    HOUR, RATIO_METRICS, RowOrder, compare, paper_tables, tables_for_experiment)
 
 #: ours / paper within 1 ± BAND counts as reproduced
 BAND = 0.30
@@ -49,6 +51,7 @@ th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;vertical-align:top}
 th{background:#f3f3f3;text-align:left;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.first td{border-top:2px solid #bbb}td.row{font-weight:600;white-space:nowrap}
 .ok{color:#11692b;font-weight:600;white-space:nowrap}.miss{color:#b3261e;font-weight:600;white-space:nowrap}.na{color:#888}
+td.pair{font-size:12px;white-space:nowrap}ol.causes li{max-width:1100px;margin:.3em 0}
 td.cause{max-width:520px;font-size:12px;color:#333}.detail{font-weight:400;color:#555;font-size:12px}td.last{color:#777}code{font-size:.9em}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.85em;color:#555;max-width:1100px}
 .summary td{white-space:nowrap}
@@ -79,6 +82,12 @@ class ConfigResult:
     parent_run_id: str | None
     replays: list[Replay]
     labels: list[str]
+    baseline: str | None = None  # the config's baseline label (None: its first label)
+    paired_method: str = "t"  # the config's ``paired_interval``: t or bootstrap
+
+    @property
+    def baseline_label(self) -> str:
+        return self.baseline or self.labels[0]
 
     @classmethod
     def collect(cls, config: Any, specs: list[Any], jobs: dict[str, pd.DataFrame], run_ids: dict[str, str],
@@ -87,12 +96,15 @@ class ConfigResult:
         replays = [Replay(s.label, s.seed, s.load, s.trace, s.cluster, run_ids[s.key], jobs[s.key])
                    for s in specs if s.key in jobs]
         return cls(config.name, config.description or "", list(config.seeds), experiment_id, parent_run_id,
-                   replays, list(dict.fromkeys(s.label for s in specs)))
+                   replays, list(dict.fromkeys(s.label for s in specs)), config.baseline_label,
+                   config.paired_interval)
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One compared number: a (row, column) of a paper table, ours over the seeds that have it."""
+    """One compared number: a (row, column) of a paper table, ours over the replay units (trace,
+    cluster, seed) that have it; the baseline row's values on the same column (``classes`` tables), the
+    paired comparison with the baseline, and the value ``measured:`` last recorded with its seeds."""
 
     row: str
     column: str
@@ -102,6 +114,12 @@ class Cell:
     seeds: int
     last: float | None
     cause: str | None
+    last_seeds: int | None = None
+    base_paper: float = math.nan
+    base_ours: float = math.nan
+    vs_baseline: Paired | None = None
+    units: dict[Unit, float] = field(default_factory=dict, repr=False, compare=False)
+    base_units: dict[Unit, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ratio(self) -> float:
@@ -113,6 +131,25 @@ class Cell:
         """|ours / paper - 1| <= BAND; None when there is no ratio (not replayed, paper 0 or NA)."""
         return None if math.isnan(self.ratio) else abs(self.ratio - 1) <= BAND + 1e-12
 
+    @property
+    def paper_vs_base(self) -> float:
+        """The paper's value over its baseline row's (NaN without one)."""
+        return _over(self.paper, self.base_paper)
+
+    @property
+    def ours_vs_base(self) -> float:
+        """Ours (mean over units) over the baseline's mean on the same units, as the paired difference
+        reads it: 1 + mean difference / baseline mean."""
+        both = [u for u in self.units if u in self.base_units]
+        if self.vs_baseline is None or not both:
+            return _over(self.ours, self.base_ours)
+        base = float(np.mean([self.base_units[u] for u in both]))
+        return _over(base + self.vs_baseline.mean, base)
+
+
+def _over(value: float, base: float) -> float:
+    return value / base if math.isfinite(value) and math.isfinite(base) and base > 0 else math.nan
+
 
 def _metrics(frame: pd.DataFrame) -> list[str]:
     """The compared columns of a :func:`compare` table: each ``<m> ours`` with a ``<m> paper``."""
@@ -120,14 +157,17 @@ def _metrics(frame: pd.DataFrame) -> list[str]:
             if c.endswith(" ours") and f"{c.removesuffix(' ours')} paper" in frame.columns]
 
 
-def _last_recorded(spec: dict, experiment: str, row: str, metric: str) -> float | None:
-    """The value ``measured:`` last recorded for this cell (not this run's), when tables.yaml has one."""
+def _last_recorded(spec: dict, experiment: str, row: str, metric: str) -> tuple[float | None, int | None]:
+    """The value ``measured:`` last recorded for this cell (not this run's), when tables.yaml has one,
+    and the seeds it is a mean of (``measured.<config>.seeds``, or the table's ``measured_seeds``)."""
     measured = spec.get("measured") or {}
     kind = spec.get("kind", "classes")
     columns = list(spec.get("columns") or [])
+    seeds = spec.get("measured_seeds")
     try:
         if kind == "classes":
             value = measured[experiment]["rows"][row][columns.index(metric)]
+            seeds = measured[experiment].get("seeds")
         elif kind == "ratios":
             value = measured[row] if metric == "ratio" else None
         elif kind == "schemes":
@@ -135,8 +175,8 @@ def _last_recorded(spec: dict, experiment: str, row: str, metric: str) -> float 
         else:
             value = None
     except (KeyError, ValueError, IndexError, TypeError):
-        return None
-    return None if value is None else float(value)
+        return None, None
+    return (None, None) if value is None else (float(value), seeds)
 
 
 def _cause(spec: dict, row: str, metric: str) -> str | None:
@@ -144,40 +184,77 @@ def _cause(spec: dict, row: str, metric: str) -> str | None:
     return causes.get(f"{row}/{metric}") or causes.get(row)
 
 
+def _lower_is_better(spec: dict, row: str, metric: str) -> bool:
+    """The direction of a compared number: times, counts of preemptions lower; GPU usage and deadlines
+    met higher."""
+    if spec.get("kind") == "ratios":
+        return RATIO_METRICS[spec["rows"][row]["metric"]]
+    return not metric.startswith("usage")
+
+
+def unit_tables(table_name: str, replays: list[Replay]) -> dict[Unit, pd.DataFrame]:
+    """The flow's table (:func:`compare`) of each replay unit (trace, cluster, seed) alone."""
+    units: dict[Unit, dict[str, list[pd.DataFrame]]] = {}
+    for r in replays:
+        units.setdefault((r.trace, r.cluster, r.seed), {}).setdefault(r.label, []).append(r.jobs)
+    return {unit: compare(table_name, by_label) for unit, by_label in sorted(units.items())}
+
+
+def _values(units: dict[Unit, pd.DataFrame], row: str, column: str) -> dict[Unit, float]:
+    out = {}
+    for unit, table in units.items():
+        if row in table.index and column in table.columns:
+            value = float(table.loc[row, column])
+            if not math.isnan(value):
+                out[unit] = value
+    return out
+
+
 def table_cells(table_name: str, result: ConfigResult) -> list[Cell]:
     """The cells of the flow's paper-vs-ours table for ``result`` (all seeds pooled, as in
-    ``reproduce.md``), each with the std over seeds (the same :func:`compare` on each seed's replays alone)."""
+    ``reproduce.md``), each with the std over replay units (the same :func:`compare` on each unit's
+    replays alone) and its paired comparison with the baseline: the config's baseline row on the same
+    column (``classes``, ``schemes`` tables), the row's own baseline on its metric (``ratios``)."""
     spec = paper_tables()[table_name]
     at_load = [r for r in result.replays if math.isclose(r.load, float(spec["load"]))]
-
-    def jobs_by_label(replays: list[Replay]) -> dict[str, list[pd.DataFrame]]:
-        out: dict[str, list[pd.DataFrame]] = {}
-        for r in replays:
-            out.setdefault(r.label, []).append(r.jobs)
-        return out
-
-    pooled = compare(table_name, jobs_by_label(at_load))
-    per_seed = [compare(table_name, jobs_by_label([r for r in at_load if r.seed == seed]))
-                for seed in sorted({r.seed for r in at_load})]
+    by_label: dict[str, list[pd.DataFrame]] = {}
+    for r in at_load:
+        by_label.setdefault(r.label, []).append(r.jobs)
+    pooled = compare(table_name, by_label)
+    units = unit_tables(table_name, at_load)
+    kind = spec.get("kind", "classes")
+    base = spec.get("baseline", result.baseline_label) if kind == "schemes" else result.baseline_label
     cells = []
     for row in pooled.index:
         for metric in _metrics(pooled):
             paper, ours = float(pooled.loc[row, f"{metric} paper"]), float(pooled.loc[row, f"{metric} ours"])
             if math.isnan(paper) and math.isnan(ours):
                 continue
-            values = [float(t.loc[row, f"{metric} ours"]) for t in per_seed if row in t.index]
-            values = [v for v in values if not math.isnan(v)]
-            std = float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
-            cells.append(Cell(str(row), metric, paper, ours, std, len(values),
-                              _last_recorded(spec, result.name, str(row), metric), _cause(spec, str(row), metric)))
+            values = _values(units, str(row), f"{metric} ours")
+            std = float(np.std(list(values.values()), ddof=1)) if len(values) > 1 else math.nan
+            higher = not _lower_is_better(spec, str(row), metric)
+            base_paper = base_ours = math.nan
+            vs, base_units = None, {}
+            if kind == "ratios":
+                meta = spec["rows"][row]
+                vs = paper_paired.pair(_values(units, str(row), "policy ours"), _values(units, str(row), "baseline ours"),
+                                       meta["baseline"], higher, result.paired_method)
+            elif " vs " not in metric and base in pooled.index:
+                base_units = _values(units, base, f"{metric} ours")
+                base_ours = float(pooled.loc[base, f"{metric} ours"])
+                base_paper = float(pooled.loc[base, f"{metric} paper"]) if kind == "classes" else math.nan
+                if str(row) != base:
+                    vs = paper_paired.pair(values, base_units, base, higher, result.paired_method)
+            last, last_seeds = _last_recorded(spec, result.name, str(row), metric)
+            cells.append(Cell(str(row), metric, paper, ours, std, len(values), last, _cause(spec, str(row), metric),
+                              last_seeds, base_paper, base_ours, vs, values, base_units))
     return cells
 
 
 def load_sweep(result: ConfigResult) -> dict[tuple[str, str], pd.DataFrame]:
     """(trace, cluster) -> average JCT (hours) per label and load: columns ``mean``, ``std`` (sample,
     over seeds) and ``seeds``, from each replay's job table."""
-    rows = pd.DataFrame([{"trace": r.trace, "cluster": r.cluster, "label": r.label, "load": r.load,
-                          "seed": r.seed, "jct_h": float(r.jobs["jct_s"].mean()) / HOUR} for r in result.replays])
+    rows = _replay_jct(result)
     out = {}
     if rows.empty:
         return out
@@ -187,65 +264,35 @@ def load_sweep(result: ConfigResult) -> dict[tuple[str, str], pd.DataFrame]:
     return out
 
 
-# ---- plots ------------------------------------------------------------------------------------------
-
-def _png(fig: Any) -> str:
-    """The figure inlined: :func:`plots.figure_png` (the comparison page's PNG) as base64."""
-    return base64.b64encode(plots.figure_png(fig)).decode()
-
-
-def sweep_plot(stats: pd.DataFrame, labels: list[str], figure: str | None, points: dict | None) -> str:
-    """Average JCT by load (mean ± std over seeds) per label, the paper's points (hollow markers) when
-    it prints them, else a note saying that it does not; a PNG as base64."""
-    fig = plots._figure(7.6, 4.4)
-    ax = fig.add_subplot(111)
-    shown = [label for label in labels if label in stats.index.get_level_values("label")]
-    styles = plots.policy_styles(shown)
-    for label in shown:
-        part = stats.loc[label].sort_index()
-        style = styles[label]
-        ax.errorbar(part.index, part["mean"], yerr=part["std"].fillna(0), label=label, color=style["color"],
-                    linestyle=style["linestyle"], marker=style["marker"], markersize=5, capsize=3, linewidth=1.5)
-        for load, value in ((points or {}).get(label) or {}).items():
-            ax.plot([float(load)], [float(value)], marker=style["marker"], markersize=9, markerfacecolor="none",
-                    markeredgecolor=style["color"], markeredgewidth=1.8, linestyle="none")
-    ax.set_xlabel("load factor (x the trace's submissions)")
-    ax.set_ylabel("average JCT (hours)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, ncol=2, loc="upper left")
-    if figure:
-        note = ("paper's points: hollow markers" if points else
-                "the paper prints no numbers for this figure: no paper points overlaid")
-        ax.set_title(f"ours (mean ± std over seeds) vs {figure}\n{note}", fontsize=9)
-    else:
-        ax.set_title("ours: mean ± std over seeds (no paper figure for this config)", fontsize=9)
-    return _png(fig)
+def _replay_jct(result: ConfigResult) -> pd.DataFrame:
+    """One row per replay: its coordinates and average JCT in hours."""
+    return pd.DataFrame([{"trace": r.trace, "cluster": r.cluster, "label": r.label, "load": r.load,
+                          "seed": r.seed, "jct_h": float(r.jobs["jct_s"].mean()) / HOUR} for r in result.replays])
 
 
-def ratio_bars(cells: list[Cell], title: str) -> str:
-    """The paper's ratio beside ours (± std over seeds) per row of a ``kind: ratios`` table, with the
-    ±30 % band around the paper's; a PNG as base64."""
-    cells = [c for c in cells if c.column == "ratio"]
-    fig = plots._figure(max(6.0, 0.75 * len(cells) + 2), 4.2)
-    ax = fig.add_subplot(111)
-    x = np.arange(len(cells))
-    paper = [c.paper for c in cells]
-    ours = [c.ours for c in cells]
-    # bars from 1 (parity with the baseline): their length is the gain the paper claims
-    ax.bar(x - 0.2, [p - 1 for p in paper], 0.4, bottom=1.0, label="paper", color="#9e9e9e", edgecolor="#333")
-    ax.bar(x + 0.2, [o - 1 for o in ours], 0.4, bottom=1.0, yerr=[0 if math.isnan(c.std) else c.std for c in cells],
-           capsize=3, label="ours (mean, ± std over seeds)", color="#1f77b4", edgecolor="#333")
-    for i, p in enumerate(paper):
-        ax.plot([i - 0.4, i + 0.4], [p * (1 - BAND)] * 2, color="#b3261e", linewidth=0.8, linestyle=":")
-        ax.plot([i - 0.4, i + 0.4], [p * (1 + BAND)] * 2, color="#b3261e", linewidth=0.8, linestyle=":")
-    ax.axhline(1.0, color="#000", linewidth=0.8)
-    ax.set_xticks(x, [c.row for c in cells], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("ratio vs the baseline (>1: better)")
-    ax.set_title(f"{title}: paper vs ours (dotted: paper ±{BAND:.0%})", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.subplots_adjust(bottom=0.25)
-    return _png(fig)
+def baseline_bars(result: ConfigResult, trace: str, cluster: str, load: float,
+                  paper: dict[str, float] | None = None) -> list[paper_figures.Bar]:
+    """Each label's average JCT over the baseline's at ``load`` on one set-up, paired over seeds (the
+    ratio is 1 + mean difference / the baseline's mean on the seeds both have; the interval likewise),
+    with ``paper``'s ratio where given."""
+    rows = _replay_jct(result)
+    rows = rows[(rows["trace"] == trace) & (rows["cluster"] == cluster) & np.isclose(rows["load"], load)]
+    values = {label: {(trace, cluster, int(s)): float(v) for s, v in zip(part["seed"], part["jct_h"])}
+              for label, part in rows.groupby("label")}
+    base = result.baseline_label
+    bars = []
+    for label in result.labels:
+        if label not in values or base not in values:
+            continue
+        both = [u for u in values[label] if u in values[base]]
+        if not both:
+            continue
+        base_mean = float(np.mean([values[base][u] for u in both]))
+        p = paper_paired.pair(values[label], values[base], base, False, result.paired_method)
+        scale = (lambda v: 1 + v / base_mean) if base_mean > 0 else (lambda v: math.nan)  # noqa: E731
+        bars.append(paper_figures.Bar(label, scale(p.mean), scale(p.low), scale(p.high), p.seeds,
+                                      (paper or {}).get(label, math.nan), p))
+    return bars
 
 
 # ---- HTML -------------------------------------------------------------------------------------------
@@ -300,14 +347,52 @@ def _run_list(result: ConfigResult, uri: str) -> str:
             "</th></tr></thead><tbody>" + "".join(items) + "</tbody></table></details>")
 
 
-def _cells_table(cells: list[Cell], spec: dict, unit: str) -> str:
+class Causes:
+    """The measured causes of a page, each printed once (numbered, at the page's end) and referenced by
+    number from every cell it explains (tables.yaml anchors one text to many cells)."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+
+    def ref(self, text: str) -> str:
+        number = self.numbers.setdefault(text, len(self.numbers) + 1)
+        return f"<a href='#cause-{number}'>[{number}]</a>"
+
+    def section(self) -> str:
+        if not self.numbers:
+            return ""
+        items = "".join(f"<li id='cause-{n}'>{html.escape(text)}</li>" for text, n in self.numbers.items())
+        return ("<h2>Measured causes of misses</h2><p class='meta'>From <code>conf/papers/tables.yaml</code>"
+                " (<code>causes:</code>); each is printed once and referenced by its number from the cells it"
+                f" explains.</p><ol class='causes'>{items}</ol>")
+
+
+def _paired_unit(spec: dict, row: str, metric: str) -> str:
+    if spec.get("kind") == "ratios":
+        return "jobs" if spec["rows"][row]["metric"] == "deadline_met" else "h"
+    if spec.get("kind") == "schemes":
+        return "s" if metric.endswith("_s") else ""
+    return "h"
+
+
+def _last(cell: Cell) -> str:
+    if cell.last is None:
+        return "—"
+    return f"{_num(cell.last)} ({cell.last_seeds} seeds)" if cell.last_seeds else f"{_num(cell.last)} (seeds not recorded)"
+
+
+def _cells_table(cells: list[Cell], spec: dict, unit: str, causes: Causes, baseline: str) -> str:
     rows_meta = spec.get("rows") or {}
     gains = spec.get("kind") == "ratios"
+    classes = spec.get("kind", "classes") == "classes"
+    vs = "the row's baseline" if gains else html.escape(spec.get("baseline", baseline) if spec.get("kind") == "schemes"
+                                                         else baseline)
     out = [f"<table><thead><tr><th>row</th><th>column</th><th>paper</th><th>ours: mean ± std ({unit})</th>"
            "<th>seeds</th><th>ours / paper</th><th>±30 %</th>" + ("<th>gain: paper / ours</th>" if gains else "")
-           + "<th>measured cause of the miss (tables.yaml"
-           " <code>causes:</code>)</th><th>last recorded (tables.yaml <code>measured:</code>, not this run)</th>"
-           "</tr></thead><tbody>"]
+           + (f"<th>÷ {vs}: paper / ours</th>" if classes else "")
+           + f"<th>paired vs {vs}: ours − {vs}, 95 % interval, wins / seeds, verdict</th>"
+           "<th>measured cause of the miss (numbered below)</th>"
+           "<th>last recorded (tables.yaml <code>measured:</code>, not this run; its seeds)</th></tr></thead><tbody>"]
     previous = None
     for cell in cells:
         first = cell.row != previous
@@ -320,17 +405,20 @@ def _cells_table(cells: list[Cell], spec: dict, unit: str) -> str:
         ours = "not replayed" if math.isnan(cell.ours) else _mean_std(cell.ours, cell.std)
         if cell.cause and cell.within is not False:  # recorded for a miss that this run does not show
             cause = f"<span class='na'>{'within' if cell.within else 'not compared'} here; recorded:" \
-                    f" {html.escape(cell.cause)}</span>"
+                    f" {causes.ref(cell.cause)}</span>"
         elif cell.within is False:
-            cause = html.escape(cell.cause) if cell.cause else "<span class='na'>no measured cause recorded</span>"
+            cause = causes.ref(cell.cause) if cell.cause else "<span class='na'>no measured cause recorded</span>"
         else:
             cause = ""
+        base = (f"<td class='n'>{_num(cell.paper_vs_base)} / {_num(cell.ours_vs_base)}</td>" if classes else "")
+        pair = paper_paired.cell(cell.vs_baseline, _paired_unit(spec, cell.row, cell.column))
         out.append(f"<tr class='{'first' if first else ''}' data-row='{html.escape(cell.row)}'"
                    f" data-column='{html.escape(cell.column)}'><td class='row'>{html.escape(cell.row) if first else ''}"
                    f"{detail if first else ''}</td><td>{html.escape(cell.column)}</td>"
                    f"<td class='n'>{_num(cell.paper)}</td><td class='n'>{ours}</td><td class='n'>{cell.seeds}</td>"
-                   f"<td class='n'>{_num(cell.ratio)}</td><td>{_mark(cell)}</td>{_gain(cell) if gains else ''}"
-                   f"<td class='cause'>{cause}</td><td class='n last'>{_num(cell.last)}</td></tr>")
+                   f"<td class='n'>{_num(cell.ratio)}</td><td>{_mark(cell)}</td>{_gain(cell) if gains else ''}{base}"
+                   f"<td class='pair'>{html.escape(pair)}</td>"
+                   f"<td class='cause'>{cause}</td><td class='n last'>{_last(cell)}</td></tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -352,9 +440,10 @@ def _calibration(spec: dict, experiment: str | None = None) -> str:
             f"</th><th>how</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def _order(cells: list[Cell], spec: dict) -> str:
+def _order(cells: list[Cell], spec: dict, method: str) -> str:
     """The rows' order on the table's first column (``classes`` tables: average JCT of all jobs), the
-    paper's beside ours, and the longest run of rows kept in the paper's order."""
+    paper's beside ours, ours with each adjacent pair marked separated (``<``) or not (``≈``) at 95 %,
+    paired over seeds, and the longest run of rows kept in the paper's order."""
     if spec.get("kind", "classes") != "classes":
         return ""
     column = spec["columns"][0]
@@ -362,10 +451,11 @@ def _order(cells: list[Cell], spec: dict) -> str:
     order = RowOrder.of({c.row: c.paper for c in first}, {c.row: c.ours for c in first})
     if len(order.paper) < 2:
         return ""
-    chain = lambda rows: " &lt; ".join(html.escape(r) for r in rows)  # noqa: E731
-    return (f"<p class='meta'><b>Order</b> on {html.escape(column)}, lowest first: paper {chain(order.paper)};"
-            f" ours {chain(order.ours)}. Longest run in the paper's order: {chain(order.kept)}"
-            f" (<b>{len(order.kept)} of {len(order.paper)}</b> rows).</p>")
+    plain = lambda rows: " &lt; ".join(html.escape(r) for r in rows)  # noqa: E731
+    ours, pairs = paper_paired.chain(order.ours, {c.row: c.units for c in first}, method)
+    return (f"<p class='meta'><b>Order</b> on {html.escape(column)}, lowest first: paper {plain(order.paper)};"
+            f" ours {ours} ({paper_paired.chain_note(pairs, method)}). Longest run in the paper's order:"
+            f" {plain(order.kept)} (<b>{len(order.kept)} of {len(order.paper)}</b> rows).</p>")
 
 
 def _unit(spec: dict) -> str:
@@ -390,28 +480,77 @@ class Summary:
                    sum(c.within is False and c.cause is not None for c in judged), len(cells) - len(judged))
 
 
-def _sweep_section(result: ConfigResult, spec: dict | None) -> list[str]:
+def _paper_ratios(spec: dict | None, baseline: str, load: float) -> dict[str, float]:
+    """The paper's average JCT over its baseline row's (a ``classes`` table's first column) at the table's
+    load; empty for other tables and loads."""
+    if not spec or spec.get("kind", "classes") != "classes" or not math.isclose(load, float(spec["load"])):
+        return {}
+    rows = spec["rows"]
+    if baseline not in rows or not rows[baseline][0]:
+        return {}
+    return {label: row[0] / rows[baseline][0] for label, row in rows.items()}
+
+
+def _bars_section(result: ConfigResult, trace: str, cluster: str, load: float, spec: dict | None) -> list[str]:
+    """A set-up's bar chart at one load (average JCT over the baseline's, paired) and its table."""
+    base = result.baseline_label
+    bars = baseline_bars(result, trace, cluster, load, _paper_ratios(spec, base, load))
+    if len(bars) < 2:
+        return []
+    method = paper_paired.METHOD_NAMES[result.paired_method]
+    title = f"{result.name} at load {load:g} ({trace} / {cluster}): average JCT over {base}'s"
+    png = paper_figures.baseline_bars(bars, base, title)
+    with_paper = any(math.isfinite(b.paper) for b in bars)
+    caption = (f"{html.escape(result.name)}, trace {html.escape(trace)}, cluster {html.escape(cluster)}, load"
+               f" {load:g}: each policy's average JCT over {html.escape(base)}'s, paired over the seeds both have"
+               f" (n under each bar): the bar is 1 + the mean paired difference / {html.escape(base)}'s mean, the"
+               f" whisker the 95 % interval of that difference ({method}) on the same scale"
+               + ("; grey: the paper's ratio on its first column." if with_paper else
+                  "; the paper prints no such ratio for this set-up."))
+    rows = "".join(
+        f"<tr><td>{html.escape(b.label)}</td><td class='n'>{_num(b.paper)}</td><td class='n'>{_num(b.ours)}"
+        + (f" [{_num(b.low)}, {_num(b.high)}]" if math.isfinite(b.low) else "")
+        + f"</td><td>{html.escape(paper_paired.cell(b.paired, 'h'))}</td></tr>"
+        for b in bars if b.label != base)
+    return [f"<figure><img alt='baseline bars' src='data:image/png;base64,{png}'><figcaption>{caption}"
+            "</figcaption></figure>",
+            f"<table><thead><tr><th>policy</th><th>paper ÷ {html.escape(base)}</th><th>ours ÷ {html.escape(base)}"
+            f" [95 %]</th><th>paired: average JCT − {html.escape(base)}'s, 95 % interval, wins / seeds, verdict"
+            f"</th></tr></thead><tbody>{rows}</tbody></table>"]
+
+
+def _setup_section(result: ConfigResult, spec: dict | None) -> list[str]:
+    """A figure for every set-up (trace, cluster) of the config: the load sweep where it has two loads
+    or more, and the bar chart over the baseline at the paper table's load (or at its one load)."""
     sweep = (spec or {}).get("load_sweep") or {}
     out = []
     for (trace, cluster), stats in load_sweep(result).items():
-        if len(stats.index.get_level_values("load").unique()) < 2:
-            continue
-        png = sweep_plot(stats, result.labels, sweep.get("figure"), sweep.get("points"))
-        caption = (f"{html.escape(result.name)}: average JCT by load factor on trace {html.escape(trace)}, cluster"
-                   f" {html.escape(cluster)}; ours = mean ± sample std over seeds of each replay's average JCT.")
-        if sweep and not sweep.get("points"):
-            caption += f" {html.escape(sweep['figure'])}: the paper prints no numbers, so none are overlaid."
-        wide = stats["mean"].unstack("load")
-        spread = stats["std"].unstack("load")
-        head = "".join(f"<th>load {load:g}</th>" for load in wide.columns)
-        body = "".join("<tr><td>" + html.escape(label) + "</td>" + "".join(
-            f"<td class='n'>{_mean_std(wide.loc[label, load], spread.loc[label, load])}</td>"
-            for load in wide.columns) + "</tr>" for label in result.labels if label in wide.index)
-        out += [f"<figure><img alt='load sweep' src='data:image/png;base64,{png}'><figcaption>{caption}"
-                "</figcaption></figure>",
-                f"<table><thead><tr><th>average JCT (h), mean ± std</th>{head}</tr></thead>"
-                f"<tbody>{body}</tbody></table>"]
+        loads = sorted(stats.index.get_level_values("load").unique())
+        if len(loads) >= 2:
+            png = paper_figures.sweep_plot(stats, result.labels, sweep.get("figure"), sweep.get("points"))
+            caption = (f"{html.escape(result.name)}: average JCT by load factor on trace {html.escape(trace)}, cluster"
+                       f" {html.escape(cluster)}; ours = mean ± sample std over seeds of each replay's average JCT.")
+            if sweep and not sweep.get("points"):
+                caption += f" {html.escape(sweep['figure'])}: the paper prints no numbers, so none are overlaid."
+            wide, spread, seeds = (stats[c].unstack("load") for c in ("mean", "std", "seeds"))
+            head = "".join(f"<th>load {load:g}</th>" for load in wide.columns)
+            body = "".join("<tr><td>" + html.escape(label) + "</td>" + "".join(
+                f"<td class='n'>{_mean_std(wide.loc[label, load], spread.loc[label, load])}"
+                f" <span class='detail'>({_seeds(seeds.loc[label, load])})</span></td>"
+                for load in wide.columns) + "</tr>" for label in result.labels if label in wide.index)
+            out += [f"<figure><img alt='load sweep' src='data:image/png;base64,{png}'><figcaption>{caption}"
+                    "</figcaption></figure>",
+                    f"<table><thead><tr><th>average JCT (h), mean ± std (seeds)</th>{head}</tr></thead>"
+                    f"<tbody>{body}</tbody></table>"]
+        at_table = [load for load in loads if spec and math.isclose(load, float(spec["load"]))]
+        at = at_table[0] if at_table else loads[0] if len(loads) == 1 else None
+        if at is not None:
+            out += _bars_section(result, trace, cluster, at, spec)
     return out
+
+
+def _seeds(count: float) -> str:
+    return "not replayed" if not count or math.isnan(count) else f"{int(count)} seed{'s' if count != 1 else ''}"
 
 
 def table_page(table_name: str, results: list[ConfigResult], uri: str,
@@ -421,6 +560,7 @@ def table_page(table_name: str, results: list[ConfigResult], uri: str,
     body = [*header, f"<h1>{html.escape(table_name)} ({html.escape(spec.get('kind', 'classes'))}), load"
             f" {spec['load']}</h1>", _calibration(spec)]
     summary: dict[str, Summary] = {}
+    causes = Causes()
     for result in results:
         cells = table_cells(table_name, result)
         s = summary[result.name] = Summary.of(cells)
@@ -429,18 +569,21 @@ def table_page(table_name: str, results: list[ConfigResult], uri: str,
                  f"<p class='meta'>Seeds {result.seeds}{parent}: {s.within} of {s.judged} compared numbers within"
                  f" ±{BAND:.0%} of the paper's; {s.judged - s.within} misses, {s.explained} of them with a measured"
                  f" cause recorded ({s.not_compared} not compared: not replayed, or the paper's value is 0 or"
-                 " NA).</p>", _order(cells, spec), _calibration(spec, result.name),
-                 _cells_table(cells, spec, _unit(spec))]
+                 " NA).</p>", _order(cells, spec, result.paired_method), _calibration(spec, result.name),
+                 _cells_table(cells, spec, _unit(spec), causes, result.baseline_label)]
         if spec.get("kind") == "ratios":
             body.append(f"<p class='meta'>A ratio within ±{BAND:.0%} can still fall short of the paper's gain: the"
                         " column <i>gain</i> gives ratio − 1, the paper's and ours (the bars below start at 1).</p>")
         if spec.get("kind") == "ratios" and any(not math.isnan(c.ours) for c in cells):
-            png = ratio_bars(cells, table_name)
+            shown = [c for c in cells if c.column == "ratio"]
+            png = paper_figures.ratio_bars([c.row for c in shown], [c.paper for c in shown], [c.ours for c in shown],
+                                           [c.std for c in shown], [c.seeds for c in shown], table_name, BAND)
             body.append(f"<figure><img alt='ratios' src='data:image/png;base64,{png}'><figcaption>"
                         f"{html.escape(table_name)}: the paper's ratios (grey) and ours (blue, seed means; whisker ±"
-                        " std of the per-seed ratios).</figcaption></figure>")
-        body += _sweep_section(result, spec)
+                        " std of the per-seed ratios; the seeds of each in the table above).</figcaption></figure>")
+        body += _setup_section(result, spec)
         body.append(_run_list(result, uri))
+    body.append(causes.section())
     return _page(table_name, body), summary
 
 
@@ -464,8 +607,7 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
         path.write_text(text)
         pages.append(path)
         figure = (paper_tables()[name].get("load_sweep") or {}).get("figure") or "average JCT by load"
-        sweep = ", ".join(what for alt, what in (("load sweep", figure), ("ratios", "the ratios, paper vs ours"))
-                          if f"alt='{alt}'" in text)
+        sweep = _plots_on(text, figure)
         for config, s in summary.items():
             links.append(f"<tr><td><a href='{path.name}'>{html.escape(name)}</a></td><td>{html.escape(config)}</td>"
                          f"<td class='n'>{s.within} / {s.judged}</td><td class='n'>{s.judged - s.within}</td>"
@@ -475,12 +617,13 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
         if any(result in compared for compared in by_table.values()):
             continue
         path = out / f"{settings.path_name(result.name)}-load-sweep.html"
-        path.write_text(_page(result.name, [*header, f"<h1>{html.escape(result.name)}: load sweep</h1>",
-                                            *_sweep_section(result, None), _run_list(result, tracking_uri)]))
+        text = _page(result.name, [*header, f"<h1>{html.escape(result.name)}: average JCT by set-up</h1>",
+                                   *_setup_section(result, None), _run_list(result, tracking_uri)])
+        path.write_text(text)
         pages.append(path)
-        links.append(f"<tr><td><a href='{path.name}'>{html.escape(result.name)} load sweep</a></td>"
-                     f"<td>{html.escape(result.name)}</td><td colspan='4'>no paper table</td><td>average JCT by load"
-                     "</td></tr>")
+        links.append(f"<tr><td><a href='{path.name}'>{html.escape(result.name)} by set-up</a></td>"
+                     f"<td>{html.escape(result.name)}</td><td colspan='4'>no paper table</td>"
+                     f"<td>{html.escape(_plots_on(text, 'average JCT by load'))}</td></tr>")
     configs = "".join(
         f"<li><code>{html.escape(r.name)}</code>: seeds {r.seeds}, {len(r.replays)} finished replays, comparison"
         f" run <code>{r.parent_run_id or '—'}</code> (MLflow experiment id {r.experiment_id})</li>" for r in results)
@@ -490,9 +633,14 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
              f" of this invocation (each page lists them); the parent run is <code>{parent_run_id}</code> in"
              f" experiment <code>reproduce</code> (<a href='{html.escape(parent_link)}'>"
              f"MLflow</a>), tracking store <code>{html.escape(tracking_uri)}</code>, code version"
-             f" <code>{html.escape(code_version)}</code>. Ours = mean ± sample std over seeds; a number is"
-             f" <b>within</b> when ours / paper is within 1 ± {BAND:.0%}. Values under \"last recorded\" are"
-             " <code>conf/papers/tables.yaml</code>'s <code>measured:</code> blocks, shown for drift only.</p>",
+             f" <code>{html.escape(code_version)}</code>. Ours = mean ± sample std over seeds (their number beside"
+             f" every mean); a number is <b>within</b> when ours / paper is within 1 ± {BAND:.0%}. Policies are"
+             " compared <b>paired</b> over seeds (each seed replays the same trace under every policy): the mean"
+             " difference, its 95 % interval (Student t, or the bootstrap where a config sets"
+             " <code>paired_interval: bootstrap</code>), the seeds won and a verdict; the <b>Order</b> lines mark"
+             " each adjacent pair &lt; (separated at 95 %) or ≈ (not). Values under \"last recorded\" are"
+             " <code>conf/papers/tables.yaml</code>'s <code>measured:</code> blocks with their seeds, shown for"
+             " drift only.</p>",
              f"<ul>{configs}</ul>",
              "<table class='summary'><thead><tr><th>page</th><th>config</th><th>within ±30 %</th><th>misses</th>"
              "<th>misses with a measured cause</th><th>not compared</th><th>plots on the page</th></tr></thead>"
@@ -500,6 +648,13 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
     index_path = out / "index.html"
     index_path.write_text(_page("reproduction report", index))
     return [index_path, *pages]
+
+
+def _plots_on(page: str, sweep: str) -> str:
+    """The figures a page shows, named for the index."""
+    return ", ".join(what for alt, what in (("load sweep", sweep), ("ratios", "the ratios, paper vs ours"),
+                                            ("baseline bars", "average JCT over the baseline, paired"))
+                     if f"alt='{alt}'" in page)
 
 
 __all__ = ["BAND", "Cell", "ConfigResult", "Replay", "load_sweep", "table_cells", "write_report"]

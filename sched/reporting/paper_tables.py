@@ -56,7 +56,10 @@ def check_report_fields(name: str, spec: dict, path: Path = TABLES) -> None:
       table's ``experiments`` that carries it (absent: the set-up of all of them);
     - ``causes:`` ``row`` or ``row/column`` -> the measured cause of that row's (cell's) miss, short text;
     - ``load_sweep:`` ``{figure, points}``: the paper's load-sweep figure and its printed points
-      (``policy -> {load: value}``, hours), ``null`` when the paper prints none."""
+      (``policy -> {load: value}``, hours), ``null`` when the paper prints none;
+    - ``measured_seeds:`` the seeds the values of a flat ``measured:`` block (``kind: ratios``,
+      ``schemes``, ``figures``) are means of, required with such a block (``classes`` tables give
+      ``seeds`` per config in ``measured:``), so the report prints every recorded mean with its seeds."""
     where = f"{path.name}: {name}"
     rows = spec.get("rows") or {}
     columns = spec.get("columns") or []
@@ -89,6 +92,14 @@ def check_report_fields(name: str, spec: dict, path: Path = TABLES) -> None:
                                  + (f" ({', '.join(columns)})" if columns else " (it has none: give the row alone)"))
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"{where}: causes: {key!r}: expected the cause as text")
+    if spec.get("kind", "classes") != "classes" and spec.get("measured") is not None:
+        seeds = spec.get("measured_seeds")
+        if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+            raise ValueError(f"{where}: measured_seeds: expected the number of seeds the `measured:` values are"
+                             f" means of (an integer >= 1), got {seeds!r}")
+    elif "measured_seeds" in spec:
+        raise ValueError(f"{where}: measured_seeds: only for a flat `measured:` block (kind ratios, schemes or"
+                         " figures); a classes table gives `seeds` per config under `measured:`")
     sweep = spec.get("load_sweep")
     if sweep is not None:
         if not isinstance(sweep, dict) or set(sweep) != LOAD_SWEEP_KEYS or not isinstance(sweep["figure"], str):
