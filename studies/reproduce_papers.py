@@ -58,6 +58,7 @@ def experiment_tables(name: str, jobs: dict[tuple[float, str], list[pd.DataFrame
     ``kind: schemes`` tables are gathered over every config in ``main``, ``kind: figures`` hold no
     replay metric."""
     from schedlab.sched.reporting.paper_tables import compare, tables_for_experiment
+    from schedlab.sched.reporting.reproduce import with_seeds
 
     out = []
     for table_name, spec in tables_for_experiment(name).items():
@@ -67,11 +68,11 @@ def experiment_tables(name: str, jobs: dict[tuple[float, str], list[pd.DataFrame
             continue
         if kind == "ratios":
             title = (f"{table_name} at load {spec['load']} (policy vs baseline: baseline / policy for times, policy /"
-                     " baseline for deadlines met; rows of other experiments NaN):")
+                     " baseline for deadlines met, seed means over `seeds`; rows of other experiments NaN):")
         else:
-            title = (f"{table_name} at load {spec['load']} (hours; large = more than {spec['large_job_gpus']}"
-                     f" GPUs; class average: {spec['class_average']}):")
-        out.append((title, compare(table_name, at_load)))
+            title = (f"{table_name} at load {spec['load']} (hours, seed means over `seeds`; large = more than"
+                     f" {spec['large_job_gpus']} GPUs; class average: {spec['class_average']}):")
+        out.append((title, with_seeds(compare(table_name, at_load), spec, at_load)))
     return out
 
 
@@ -148,7 +149,10 @@ def main() -> None:
                         for (l, label), js in jobs.items() if l == load}
                  for load in sorted({l for l, _ in jobs})}
             )
-            print("average JCT (hours) by load factor:")
+            sweep["seeds"] = [  # the replays each mean is over (a range when loads differ)
+                "-".join(dict.fromkeys(str(n) for n in sorted({len(js) for (_, lab), js in jobs.items() if lab == label})))
+                for label in sweep.index]
+            print("average JCT (hours, seed means over `seeds`) by load factor:")
             print(sweep.round(2).to_string())
             for title, frame in experiment_tables(name, jobs):
                 print(f"\n{title}")

@@ -86,15 +86,17 @@ def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, see
     # the order line: the paper's rows that were replayed, by the paper's value and by ours
     means = {label: float(np.mean([j["jct_s"].mean() / 3600 for _, j in per_seed[(label, 1.0)]]))
              for label in ("fifo", "sjf")}
-    ours = " &lt; ".join(sorted(means, key=means.get))
+    low, high = sorted(means, key=means.get)
     kept = 2 if means["sjf"] < means["fifo"] else 1
-    assert f"paper sjf &lt; fifo; ours {ours}." in page and f"<b>{kept} of 2</b> rows" in page
+    assert re.search(f"paper sjf &lt; fifo; ours {low} (&lt;|≈) {high} \\(paired over 2 seeds, Student t", page)
+    assert f"<b>{kept} of 2</b> rows" in page
     # the load sweep: a plot, the note that SJF-BSBF Fig. 6a prints no numbers, ours by load
     assert "data:image/png;base64," in page and "the paper prints no numbers" in page
     fifo_2 = [j["jct_s"].mean() / 3600 for _, j in per_seed[("fifo", 2.0)]]
     sweep = re.search(r"<tr><td>fifo</td>(.*?)</tr>", page.split("average JCT (h), mean ± std")[1]).group(1)
-    shown = re.sub(r"<[^>]+>", " ", sweep).split()
-    assert _close(shown[3], float(np.mean(fifo_2))) and _close(shown[5], float(np.std(fifo_2, ddof=1)))
+    shown = re.sub(r"<[^>]+>", " ", sweep).split()  # fifo, then per load: mean ± std (2 seeds)
+    assert _close(shown[5], float(np.mean(fifo_2))) and _close(shown[7], float(np.std(fifo_2, ddof=1)))
+    assert shown[8:10] == ["(2", "seeds)"]
 
     # logged on the parent reproduce run
     art = Path(c.get_run(parent).info.artifact_uri.removeprefix("file://"))
@@ -193,7 +195,13 @@ def test_ratio_pages_use_seed_means_and_per_seed_std(tmp_path):
     cells = _cell(page, "jct_vs_lucid", "ratio")
     assert cells[3] == f"{3.0 / 2.5:.2f} ± {np.std([2.0, 1.0], ddof=1):.2f}"  # 1.20 ± 0.71, not mean(2, 1)
     assert cells[2] == "1.28" and cells[6] == "✓ within" and cells[7] == "+28 % / +20 %"  # the gains
-    assert "Algorithm 1 keeping F = max R_j" in _cell(page, "makespan_alg1_vs_gavel", "ratio")[8]
+    ref = _cell(page, "makespan_alg1_vs_gavel", "ratio")[9]  # the cause, by its number, printed once below
+    number = re.search(r"\[(\d+)\]", ref).group(1)
+    cause = re.search(rf"<li id='cause-{number}'>(.*?)</li>", page).group(1)
+    assert "Algorithm 1 keeping F = max R_j" in cause and page.count("Algorithm 1 keeping F = max R_j") == 1
+    # the paired comparison of the row: gimbal-jct − lucid on avg JCT, per seed (1 − 2, 4 − 4) h
+    assert _cell(page, "jct_vs_lucid", "ratio")[8] == "−0.50 [−6.85, 5.85] h, wins 1/2, not separated at 95 %"
+    assert _cell(page, "jct_vs_lucid", "ratio")[10] == "1.06 (3 seeds)"  # last recorded, with its seeds
     assert "alt='ratios'" in page and "0" * 32 in page
     lyra_page = pages[2].read_text()
     assert "lyra-sim training servers" in lyra_page and "84 x 8 V100" in lyra_page
