@@ -7,9 +7,12 @@ JCT under A (> 1: A is faster for it). A job is *helped* by A when the ratio exc
 
 Per policy, from a replay's ``jobs.parquet`` (:func:`fairness`):
 
-- **slowdown** = JCT / the job's solo run time: its ``exclusive_jct_estimate`` where the replay has one
-  (a job whose run time comes from a model), else its ``duration`` (the run time the trace gives it alone
-  on its GPUs);
+- **slowdown** = JCT / the job's solo run time, its ``duration``: the seconds of work the trace gives it
+  alone on the GPUs it asked for (a goodput job's nominal run time, the unit its progress is counted in),
+  known for every job. Not ``exclusive_jct_estimate``, which is NaN for most jobs by design: it is Castor
+  eq. 24's t_solo-location, the JCT the job would have had waiting for GPUs of its own (queueing
+  included), which the engine sets only for a job that starts beside another (the sharing policies'
+  "sharing benefit"), so it is neither a run time nor known for the others;
 - **finish-time fairness** ρ (Themis, NSDI'20 §3.1) = JCT / T_id, where T_id is the time the job would
   take on an equal share of the cluster: with N jobs in the system on average while it was (from its
   submission to its end) and G training GPUs, a share of G / N GPUs; a job of g GPUs runs at full speed
@@ -45,9 +48,8 @@ def duration_bucket(seconds: pd.Series) -> pd.Series:
 
 
 def solo_s(jobs: pd.DataFrame) -> pd.Series:
-    """Each job's run time alone: ``exclusive_jct_estimate`` where known, else ``duration``."""
-    estimate = jobs["exclusive_jct_estimate"] if "exclusive_jct_estimate" in jobs else pd.Series(np.nan, index=jobs.index)
-    return estimate.where(estimate.notna() & (estimate > 0), jobs["duration"]).astype(float)
+    """Each job's run time alone on the GPUs it asked for: its ``duration`` (module docstring)."""
+    return jobs["duration"].astype(float)
 
 
 def jobs_in_system(jobs: pd.DataFrame) -> pd.Series:
