@@ -8,6 +8,8 @@ here once; the models and the rest a replay is built from come from :mod:`schedl
 
 from __future__ import annotations
 
+import functools
+
 import gc
 import json
 import math
@@ -41,7 +43,7 @@ from schedlab.sched.policies import Policy
 from schedlab.sched.policy_needs import CapabilityWarning, Fallback, setup_capabilities, table_capabilities
 from schedlab.sched.policy_needs import check as check_policies
 from schedlab.sched.results.applied import applied, fit_changed
-from schedlab.sched.results.metrics import job_table, summarize
+from schedlab.sched.results.metrics import job_groups, job_table, summarize, with_groups
 from schedlab.sched.results.outdir import OutputError, os_reason
 from schedlab.sched.spec import AUTO, PolicyRun, ReplaySpec
 from schedlab.sched.traces import load_trace
@@ -67,6 +69,11 @@ class Prepared:
     def timing(self) -> WorkloadCatalog:
         return self.parts.timing
 
+    @functools.cached_property
+    def groups(self) -> pd.DataFrame | None:
+        """The trace's ``user`` / ``vc`` by job id, once for all policies (:func:`job_groups`)."""
+        return job_groups(self.table)
+
     @property
     def load_report(self) -> dict[str, Any]:
         """What the summaries record under ``load_report``: the load's figures and the notes."""
@@ -84,14 +91,21 @@ class ReplayResult:
     #: applied to none (``sched/results/applied.py``); beside the summary, which they leave as it was
     applied: dict[str, int] = field(default_factory=dict)
     unused: list[str] = field(default_factory=list)
+    #: the trace's ``user`` / ``vc`` by job id (None: it has neither), joined to ``jobs`` only in
+    #: :meth:`jobs_with_groups` and ``jobs.parquet``, so ``jobs`` (and its digests) stay as they were
+    groups: pd.DataFrame | None = None
+
+    def jobs_with_groups(self) -> pd.DataFrame:
+        """The job table as ``jobs.parquet`` holds it: ``jobs`` and the trace's ``user`` and ``vc``."""
+        return with_groups(self.jobs, self.groups)
 
     def write(self, out_dir: str | Path) -> Path:
-        """Write ``jobs.parquet``, ``summary.json`` and ``utilization.parquet`` (and ``smact.parquet``
+        """Write ``jobs.parquet`` (:meth:`jobs_with_groups`), ``summary.json`` and ``utilization.parquet`` (and ``smact.parquet``
         when the SM-activity distribution was computed, ``applied.json`` when models or options were
         given: :attr:`applied` and :attr:`unused`), atomically, file by file."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        write_atomic(out / "jobs.parquet", lambda p: self.jobs_with_groups().to_parquet(p, index=False))
         write_atomic(out / "utilization.parquet", lambda p: self.utilization.to_parquet(p, index=False))
         if self.smact is not None:
             write_atomic(out / "smact.parquet", lambda p: self.smact.to_parquet(p, index=False))
@@ -320,7 +334,7 @@ def _replay(spec: ReplaySpec, prepared: Prepared, policy: PolicyRun, progress: b
 
         utilization = utilization_with_capacity(utilization, result.pools)
     return ReplayResult(policy=policy.label, jobs=jobs, summary=summary, utilization=utilization, smact=distribution,
-                        applied=counts, unused=unused)
+                        applied=counts, unused=unused, groups=prepared.groups)
 
 
 def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: SharingModel,

@@ -139,7 +139,7 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         now = int(time.time() * 1000)
         gpus = cluster.training_pool.servers * cluster.training_pool.gpus_per_server
         metrics = {**run_metrics(summary), **applied_metrics(result),
-                   **{k: v for k, v in fairness(result.jobs, gpus).items() if math.isfinite(v)}}
+                   **{k: v for k, v in fairness(result.jobs_with_groups(), gpus).items() if math.isfinite(v)}}
         unused = [inputs.client_names(m, names) for m in result.unused]  # what changed nothing (sched/results/applied.py)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                                      tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))

@@ -35,3 +35,83 @@ def test_slowdown_is_over_the_duration_of_every_job(shared, tmp_path):
     # the old reading (the counterfactual JCT where set, queueing included) gives another figure
     mixed = jobs["jct_s"] / jobs["exclusive_jct_estimate"].where(estimated, jobs["duration"])
     assert abs(float(mixed.mean()) - figures["slowdown_mean"]) > 1e-6
+
+
+def _grouped_trace(path, vcs: int = 3):
+    """A canonical trace of 200 jobs with 6 users and ``vcs`` virtual clusters (some jobs with neither)."""
+    rng = np.random.default_rng(3)
+    n = 200
+    table = pd.DataFrame({"job_id": [f"g{i}" for i in range(n)], "submit_time": np.sort(rng.uniform(0, 20_000, n)),
+                          "num_gpus": rng.choice([1, 2, 4, 8], n), "duration": rng.uniform(60, 4 * 3600, n),
+                          "user": [f"u{k}" for k in rng.integers(0, 6, n)],
+                          "vc": [f"vc{k}" for k in rng.integers(0, vcs, n)]})
+    table.loc[::17, "user"] = None  # a job without a user: left out of the index, not an error
+    table.to_csv(path, index=False)
+    return table
+
+
+def _jain_by_hand(jobs: pd.DataFrame, column: str) -> float:
+    """Jain's index (Jain, Chiu and Hawe 1984) of the per-group mean slowdowns, from plain sums."""
+    sums: dict[str, list[float]] = {}
+    for job in jobs.itertuples():
+        group = getattr(job, column)
+        if isinstance(group, str):
+            sums.setdefault(group, []).append(job.jct_s / job.duration)
+    means = [sum(v) / len(v) for v in sums.values()]
+    return sum(means) ** 2 / (len(means) * sum(m * m for m in means))
+
+
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory):
+    from schedlab.sched.replay import ReplaySpec, run
+
+    folder = tmp_path_factory.mktemp("grouped")
+    trace = _grouped_trace(folder / "grouped.csv")
+    results = run(ReplaySpec(trace=str(folder / "grouped.csv"), format="canonical", cluster="2x8",
+                             policies=["fifo", "sjf"], seed=0))
+    return trace, results, folder
+
+
+def test_user_and_vc_reach_jobs_parquet_and_jain_is_what_they_say(grouped):
+    from schedlab.sched.results.metrics import JOB_COLUMNS
+
+    trace, results, folder = grouped
+    by_id = trace.set_index("job_id")
+    for result in results:
+        assert "user" not in result.jobs.columns and "vc" not in result.jobs.columns  # the digested table as before
+        assert list(result.jobs.columns[:len(JOB_COLUMNS)]) == list(JOB_COLUMNS)
+        jobs = pd.read_parquet(result.write(folder / result.policy) / "jobs.parquet")
+        assert list(jobs.columns) == [*result.jobs.columns, "user", "vc"]
+        pd.testing.assert_frame_equal(jobs.drop(columns=["user", "vc"]), result.jobs, check_dtype=False)
+        assert jobs["vc"].tolist() == by_id.loc[jobs["job_id"], "vc"].tolist()
+        assert jobs["user"].isna().sum() == trace["user"].isna().sum()
+        figures = drilldown.fairness(jobs, 16)
+        assert figures["jain_users"] == pytest.approx(_jain_by_hand(jobs, "user"), rel=1e-9, abs=1e-9)
+        assert figures["jain_vcs"] == pytest.approx(_jain_by_hand(jobs, "vc"), rel=1e-9, abs=1e-9)
+        assert 1 / 6 <= figures["jain_users"] <= 1 and 1 / 3 <= figures["jain_vcs"] <= 1
+    fifo, sjf = (drilldown.fairness(pd.read_parquet(folder / r.policy / "jobs.parquet"), 16) for r in results)
+    assert fifo["jain_users"] != sjf["jain_users"]  # it measures the policy, not the trace
+
+
+def test_compare_shows_jain_and_says_when_it_is_absent(grouped, shared, tmp_path):
+    _, results, folder = grouped
+    tables = {("g", "2x8", 0): {r.policy: pd.read_parquet(folder / r.policy / "jobs.parquet") for r in results}}
+    text = drilldown.to_text(drilldown.drilldown(tables, "sjf", "fifo", {"2x8": 16}), "sjf", "fifo")
+    assert "jain_users" in text and "jain_vcs" in text and "not computed" not in text
+    # a synthetic trace names no users or VCs: the keys are absent (nothing NaN-logged) and the text says why
+    assert shared.groups is None
+    figures = drilldown.fairness(pd.read_parquet(shared.write(tmp_path) / "jobs.parquet"), 16)
+    assert "jain_users" not in figures and "jain_vcs" not in figures
+    tables = {("syn", "2x8", 0): {"castor": shared.jobs, "again": shared.jobs}}
+    text = drilldown.to_text(drilldown.drilldown(tables, "castor", "again", {"2x8": 16}), "castor", "again")
+    assert "not computed: jain_users (the replays' jobs.parquet has no 'user' column" in text and "jain_vcs (" in text
+
+
+def test_one_vc_is_no_index(tmp_path):
+    """One virtual cluster (an ITP file is one): Jain's index over VCs would be 1 by definition, so absent."""
+    from schedlab.sched.replay import ReplaySpec, run
+
+    _grouped_trace(tmp_path / "one.csv", vcs=1)
+    [result] = run(ReplaySpec(trace=str(tmp_path / "one.csv"), format="canonical", cluster="2x8", policies=["fifo"]))
+    figures = drilldown.fairness(result.jobs_with_groups(), 16)
+    assert "jain_vcs" not in figures and 0 < figures["jain_users"] <= 1

@@ -18,6 +18,11 @@ Per policy, from a replay's ``jobs.parquet`` (:func:`fairness`):
   submission to its end) and G training GPUs, a share of G / N GPUs; a job of g GPUs runs at full speed
   on it when g <= G / N, else at (G / N) / g of it, so T_id = solo x max(1, g N / G). ρ <= 1: the job
   did no worse than on its fair share;
+- **Jain's fairness index** (Jain, Chiu and Hawe, DEC-TR-301, 1984) across users and across virtual
+  clusters: J = (Σ x_i)² / (n Σ x_i²) over the n users (VCs) of the replay, x_i the mean slowdown of
+  user (VC) i's jobs. J = 1 when every user's jobs are slowed down alike, 1 / n when one user bears it all.
+  From the job table's ``user`` and ``vc`` columns (the trace's, carried to ``jobs.parquet``): absent, not
+  NaN, when the trace has no such column or fewer than two users (VCs); jobs without one are left out;
 - tails of JCT and queueing by job-size bucket (GPUs: 1, 2-4, 5-8, > 8).
 """
 
@@ -79,15 +84,39 @@ def finish_time_fairness(jobs: pd.DataFrame, cluster_gpus: int) -> pd.Series:
     return jobs["jct_s"].astype(float) / ideal
 
 
+#: Jain's index metric -> the job-table column it groups by
+JAIN = {"jain_users": "user", "jain_vcs": "vc"}
+
+
+def jain_index(values: pd.Series) -> float:
+    """Jain's fairness index of ``values`` (one per user or VC): (Σ x)² / (n Σ x²)."""
+    x = values.to_numpy(dtype=float)
+    return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+def group_slowdown(jobs: pd.DataFrame, column: str) -> pd.Series | None:
+    """The mean slowdown of each group's jobs (``column``: ``user`` or ``vc``), None when the table has no
+    such column or fewer than two groups."""
+    if column not in jobs.columns:
+        return None
+    slowdown = jobs["jct_s"].astype(float) / solo_s(jobs)
+    means = slowdown.groupby(jobs[column], dropna=True).mean()
+    return means if len(means) >= 2 else None
+
+
 def fairness(jobs: pd.DataFrame, cluster_gpus: int) -> dict[str, float]:
-    """A replay's slowdown and finish-time-fairness figures, and p95/p99 JCT and queueing by GPU bucket
-    (keys as MLflow metrics)."""
+    """A replay's slowdown and finish-time-fairness figures, Jain's index over users and VCs where the
+    job table has them (:data:`JAIN`), and p95/p99 JCT and queueing by GPU bucket (keys as MLflow metrics)."""
     slowdown = jobs["jct_s"].astype(float) / solo_s(jobs)
     rho = finish_time_fairness(jobs, cluster_gpus)
     out = {"slowdown_mean": float(slowdown.mean()), "slowdown_p95": float(slowdown.quantile(0.95)),
            "slowdown_p99": float(slowdown.quantile(0.99)), "slowdown_max": float(slowdown.max()),
            "ftf_rho_mean": float(rho.mean()), "ftf_rho_max": float(rho.max()),
            "ftf_rho_over_1": float((rho > 1).mean())}
+    for key, column in JAIN.items():
+        means = group_slowdown(jobs, column)
+        if means is not None:
+            out[key] = jain_index(means)
     buckets = gpu_bucket(jobs["num_gpus"])
     for _, _, name in GPU_BUCKETS:
         part = jobs[buckets == name]
@@ -190,14 +219,24 @@ def to_text(parts: dict[str, pd.DataFrame], a: str, b: str) -> str:
               _frame_text(hurt) if len(hurt) else "  none", ""]
     fair = parts["fairness"]
     keep = ["trace", "cluster", "policy", "slowdown_mean", "slowdown_p95", "slowdown_p99", "slowdown_max",
-            "ftf_rho_mean", "ftf_rho_max", "ftf_rho_over_1"]
+            "ftf_rho_mean", "ftf_rho_max", "ftf_rho_over_1", *(k for k in JAIN if k in fair.columns)]
     lines += ["fairness and tails (seed means; slowdown = JCT / run time alone; ρ: Themis' finish-time fairness,"
-              " JCT / time on an equal share of the training GPUs):", _frame_text(fair[keep])]
+              " JCT / time on an equal share of the training GPUs; jain_users / jain_vcs: Jain's index over the"
+              " users' / VCs' mean slowdowns, 1 = all alike):", _frame_text(fair[keep])]
+    if not_computed(fair):
+        lines.append(not_computed(fair))
     tails = [c for c in fair.columns if c.startswith(("p95_", "p99_"))]
     if tails:
         shown = fair[["policy", *tails]].set_index("policy") / 3600
         lines += ["", "p95/p99 JCT and queueing by job size (hours):", _frame_text(shown.T.reset_index())]
     return "\n".join(lines)
+
+
+def not_computed(fair: pd.DataFrame) -> str:
+    """Which of Jain's indices the replays do not allow, and why ('' when both are there)."""
+    missing = [f"{k} (the replays' jobs.parquet has no {c!r} column with two or more values: the trace names"
+               " none)" for k, c in JAIN.items() if k not in fair.columns or fair[k].isna().all()]
+    return "not computed: " + "; ".join(missing) if missing else ""
 
 
 def _frame_text(frame: pd.DataFrame) -> str:
@@ -214,4 +253,6 @@ def to_html(parts: dict[str, pd.DataFrame], a: str, b: str, scatter_svg: str | N
     for name, key in (("By GPU count", "by_gpus"), ("By duration", "by_duration"),
                       (f"The jobs {a} hurts most", "most_hurt"), ("Fairness and tails", "fairness")):
         body += [f"<h2>{html.escape(name)}</h2>", plain_table(parts[key])]
+    if not_computed(parts["fairness"]):
+        body.append(f"<p>{html.escape(not_computed(parts['fairness']))}</p>")
     return plain_page(f"{a} against {b}, job by job", "".join(body))

@@ -14,6 +14,27 @@ JOB_COLUMNS = (
     "preemptions",
 )
 LARGE_JOB_GPUS = 8  # Castor §9.4 Tables 5-6: "large" = more than 8 GPUs (SJF-BSBF §VI-C uses 4)
+#: who a job belongs to, where the trace says (Philly, Helios, PAI, ITP, canonical files): carried to
+#: ``jobs.parquet`` beside the job table for fairness across users and virtual clusters
+GROUP_COLUMNS = ("user", "vc")
+
+
+def job_groups(table: pd.DataFrame) -> pd.DataFrame | None:
+    """The trace's :data:`GROUP_COLUMNS` that hold a value for some job, by ``job_id``; None when it has
+    none. Kept apart from :func:`job_table` (whose columns the replay digests cover) and joined to it
+    when the table is written (:func:`with_groups`)."""
+    present = [c for c in GROUP_COLUMNS if c in table.columns and table[c].notna().any()]
+    if not present:
+        return None
+    return table[["job_id", *present]].assign(job_id=table["job_id"].astype(str)).set_index("job_id")
+
+
+def with_groups(jobs: pd.DataFrame, groups: pd.DataFrame | None) -> pd.DataFrame:
+    """``jobs`` with the columns of :func:`job_groups` appended (by ``job_id``, rows as they are)."""
+    if groups is None:
+        return jobs
+    ids = jobs["job_id"].astype(str)
+    return jobs.assign(**{c: ids.map(groups[c]).to_numpy() for c in groups.columns})
 
 
 def job_table(result: EngineResult) -> pd.DataFrame:
