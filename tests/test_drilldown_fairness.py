@@ -115,3 +115,29 @@ def test_one_vc_is_no_index(tmp_path):
     [result] = run(ReplaySpec(trace=str(tmp_path / "one.csv"), format="canonical", cluster="2x8", policies=["fifo"]))
     figures = drilldown.fairness(result.jobs_with_groups(), 16)
     assert "jain_vcs" not in figures and 0 < figures["jain_users"] <= 1
+
+
+def test_a_tracked_replay_logs_jain_only_where_the_trace_has_groups(tmp_path, seed_home, monkeypatch):
+    """``log_replay`` (what every experiment runs): jain_users and jain_vcs logged for the grouped trace,
+    equal to the index recomputed from the run's jobs.parquet; none at all for a synthetic trace."""
+    from schedlab.sched.spec import load_config
+    from schedlab.tasks import tracking
+    from schedlab.tasks.replay import log_replay
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    _grouped_trace(tmp_path / "grouped.csv")
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: jain\ntraces:\n  - {name: g, source: grouped.csv, format: canonical}\n"
+                    "  - {name: syn, options: {num_jobs: 50}}\nclusters: [2x8]\npolicies: [fifo]\n")
+    uri = f"sqlite:///{seed_home(tmp_path / 'home', prefect=False) / 'mlflow.db'}"
+    tracking.check_tracking(uri)
+    exp = tracking.ensure_experiment(uri, "jain", tmp_path / "art")
+    for spec in load_config(path).grid("test-version"):
+        logged = log_replay(spec, uri, exp, None)
+        metrics = tracking.client(uri).get_run(logged["run_id"]).data.metrics
+        if spec.trace_label == "syn":
+            assert not {"jain_users", "jain_vcs"} & set(metrics)
+            continue
+        jobs = pd.read_parquet(tracking.download(uri, logged["run_id"], "jobs.parquet", tmp_path / "dl"))
+        assert metrics["jain_users"] == pytest.approx(_jain_by_hand(jobs, "user"), rel=1e-9, abs=1e-9)
+        assert metrics["jain_vcs"] == pytest.approx(_jain_by_hand(jobs, "vc"), rel=1e-9, abs=1e-9)
