@@ -4,12 +4,16 @@ can check without reading code.
 ``index.html`` names the run (the parent ``reproduce`` MLflow run, each experiment's comparison run,
 the code version, the seeds) and links one page per paper table of ``conf/papers/tables.yaml`` that
 the run compared with. A table's page has, per config compared with it, one line per (row, column):
-the paper's value, ours as the mean ± sample std over seeds, ours / paper and whether that is within
-:data:`BAND` (±30 %), the measured cause of a miss (``causes:``), the value ``measured:`` last recorded
-(a separate, labelled column: never shown as ours), and the table's ``calibration:`` (parameters fitted
-to one of its rows). Plots (PNG, embedded): the config's load sweep (average JCT by load, mean ± std
-over seeds; the paper's ``load_sweep.points`` overlaid, or a note that the paper prints none, e.g.
-Castor Fig. 16) and, for ``kind: ratios`` tables (Gimbal §7.2 Fig. 8-9, §7.3 Fig. 12 ablation), the
+the paper's value, ours as the mean ± sample std over seeds and their number, ours / paper and whether
+that is within :data:`BAND` (±30 %), the ratio to the baseline row, the paper's beside ours
+(``classes`` tables), the paired comparison with the baseline over seeds
+(:mod:`schedlab.sched.reporting.paper_paired`), the measured cause of a miss (``causes:``) by number,
+each cause printed once at the page's end (:class:`Causes`), the value ``measured:`` last recorded
+with its seeds (a separate, labelled column: never shown as ours); the Order line (adjacent rows
+separated at 95 % or not), and the table's ``calibration:`` (parameters fitted to one of its rows).
+Plots (PNG, embedded): a figure for every set-up of the config
+(:func:`schedlab.sched.reporting.paper_setups.setup_section`: the load sweep, the bars over the
+baseline) and, for ``kind: ratios`` tables (Gimbal §7.2 Fig. 8-9, §7.3 Fig. 12 ablation), the
 paper's ratios beside ours.
 
 Every "ours" number is computed here from the job tables (``jobs.parquet``) of the MLflow replay runs
@@ -36,8 +40,8 @@ from schedlab.sched.reporting import paper_figures, paper_paired
 from schedlab.sched.reporting.mlflow_view import run_url
 from schedlab.sched.reporting.paired import Paired
 from schedlab.sched.reporting.paper_paired import Unit
-from schedlab.sched.reporting.paper_tables import (
-    HOUR, RATIO_METRICS, RowOrder, compare, paper_tables, tables_for_experiment)
+from schedlab.sched.reporting.paper_setups import mean_std, num, setup_section
+from schedlab.sched.reporting.paper_tables import RATIO_METRICS, RowOrder, compare, paper_tables, tables_for_experiment
 
 #: ours / paper within 1 ± BAND counts as reproduced
 BAND = 0.30
@@ -251,67 +255,7 @@ def table_cells(table_name: str, result: ConfigResult) -> list[Cell]:
     return cells
 
 
-def load_sweep(result: ConfigResult) -> dict[tuple[str, str], pd.DataFrame]:
-    """(trace, cluster) -> average JCT (hours) per label and load: columns ``mean``, ``std`` (sample,
-    over seeds) and ``seeds``, from each replay's job table."""
-    rows = _replay_jct(result)
-    out = {}
-    if rows.empty:
-        return out
-    for (trace, cluster), part in rows.groupby(["trace", "cluster"], sort=True):
-        stats = part.groupby(["label", "load"])["jct_h"].agg(["mean", "std", "count"])
-        out[(str(trace), str(cluster))] = stats.rename(columns={"count": "seeds"})
-    return out
-
-
-def _replay_jct(result: ConfigResult) -> pd.DataFrame:
-    """One row per replay: its coordinates and average JCT in hours."""
-    return pd.DataFrame([{"trace": r.trace, "cluster": r.cluster, "label": r.label, "load": r.load,
-                          "seed": r.seed, "jct_h": float(r.jobs["jct_s"].mean()) / HOUR} for r in result.replays])
-
-
-def baseline_bars(result: ConfigResult, trace: str, cluster: str, load: float,
-                  paper: dict[str, float] | None = None) -> list[paper_figures.Bar]:
-    """Each label's average JCT over the baseline's at ``load`` on one set-up, paired over seeds (the
-    ratio is 1 + mean difference / the baseline's mean on the seeds both have; the interval likewise),
-    with ``paper``'s ratio where given."""
-    rows = _replay_jct(result)
-    rows = rows[(rows["trace"] == trace) & (rows["cluster"] == cluster) & np.isclose(rows["load"], load)]
-    values = {label: {(trace, cluster, int(s)): float(v) for s, v in zip(part["seed"], part["jct_h"])}
-              for label, part in rows.groupby("label")}
-    base = result.baseline_label
-    bars = []
-    for label in result.labels:
-        if label not in values or base not in values:
-            continue
-        both = [u for u in values[label] if u in values[base]]
-        if not both:
-            continue
-        base_mean = float(np.mean([values[base][u] for u in both]))
-        p = paper_paired.pair(values[label], values[base], base, False, result.paired_method)
-        scale = (lambda v: 1 + v / base_mean) if base_mean > 0 else (lambda v: math.nan)  # noqa: E731
-        bars.append(paper_figures.Bar(label, scale(p.mean), scale(p.low), scale(p.high), p.seeds,
-                                      (paper or {}).get(label, math.nan), p))
-    return bars
-
-
 # ---- HTML -------------------------------------------------------------------------------------------
-
-def _num(value: float | None, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.{3 if magnitude < 0.1 and value != 0 else digits}f}"
-
-
-def _mean_std(mean: float, std: float) -> str:
-    """``mean ± std``; the mean alone with one seed, — when not replayed."""
-    if math.isnan(mean):
-        return "—"
-    return _num(mean) + ("" if math.isnan(std) else f" ± {_num(std)}")
-
 
 def _gain(cell: Cell) -> str:
     """A ratio's gain over its baseline (ratio - 1, %), the paper's / ours."""
@@ -378,7 +322,7 @@ def _paired_unit(spec: dict, row: str, metric: str) -> str:
 def _last(cell: Cell) -> str:
     if cell.last is None:
         return "—"
-    return f"{_num(cell.last)} ({cell.last_seeds} seeds)" if cell.last_seeds else f"{_num(cell.last)} (seeds not recorded)"
+    return f"{num(cell.last)} ({cell.last_seeds} seeds)" if cell.last_seeds else f"{num(cell.last)} (seeds not recorded)"
 
 
 def _cells_table(cells: list[Cell], spec: dict, unit: str, causes: Causes, baseline: str) -> str:
@@ -402,7 +346,7 @@ def _cells_table(cells: list[Cell], spec: dict, unit: str, causes: Causes, basel
         if isinstance(meta, dict) and "metric" in meta:  # kind: ratios
             detail = f"<br><span class='detail'>{html.escape(meta['metric'])}: {html.escape(meta['baseline'])} vs" \
                      f" {html.escape(meta['policy'])}, {html.escape(meta.get('where', ''))}</span>"
-        ours = "not replayed" if math.isnan(cell.ours) else _mean_std(cell.ours, cell.std)
+        ours = "not replayed" if math.isnan(cell.ours) else mean_std(cell.ours, cell.std)
         if cell.cause and cell.within is not False:  # recorded for a miss that this run does not show
             cause = f"<span class='na'>{'within' if cell.within else 'not compared'} here; recorded:" \
                     f" {causes.ref(cell.cause)}</span>"
@@ -410,13 +354,13 @@ def _cells_table(cells: list[Cell], spec: dict, unit: str, causes: Causes, basel
             cause = causes.ref(cell.cause) if cell.cause else "<span class='na'>no measured cause recorded</span>"
         else:
             cause = ""
-        base = (f"<td class='n'>{_num(cell.paper_vs_base)} / {_num(cell.ours_vs_base)}</td>" if classes else "")
+        base = (f"<td class='n'>{num(cell.paper_vs_base)} / {num(cell.ours_vs_base)}</td>" if classes else "")
         pair = paper_paired.cell(cell.vs_baseline, _paired_unit(spec, cell.row, cell.column))
         out.append(f"<tr class='{'first' if first else ''}' data-row='{html.escape(cell.row)}'"
                    f" data-column='{html.escape(cell.column)}'><td class='row'>{html.escape(cell.row) if first else ''}"
                    f"{detail if first else ''}</td><td>{html.escape(cell.column)}</td>"
-                   f"<td class='n'>{_num(cell.paper)}</td><td class='n'>{ours}</td><td class='n'>{cell.seeds}</td>"
-                   f"<td class='n'>{_num(cell.ratio)}</td><td>{_mark(cell)}</td>{_gain(cell) if gains else ''}{base}"
+                   f"<td class='n'>{num(cell.paper)}</td><td class='n'>{ours}</td><td class='n'>{cell.seeds}</td>"
+                   f"<td class='n'>{num(cell.ratio)}</td><td>{_mark(cell)}</td>{_gain(cell) if gains else ''}{base}"
                    f"<td class='pair'>{html.escape(pair)}</td>"
                    f"<td class='cause'>{cause}</td><td class='n last'>{_last(cell)}</td></tr>")
     out.append("</tbody></table>")
@@ -480,79 +424,6 @@ class Summary:
                    sum(c.within is False and c.cause is not None for c in judged), len(cells) - len(judged))
 
 
-def _paper_ratios(spec: dict | None, baseline: str, load: float) -> dict[str, float]:
-    """The paper's average JCT over its baseline row's (a ``classes`` table's first column) at the table's
-    load; empty for other tables and loads."""
-    if not spec or spec.get("kind", "classes") != "classes" or not math.isclose(load, float(spec["load"])):
-        return {}
-    rows = spec["rows"]
-    if baseline not in rows or not rows[baseline][0]:
-        return {}
-    return {label: row[0] / rows[baseline][0] for label, row in rows.items()}
-
-
-def _bars_section(result: ConfigResult, trace: str, cluster: str, load: float, spec: dict | None) -> list[str]:
-    """A set-up's bar chart at one load (average JCT over the baseline's, paired) and its table."""
-    base = result.baseline_label
-    bars = baseline_bars(result, trace, cluster, load, _paper_ratios(spec, base, load))
-    if len(bars) < 2:
-        return []
-    method = paper_paired.METHOD_NAMES[result.paired_method]
-    title = f"{result.name} at load {load:g} ({trace} / {cluster}): average JCT over {base}'s"
-    png = paper_figures.baseline_bars(bars, base, title)
-    with_paper = any(math.isfinite(b.paper) for b in bars)
-    caption = (f"{html.escape(result.name)}, trace {html.escape(trace)}, cluster {html.escape(cluster)}, load"
-               f" {load:g}: each policy's average JCT over {html.escape(base)}'s, paired over the seeds both have"
-               f" (n under each bar): the bar is 1 + the mean paired difference / {html.escape(base)}'s mean, the"
-               f" whisker the 95 % interval of that difference ({method}) on the same scale"
-               + ("; grey: the paper's ratio on its first column." if with_paper else
-                  "; the paper prints no such ratio for this set-up."))
-    rows = "".join(
-        f"<tr><td>{html.escape(b.label)}</td><td class='n'>{_num(b.paper)}</td><td class='n'>{_num(b.ours)}"
-        + (f" [{_num(b.low)}, {_num(b.high)}]" if math.isfinite(b.low) else "")
-        + f"</td><td>{html.escape(paper_paired.cell(b.paired, 'h'))}</td></tr>"
-        for b in bars if b.label != base)
-    return [f"<figure><img alt='baseline bars' src='data:image/png;base64,{png}'><figcaption>{caption}"
-            "</figcaption></figure>",
-            f"<table><thead><tr><th>policy</th><th>paper ÷ {html.escape(base)}</th><th>ours ÷ {html.escape(base)}"
-            f" [95 %]</th><th>paired: average JCT − {html.escape(base)}'s, 95 % interval, wins / seeds, verdict"
-            f"</th></tr></thead><tbody>{rows}</tbody></table>"]
-
-
-def _setup_section(result: ConfigResult, spec: dict | None) -> list[str]:
-    """A figure for every set-up (trace, cluster) of the config: the load sweep where it has two loads
-    or more, and the bar chart over the baseline at the paper table's load (or at its one load)."""
-    sweep = (spec or {}).get("load_sweep") or {}
-    out = []
-    for (trace, cluster), stats in load_sweep(result).items():
-        loads = sorted(stats.index.get_level_values("load").unique())
-        if len(loads) >= 2:
-            png = paper_figures.sweep_plot(stats, result.labels, sweep.get("figure"), sweep.get("points"))
-            caption = (f"{html.escape(result.name)}: average JCT by load factor on trace {html.escape(trace)}, cluster"
-                       f" {html.escape(cluster)}; ours = mean ± sample std over seeds of each replay's average JCT.")
-            if sweep and not sweep.get("points"):
-                caption += f" {html.escape(sweep['figure'])}: the paper prints no numbers, so none are overlaid."
-            wide, spread, seeds = (stats[c].unstack("load") for c in ("mean", "std", "seeds"))
-            head = "".join(f"<th>load {load:g}</th>" for load in wide.columns)
-            body = "".join("<tr><td>" + html.escape(label) + "</td>" + "".join(
-                f"<td class='n'>{_mean_std(wide.loc[label, load], spread.loc[label, load])}"
-                f" <span class='detail'>({_seeds(seeds.loc[label, load])})</span></td>"
-                for load in wide.columns) + "</tr>" for label in result.labels if label in wide.index)
-            out += [f"<figure><img alt='load sweep' src='data:image/png;base64,{png}'><figcaption>{caption}"
-                    "</figcaption></figure>",
-                    f"<table><thead><tr><th>average JCT (h), mean ± std (seeds)</th>{head}</tr></thead>"
-                    f"<tbody>{body}</tbody></table>"]
-        at_table = [load for load in loads if spec and math.isclose(load, float(spec["load"]))]
-        at = at_table[0] if at_table else loads[0] if len(loads) == 1 else None
-        if at is not None:
-            out += _bars_section(result, trace, cluster, at, spec)
-    return out
-
-
-def _seeds(count: float) -> str:
-    return "not replayed" if not count or math.isnan(count) else f"{int(count)} seed{'s' if count != 1 else ''}"
-
-
 def table_page(table_name: str, results: list[ConfigResult], uri: str,
                header: list[str]) -> tuple[str, dict[str, Summary]]:
     """One paper table's page and, per config, its :class:`Summary`."""
@@ -581,7 +452,7 @@ def table_page(table_name: str, results: list[ConfigResult], uri: str,
             body.append(f"<figure><img alt='ratios' src='data:image/png;base64,{png}'><figcaption>"
                         f"{html.escape(table_name)}: the paper's ratios (grey) and ours (blue, seed means; whisker ±"
                         " std of the per-seed ratios; the seeds of each in the table above).</figcaption></figure>")
-        body += _setup_section(result, spec)
+        body += setup_section(result, spec)
         body.append(_run_list(result, uri))
     body.append(causes.section())
     return _page(table_name, body), summary
@@ -618,7 +489,7 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
             continue
         path = out / f"{settings.path_name(result.name)}-load-sweep.html"
         text = _page(result.name, [*header, f"<h1>{html.escape(result.name)}: average JCT by set-up</h1>",
-                                   *_setup_section(result, None), _run_list(result, tracking_uri)])
+                                   *setup_section(result, None), _run_list(result, tracking_uri)])
         path.write_text(text)
         pages.append(path)
         links.append(f"<tr><td><a href='{path.name}'>{html.escape(result.name)} by set-up</a></td>"
@@ -657,4 +528,4 @@ def _plots_on(page: str, sweep: str) -> str:
                      if f"alt='{alt}'" in page)
 
 
-__all__ = ["BAND", "Cell", "ConfigResult", "Replay", "load_sweep", "table_cells", "write_report"]
+__all__ = ["BAND", "Causes", "Cell", "ConfigResult", "Replay", "table_cells", "unit_tables", "write_report"]
