@@ -84,3 +84,17 @@ def test_a_url_that_cannot_be_read_is_refused_naming_the_file_and_key(tmp_path):
     config = write_experiment(tmp_path, source="nosuchscheme://bucket/trace.csv")
     with pytest.raises(ConfigError, match=r"traces\[0\]\.source: nosuchscheme://bucket/trace\.csv: cannot read it"):
         load_config(config)
+
+
+def test_worker_reach_names_what_a_worker_cannot_use(tmp_path):
+    """What each worker is asked before the first replay (tasks/tracking.worker_reach), answered here."""
+    from schedlab.tasks.tracking import worker_reach
+
+    marker = tmp_path / ".reach"
+    marker.write_text("token")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert worker_reach(uri, str(marker), "token", None) == []
+    assert worker_reach(uri, str(marker), "other", None) == ["store"]  # another machine's file of that name
+    assert worker_reach(uri, str(tmp_path / "missing"), "token", None) == ["store"]
+    assert worker_reach("http://127.0.0.1:9/", None, "", "http://127.0.0.1:9/api") == ["store", "api"]
+    assert not (tmp_path / "mlflow.db").exists()  # asking opens and creates nothing
