@@ -35,8 +35,12 @@ def test_reproduce_tiny_config(tmp_path, prefect_harness, seed_home):
     assert table.loc["fifo", "avg_jct_all paper"] == 2.34 and table.loc["fifo", "avg_jct_all ours"] > 0
     assert math.isnan(table.loc["pollux", "avg_jct_all ours"])  # published only
     by_load = report["tables"]["sjf-bsbf-philly__jct_by_load"]
-    assert list(by_load.columns) == ["load 1", "load 2"] and list(by_load.index) == ["fifo", "sjf"]
+    assert list(by_load.columns) == ["load 1", "load 2", "seeds"] and list(by_load.index) == ["fifo", "sjf"]
+    assert list(by_load["seeds"]) == ["1", "1"] and list(table.loc[["fifo", "sjf", "pollux"], "seeds"]) == [1, 1, 0]
     assert "sjf-bsbf-table3" in report["markdown"] and "avg_jct_all ours" in report["markdown"]
+    pairs = report["tables"]["sjf-bsbf-table3__paired"]  # one seed: nothing separated, and the Order says so
+    assert set(pairs["verdict"].dropna()) == {"one seed: nothing separated"}
+    assert "one seed: nothing can be separated" in report["markdown"]
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = tracking.client(uri)
