@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 #: headline metrics (MLflow keys), averaged over seeds, with their spread in ``<key>_std``
 METRICS = ("avg_jct_s", "p95_jct_s", "avg_wait_s", "avg_queue_s", "makespan_s", "gpu_util", "preemptions")
 #: metrics only some experiments have (the SM-activity distribution needs ``smact_profiles``; the
-#: fairness figures of sched/reporting/drilldown.py come with tracked replays): columns only when a
-#: replay reported them
-OPTIONAL = ("slowdown_p99", "ftf_rho_mean", "smact_mean", "smact_high_share")
+#: fairness figures of sched/reporting/drilldown.py come with tracked replays, Jain's index over users
+#: and VCs only from traces that name them): columns only when a replay reported them
+OPTIONAL = ("slowdown_p99", "ftf_rho_mean", "jain_users", "jain_vcs", "smact_mean", "smact_high_share")
 #: metric -> key of its baseline ÷ policy ratio
 RATIOS = {"avg_jct_s": "avg_jct_speedup", "p95_jct_s": "p95_jct_speedup", "makespan_s": "makespan_speedup"}
 #: metrics shown as whole numbers
@@ -228,7 +228,7 @@ def _number(value: float, metric: str, like: float | None = None) -> str:
         return f"{hours:,.2f}" if abs(like / 3600.0) < 100 else f"{hours:,.0f}"
     if metric in INTEGER:
         return f"{round(value):,d}"
-    if metric == "gpu_util" or metric.startswith("smact_"):
+    if metric == "gpu_util" or metric.startswith(("smact_", "jain_")):  # fractions of 1
         return f"{value:.3f}"
     return f"{value:,.1f}" if abs(like) < 100 else f"{value:,.0f}"
 
