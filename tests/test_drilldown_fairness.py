@@ -141,3 +141,19 @@ def test_a_tracked_replay_logs_jain_only_where_the_trace_has_groups(tmp_path, se
         jobs = pd.read_parquet(tracking.download(uri, logged["run_id"], "jobs.parquet", tmp_path / "dl"))
         assert metrics["jain_users"] == pytest.approx(_jain_by_hand(jobs, "user"), rel=1e-9, abs=1e-9)
         assert metrics["jain_vcs"] == pytest.approx(_jain_by_hand(jobs, "vc"), rel=1e-9, abs=1e-9)
+
+
+def test_the_experiment_table_shows_jain_only_where_a_replay_reported_it():
+    from schedlab.sched.reporting import compare
+
+    base = {"avg_jct_s": 3600.0, "p95_jct_s": 7200.0, "avg_wait_s": 60.0, "avg_queue_s": 60.0, "makespan_s": 9e4,
+            "gpu_util": 0.5, "preemptions": 0}
+    rows = [{"trace": "g", "cluster": "2x8", "policy": p, "seed": s, **base, "jain_users": j + s / 100}
+            for p, j in (("fifo", 0.8), ("sjf", 0.6)) for s in (0, 1)]
+    table = compare.comparison(rows, "fifo")
+    assert table.set_index("policy").loc["sjf", "jain_users"] == pytest.approx(0.605)
+    assert "jain_vcs" not in table.columns  # no replay reported it
+    text = compare.to_text(table)
+    assert "jain_users" in text and "0.605 ± 0.007" in text
+    plain = compare.comparison([{k: v for k, v in r.items() if k != "jain_users"} for r in rows], "fifo")
+    assert "jain_users" not in plain.columns
