@@ -24,8 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replay these seeds in place of each config's `seeds` (distinct, non-negative)")
     r.add_argument("--report", type=checks.output_dir, metavar="DIR",
                    help="also write the HTML report there (index.html and one page per paper table: paper vs ours,"
-                   " mean +/- std over seeds, within +/-30 %%, calibrations, causes of misses, the load-sweep and"
-                   " ablation plots) and log it to the reproduce run under report/")
+                   " mean +/- std over seeds with their number, within +/-30 %%, ratios to the baseline beside the"
+                   " paper's, paired comparisons over seeds and the Order of the rows, calibrations, causes of"
+                   " misses, a figure for every set-up: load sweep or bars over the baseline, and the ablation"
+                   " plots) and log it to the reproduce run under report/")
     r.set_defaults(func=run)
 
 

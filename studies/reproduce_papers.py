@@ -1,6 +1,8 @@
 """Run the reproduction experiments' replays (no Prefect, no MLflow) on a Dask LocalCluster and print
-our results beside the papers' tables and the load sweep (Castor Fig. 16 / SJF-BSBF Fig. 6a), with
-the wall time.
+our results beside the papers' tables and the load sweep (Castor Fig. 16 / SJF-BSBF Fig. 6a), each
+mean with its seeds, the paired comparisons of a ``classes`` table's first column over seeds (each
+policy against the baseline and the policy ranked above, with the Order line:
+:func:`schedlab.sched.reporting.reproduce.paired_on_first_column`), and the wall time.
 
     python -m schedlab.studies.reproduce_papers [--workers 2] [--loads 1.0] [castor-pollux sjf-bsbf-pollux ...]
     python -m schedlab.studies.reproduce_papers --interference table:h200-pairs.csv gimbal-jct gimbal-makespan
@@ -98,7 +100,8 @@ def main() -> None:
 
     Settings.from_env().apply().prefect_ready()  # before prefect is imported (tasks.replay), for the workers too
     from dask.distributed import Client, LocalCluster
-    from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables
+    from schedlab.sched.reporting.paper_tables import HOUR, compare, paper_tables, tables_for_experiment
+    from schedlab.sched.reporting.reproduce import order_line, paired_on_first_column
     from schedlab.sched.spec import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -134,8 +137,10 @@ def main() -> None:
             t0 = time.perf_counter()
             jobs: dict[tuple[float, str], list[pd.DataFrame]] = defaultdict(list)
             walls: dict[str, list[float]] = defaultdict(list)
-            for load, label, table, wall, summary in client.gather(
-                    client.map(cached_run, specs, cache=args.cache, pure=False)):
+            by_key: dict[str, pd.DataFrame] = {}  # spec key -> its job table (the paired comparisons)
+            for replay, (load, label, table, wall, summary) in zip(specs, client.gather(
+                    client.map(cached_run, specs, cache=args.cache, pure=False))):
+                by_key[replay.key] = table
                 jobs[(load, label)].append(table)
                 walls[label].append(wall)
                 if math.isclose(load, 1.0):
@@ -154,9 +159,16 @@ def main() -> None:
                 for label in sweep.index]
             print("average JCT (hours, seed means over `seeds`) by load factor:")
             print(sweep.round(2).to_string())
-            for title, frame in experiment_tables(name, jobs):
+            for title, frame in experiment_tables(config.name, jobs):
                 print(f"\n{title}")
                 print(frame.round(3).to_string())
+            for table_name, spec in tables_for_experiment(config.name).items():  # classes tables: paired over seeds
+                if spec.get("kind", "classes") == "classes":
+                    pairs = paired_on_first_column(config, spec, specs, by_key)
+                    if not pairs.empty:
+                        order = order_line(pairs, spec["columns"][0], config.paired_interval)
+                        print(f"\n{table_name}: " + order.replace("**", ""))
+                        print(pairs.drop(columns=["trace", "cluster"]).round(3).to_string(index=False))
     for table_name, spec in paper_tables().items():
         if spec.get("kind") != "schemes" or not set(spec["experiments"]) & set(args.configs):
             continue
