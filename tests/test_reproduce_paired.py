@@ -88,6 +88,17 @@ def test_every_set_up_gets_a_figure(tmp_path):
     assert "average JCT over the baseline, paired" in index
 
 
+def test_a_set_up_without_its_baseline_still_gets_a_figure(tmp_path):
+    from schedlab.sched.reporting.paper_report import ConfigResult
+
+    full = _result("quickstart-like")
+    alone = ConfigResult(full.name, "test", full.seeds, "7", None, [r for r in full.replays if r.label != "fifo"],
+                         full.labels, "fifo")
+    page = next(p for p in _write(tmp_path, alone) if p.name.endswith("-load-sweep.html")).read_text()
+    assert "alt='average bars'" in page and "alt='baseline bars'" not in page
+    assert "fifo has no replay here, so nothing is paired with it" in page
+
+
 def test_each_cause_is_printed_once_and_referenced(tmp_path):
     """Castor Table 5 anchors one cause (service time) to the avg_jct_all of sjf, lucid and castor: one
     paragraph, three references; the last recorded values carry their seeds."""

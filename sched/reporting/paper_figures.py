@@ -1,8 +1,9 @@
 """The reproduction report's figures (:mod:`schedlab.sched.reporting.paper_report`), each a PNG as
 base64 for inlining: the load sweep (average JCT by load, ours and the paper's printed points), the
-ratios of a ``kind: ratios`` table (the paper's beside ours), and, for a set-up replayed at one load,
-average JCT over the baseline per policy with the paired 95 % interval as the whisker and the paper's
-ratio beside it (the normalised bar chart the papers print)."""
+ratios of a ``kind: ratios`` table (the paper's beside ours), and, for a set-up at the paper table's
+load or replayed at one load, average JCT over the baseline per policy with the paired 95 % interval as
+the whisker and the paper's ratio beside it (the normalised bar chart the papers print), or, where the
+baseline has no replay, the average JCT itself."""
 
 from __future__ import annotations
 
@@ -124,6 +125,23 @@ def baseline_bars(bars: list[Bar], baseline: str, title: str, ylabel: str = "ave
     return png(fig)
 
 
+def average_bars(labels: list[str], means: list[float], stds: list[float], seeds: list[int], title: str) -> str:
+    """Average JCT (hours) per label, mean ± std over its seeds: a set-up where nothing can be paired
+    with the baseline."""
+    fig = plots._figure(max(5.5, 0.8 * len(labels) + 2.5), 4.2)
+    ax = fig.add_subplot(111)
+    styles = plots.policy_styles(labels)
+    x = np.arange(len(labels))
+    ax.bar(x, means, 0.6, yerr=[0 if math.isnan(s) else s for s in stds], capsize=3, edgecolor="#333",
+           color=[styles[label]["color"] for label in labels])
+    ax.set_xticks(x, [f"{label}\n(n={n})" for label, n in zip(labels, seeds)], fontsize=8)
+    ax.set_ylabel("average JCT (hours)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.subplots_adjust(bottom=0.2)
+    return png(fig)
+
+
 def _seed_span(seeds: pd.Series) -> str:
     """``3 seeds`` or ``2-3 seeds`` (when some replays are missing)."""
     values = pd.to_numeric(seeds, errors="coerce").dropna().astype(int)
@@ -133,4 +151,4 @@ def _seed_span(seeds: pd.Series) -> str:
     return f"{high} seed{'s' if high != 1 else ''}" if low == high else f"{low}-{high} seeds"
 
 
-__all__ = ["Bar", "baseline_bars", "png", "ratio_bars", "sweep_plot"]
+__all__ = ["Bar", "average_bars", "baseline_bars", "png", "ratio_bars", "sweep_plot"]

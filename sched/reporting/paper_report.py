@@ -524,7 +524,8 @@ def write_report(out: Path, results: list[ConfigResult], *, parent_run_id: str, 
 def _plots_on(page: str, sweep: str) -> str:
     """The figures a page shows, named for the index."""
     return ", ".join(what for alt, what in (("load sweep", sweep), ("ratios", "the ratios, paper vs ours"),
-                                            ("baseline bars", "average JCT over the baseline, paired"))
+                                            ("baseline bars", "average JCT over the baseline, paired"),
+                                            ("average bars", "average JCT, no baseline replayed"))
                      if f"alt='{alt}'" in page)
 
 

@@ -96,7 +96,7 @@ def bars_section(result: ConfigResult, trace: str, cluster: str, load: float, sp
     base = result.baseline_label
     bars = baseline_bars(result, trace, cluster, load, _paper_ratios(spec, base, load))
     if len(bars) < 2:
-        return []
+        return _plain_bars(result, trace, cluster, load)
     method = paper_paired.METHOD_NAMES[result.paired_method]
     title = f"{result.name} at load {load:g} ({trace} / {cluster}): average JCT over {base}'s"
     png = paper_figures.baseline_bars(bars, base, title)
@@ -117,6 +117,26 @@ def bars_section(result: ConfigResult, trace: str, cluster: str, load: float, sp
             f"<table><thead><tr><th>policy</th><th>paper ÷ {html.escape(base)}</th><th>ours ÷ {html.escape(base)}"
             f" [95 %]</th><th>paired: average JCT − {html.escape(base)}'s, 95 % interval, wins / seeds, verdict"
             f"</th></tr></thead><tbody>{rows}</tbody></table>"]
+
+
+def _plain_bars(result: ConfigResult, trace: str, cluster: str, load: float) -> list[str]:
+    """A set-up without the baseline (or with one label) at ``load``: each label's average JCT in hours,
+    mean ± std over its seeds, nothing paired."""
+    stats = load_sweep(result).get((trace, cluster))
+    if stats is None:
+        return []
+    at = stats[np.isclose(stats.index.get_level_values("load"), load)].droplevel("load")
+    if at.empty:
+        return []
+    labels = [label for label in result.labels if label in at.index]
+    png = paper_figures.average_bars(labels, [float(at.loc[x, "mean"]) for x in labels],
+                                     [float(at.loc[x, "std"]) for x in labels], [int(at.loc[x, "seeds"]) for x in labels],
+                                     f"{result.name} at load {load:g} ({trace} / {cluster}): average JCT")
+    return [f"<figure><img alt='average bars' src='data:image/png;base64,{png}'><figcaption>"
+            f"{html.escape(result.name)}, trace {html.escape(trace)}, cluster {html.escape(cluster)}, load {load:g}:"
+            f" average JCT (hours), mean ± sample std over each label's seeds (n under each bar); the baseline"
+            f" {html.escape(result.baseline_label)} has no replay here, so nothing is paired with it.</figcaption>"
+            "</figure>"]
 
 
 def setup_section(result: ConfigResult, spec: dict | None) -> list[str]:
