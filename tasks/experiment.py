@@ -142,7 +142,7 @@ def log_comparison(live: LiveComparison, done: dict[str, Any], suffix: str = "")
                                      live.styles, live.config.sweeps_load, out / "plots")
         if any((out / "plots").iterdir()):
             retrying(lambda: client(uri).log_artifacts(live.parent_run_id, str(out / "plots"), "plots"))
-        return live.publish(figures=figures, suffix=suffix, final=True)
+        return live.publish(figures=figures, suffix=suffix, final=True, figures_as_of=len(jobs))
 
 
 def finish(live: LiveComparison, failures: dict[str, str], todo: list[ExperimentReplay],
