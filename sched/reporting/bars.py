@@ -104,7 +104,7 @@ def left_out(bars: Sequence[Bar], baseline: str) -> str | None:
 
 def _label(metric: str, bar: Bar) -> str:
     if metric in NORMALISED:
-        value = f"{bar.value:.2f}x"
+        value = f"{bar.value:.2f}"  # a fraction of the baseline's, not a speed-up
     elif metric in HOURS:
         value = f"{bar.value:,.2f} h" if bar.value < 100 else f"{bar.value:,.0f} h"
     else:

@@ -130,7 +130,7 @@ class LiveTable:
                 + (f"{markdown.block(config.description.strip())}\n\n" if config.description else "")
                 + f"{done} of {total} replays finished; {len(config.seeds)} seed(s);"
                 f" {compare.legend(baseline)}; knobs: parameters that differ from the policy's"
-                " defaults.\n\n" + compare.to_markdown(table) + "\n"
+                " defaults.\n\n" + compare.to_markdown(table, self.config.baseline_label) + "\n"
                 + (f"\n{needed}\n" if (needed := self.seeds_needed(table, as_markdown=True)) else ""))
 
     def stamp(self, done: int | None = None) -> str:
