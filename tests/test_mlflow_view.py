@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from pathlib import Path
@@ -79,7 +80,13 @@ def test_rank_sorts_by_the_metric_and_compares_each_row_paired_with_the_one_abov
     assert baseline["fifo"] == "" and all(baseline[p].startswith("better than fifo:") for p in "abc")
     markdown = compare.to_markdown(table)
     assert "| vs_above |" in markdown and "not separated from b" in markdown.splitlines()[4]
-    assert [line.split("|")[3].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
+    assert [line.split("|")[4].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
+    # shown with the baseline first (the row every other is read against), each row keeping its rank
+    first = compare.to_markdown(table, "fifo").splitlines()[2:]
+    assert [(ln.split("|")[3].strip(), ln.split("|")[4].strip()) for ln in first] == [
+        ("4", "fifo"), ("1", "c"), ("2", "b"), ("3", "a")]
+    text = compare.to_text(table, "fifo").splitlines()
+    assert text[1].split()[:2] == ["#", "policy"] and text[3].split()[:2] == ["4", "fifo"] and text[4].split()[:2] == ["1", "c"]
     assert "3.95 ± 0.06" in markdown.splitlines()[4]  # a: (14400 + 14000 + 14300) / 3 s in hours
     csv = compare.csv_frame(table, compare.pairs_of(table, rows, "fifo", "avg_jct_s"))
     assert {"vs", "paired_diff_mean", "ci95_low", "ci95_high", "wins", "seeds", "verdict"} <= set(csv.columns)
@@ -244,7 +251,9 @@ def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
                                        {k: v["color"] for k, v in styles.items()}, [("bars", b"\x89PNG fake")])
     for policy in ("fifo", "b&lt;x&gt;", "c", "d"):
         assert f"</span>{policy}" in page
-    assert page.index("</span>d") < page.index("</span>c") < page.index("</span>b&lt;x&gt;") < page.index("</span>fifo")
+    # the baseline's row first, then best first; each row's rank in the "#" column
+    assert page.index("</span>fifo") < page.index("</span>d") < page.index("</span>c") < page.index("</span>b&lt;x&gt;")
+    assert "<th>#</th>" in page and "<tr class='base'>\n<td class='n' data-v='4'>4</td>" in page  # fifo ranks 4th
     assert "<details" not in page and "data:image/png;base64," in page  # open, figures inline
     lowered = page.lower()
     assert "<link" not in lowered and "src='http" not in lowered and 'src="http' not in lowered
@@ -347,3 +356,48 @@ def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     assert history == {"fifo": 1, "sjf": 2}
     sjf = next(r for r in again.values() if c.get_run(r).data.tags["schedlab.label"] == "sjf")
     assert c.get_run(sjf).data.metrics["avg_jct_s"] == 75.0
+
+
+def test_the_mlflow_view_in_hours_baseline_first_and_reachable_from_the_experiments_description(tmp_path: Path) -> None:
+    """Against a real sqlite store: the policy runs carry the times in hours (the view's columns and
+    charts), the view sorts the baseline first, and the experiment's description links the view."""
+    from mlflow.tracking import MlflowClient
+
+    from schedlab.tasks.mlflow_view import comparison_view, describe_experiment
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = MlflowClient(uri)
+    experiment = c.create_experiment("e", artifact_location=str(tmp_path / "artifacts"))
+    parent = c.create_run(experiment).info.run_id
+    rows = (_rows("fifo", [36000.0, 39600.0], [0, 0]) + _rows("sjf", [7200.0, 9000.0], [0, 0])
+            + _rows("srtf", [18000.0, 18000.0], [0, 0]))
+    table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s", rows, "fifo")
+    ids = log_policy_runs(uri, experiment, parent, table, "fifo")
+    runs = {c.get_run(r).data.tags["schedlab.label"]: c.get_run(r).data.metrics for r in ids.values()}
+    assert runs["fifo"]["avg_jct_h"] == 10.5 and runs["fifo"]["avg_jct_s"] == 37800.0  # both: the CSV reads seconds
+    assert runs["sjf"]["avg_jct_h_sd"] == pytest.approx(np.std([2.0, 2.5], ddof=1), abs=1e-3)
+    assert runs["sjf"]["avg_wait_h"] == pytest.approx(5 / 3600, abs=1e-3) and "makespan_h" in runs["sjf"]
+    order = sorted(runs, key=lambda p: runs[p][mlflow_view.VIEW_ORDER])
+    assert order == ["fifo", "sjf", "srtf"] and [runs[p]["rank"] for p in order] == [3, 1, 2]
+
+    comparison_view(uri, experiment, "avg_jct_s")
+    describe_experiment(uri, experiment, "three *policies*", comparison=True)
+    tags = c.get_experiment(experiment).tags
+    view = json.loads(tags[mlflow_view.SHARED_VIEW_PREFIX + mlflow_view.VIEW_KEY])
+    assert view["orderByKey"] == "metrics.`view_order`" and view["orderByAsc"] is True
+    columns = [col.split("`")[1] for col in view["selectedColumns"] if col.startswith("metrics.")]
+    assert "avg_jct_h" in columns and not any(col.endswith("_s") or col.endswith("_s_std") for col in columns)
+    assert max(len(col) for col in columns) <= 13  # MLflow gives a column 100 px: avg_jct_speedup was cut
+    assert runs["sjf"]["avg_jct_norm"] == pytest.approx(8100 / 37800, abs=1e-3)  # policy ÷ baseline, as the bars
+    shown = [card["metricKey"] for card in view["compareRunCharts"] if not card["deleted"]]
+    assert shown[0] == "avg_jct_h" and "makespan_h" in shown
+    hidden = {card["metricKey"] for card in view["compareRunCharts"] if card["deleted"]}
+    assert set(runs["fifo"]) <= set(shown) | hidden  # no metric for the UI to chart on its own
+    link = mlflow_view.runs_url(uri, experiment)
+    assert tags[mlflow_view.VIEW_LINK_TAG] == link and "viewStateShareKey=schedlab-comparison" in link
+    note = tags["mlflow.note.content"]
+    assert note.startswith(f"Comparison view (classic runs view, baseline first): [{link}]({link})")
+    assert note.endswith("three &#42;policies&#42;") and tags["mlflow.experimentKind"] == "custom_model_development"
+    # a replay run's metrics: the headline times in hours beside the seconds
+    metrics = mlflow_view.run_metrics({"avg_jct_s": 7200.0, "makespan_s": 36000.0, "jobs": 3, "seed": 1})
+    assert metrics == {"avg_jct_s": 7200.0, "makespan_s": 36000.0, "jobs": 3.0, "avg_jct_h": 2.0, "makespan_h": 10.0}

@@ -54,11 +54,15 @@ VIEW_KEY = "schedlab-comparison"
 #: a policy run's place in the comparison view: the baseline first, then the others best first
 VIEW_ORDER = "view_order"
 #: the times of the view in hours: ``avg_jct_s`` -> ``avg_jct_h``, its spread ``avg_jct_h_sd`` (short keys:
-#: MLflow's runs table gives a metric column 100 px, about 13 characters, and cuts longer headers)
+#: MLflow's runs table gives a metric column 100 px, about 12 characters, and cuts longer headers: the
+#: view leaves out the spreads of queueing and makespan, ``avg_queue_h_sd`` and ``makespan_h_sd``)
 HOUR_METRICS = tuple(m for m in (*compare.METRICS, *compare.OPTIONAL) if compare.in_hours(m))
 #: the runs table's columns in the comparison view
-VIEW_COLUMNS = (compare.RANK, "seeds", "avg_jct_h", "avg_jct_h_sd", "avg_jct_speedup", "avg_wait_h", "avg_wait_h_sd",
-                "avg_queue_h", "avg_queue_h_sd", "makespan_h", "makespan_h_sd", "p95_jct_h", "gpu_util", "preemptions")
+VIEW_COLUMNS = (compare.RANK, "seeds", "avg_jct_h", "avg_jct_h_sd", "avg_jct_norm", "avg_wait_h", "avg_wait_h_sd",
+                "avg_queue_h", "makespan_h", "p95_jct_h", "gpu_util", "preemptions")
+#: the papers' normalised figures (policy ÷ baseline, as the headline bars draw them: < 1 is better), the
+#: inverse of the table's ``*_speedup``, under keys short enough for the runs table's header
+NORMALISED = {"avg_jct_speedup": "avg_jct_norm", "p95_jct_speedup": "p95_jct_norm", "makespan_speedup": "makespan_norm"}
 
 
 def hours_key(metric: str) -> str:
@@ -170,7 +174,7 @@ def comparison_view_state(rank_by: str = "avg_jct_s") -> dict[str, Any]:
 
 #: the chart view's cards: one horizontal bar per policy run in the run's colour, its value written on
 #: the bar, the card titled by the metric key
-CHARTS = ("avg_jct_h", "avg_jct_speedup", "p95_jct_h", "avg_wait_h", "makespan_h", "gpu_util")
+CHARTS = ("avg_jct_h", "avg_jct_norm", "p95_jct_h", "avg_wait_h", "makespan_h", "gpu_util")
 #: MLflow's section of metrics without a ``/`` in their key
 MODEL_SECTION = "Model metrics"
 
@@ -179,7 +183,8 @@ def policy_metric_keys() -> list[str]:
     """Every metric key a policy run can have (:func:`log_policy_runs`)."""
     return ["seeds", compare.RANK, VIEW_ORDER,
             *(k for m in (*compare.METRICS, *compare.OPTIONAL) for k in (m, compare.std_key(m))),
-            *(k for m in HOUR_METRICS for k in (hours_key(m), hours_key(m) + "_sd")), *compare.RATIOS.values()]
+            *(k for m in HOUR_METRICS for k in (hours_key(m), hours_key(m) + "_sd")), *compare.RATIOS.values(),
+            *NORMALISED.values()]
 
 
 def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
@@ -316,7 +321,7 @@ def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[
                position: int | None = None) -> tuple[str, str, dict[str, float], dict[str, str]]:
     """What the policy run of a comparison ``row`` shows: its name, note, metrics (seed means under
     the replay keys, ``<key>_std`` spreads, the times in hours too (:func:`hour_metrics`), ``*_speedup``
-    ratios, its ``rank`` and ``position`` in the view (:data:`VIEW_ORDER`), rounded by :func:`_shown`)
+    ratios and their inverses (:data:`NORMALISED`), its ``rank`` and ``position`` in the view (:data:`VIEW_ORDER`), rounded by :func:`_shown`)
     and tags (the note, ``same_as``, the tie, its colour, its replays done / running / queued);
     ``several``: the comparison has several (trace, cluster) groups."""
     label, seeds = row["policy"], int(row["seeds"])
@@ -331,6 +336,8 @@ def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[
                **({compare.RANK: row[compare.RANK]} if compare.RANK in row else {}),
                **({VIEW_ORDER: position} if position is not None else {})}
     metrics.update(hour_metrics(metrics))
+    metrics.update({norm: 1.0 / metrics[speedup] for speedup, norm in NORMALISED.items()
+                    if _finite(metrics.get(speedup)) and metrics[speedup] > 0})
     shown = {k: _shown(k, v) for k, v in metrics.items() if _finite(v)}
     tags = {NOTE_TAG: note, "schedlab.same_as": row.get(compare.SAME_AS) or "", VS_ABOVE_TAG: row.get(compare.VS_ABOVE) or "",
             VS_BASELINE_TAG: row.get(compare.VS_BASELINE) or "",
