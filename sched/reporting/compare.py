@@ -310,6 +310,6 @@ def to_text(table: pd.DataFrame, baseline: str | None = None) -> str:
 
 
 def replay_line(metrics: dict[str, float]) -> str:
-    """A finished replay's headline as the terminal shows it."""
-    return (f"avg JCT {metrics.get('avg_jct_s', math.nan):,.0f} s, avg wait {metrics.get('avg_wait_s', math.nan):,.0f} s,"
-            f" avg queue {metrics.get('avg_queue_s', math.nan):,.0f} s")
+    """A finished replay's headline as the terminal shows it (hours, as every view)."""
+    hours = {k: _number(float(metrics.get(k, math.nan)), k) for k in ("avg_jct_s", "avg_wait_s", "avg_queue_s")}
+    return f"avg JCT {hours['avg_jct_s']} h, avg wait {hours['avg_wait_s']} h, avg queue {hours['avg_queue_s']} h"
