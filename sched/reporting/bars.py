@@ -170,7 +170,7 @@ def bars_figure(rows: pd.DataFrame, order: Sequence[str], baseline: str, title: 
     cols = min(n, 2)
     rows_n = math.ceil(n / cols)
     bars_h = 0.3 * max(len(order), 3)  # inches of bars per panel; 1.4 in for its title and x axis
-    foot = 0.25 * (len(omitted) + 1) if omitted else 0.0  # the lines naming what was left out
+    foot = 0.17 * (len(omitted) + 1) + 0.1 if omitted else 0.0  # the lines naming what was left out (inches)
     height = (bars_h + 1.4) * rows_n + 0.6 + foot
     fig = plots._figure(8.0 * cols, height, dpi=100)
     axes = np.atleast_1d(fig.subplots(rows_n, cols)).ravel()
