@@ -12,6 +12,7 @@ Dask address) before any work starts, creates the MLflow database and experiment
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from schedlab.flows import lifecycle
 from schedlab.flows.orchestration import orchestration
 from schedlab.sched.reporting import compare, mlflow_view
 from schedlab.sched.spec import load_config
-from schedlab.tasks import experiment as tracked, tracking
+from schedlab.tasks import experiment as tracked, inputs, tracking
 from schedlab.tasks.live import LiveComparison, heartbeat
 from schedlab.tasks.replay import ReplayFailed, replay_task
 
@@ -82,9 +83,13 @@ def _run_and_compare(live: LiveComparison, table_every: int, started: float,
         live.publish()
     print(f"MLflow, updated as replays finish: {mlflow_view.runs_url(uri, experiment_id)}", flush=True)
     failures: dict[str, str] = {}
-    pending = {replay_task.submit(s, uri, experiment_id, parent): (s, 0) for s in todo}
-    finished = 0
-    with heartbeat(live):
+    with contextlib.ExitStack() as stack:
+        sent = stack.enter_context(inputs.shipped(todo))
+        if sent:
+            print(f"inputs sent to the workers through Dask: {len(sent)} ({sum(sent.values()) / 1e6:.1f} MB)")
+        pending = {replay_task.submit(s, uri, experiment_id, parent): (s, 0) for s in todo}
+        stack.enter_context(heartbeat(live))
+        finished = 0
         while pending:
             resubmit = {}
             for future in as_completed(list(pending)):

@@ -41,6 +41,46 @@ def check_dask(address: str, timeout: float = 3.0) -> int:
                               " to use a LocalCluster") from None
 
 
+class WorkersCannotReach(DaskUnreachable):
+    """Workers of a Dask cluster given by address cannot use the tracking store or the Prefect API."""
+
+
+def check_workers(address: str, uri: str, api_url: str | None) -> None:
+    """Before any replay, each worker of the cluster at ``address`` can read and write the flow's tracking
+    store and reach its Prefect API (:func:`schedlab.tasks.tracking.worker_reach`); WorkersCannotReach,
+    in one line saying what to set, otherwise. A sqlite store on workers that share no disk with this
+    machine is refused rather than relayed through the client (measured in docs/how-to/dask-cluster.md:
+    the logging a relay would put on the client exceeds what one client can do for many workers)."""
+    import secrets
+
+    from distributed import Client
+
+    marker, token = None, secrets.token_hex(16)
+    if uri.startswith("sqlite:///"):
+        marker = str(Path(uri.removeprefix("sqlite:///")).with_name(f".schedlab-reach-{token[:12]}"))
+        Path(marker).write_text(token)
+    try:
+        with Client(address, timeout=10, set_as_default=False) as dask_client:
+            found = dask_client.run(tracking.worker_reach, uri, marker, token, api_url)
+    finally:
+        if marker is not None:
+            Path(marker).unlink(missing_ok=True)
+    store = sorted(w for w, problems in found.items() if "store" in problems)
+    api = sorted(w for w, problems in found.items() if "api" in problems)
+    if store:
+        what = (f"the tracking store {uri} (a file on this machine that they do not see)" if marker else
+                f"the MLflow server {uri}")
+        raise WorkersCannotReach(
+            f"{len(store)} of {len(found)} Dask workers at {address} cannot use {what}: start an MLflow server they"
+            " can reach (`mlflow server --host 0.0.0.0 --backend-store-uri sqlite:///PATH/mlflow.db`) and set"
+            " MLFLOW_TRACKING_URI=http://HOST:5000 here; nothing was run")
+    if api:
+        raise WorkersCannotReach(
+            f"{len(api)} of {len(found)} Dask workers at {address} cannot reach the Prefect API at {api_url}: start"
+            " a Prefect server they can reach (`prefect server start --host 0.0.0.0`) and set"
+            " PREFECT_API_URL=http://HOST:4200/api here; nothing was run")
+
+
 @contextlib.contextmanager
 def sigint_ignored_by_children() -> Iterator[None]:
     """Worker processes started in the ``with`` ignore SIGINT (an ignored signal stays ignored across
@@ -98,7 +138,7 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
         warming = []  # held until the flow ends: a released future is cancelled
         with contextlib.suppress(Exception):
             for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
-                warming.append(dask_client.submit(warm_up, uri, workers=[worker], pure=False))
+                warming.append(dask_client.submit(warm_up, None if dask_address else uri, workers=[worker], pure=False))
         yield address
         del warming
         with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
@@ -157,5 +197,7 @@ def orchestration(home: Path, tracking_uri: str | None, dask_address: str | None
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(prefect_api())
         address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
-        wait_for_api(api)
+        api_url = wait_for_api(api)
+        if dask_address:
+            check_workers(dask_address, uri, api_url)
         yield Orchestration(uri, str(root) if root else None, address)

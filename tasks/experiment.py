@@ -178,8 +178,11 @@ def finish(live: LiveComparison, failures: dict[str, str], todo: list[Experiment
 
 
 def update(live: LiveComparison, show: bool) -> None:
-    """The parent run brought up to date after a finished replay; with ``show``, the ranked table
-    and the replays in flight printed too. A failed update is a warning: the next one catches up."""
+    """The parent run brought up to date after a finished replay when :meth:`LiveComparison.due` (always
+    with ``show``: the ranked table and the replays in flight printed too). A failed update is a
+    warning: the next one catches up."""
+    if not (show or live.due()):
+        return
     try:
         running = live.running()
         table, _ = live.publish(running)

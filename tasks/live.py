@@ -1,4 +1,5 @@
-"""The comparison while an experiment runs, published: after each finished replay the parent run's
+"""The comparison while an experiment runs, published: after a finished replay (at most every
+:data:`PUBLISH_EVERY_S`, and at the end) the parent run's
 policy rows (:func:`schedlab.tasks.mlflow_view.log_policy_runs`), ``comparison.md``, ``comparison.csv``,
 ``comparison.html``, headline bars and note are brought up to date (what they show:
 :mod:`schedlab.sched.reporting.live`); the terminal gets a line per replay in flight.
@@ -26,6 +27,13 @@ from schedlab.sched.spec import ExperimentReplay, ExperimentSpec
 from schedlab.tasks.mlflow_view import log_policy_runs
 from schedlab.tasks.tracking import KIND_TAG, PARENT_TAG, PROGRESS_TAG, client, retrying
 
+#: while replays run, the parent run is brought up to date at most this often (seconds): each update
+#: reads the runs in flight and logs the rows, tables and page, work that grows with the replays done, so
+#: a sweep of thousands would otherwise spend its client's CPU on it (benchmarks/sweep_scale.py)
+PUBLISH_EVERY_S = 5.0
+#: ... and, after an update that took d seconds, not before d / PUBLISH_SHARE seconds have passed: the live
+#: comparison takes at most this share of the client's time, however many replays it holds
+PUBLISH_SHARE = 0.1
 #: with nothing finishing, the replays in flight are printed this often (seconds)
 HEARTBEAT_S = 60.0
 #: while replays run, the headline bars are redrawn at most this often (seconds; each costs seconds
@@ -42,6 +50,11 @@ class LiveComparison(LiveTable):
         self.uri, self.experiment_id, self.parent_run_id = uri, experiment_id, parent_run_id
         self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
         self._bars: dict[str, tuple[str, bytes]] = {}  # name -> (caption, PNG) (logged under plots/, with an SVG copy each)
+        self._next_publish = -math.inf  # when the parent run may next be brought up to date (time.monotonic)
+
+    def due(self) -> bool:
+        """Whether the next :meth:`publish` is due (:data:`PUBLISH_EVERY_S`, :data:`PUBLISH_SHARE`)."""
+        return time.monotonic() >= self._next_publish
 
     def running(self) -> dict[str, tuple[float, str]]:
         """Replay key -> (start time in epoch s, jobs done of all when reported) of the replays whose
@@ -61,6 +74,7 @@ class LiveComparison(LiveTable):
         ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
         :data:`BARS_EVERY_S` at most unless ``final``; ``figures_as_of``: the replays ``figures`` include
         (their captions say so; default: every finished one). Returns the table and markdown."""
+        started = time.monotonic()
         table = self.table(running)
         text = self.markdown(table) + suffix
         c = client(self.uri)
@@ -84,6 +98,8 @@ class LiveComparison(LiveTable):
         inline = [*(name.removesuffix(".png") + ".svg" for name in self._bars), *(svg_or_png(p).name for p in figures)]
         note = self.note(table, text, self.parent_run_id, inline)
         retrying(lambda: c.set_tag(self.parent_run_id, NOTE_TAG, note))
+        took = time.monotonic() - started
+        self._next_publish = started + max(PUBLISH_EVERY_S, took / PUBLISH_SHARE)
         return table, text
 
 

@@ -32,7 +32,7 @@ from schedlab.sched.watchdog import thread_lock_for_progress_bars
 from schedlab.sched.reporting.markdown import text as md
 from schedlab.sched.reporting.mlflow_view import applied_metrics, run_metrics, run_params, standard_tags
 from schedlab.sched.spec import ExperimentReplay
-from schedlab.tasks import tracking
+from schedlab.tasks import inputs, tracking
 from schedlab.tasks.model_tracking import fetcher, lineage
 from schedlab.tasks.tracking import ERROR_TAG, KEY_TAG, KIND_TAG, PARENT_TAG, UNUSED_TAG, client, retrying
 
@@ -131,14 +131,16 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
                                      tags=[RunTag(k, v) for k, v in model_tags.items()]))
         started = time.perf_counter()
         contained = Contained(spec.time_limit_s, "--time-limit, or time_limit_s: in the experiment file")
-        result, cluster = execute(spec, progress.update, fetcher(uri), contained)  # models:/… from the experiment's store
+        # models:/… from the experiment's store; files from the client's copies (tasks/inputs.py)
+        local, names = inputs.localised(spec)
+        result, cluster = execute(local, progress.update, fetcher(uri), contained)
         replay_s = time.perf_counter() - started
         summary = {**result.summary, "replay_wall_s": replay_s}
         now = int(time.time() * 1000)
         gpus = cluster.training_pool.servers * cluster.training_pool.gpus_per_server
         metrics = {**run_metrics(summary), **applied_metrics(result),
                    **{k: v for k, v in fairness(result.jobs, gpus).items() if math.isfinite(v)}}
-        unused = result.unused  # a model or option that changed nothing (sched/results/applied.py)
+        unused = [inputs.client_names(m, names) for m in result.unused]  # what changed nothing (sched/results/applied.py)
         retrying(lambda: c.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                                      tags=[RunTag(UNUSED_TAG, "; ".join(unused)[:4000])] if unused else []))
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
@@ -167,7 +169,7 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
         end_lease()
 
 
-def warm_up(uri: str) -> int:
+def warm_up(uri: str | None) -> int:
     """Import what a replay needs, start the fork server its process comes from and open the tracking
     store, so that a fresh worker's first replay does not pay for it (run on every worker while the
     Prefect API starts); quiet the
@@ -184,7 +186,8 @@ def warm_up(uri: str) -> int:
 
     start_fork_server(PRELOAD)  # each replay's process is forked from it (sched/contained.py)
 
-    client(uri)
+    if uri is not None:  # None: a cluster by address, not yet known to see the store (opening creates it)
+        client(uri)
     import logging
 
     logging.getLogger("distributed.worker.state_machine").addFilter(_QuietCancel())

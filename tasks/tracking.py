@@ -116,6 +116,32 @@ def check_tracking(uri: str, timeout: float = 5.0) -> None:
         raise TrackingError(f"tracking store {uri} cannot be opened: {err}") from None
 
 
+def worker_reach(uri: str, marker: str | None, token: str, api_url: str | None) -> list[str]:
+    """Run on each Dask worker before any replay: what of the flow's services this worker cannot use.
+    ``marker``: a file the client wrote beside a sqlite store with ``token`` in it (a worker that cannot
+    read it does not share the client's disk, and would open an empty store of its own); an http(s)
+    store and the Prefect API (``api_url``) are asked for their health. Opens and creates nothing."""
+    problems = []
+    if marker is not None:
+        try:
+            seen = Path(marker).read_text() == token
+        except OSError:
+            seen = False
+        if not seen:
+            problems.append("store")
+    for name, url in (("store", uri.rstrip("/") + "/health" if uri.startswith(("http://", "https://")) else None),
+                      ("api", api_url.rstrip("/") + "/health" if api_url else None)):
+        if url is None or name in problems:
+            continue
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - the user's own server
+                if response.status != 200:
+                    problems.append(name)
+        except (urllib.error.URLError, OSError, ValueError):
+            problems.append(name)
+    return problems
+
+
 def ensure_experiment(uri: str, name: str, artifact_root: Path | None) -> str:
     """The MLflow experiment's id, created with its artifacts in ``artifact_root``'s folder for ``name``
     (:func:`schedlab.settings.path_name`: a name such as ``../x`` cannot put them elsewhere)."""

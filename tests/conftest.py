@@ -96,3 +96,18 @@ def seed_home(tmp_path_factory):
         return home
 
     return seed
+
+
+# The longest modules first: with `--dist loadscope` each module runs whole on one worker, in the order
+# collected, so a long module collected last runs alone at the end while the other worker idles. The
+# seconds each module took are in tests/module_seconds.json (python -m schedlab.tools.test_durations
+# refreshes them from a run's JUnit XML); a module not listed counts as DEFAULT_MODULE_S.
+DEFAULT_MODULE_S = 30.0
+
+
+def pytest_collection_modifyitems(config, items):
+    import json
+
+    listed = Path(__file__).with_name("module_seconds.json")
+    seconds = json.loads(listed.read_text()) if listed.exists() else {}
+    items.sort(key=lambda item: -seconds.get(item.path.name, DEFAULT_MODULE_S))  # stable: a module's order kept

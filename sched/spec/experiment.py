@@ -62,7 +62,7 @@ from schedlab.sched.contained import DEFAULT_TIME_LIMIT_S
 from schedlab.sched.core.pools import LoanOptions
 from schedlab.sched.models.inference import is_synthetic
 from schedlab.sched.policy_needs import Fallback
-from schedlab.sched.spec import fields
+from schedlab.sched.spec import fields, inputs
 from schedlab.sched.spec.fields import LATEST
 from schedlab.sched.spec.replay import ReplaySpec
 from schedlab.sched.strict import UserModel
@@ -234,9 +234,12 @@ class ExperimentSpec(UserModel):
         return self.baseline or self.policy_entries()[0].label  # type: ignore[return-value]
 
     def resolve_source(self, source: str | None) -> str | None:
-        """An absolute path for a relative trace path (:meth:`search_path`; not found: the file's folder's)."""
+        """An absolute path for a relative trace path (:meth:`search_path`; not found: the file's folder's); a URL
+        as it is."""
         if source is None or source == "synthetic":
             return None
+        if inputs.is_url(source):
+            return source
         path = Path(source).expanduser()
         if path.is_absolute():
             return str(path)
@@ -319,7 +322,8 @@ class ExperimentSpec(UserModel):
                                 policy_origin=origin.params() if origin is not None else None,
                                 policy_source=sources[pol.name], time_limit_s=self.time_limit_s,
                             ))
-        return specs
+        digests = {path: inputs.read(path).sha for path in inputs.paths_of(specs)}
+        return [s.model_copy(update={"inputs": {p: digests[p] for p in inputs.paths_of([s])}}) for s in specs]
 
     @property
     def sweeps_load(self) -> bool:
@@ -390,6 +394,9 @@ class ExperimentReplay(BaseModel):
     policy_source: str | None = None
     #: seconds the replay may run before it is stopped and fails (how it runs, not what: not in ``identity``)
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    #: each input path or URL the replay reads -> the SHA-256 of its content (:mod:`schedlab.sched.spec.inputs`):
+    #: what a worker that cannot see the client's disk is sent, and part of ``identity``
+    inputs: dict[str, str] = Field(default_factory=dict)
 
     def spec(self) -> ReplaySpec:
         """The replay as :func:`schedlab.sched.replay.run` takes it (one policy; the trace's options with
@@ -419,7 +426,8 @@ class ExperimentReplay(BaseModel):
         } | ({"smact_profiles": self.smact_profiles} if self.smact_profiles else {}) | (
             {"inference": self.inference} if self.inference else {}) | (
             {"policy_origin": self.policy_origin} if self.policy_origin else {}) | (
-            {"allocation_stall_s": self.allocation_stall_s} if self.allocation_stall_s is not None else {})
+            {"allocation_stall_s": self.allocation_stall_s} if self.allocation_stall_s is not None else {}) | (
+            {"inputs": self.inputs} if self.inputs else {})
 
     @property
     def key(self) -> str:

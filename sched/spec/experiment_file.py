@@ -17,7 +17,7 @@ from schedlab.checks import error_loc, load_yaml, plain
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.models.inference import is_synthetic
 from schedlab.sched.policy_needs import CapabilityError, CapabilityWarning
-from schedlab.sched.spec import fields
+from schedlab.sched.spec import fields, inputs
 from schedlab.sched.spec.experiment import ExperimentSpec
 
 CONF_DIR = conf.path("experiments")
@@ -198,6 +198,12 @@ def _check_semantics(config: ExperimentSpec, file: _File) -> None:
         if trace.source in (None, "synthetic"):
             if trace.format not in (None, "synthetic"):
                 raise file.error(("traces", i, "source"), f"format {trace.format!r} needs a source file")
+            continue
+        if inputs.is_url(trace.source):
+            try:
+                inputs.read(trace.source)
+            except inputs.InputError as err:
+                raise file.error(("traces", i, "source"), str(err)) from None
             continue
         resolved = Path(config.resolve_source(trace.source) or "")
         if not resolved.exists():
