@@ -71,7 +71,8 @@ def comparison_figures(specs: list[Any], jobs: dict[str, pd.DataFrame], smact: d
                     figures.insert(-1, top)
     for (trace_label, cluster), by_policy in _by_group(specs, smact).items():
         plots.smact_cdf(by_policy, folder / f"smact_cdf__{group_suffix(trace_label, cluster)}.png",
-                        f"SM activity over all GPUs, CDF per policy: {trace_label} on {cluster}")
+                        f"SM activity over all GPUs, CDF per policy: {trace_label} on {cluster},"
+                        f" as of {len(smact)} of {len(specs)} replays")
     if sweeps_load and rows:
         frame = pd.DataFrame(rows)
         means = frame.groupby(["trace_name", "cluster", "policy", "load"], sort=False)[
@@ -79,5 +80,6 @@ def comparison_figures(specs: list[Any], jobs: dict[str, pd.DataFrame], smact: d
         for (trace, cluster), group in means.groupby(["trace_name", "cluster"], sort=False):
             if group["load"].nunique() > 1:
                 plots.load_sweep_plot(group, folder / f"vs_load__{settings.path_name(f'{trace}__{cluster}')}.png",
-                                      f"{trace} on {cluster}: average JCT and wait vs load")
+                                      f"{trace} on {cluster}: average JCT and wait vs load,"
+                                      f" as of {len(rows)} of {len(specs)} replays")
     return figures
