@@ -401,3 +401,28 @@ def test_the_mlflow_view_in_hours_baseline_first_and_reachable_from_the_experime
     # a replay run's metrics: the headline times in hours beside the seconds
     metrics = mlflow_view.run_metrics({"avg_jct_s": 7200.0, "makespan_s": 36000.0, "jobs": 3, "seed": 1})
     assert metrics == {"avg_jct_s": 7200.0, "makespan_s": 36000.0, "jobs": 3.0, "avg_jct_h": 2.0, "makespan_h": 10.0}
+
+
+def test_live_figures_and_page_say_which_replays_they_include(tmp_path: Path) -> None:
+    """During a run the bars are redrawn less often than the table: each says which replays it holds."""
+    from schedlab.sched.reporting.live import LiveTable
+    from schedlab.sched.spec import load_config
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: e\nbaseline: fifo\nseeds: [0, 1]\ntraces:\n  - {name: syn, format: synthetic,"
+                    " options: {num_jobs: 20}}\nclusters: [4x8]\npolicies: [fifo, sjf]\n")
+    live = LiveTable(load_config(path), load_config(path).grid("v"))
+    jct = {("fifo", 0): 9000.0, ("fifo", 1): 9900.0, ("sjf", 0): 3600.0, ("sjf", 1): 4000.0}
+    metrics = {"avg_wait_s": 10.0, "avg_queue_s": 5.0, "makespan_s": 1e5, "gpu_util": 0.5, "preemptions": 0}
+    specs = sorted(live.specs, key=lambda s: (s.seed, s.label))
+    for spec in specs[:3]:
+        live.finished(spec, {**metrics, "avg_jct_s": jct[(spec.label, spec.seed)], "p95_jct_s": 2 * jct[(spec.label, spec.seed)]})
+    bars = live.headline_bars(live.table(), tmp_path)
+    (caption, png), = bars.values()
+    assert caption.startswith("headline__syn__4x8.png: normalised bars, as of 3 of 4 replays")
+    assert "makespan_s left out: every policy within 2% of fifo" in caption and png.startswith(b"\x89PNG")
+    spec = specs[3]
+    live.finished(spec, {**metrics, "avg_jct_s": jct[(spec.label, spec.seed)], "p95_jct_s": 2 * jct[(spec.label, spec.seed)]})
+    page = live.page(live.table(), list(bars.values()))  # the table has moved on, the bars not yet
+    assert "table as of 4 of 4 replays" in page and "normalised bars, as of 3 of 4 replays" in page
+    assert page.index("</span>fifo") < page.index("</span>sjf")  # the baseline first, though ranked second
