@@ -57,7 +57,7 @@ def open_experiment(uri: str, config: ExperimentSpec, artifact_root: str | None,
     from schedlab.tasks.mlflow_view import comparison_view, describe_experiment
 
     experiment_id = tracking.ensure_experiment(uri, config.name, Path(artifact_root) if artifact_root else None)
-    describe_experiment(uri, experiment_id, config.description)
+    describe_experiment(uri, experiment_id, config.description, comparison=True)
     comparison_view(uri, experiment_id, rank_by)
     return experiment_id
 
@@ -142,7 +142,7 @@ def log_comparison(live: LiveComparison, done: dict[str, Any], suffix: str = "")
                                      live.styles, live.config.sweeps_load, out / "plots")
         if any((out / "plots").iterdir()):
             retrying(lambda: client(uri).log_artifacts(live.parent_run_id, str(out / "plots"), "plots"))
-        return live.publish(figures=figures, suffix=suffix, final=True)
+        return live.publish(figures=figures, suffix=suffix, final=True, figures_as_of=len(jobs))
 
 
 def finish(live: LiveComparison, failures: dict[str, str], todo: list[ExperimentReplay],
@@ -170,7 +170,7 @@ def finish(live: LiveComparison, failures: dict[str, str], todo: list[Experiment
         "experiment": config.name, "experiment_id": live.experiment_id, "parent_run_id": parent,
         "tracking_uri": uri, "baseline": config.baseline_label, **counts,
         "failures": {labels[k]: msg for k, msg in failures.items()},
-        "table": compare.to_text(table) + (f"\n{needed}" if (needed := live.seeds_needed(table)) else ""),
+        "table": compare.to_text(table, config.baseline_label) + (f"\n{needed}" if (needed := live.seeds_needed(table)) else ""),
         "legend": compare.legend(config.baseline_label),
         "markdown": markdown, "ui_url": mlflow_view.runs_url(uri, live.experiment_id),
         "parent_url": mlflow_view.run_url(uri, live.experiment_id, parent),
@@ -192,7 +192,7 @@ def update(live: LiveComparison, show: bool) -> None:
     if show:
         in_flight = live.in_flight(running)
         print(f"{len(live.rows)} of {len(live.specs)} replays finished, best first by {live.rank_by}:\n"
-              + compare.to_text(table) + (f"\n{in_flight}" if in_flight else ""), flush=True)
+              + compare.to_text(table, live.config.baseline_label) + (f"\n{in_flight}" if in_flight else ""), flush=True)
 
 
 def kill_orphaned_replays(uri: str, name: str, report: bool = False) -> list[str]:

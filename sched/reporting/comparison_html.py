@@ -75,7 +75,9 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
                     figures: Sequence[tuple[str, bytes]] = ()) -> str:
     """The page. ``table``: a ranked comparison (:func:`compare.rank`); ``rows``: one per finished
     replay (``trace, cluster, policy, seed`` and metrics) for the seed dots; ``colours``: label ->
-    CSS colour; ``figures``: (caption, PNG bytes) shown above the table."""
+    CSS colour; ``figures``: (caption, PNG bytes) shown under the table, each caption saying which
+    replays its figure includes. The baseline's row comes first (:func:`compare.baseline_first`)."""
+    table = compare.baseline_first(table, baseline)
     head = compare.shown_columns(table)
     seeds = pd.DataFrame(list(rows)) if rows else pd.DataFrame(columns=["trace", "cluster", "policy", rank_by])
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
@@ -102,7 +104,7 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
         base_rows = part[part["policy"] == baseline]
         base = float(base_rows[rank_by].iloc[0]) / scale if len(base_rows) and not pd.isna(base_rows[rank_by].iloc[0]) else math.nan
         out.append(f"<h2 style='font-size:1.05em'>trace {html.escape(str(trace))}, cluster {html.escape(str(cluster))}:"
-                   f" best first by {html.escape(rank_by)}</h2><table><thead><tr><th>#</th>")
+                   f" {html.escape(baseline)} first, then best first by {html.escape(rank_by)}</h2><table><thead><tr>")
         for c in head:
             if c in compare.GROUP:
                 continue
@@ -112,11 +114,11 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
                 out.append(f"<th>{html.escape(compare.header(rank_by))}: {lo:,.2f} to {hi:,.2f}{unit}"
                            f" (leaders)</th>")
         out.append("</tr></thead><tbody>")
-        for i, row in enumerate(part.to_dict("records")):
+        for row in part.to_dict("records"):
             label = row["policy"]
             colour = colours.get(label, "#888")
             cls = " class='base'" if label == baseline else ""
-            out.append(f"<tr{cls}><td class='n' data-v='{i + 1}'>{i + 1}</td>")
+            out.append(f"<tr{cls}>")
             for c in head:
                 if c in compare.GROUP:
                     continue
