@@ -67,7 +67,8 @@ class LiveComparison(LiveTable):
                 for r in page}
 
     def publish(self, running: dict[str, Any] | None = None, figures: Sequence[Path] = (),
-                suffix: str = "", final: bool = False, figures_as_of: int | None = None) -> tuple[pd.DataFrame, str]:
+                suffix: str = "", final: bool = False, figures_as_of: int | None = None,
+                links: Sequence[tuple[str, str]] = ()) -> tuple[pd.DataFrame, str]:
         """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
         the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
         note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
@@ -90,7 +91,7 @@ class LiveComparison(LiveTable):
                     retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
             shown = [*self._bars.values(),
                      *((f"{p.name}, {self.stamp(figures_as_of)}", p.read_bytes()) for p in figures)]
-            (out / "comparison.html").write_text(self.page(table, shown))
+            (out / "comparison.html").write_text(self.page(table, shown, links))
             (out / "comparison.md").write_text(text)
             self.csv(table).to_csv(out / "comparison.csv", index=False)
             for name in ("comparison.md", "comparison.csv", "comparison.html"):

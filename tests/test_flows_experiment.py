@@ -143,6 +143,12 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     # the normalised bars, wait top + all, JCT CDF and CCDF, queueing CCDF; the table and each figure stamped
     assert "tiresias" in page and page.count("data:image/png;base64,") == 6
     assert "table as of 4 of 4 replays" in page
+    # the leader against the baseline, job by job, beside the page and linked from it
+    assert "drilldown.html" in names and "<a href='drilldown.html'>" in page
+    drill = (Path(parent.info.artifact_uri.removeprefix("file://")) / "drilldown.html").read_text()
+    leader = next(p for p in pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")["policy"]
+                  if p != "fifo")
+    assert f"{leader} against fifo: 600 jobs over 2 replay pair(s)" in drill
     assert len(re.findall(r"<figcaption>[^<]*, as of 4 of 4 replays", page)) == 6
     # the run's overview: who wins first (all MLflow shows before "Show more"), then the bars and CDFs
     # inline (SVG copies through the UI's get-artifact endpoint), then the table

@@ -72,11 +72,12 @@ def _strip(mean: float, std: float, seeds: Sequence[float], base: float, lo: flo
 
 def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], baseline: str, rank_by: str,
                     title: str, status: str, colours: Mapping[str, str],
-                    figures: Sequence[tuple[str, bytes]] = ()) -> str:
+                    figures: Sequence[tuple[str, bytes]] = (), links: Sequence[tuple[str, str]] = ()) -> str:
     """The page. ``table``: a ranked comparison (:func:`compare.rank`); ``rows``: one per finished
     replay (``trace, cluster, policy, seed`` and metrics) for the seed dots; ``colours``: label ->
     CSS colour; ``figures``: (caption, PNG bytes) shown under the table, each caption saying which
-    replays its figure includes. The baseline's row comes first (:func:`compare.baseline_first`)."""
+    replays its figure includes; ``links``: (text, relative address) of pages beside this one (the
+    drill-down). The baseline's row comes first (:func:`compare.baseline_first`)."""
     table = compare.baseline_first(table, baseline)
     head = compare.shown_columns(table)
     seeds = pd.DataFrame(list(rows)) if rows else pd.DataFrame(columns=["trace", "cluster", "policy", rank_by])
@@ -87,6 +88,9 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
            f" ({html.escape(rank_by)}, on the scale of the policies within {LEADERS:.0%} of the best): dot = seed"
            f" mean, whisker = ± std, small dots = seeds, arrow = off that scale, dashed line ="
            f" {html.escape(baseline)}; click a column to sort.</p>"]
+    if links:
+        out.append("<p class='meta'>" + " · ".join(f"<a href='{html.escape(href, quote=True)}'>{html.escape(text)}</a>"
+                                                   for text, href in links) + "</p>")
     for (trace, cluster), part in table.groupby(compare.GROUP, sort=False):
         part = part.reset_index(drop=True)
         mine = seeds[(seeds.get("trace") == trace) & (seeds.get("cluster") == cluster)] if len(seeds) else seeds

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +158,7 @@ class LiveTable:
                                 path.read_bytes())
         return drawn
 
-    def page(self, table: pd.DataFrame, figures: list[tuple[str, bytes]]) -> str:
+    def page(self, table: pd.DataFrame, figures: list[tuple[str, bytes]], links: Sequence[tuple[str, str]] = ()) -> str:
         """``comparison.html`` with ``figures`` (caption, PNG) inline: the table stamped with the replays it
         includes, each figure's caption with its own (a figure redrawn less often can lag the table)."""
         baseline = self.config.baseline_label
@@ -165,7 +166,7 @@ class LiveTable:
             table, self.finished_rows(), baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
             f"table {self.stamp()} ({len(self.config.seeds)} seed(s)); best first by {self.rank_by},"
             f" {baseline} first",
-            {k: v["color"] for k, v in self.styles.items()}, figures)
+            {k: v["color"] for k, v in self.styles.items()}, figures, links)
 
     def note(self, table: pd.DataFrame, text: str, run_id: str, inline: list[str]) -> str:
         """The comparison run's description: who leads, the figures ``inline`` (under ``plots/`` of run
