@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{len(report['failures'])} replay(s) FAILED (their MLflow runs hold error.txt):", file=sys.stderr)
         for label, msg in report["failures"].items():
             print(f"  {label}: {msg}", file=sys.stderr)
-    print(f"\nMLflow: {report['ui_url']}\n  (the runs table: one row per policy, mean and _std over seeds; chart view: policies side by side)")
+    print(f"\nMLflow: {report['ui_url']}\n  (the runs table: one row per policy, the baseline first, means and spreads (_sd) over seeds in hours; chart view: policies side by side)")
     print(f"comparison run (table, plots): {report['parent_url']}")
     if not report["tracking_uri"].startswith(("http://", "https://")):
         print(f"open them with `{ui_hint()}` (MLflow UI on {settings.ui_base()}), then the links above")

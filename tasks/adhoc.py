@@ -64,8 +64,8 @@ class AdhocRuns:
         with tempfile.TemporaryDirectory(prefix="schedlab-replay-") as tmp:
             out = Path(tmp)
             result.write(out)
-            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {result.policy}", "JCT (s)")
-            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait CDF: {result.policy}", "wait_s (s)")
+            plots.cdf_plot(result.jobs["jct_s"], out / "jct_cdf.png", f"JCT CDF: {result.policy}", "JCT")
+            plots.cdf_plot(result.jobs["wait_s"], out / "wait_cdf.png", f"wait CDF: {result.policy}", "wait")
             plots.utilization_plot(result.utilization, self.total_gpus, out / "gpu_util.png",
                                    f"GPU utilisation: {result.policy}")
             if result.smact is not None:

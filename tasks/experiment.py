@@ -57,7 +57,7 @@ def open_experiment(uri: str, config: ExperimentSpec, artifact_root: str | None,
     from schedlab.tasks.mlflow_view import comparison_view, describe_experiment
 
     experiment_id = tracking.ensure_experiment(uri, config.name, Path(artifact_root) if artifact_root else None)
-    describe_experiment(uri, experiment_id, config.description)
+    describe_experiment(uri, experiment_id, config.description, comparison=True)
     comparison_view(uri, experiment_id, rank_by)
     return experiment_id
 
@@ -138,11 +138,43 @@ def log_comparison(live: LiveComparison, done: dict[str, Any], suffix: str = "")
             if "smact_mean" in run.data.metrics and (frame := _download(uri, run, "smact.parquet", out / "dl")) is not None:
                 smact[spec.key] = frame
         (out / "plots").mkdir()
-        figures = comparison_figures(live.specs, jobs, smact, live.table(), rows, live.config.baseline_label,
+        table = live.table()
+        figures = comparison_figures(live.specs, jobs, smact, table, rows, live.config.baseline_label,
                                      live.styles, live.config.sweeps_load, out / "plots")
         if any((out / "plots").iterdir()):
             retrying(lambda: client(uri).log_artifacts(live.parent_run_id, str(out / "plots"), "plots"))
-        return live.publish(figures=figures, suffix=suffix, final=True)
+        links = _drilldown(live, done, table, out)
+        return live.publish(figures=figures, suffix=suffix, final=True, figures_as_of=len(jobs), links=links)
+
+
+def _drilldown(live: LiveComparison, done: dict[str, Any], table: Any, out: Path) -> list[tuple[str, str]]:
+    """``drilldown.html`` on the parent run: the policy ranked first against the baseline, job by job
+    (:mod:`schedlab.sched.reporting.drilldown`, as ``schedlab compare`` draws it), over every trace, cluster
+    and seed both have; the link to it for ``comparison.html`` (none when there is no such pair)."""
+    from schedlab.sched.reporting import drilldown, plots
+    from schedlab.sched.spec import fields
+
+    baseline = live.config.baseline_label
+    leader = next((p for p in table["policy"] if p != baseline), None) if len(table) else None
+    if leader is None:
+        return []
+    tables: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for spec in live.specs:
+        run = done.get(spec.key)
+        if run is not None and spec.label in (leader, baseline):
+            frame = _download(live.uri, run, "jobs.parquet", out / "drill")
+            if frame is not None:
+                tables.setdefault((spec.trace_label, spec.cluster, spec.seed), {})[spec.label] = frame
+    tables = {k: v for k, v in tables.items() if len(v) == 2}
+    if not tables:
+        return []
+    gpus = {c: (pool := fields.cluster(c).training_pool).servers * pool.gpus_per_server for _, c, _ in tables}
+    parts = drilldown.drilldown(tables, leader, baseline, gpus)
+    svg = plots.job_scatter(parts["jobs"], leader, baseline, out / "scatter.png").with_suffix(".svg")
+    (out / "drilldown.html").write_text(drilldown.to_html(parts, leader, baseline, svg.read_text()))
+    retrying(lambda: client(live.uri).log_artifact(live.parent_run_id, str(out / "drilldown.html")))
+    return [(f"{leader} against {baseline}, job by job (drilldown.html; any other pair: schedlab compare"
+             f" {live.config.name} A B)", "drilldown.html")]
 
 
 def finish(live: LiveComparison, failures: dict[str, str], todo: list[ExperimentReplay],
@@ -170,7 +202,7 @@ def finish(live: LiveComparison, failures: dict[str, str], todo: list[Experiment
         "experiment": config.name, "experiment_id": live.experiment_id, "parent_run_id": parent,
         "tracking_uri": uri, "baseline": config.baseline_label, **counts,
         "failures": {labels[k]: msg for k, msg in failures.items()},
-        "table": compare.to_text(table) + (f"\n{needed}" if (needed := live.seeds_needed(table)) else ""),
+        "table": compare.to_text(table, config.baseline_label) + (f"\n{needed}" if (needed := live.seeds_needed(table)) else ""),
         "legend": compare.legend(config.baseline_label),
         "markdown": markdown, "ui_url": mlflow_view.runs_url(uri, live.experiment_id),
         "parent_url": mlflow_view.run_url(uri, live.experiment_id, parent),
@@ -192,7 +224,7 @@ def update(live: LiveComparison, show: bool) -> None:
     if show:
         in_flight = live.in_flight(running)
         print(f"{len(live.rows)} of {len(live.specs)} replays finished, best first by {live.rank_by}:\n"
-              + compare.to_text(table) + (f"\n{in_flight}" if in_flight else ""), flush=True)
+              + compare.to_text(table, live.config.baseline_label) + (f"\n{in_flight}" if in_flight else ""), flush=True)
 
 
 def kill_orphaned_replays(uri: str, name: str, report: bool = False) -> list[str]:

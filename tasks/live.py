@@ -49,7 +49,7 @@ class LiveComparison(LiveTable):
         super().__init__(config, specs, rank_by)
         self.uri, self.experiment_id, self.parent_run_id = uri, experiment_id, parent_run_id
         self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
-        self._bars: dict[str, bytes] = {}  # their PNGs (logged under plots/, with an SVG copy each)
+        self._bars: dict[str, tuple[str, bytes]] = {}  # name -> (caption, PNG) (logged under plots/, with an SVG copy each)
         self._next_publish = -math.inf  # when the parent run may next be brought up to date (time.monotonic)
 
     def due(self) -> bool:
@@ -67,12 +67,14 @@ class LiveComparison(LiveTable):
                 for r in page}
 
     def publish(self, running: dict[str, Any] | None = None, figures: Sequence[Path] = (),
-                suffix: str = "", final: bool = False) -> tuple[pd.DataFrame, str]:
+                suffix: str = "", final: bool = False, figures_as_of: int | None = None,
+                links: Sequence[tuple[str, str]] = ()) -> tuple[pd.DataFrame, str]:
         """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
         the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
         note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
         ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
-        :data:`BARS_EVERY_S` at most unless ``final``. Returns the table and markdown."""
+        :data:`BARS_EVERY_S` at most unless ``final``; ``figures_as_of``: the replays ``figures`` include
+        (their captions say so; default: every finished one). Returns the table and markdown."""
         started = time.monotonic()
         table = self.table(running)
         text = self.markdown(table) + suffix
@@ -87,8 +89,9 @@ class LiveComparison(LiveTable):
                 if drawn:  # none before the baseline has a finished replay
                     self._bars, self._bars_at = drawn, time.monotonic()
                     retrying(lambda: c.log_artifacts(self.parent_run_id, str(out / "plots"), "plots"))
-            shown = [*self._bars.items(), *((p.name, p.read_bytes()) for p in figures)]
-            (out / "comparison.html").write_text(self.page(table, shown))
+            shown = [*self._bars.values(),
+                     *((f"{p.name}, {self.stamp(figures_as_of)}", p.read_bytes()) for p in figures)]
+            (out / "comparison.html").write_text(self.page(table, shown, links))
             (out / "comparison.md").write_text(text)
             self.csv(table).to_csv(out / "comparison.csv", index=False)
             for name in ("comparison.md", "comparison.csv", "comparison.html"):

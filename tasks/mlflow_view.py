@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from schedlab.sched.reporting import markdown
+from schedlab.sched.reporting import compare
 from schedlab.sched.reporting.mlflow_view import (
     COMPARISON_TAG,
     EXPERIMENT_KIND,
@@ -16,21 +16,29 @@ from schedlab.sched.reporting.mlflow_view import (
     POLICY_ROW_TAG,
     SHARED_VIEW_PREFIX,
     VIEW_KEY,
+    VIEW_LINK_TAG,
     comparison_view_state,
+    experiment_note,
     note_text,
     policy_run,
     row_key,
+    runs_url,
     standard_tags,
 )
 from schedlab.tasks.tracking import KIND_TAG, client, retrying
 
 
-def describe_experiment(uri: str, experiment_id: str, description: str | None) -> None:
-    """Classic runs view and the YAML's description as the experiment's description (idempotent)."""
+def describe_experiment(uri: str, experiment_id: str, description: str | None, comparison: bool = False) -> None:
+    """Classic runs view (``mlflow.experimentKind``, for the MLflow versions that read it) and the
+    experiment's description: with ``comparison``, the link to its comparison view first (also the
+    tag ``schedlab.comparison_view``), then the YAML's description (idempotent)."""
     c = client(uri)
     retrying(lambda: c.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND))
-    if description:
-        note = note_text(markdown.block(description.strip()), 20000)  # shown as typed, never as markup
+    link = runs_url(uri, experiment_id) if comparison else None
+    if link:
+        retrying(lambda: c.set_experiment_tag(experiment_id, VIEW_LINK_TAG, link))
+    note = experiment_note(description, link)
+    if note:
         retrying(lambda: c.set_experiment_tag(experiment_id, NOTE_TAG, note))
 
 
@@ -61,12 +69,12 @@ def log_policy_runs(uri: str, experiment_id: str, parent_run_id: str, table, bas
         existing[run.data.tags.get(POLICY_ROW_TAG)] = run
     several = table[["trace", "cluster"]].drop_duplicates().shape[0] > 1 if len(table) else False
     now, out = int(time.time() * 1000), {}
-    for row in table.to_dict("records"):
+    for position, row in enumerate(compare.baseline_first(table, baseline).to_dict("records")):
         label = row["policy"]
         if int(row["seeds"]) == 0:  # a live comparison's policy with no finished replay yet
             continue
         key = row_key(parent_run_id, row["trace"], row["cluster"], label)
-        name, note, shown, tags = policy_run(row, baseline, several, colours)
+        name, note, shown, tags = policy_run(row, baseline, several, colours, position)
         run = existing.get(key)
         if run is None:
             run = retrying(lambda: c.create_run(experiment_id, run_name=name, tags={

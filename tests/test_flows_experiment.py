@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import signal
 import textwrap
@@ -124,6 +125,7 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
         m = run.data.metrics
         assert m["avg_wait_s"] >= m["avg_queue_s"]
         assert m["jobs"] == 300 and m["avg_jct_s"] > 0 and 0 < m["gpu_util"] <= 1 and "p95_queue_s" in m
+        assert m["avg_jct_h"] == pytest.approx(m["avg_jct_s"] / 3600)  # the views' unit beside the seconds
         names = {a.path for a in c.list_artifacts(run.info.run_id)}
         assert {"jobs.parquet", "summary.json", "utilization.parquet", "jct_cdf.png", "queue_cdf.png",
                 "gpu_util.png"} <= names
@@ -138,7 +140,16 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert "plots/jct_cdf__syn__4x8.png" in plots
     assert {"plots/wait_cdf__syn__4x8.png", "plots/wait_cdf_all__syn__4x8.png", "plots/headline__syn__4x8.png"} <= plots
     page = (Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.html").read_text()
-    assert "tiresias" in page and page.count("data:image/png;base64,") == 4  # bars, wait top + all, JCT
+    # the normalised bars, wait top + all, JCT CDF and CCDF, queueing CCDF; the table and each figure stamped
+    assert "tiresias" in page and page.count("data:image/png;base64,") == 6
+    assert "table as of 4 of 4 replays" in page
+    # the leader against the baseline, job by job, beside the page and linked from it
+    assert "drilldown.html" in names and "<a href='drilldown.html'>" in page
+    drill = (Path(parent.info.artifact_uri.removeprefix("file://")) / "drilldown.html").read_text()
+    leader = next(p for p in pd.read_csv(Path(parent.info.artifact_uri.removeprefix("file://")) / "comparison.csv")["policy"]
+                  if p != "fifo")
+    assert f"{leader} against fifo: 600 jobs over 2 replay pair(s)" in drill
+    assert len(re.findall(r"<figcaption>[^<]*, as of 4 of 4 replays", page)) == 6
     # the run's overview: who wins first (all MLflow shows before "Show more"), then the bars and CDFs
     # inline (SVG copies through the UI's get-artifact endpoint), then the table
     note = parent.data.tags["mlflow.note.content"]
@@ -160,7 +171,8 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     # the MLflow view: classic runs view, the description, one run per policy with mean and spread
     exp = c.get_experiment_by_name("e2e")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
-    assert exp.tags["mlflow.note.content"] == "two policies on a small synthetic trace"
+    assert exp.tags["mlflow.note.content"].endswith("\n\ntwo policies on a small synthetic trace")
+    assert exp.tags["mlflow.note.content"].startswith(f"Comparison view (classic runs view, baseline first): [{report['ui_url']}]")
     assert "workflowType=machine_learning" in report["ui_url"] and f"/experiments/{exp.experiment_id}/runs?" in report["ui_url"]
     assert "avg_jct_speedup" in parent.data.tags["mlflow.note.content"]  # the table on the run's page
     policy_runs = {r.data.tags["schedlab.label"]: r for r in runs if r.data.tags.get("schedlab.kind") == "policy"}
@@ -170,9 +182,9 @@ def test_experiment_two_policies_two_seeds(tmp_path, prefect_harness, dask_addre
     assert PARENT_TAG not in fifo.data.tags  # top level: MLflow's table shows child runs collapsed
     view = json.loads(exp.tags["mlflow.sharedViewState.schedlab-comparison"])
     assert "viewStateShareKey=schedlab-comparison" in report["ui_url"]
-    assert view["searchFilter"] == "tags.`schedlab.kind` = 'policy'" and "metrics.`avg_wait_s_std`" in view["selectedColumns"]
+    assert view["searchFilter"] == "tags.`schedlab.kind` = 'policy'" and "metrics.`avg_wait_h_sd`" in view["selectedColumns"]
     shown = [card["metricKey"] for card in view["compareRunCharts"] if not card["deleted"]]
-    assert shown[0] == "avg_jct_s" and "avg_jct_speedup" in shown and not any(k.endswith("_std") for k in shown)
+    assert shown[0] == "avg_jct_h" and "avg_jct_norm" in shown and not any(k.endswith(("_std", "_sd")) for k in shown)
     hidden = {card["metricKey"] for card in view["compareRunCharts"] if card["deleted"]}
     assert set(fifo.data.metrics) <= set(shown) | hidden  # no metric left for the UI to add a chart of its own
     assert fifo.data.tags["mlflow.runColor"] != policy_runs["tiresias"].data.tags["mlflow.runColor"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from pathlib import Path
@@ -79,7 +80,13 @@ def test_rank_sorts_by_the_metric_and_compares_each_row_paired_with_the_one_abov
     assert baseline["fifo"] == "" and all(baseline[p].startswith("better than fifo:") for p in "abc")
     markdown = compare.to_markdown(table)
     assert "| vs_above |" in markdown and "not separated from b" in markdown.splitlines()[4]
-    assert [line.split("|")[3].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
+    assert [line.split("|")[4].strip() for line in markdown.splitlines()[2:]] == ["c", "b", "a", "fifo"]
+    # shown with the baseline first (the row every other is read against), each row keeping its rank
+    first = compare.to_markdown(table, "fifo").splitlines()[2:]
+    assert [(ln.split("|")[3].strip(), ln.split("|")[4].strip()) for ln in first] == [
+        ("4", "fifo"), ("1", "c"), ("2", "b"), ("3", "a")]
+    text = compare.to_text(table, "fifo").splitlines()
+    assert text[1].split()[:2] == ["#", "policy"] and text[3].split()[:2] == ["4", "fifo"] and text[4].split()[:2] == ["1", "c"]
     assert "3.95 ± 0.06" in markdown.splitlines()[4]  # a: (14400 + 14000 + 14300) / 3 s in hours
     csv = compare.csv_frame(table, compare.pairs_of(table, rows, "fifo", "avg_jct_s"))
     assert {"vs", "paired_diff_mean", "ci95_low", "ci95_high", "wins", "seeds", "verdict"} <= set(csv.columns)
@@ -111,16 +118,16 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
+def test_cdf_legend_names_the_tail_in_hours_and_shows_the_top_and_the_baseline(tmp_path):
     rng = np.random.default_rng(0)
     gandiva = np.zeros(1000)
-    gandiva[:5] = 354_428.0  # 0.5 % of the jobs wait four days: not "100% at 0 s"
+    gandiva[:5] = 354_428.0  # 0.5 % of the jobs wait four days: not "100% at 0"
     series = {f"policy-{i}": [pd.Series(rng.exponential(1000, 200)), pd.Series(rng.exponential(900, 200))]
               for i in range(22)}
     series["gandiva"] = [pd.Series(gandiva)]
     order = ["gandiva", *(f"policy-{i}" for i in range(1, 22)), "policy-0"]
-    t = plots.tail(gandiva)
-    assert t["max"] == 354_428.0 and t["over_day"] == 5 and plots.tail_text(t).endswith("99% at 0 s")
+    t = plots.tail(gandiva / 3600)
+    assert t["max"] == pytest.approx(98.45, abs=0.01) and t["over_day"] == 5 and plots.tail_text(t).endswith("99% at 0")
     labels = []  # the legend: the top 3 and the baseline, each with its tail
     original = plots._cdf
 
@@ -130,44 +137,108 @@ def test_cdf_legend_names_the_tail_and_shows_the_top_and_the_baseline(tmp_path):
 
     plots._cdf = spy
     try:
-        path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait_s (s)", order=order, top=3,
-                                    baseline="policy-0")
+        path = plots.cdf_comparison(series, tmp_path / "wait.png", "wait", "wait", order=order, top=3,
+                                    baseline="policy-0", stamp="as of 45 of 46 replays")
     finally:
         plots._cdf = original
     width, height = _png_size(path)
     assert width >= 2000 and height >= 1000  # 2x
     assert [lb.split(":")[0] for lb in labels] == ["gandiva", "policy-1", "policy-2", "policy-0 (baseline)"]
-    assert labels[0] == "gandiva: p99 0 s, max 4.1 d, 5 jobs > 1 d, 99% at 0 s"
-    grid = plots.cdf_grid(series, tmp_path / "grid.png", "wait", "wait_s (s)", order=order, baseline="policy-0")
+    assert labels[0] == "gandiva: p95 0 h, p99 0 h, max 98.5 h, 5 jobs > 24 h, 99% at 0"  # hours, not days
+    grid = plots.cdf_grid(series, tmp_path / "grid.png", "wait", "wait", order=order, baseline="policy-0")
     assert _png_size(grid)[1] > _png_size(grid)[0]  # 23 panels, 4 a row
+    svg = path.with_suffix(".svg").read_text()
+    assert "as of 45 of 46 replays" in svg and "(h; symmetric log" in svg  # stamped; x in hours
 
 
-def _bars(table, **kw):
-    fig = plots.headline_bars_figure(table, ["avg_jct_s", "avg_wait_s"], "fifo", "t", **kw)
-    return fig, fig.axes[0]
+def test_jct_cdf_in_hours_on_a_log_axis_and_tails_as_a_ccdf_with_p95_p99_marked(tmp_path, monkeypatch):
+    rng = np.random.default_rng(1)
+    series = {"fifo": [pd.Series(rng.exponential(7200, 400)), pd.Series(rng.exponential(7000, 400))],
+              "sjf": [pd.Series(rng.exponential(3600, 800))]}
+    drawn = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path, svg_width=None: drawn.setdefault(path.name, fig) and path)
+    plots.cdf_comparison(series, tmp_path / "jct.png", "JCT", "JCT", baseline="fifo")
+    ax = drawn["jct.png"].axes[0]
+    assert ax.get_xscale() == "log" and "JCT (h; log" in ax.get_xlabel()  # no 0 in a JCT: plain log, hours
+    x, _ = ax.lines[0].get_data()
+    assert max(x) == pytest.approx(max(max(s) for s in series["fifo"]) / 3600)
+    plots.ccdf_comparison(series, tmp_path / "ccdf.png", "JCT", "JCT", baseline="fifo", stamp="as of 3 of 4 replays")
+    ax = drawn["ccdf.png"].axes[0]
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "linear" and ax.get_xlabel() == "JCT (h, linear)"
+    assert {round(line.get_ydata()[0], 6) for line in ax.lines if line.get_linestyle() == "--"
+            and len(set(line.get_ydata())) == 1} >= {0.05, 0.01}  # the p95 and p99 levels
+    assert {t.get_text().strip() for t in ax.texts} == {"p95", "p99"}
+    marks = [line for line in ax.lines if line.get_linestyle() == "None"]
+    sjf = np.concatenate(series["sjf"]) / 3600
+    assert marks[1].get_xdata() == pytest.approx([np.quantile(sjf, 0.95), np.quantile(sjf, 0.99)])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[1].startswith(f"sjf: p95 {plots.hours_text(float(np.quantile(sjf, 0.95)))}")
+    assert "as of 3 of 4 replays" in ax.get_title()
+    _, y = ax.lines[0].get_data()
+    assert y[0] == 1.0 and min(y) == pytest.approx(1 / 800)  # every job above 0; the last one's level
 
 
-@pytest.mark.slow
-def test_headline_bars_sorted_labelled_speedup_with_baseline_line_and_seed_dots(tmp_path):
-    rows = [r for i, p in enumerate(["fifo", *(f"p{i}" for i in range(1, 22))])
-            for r in _rows(p, [40000.0 if p == "fifo" else 14000.0 + 40 * i, 14100.0 + 40 * i], [0, 0])]
-    table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s")
-    fig, ax = _bars(table, seeds=pd.DataFrame(rows))
-    names = [t.get_text() for t in ax.get_yticklabels()]
-    assert names[0] == "p1" and names[-1] == "fifo (baseline)"  # best first (at the top)
-    widths = [b.get_width() for b in ax.patches]  # drawn best first: speed-up - 1, decreasing
-    assert widths == sorted(widths, reverse=True) and len(widths) == 22
-    assert len({tuple(b.get_facecolor()) for b in ax.patches}) == 22
-    assert any(line.get_xdata()[0] == 1.0 and line.get_xdata()[1] == 1.0 for line in ax.lines)  # baseline line
-    assert ax.get_xscale() == "log"
-    texts = [t.get_text() for t in ax.texts]
-    assert len(texts) == 22 and texts[0] == "1.92x  3.91 ± 0.02 h"  # fifo 27,050 s ÷ p1 14,090 s
-    assert any("≈ p1" in t for t in texts)  # p2 is within p1's seed spread
-    assert len(ax.collections) == 22  # one set of seed dots per policy
-    leaders = fig.axes[1]  # the zoom on the leaders separates 3.9-4.2 h
-    assert leaders.get_xscale() == "linear" and leaders.get_xlim()[1] - leaders.get_xlim()[0] < 1.0
-    path = plots.headline_bars(table, ["avg_jct_s", "avg_wait_s"], "fifo", tmp_path / "bars.png", "t")
-    assert _png_size(path)[0] >= 2000
+def _paper_rows(seeds: int = 5) -> list[dict]:
+    """fifo, sjf (better on every seed), srtf (no better than fifo: the seeds disagree), makespan and
+    utilisation equal within 1 %, waits of a few seconds to an hour."""
+    rows = []
+    for seed in range(seeds):
+        hard = (1.0, 1.4, 0.7, 1.2, 0.9)[seed]  # a hard seed is hard for every policy
+        for policy, jct, off, wait in (("fifo", 40000, 0, 3600.0), ("sjf", 20000, 300, 2.0), ("srtf", 40000, 4000, 1.0)):
+            rows.append({"trace": "t", "cluster": "c", "policy": policy, "seed": seed,
+                         "avg_jct_s": jct * hard + off * (1, -1, 0.5, -0.6, 0.1)[seed], "p95_jct_s": 2.5 * jct * hard,
+                         "avg_wait_s": wait, "avg_queue_s": wait, "makespan_s": 1e6 * (1 + 0.001 * len(policy)),
+                         "gpu_util": 0.178 + 0.0005 * len(policy), "preemptions": 0})
+    return rows
+
+
+def test_normalised_bars_with_the_paired_interval_absolute_waits_and_what_is_left_out():
+    from schedlab.sched.reporting import bars, paired
+
+    rows = _paper_rows()
+    frame = pd.DataFrame(rows)
+    order = ["sjf", "srtf", "fifo"]
+    jct = {b.policy: b for b in bars.bars_of(frame, order, "fifo", "avg_jct_s")}
+    means = frame.groupby("policy")["avg_jct_s"].mean()
+    assert jct["sjf"].value == pytest.approx(means["sjf"] / means["fifo"]) and jct["fifo"].value == 1.0
+    by_seed = paired.by_seed(frame, "avg_jct_s")
+    p = paired.paired(by_seed["sjf"], by_seed["fifo"])
+    assert (jct["sjf"].low, jct["sjf"].high) == pytest.approx((1 + p.low / means["fifo"], 1 + p.high / means["fifo"]))
+    assert jct["sjf"].high < 1 and jct["sjf"].versus.verdict == paired.BETTER  # the whisker excludes 1: better
+    assert jct["srtf"].low < 1 < jct["srtf"].high and jct["srtf"].versus.verdict == paired.NOT_SEPARATED
+    waits = {b.policy: b.value for b in bars.bars_of(frame, order, "fifo", "avg_wait_s")}
+    assert waits == pytest.approx({"sjf": 2 / 3600, "srtf": 1 / 3600, "fifo": 1.0})  # hours, not a 3,600x ratio
+
+    fig, omitted = bars.bars_figure(frame, order, "fifo", "t on c", "as of 15 of 18 replays")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["normalised avg_jct_s: mean over fifo's", "normalised p95_jct_s: mean over fifo's",
+                      "avg_wait_s (h): mean over seeds"]
+    assert set(omitted) == {"makespan_s", "gpu_util"} and omitted["makespan_s"] == "every policy within 2% of fifo"
+    foot = fig.texts[-1].get_text()
+    assert "left out" in foot and "makespan_s: every policy within 2% of fifo" in foot and "gpu_util" in foot
+    assert "as of 15 of 18 replays" in fig._suptitle.get_text() and "95 % interval" in fig._suptitle.get_text()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["sjf", "srtf", "fifo (baseline)"]  # names on the bars
+    assert [round(b.get_width(), 6) for b in ax.patches] == [round(jct[p].value, 6) for p in order]
+    assert ax.texts[0].get_text().strip().startswith(f"{jct['sjf'].value:.2f}  better, wins 5/5")
+    assert len(ax.containers) == 3 + 2  # 3 bars, a whisker for sjf and srtf (none for the baseline)
+    wait_ax = fig.axes[2]
+    assert wait_ax.get_xlim()[1] < 2 and "0.00 h" in " ".join(t.get_text() for t in wait_ax.texts)
+
+    # separated by less than 2 %, or not separated at all: no panel
+    noisy = [{**r, "avg_wait_s": 3600.0 * (1 + (0.5 if (r["seed"] + len(r["policy"])) % 2 else -0.5))} for r in rows]
+    _, omitted = bars.bars_figure(pd.DataFrame(noisy), order, "fifo", "t", "as of 15 of 15 replays")
+    assert omitted["avg_wait_s"].startswith("no policy 2% or more from fifo is separated from it at 95 %")
+
+
+def test_normalised_bars_with_one_seed_have_no_whisker_and_say_so():
+    from schedlab.sched.reporting import bars
+
+    frame = pd.DataFrame(_paper_rows(seeds=1))
+    fig, omitted = bars.bars_figure(frame, ["sjf", "srtf", "fifo"], "fifo", "t", "as of 3 of 3 replays")
+    assert "one seed: no interval, no whisker" in fig._suptitle.get_text()
+    assert not fig.axes[0].containers[3:]  # bars only
+    assert "avg_jct_s" not in omitted  # the ranking metric is always drawn
 
 
 def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
@@ -180,7 +251,9 @@ def test_comparison_html_is_self_contained_ranked_and_has_every_policy():
                                        {k: v["color"] for k, v in styles.items()}, [("bars", b"\x89PNG fake")])
     for policy in ("fifo", "b&lt;x&gt;", "c", "d"):
         assert f"</span>{policy}" in page
-    assert page.index("</span>d") < page.index("</span>c") < page.index("</span>b&lt;x&gt;") < page.index("</span>fifo")
+    # the baseline's row first, then best first; each row's rank in the "#" column
+    assert page.index("</span>fifo") < page.index("</span>d") < page.index("</span>c") < page.index("</span>b&lt;x&gt;")
+    assert "<th>#</th>" in page and "<tr class='base'>\n<td class='n' data-v='4'>4</td>" in page  # fifo ranks 4th
     assert "<details" not in page and "data:image/png;base64," in page  # open, figures inline
     lowered = page.lower()
     assert "<link" not in lowered and "src='http" not in lowered and 'src="http' not in lowered
@@ -283,3 +356,73 @@ def test_policy_runs_write_only_the_rows_that_changed(tmp_path: Path) -> None:
     assert history == {"fifo": 1, "sjf": 2}
     sjf = next(r for r in again.values() if c.get_run(r).data.tags["schedlab.label"] == "sjf")
     assert c.get_run(sjf).data.metrics["avg_jct_s"] == 75.0
+
+
+def test_the_mlflow_view_in_hours_baseline_first_and_reachable_from_the_experiments_description(tmp_path: Path) -> None:
+    """Against a real sqlite store: the policy runs carry the times in hours (the view's columns and
+    charts), the view sorts the baseline first, and the experiment's description links the view."""
+    from mlflow.tracking import MlflowClient
+
+    from schedlab.tasks.mlflow_view import comparison_view, describe_experiment
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = MlflowClient(uri)
+    experiment = c.create_experiment("e", artifact_location=str(tmp_path / "artifacts"))
+    parent = c.create_run(experiment).info.run_id
+    rows = (_rows("fifo", [36000.0, 39600.0], [0, 0]) + _rows("sjf", [7200.0, 9000.0], [0, 0])
+            + _rows("srtf", [18000.0, 18000.0], [0, 0]))
+    table = compare.rank(compare.comparison(rows, "fifo"), "avg_jct_s", rows, "fifo")
+    ids = log_policy_runs(uri, experiment, parent, table, "fifo")
+    runs = {c.get_run(r).data.tags["schedlab.label"]: c.get_run(r).data.metrics for r in ids.values()}
+    assert runs["fifo"]["avg_jct_h"] == 10.5 and runs["fifo"]["avg_jct_s"] == 37800.0  # both: the CSV reads seconds
+    assert runs["sjf"]["avg_jct_h_sd"] == pytest.approx(np.std([2.0, 2.5], ddof=1), abs=1e-3)
+    assert runs["sjf"]["avg_wait_h"] == pytest.approx(5 / 3600, abs=1e-3) and "makespan_h" in runs["sjf"]
+    order = sorted(runs, key=lambda p: runs[p][mlflow_view.VIEW_ORDER])
+    assert order == ["fifo", "sjf", "srtf"] and [runs[p]["rank"] for p in order] == [3, 1, 2]
+
+    comparison_view(uri, experiment, "avg_jct_s")
+    describe_experiment(uri, experiment, "three *policies*", comparison=True)
+    tags = c.get_experiment(experiment).tags
+    view = json.loads(tags[mlflow_view.SHARED_VIEW_PREFIX + mlflow_view.VIEW_KEY])
+    assert view["orderByKey"] == "metrics.`view_order`" and view["orderByAsc"] is True
+    columns = [col.split("`")[1] for col in view["selectedColumns"] if col.startswith("metrics.")]
+    assert "avg_jct_h" in columns and not any(col.endswith("_s") or col.endswith("_s_std") for col in columns)
+    assert max(len(col) for col in columns) <= 13  # MLflow gives a column 100 px: avg_jct_speedup was cut
+    assert runs["sjf"]["avg_jct_norm"] == pytest.approx(8100 / 37800, abs=1e-3)  # policy ÷ baseline, as the bars
+    shown = [card["metricKey"] for card in view["compareRunCharts"] if not card["deleted"]]
+    assert shown[0] == "avg_jct_h" and "makespan_h" in shown
+    hidden = {card["metricKey"] for card in view["compareRunCharts"] if card["deleted"]}
+    assert set(runs["fifo"]) <= set(shown) | hidden  # no metric for the UI to chart on its own
+    link = mlflow_view.runs_url(uri, experiment)
+    assert tags[mlflow_view.VIEW_LINK_TAG] == link and "viewStateShareKey=schedlab-comparison" in link
+    note = tags["mlflow.note.content"]
+    assert note.startswith(f"Comparison view (classic runs view, baseline first): [{link}]({link})")
+    assert note.endswith("three &#42;policies&#42;") and tags["mlflow.experimentKind"] == "custom_model_development"
+    # a replay run's metrics: the headline times in hours beside the seconds
+    metrics = mlflow_view.run_metrics({"avg_jct_s": 7200.0, "makespan_s": 36000.0, "jobs": 3, "seed": 1})
+    assert metrics == {"avg_jct_s": 7200.0, "makespan_s": 36000.0, "jobs": 3.0, "avg_jct_h": 2.0, "makespan_h": 10.0}
+
+
+def test_live_figures_and_page_say_which_replays_they_include(tmp_path: Path) -> None:
+    """During a run the bars are redrawn less often than the table: each says which replays it holds."""
+    from schedlab.sched.reporting.live import LiveTable
+    from schedlab.sched.spec import load_config
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("name: e\nbaseline: fifo\nseeds: [0, 1]\ntraces:\n  - {name: syn, format: synthetic,"
+                    " options: {num_jobs: 20}}\nclusters: [4x8]\npolicies: [fifo, sjf]\n")
+    live = LiveTable(load_config(path), load_config(path).grid("v"))
+    jct = {("fifo", 0): 9000.0, ("fifo", 1): 9900.0, ("sjf", 0): 3600.0, ("sjf", 1): 4000.0}
+    metrics = {"avg_wait_s": 10.0, "avg_queue_s": 5.0, "makespan_s": 1e5, "gpu_util": 0.5, "preemptions": 0}
+    specs = sorted(live.specs, key=lambda s: (s.seed, s.label))
+    for spec in specs[:3]:
+        live.finished(spec, {**metrics, "avg_jct_s": jct[(spec.label, spec.seed)], "p95_jct_s": 2 * jct[(spec.label, spec.seed)]})
+    bars = live.headline_bars(live.table(), tmp_path)
+    (caption, png), = bars.values()
+    assert caption.startswith("headline__syn__4x8.png: normalised bars, as of 3 of 4 replays")
+    assert "makespan_s left out: every policy within 2% of fifo" in caption and png.startswith(b"\x89PNG")
+    spec = specs[3]
+    live.finished(spec, {**metrics, "avg_jct_s": jct[(spec.label, spec.seed)], "p95_jct_s": 2 * jct[(spec.label, spec.seed)]})
+    page = live.page(live.table(), list(bars.values()))  # the table has moved on, the bars not yet
+    assert "table as of 4 of 4 replays" in page and "normalised bars, as of 3 of 4 replays" in page
+    assert page.index("</span>fifo") < page.index("</span>sjf")  # the baseline first, though ranked second

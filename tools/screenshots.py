@@ -13,7 +13,7 @@ nothing of schedlab, so they run from the checkout with that interpreter::
 scratch ``$SCHEDLAB_HOME``, then runs ``schedlab experiment quickstart`` in the background and, while
 it runs, opens the link it prints as soon as the first replay has finished; it checks that every link
 printed uses the port ``schedlab ui`` serves and that the classic runs view has a policy row with
-``avg_jct_s`` within 60 s of the first finished replay. Screenshots, in ``--out``:
+``avg_jct_h`` within 60 s of the first finished replay. Screenshots, in ``--out``:
 
 - ``1-live-runs-table.png``: the printed link while the experiment runs (classic runs view, one row
   per policy with its done/running/queued replays);

@@ -41,6 +41,8 @@ VS_ABOVE, VS_BASELINE = "vs_above", "vs_baseline"
 #: optional columns of a live comparison: parameters that differ from the policy's defaults, and the
 #: policy's replays done / running / queued
 KNOBS, PROGRESS = "knobs", "done/running/queued"
+#: a ranked table's position of each row within its (trace, cluster) group (1 = best)
+RANK = "rank"
 #: metrics a comparison can be ranked by, and whether higher is better
 RANKABLE = {"avg_jct_s": False, "p95_jct_s": False, "avg_wait_s": False, "avg_queue_s": False,
             "makespan_s": False, "gpu_util": True}
@@ -133,10 +135,11 @@ def rank(table: pd.DataFrame, metric: str, rows: list[dict[str, Any]] | None = N
         raise ValueError(f"cannot rank by {metric!r}: one of {', '.join(RANKABLE)}")
     paired.check_method(method)
     if table.empty:
-        return table.assign(**{VS_ABOVE: pd.Series(dtype=str), VS_BASELINE: pd.Series(dtype=str)})
+        return table.assign(**{RANK: pd.Series(dtype=int), VS_ABOVE: pd.Series(dtype=str), VS_BASELINE: pd.Series(dtype=str)})
     order = table.assign(_group=table.groupby(GROUP, sort=False).ngroup())
     order = order.sort_values(["_group", metric], ascending=[True, not RANKABLE[metric]], na_position="last",
                               kind="stable").drop(columns="_group").reset_index(drop=True)
+    order[RANK] = order.groupby(GROUP, sort=False).cumcount() + 1
     pairs = pairs_of(order, rows, baseline, metric, method)
     cells = {(r["trace"], r["cluster"], r["policy"], r["vs"]): verdict_cell(r, metric) for r in pairs.to_dict("records")}
     above = [None] + [order["policy"].iloc[i - 1] if tuple(order.iloc[i - 1][GROUP]) == tuple(order.iloc[i][GROUP])
@@ -207,13 +210,23 @@ def seeds_needed_lines(ranked: pd.DataFrame, rows: list[dict[str, Any]] | None, 
     return lines
 
 
+def baseline_first(table: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
+    """A ranked table as it is shown: in each (trace, cluster) group the ``baseline``'s row first (the
+    row every other is read against), then the others in rank order (:data:`RANK` keeps the rank)."""
+    if baseline is None or table.empty:
+        return table
+    group = table.groupby(GROUP, sort=False).ngroup()
+    key = pd.DataFrame({"g": group, "b": table["policy"] != baseline, "i": range(len(table))}, index=table.index)
+    return table.loc[key.sort_values(["g", "b", "i"]).index].reset_index(drop=True)
+
+
 def in_hours(metric: str) -> bool:
     """Seconds metrics are shown in hours (``avg_jct_s`` -> column ``avg_jct_s (h)``)."""
     return metric.endswith("_s") and (metric in METRICS or metric in OPTIONAL)
 
 
 def header(column: str) -> str:
-    return f"{column} (h)" if in_hours(column) else column
+    return f"{column} (h)" if in_hours(column) else "#" if column == RANK else column
 
 
 def _number(value: float, metric: str, like: float | None = None) -> str:
@@ -248,9 +261,10 @@ def _cell(row: dict[str, Any], column: str) -> str:
 
 def shown_columns(table: pd.DataFrame) -> list[str]:
     """The columns printed (std columns folded into their metric's cell; ``same_as`` only when used)."""
-    cols = [*GROUP, "policy", "seeds", *headline(table.columns), *RATIOS.values()]
+    cols = [*GROUP, *([RANK] if RANK in table.columns else []), "policy", "seeds", *headline(table.columns),
+            *RATIOS.values()]
     if len(table) and (table[SAME_AS] != "").any():
-        cols.insert(4, SAME_AS)
+        cols.insert(cols.index("seeds") + 1, SAME_AS)
     if PROGRESS in table.columns:
         cols.insert(cols.index("seeds") + 1, PROGRESS)
     cols += [c for c in (VS_ABOVE, VS_BASELINE) if c in table.columns and (table[c].fillna("") != "").any()]
@@ -267,7 +281,9 @@ def legend(baseline: str) -> str:
             " the seeds the policy wins; better / worse when the interval excludes 0, else not separated")
 
 
-def to_markdown(table: pd.DataFrame) -> str:
+def to_markdown(table: pd.DataFrame, baseline: str | None = None) -> str:
+    """A Markdown table, the ``baseline``'s row first in each group (:func:`baseline_first`)."""
+    table = baseline_first(table, baseline)
     head = shown_columns(table)
     lines = ["| " + " | ".join(header(c) for c in head) + " |",
              "|" + "|".join("---" if c in (*GROUP, "policy", SAME_AS, KNOBS, VS_ABOVE, VS_BASELINE) else "---:" for c in head) + "|"]
@@ -276,8 +292,10 @@ def to_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def to_text(table: pd.DataFrame) -> str:
-    """A fixed-width table for the terminal (trace and cluster columns only when there are several)."""
+def to_text(table: pd.DataFrame, baseline: str | None = None) -> str:
+    """A fixed-width table for the terminal (trace and cluster columns only when there are several), the
+    ``baseline``'s row first in each group (:func:`baseline_first`)."""
+    table = baseline_first(table, baseline)
     head = shown_columns(table)
     if len(table) and len(table[GROUP].drop_duplicates()) == 1:
         head = [c for c in head if c not in GROUP]
@@ -292,6 +310,6 @@ def to_text(table: pd.DataFrame) -> str:
 
 
 def replay_line(metrics: dict[str, float]) -> str:
-    """A finished replay's headline as the terminal shows it."""
-    return (f"avg JCT {metrics.get('avg_jct_s', math.nan):,.0f} s, avg wait {metrics.get('avg_wait_s', math.nan):,.0f} s,"
-            f" avg queue {metrics.get('avg_queue_s', math.nan):,.0f} s")
+    """A finished replay's headline as the terminal shows it (hours, as every view)."""
+    hours = {k: _number(float(metrics.get(k, math.nan)), k) for k in ("avg_jct_s", "avg_wait_s", "avg_queue_s")}
+    return f"avg JCT {hours['avg_jct_s']} h, avg wait {hours['avg_wait_s']} h, avg queue {hours['avg_queue_s']} h"

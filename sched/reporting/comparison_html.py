@@ -72,10 +72,13 @@ def _strip(mean: float, std: float, seeds: Sequence[float], base: float, lo: flo
 
 def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], baseline: str, rank_by: str,
                     title: str, status: str, colours: Mapping[str, str],
-                    figures: Sequence[tuple[str, bytes]] = ()) -> str:
+                    figures: Sequence[tuple[str, bytes]] = (), links: Sequence[tuple[str, str]] = ()) -> str:
     """The page. ``table``: a ranked comparison (:func:`compare.rank`); ``rows``: one per finished
     replay (``trace, cluster, policy, seed`` and metrics) for the seed dots; ``colours``: label ->
-    CSS colour; ``figures``: (caption, PNG bytes) shown above the table."""
+    CSS colour; ``figures``: (caption, PNG bytes) shown under the table, each caption saying which
+    replays its figure includes; ``links``: (text, relative address) of pages beside this one (the
+    drill-down). The baseline's row comes first (:func:`compare.baseline_first`)."""
+    table = compare.baseline_first(table, baseline)
     head = compare.shown_columns(table)
     seeds = pd.DataFrame(list(rows)) if rows else pd.DataFrame(columns=["trace", "cluster", "policy", rank_by])
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
@@ -85,6 +88,9 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
            f" ({html.escape(rank_by)}, on the scale of the policies within {LEADERS:.0%} of the best): dot = seed"
            f" mean, whisker = ± std, small dots = seeds, arrow = off that scale, dashed line ="
            f" {html.escape(baseline)}; click a column to sort.</p>"]
+    if links:
+        out.append("<p class='meta'>" + " · ".join(f"<a href='{html.escape(href, quote=True)}'>{html.escape(text)}</a>"
+                                                   for text, href in links) + "</p>")
     for (trace, cluster), part in table.groupby(compare.GROUP, sort=False):
         part = part.reset_index(drop=True)
         mine = seeds[(seeds.get("trace") == trace) & (seeds.get("cluster") == cluster)] if len(seeds) else seeds
@@ -102,7 +108,7 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
         base_rows = part[part["policy"] == baseline]
         base = float(base_rows[rank_by].iloc[0]) / scale if len(base_rows) and not pd.isna(base_rows[rank_by].iloc[0]) else math.nan
         out.append(f"<h2 style='font-size:1.05em'>trace {html.escape(str(trace))}, cluster {html.escape(str(cluster))}:"
-                   f" best first by {html.escape(rank_by)}</h2><table><thead><tr><th>#</th>")
+                   f" {html.escape(baseline)} first, then best first by {html.escape(rank_by)}</h2><table><thead><tr>")
         for c in head:
             if c in compare.GROUP:
                 continue
@@ -112,11 +118,11 @@ def comparison_html(table: pd.DataFrame, rows: Sequence[Mapping[str, Any]], base
                 out.append(f"<th>{html.escape(compare.header(rank_by))}: {lo:,.2f} to {hi:,.2f}{unit}"
                            f" (leaders)</th>")
         out.append("</tr></thead><tbody>")
-        for i, row in enumerate(part.to_dict("records")):
+        for row in part.to_dict("records"):
             label = row["policy"]
             colour = colours.get(label, "#888")
             cls = " class='base'" if label == baseline else ""
-            out.append(f"<tr{cls}><td class='n' data-v='{i + 1}'>{i + 1}</td>")
+            out.append(f"<tr{cls}>")
             for c in head:
                 if c in compare.GROUP:
                     continue

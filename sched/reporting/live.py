@@ -9,17 +9,16 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from schedlab import settings
-from schedlab.sched.reporting import comparison_html, compare, markdown, mlflow_view, plots
+from schedlab.sched.reporting import bars, comparison_html, compare, markdown, mlflow_view, plots
 from schedlab.sched.spec import ExperimentReplay, ExperimentSpec
 
-#: the headline bars' panels (the first is the ranking metric's when it is one of them)
-BAR_METRICS = ("avg_jct_s", "avg_wait_s", "makespan_s")
 
 
 def artifact_src(run_id: str, path: str) -> str:
@@ -71,9 +70,6 @@ class LiveTable:
         #: one colour and style per policy for the whole experiment (config order: stable while ranks change)
         self.styles = plots.policy_styles(list(dict.fromkeys(
             [e.label or e.name for e in self.config.policy_entries()] + [s.label for s in self.specs])))
-
-    def bar_metrics(self) -> list[str]:
-        return [self.rank_by, *(m for m in BAR_METRICS if m != self.rank_by)]
 
     def finished(self, spec: ExperimentReplay, metrics: dict[str, float]) -> None:
         with self._lock:
@@ -135,31 +131,42 @@ class LiveTable:
                 + (f"{markdown.block(config.description.strip())}\n\n" if config.description else "")
                 + f"{done} of {total} replays finished; {len(config.seeds)} seed(s);"
                 f" {compare.legend(baseline)}; knobs: parameters that differ from the policy's"
-                " defaults.\n\n" + compare.to_markdown(table) + "\n"
+                " defaults.\n\n" + compare.to_markdown(table, self.config.baseline_label) + "\n"
                 + (f"\n{needed}\n" if (needed := self.seeds_needed(table, as_markdown=True)) else ""))
 
-    def headline_bars(self, table: pd.DataFrame, folder: Path) -> dict[str, bytes]:
-        """The headline bars of each (trace, cluster) whose baseline has a finished replay, drawn in
-        ``folder`` as ``headline__<trace>__<cluster>.png``: name -> PNG bytes."""
+    def stamp(self, done: int | None = None) -> str:
+        """Which replays a view includes: ``as of 40 of 42 replays`` (``done``: default, those finished)."""
+        return f"as of {len(self.rows) if done is None else done} of {len(self.specs)} replays"
+
+    def headline_bars(self, table: pd.DataFrame, folder: Path) -> dict[str, tuple[str, bytes]]:
+        """The normalised bars (:func:`bars.bars_figure`) of each (trace, cluster) whose baseline has a
+        finished replay, drawn in ``folder`` as ``headline__<trace>__<cluster>.png``: name -> (caption:
+        the replays it includes and the metrics left out, PNG bytes)."""
         baseline, drawn = self.config.baseline_label, {}
-        seeds = pd.DataFrame(self.finished_rows())
+        rows = self.finished_rows()
+        seeds, stamp = pd.DataFrame(rows), self.stamp(len(rows))
         for (trace, cluster), part in table[table["seeds"] > 0].groupby(compare.GROUP, sort=False):
             if baseline not in set(part["policy"]):
                 continue
-            mine = seeds[(seeds["trace"] == trace) & (seeds["cluster"] == cluster)] if len(seeds) else None
-            path = plots.headline_bars(part, self.bar_metrics(), baseline,
-                                       folder / f"headline__{group_suffix(trace, cluster)}.png",
-                                       f"{trace} on {cluster}", seeds=mine, styles=self.styles)
-            drawn[path.name] = path.read_bytes()
+            mine = seeds[(seeds["trace"] == trace) & (seeds["cluster"] == cluster)]
+            fig, omitted = bars.bars_figure(mine, list(part["policy"]), baseline, f"{trace} on {cluster}", stamp,
+                                            rank_by=self.rank_by, styles=self.styles,
+                                            method=self.config.paired_interval)
+            path = plots.save(fig, folder / f"headline__{group_suffix(trace, cluster)}.png")
+            left = "; ".join(f"{m} left out: {why}" for m, why in omitted.items())
+            drawn[path.name] = (f"{path.name}: normalised bars, {stamp}" + (f"; {left}" if left else ""),
+                                path.read_bytes())
         return drawn
 
-    def page(self, table: pd.DataFrame, figures: list[tuple[str, bytes]]) -> str:
-        """``comparison.html`` with ``figures`` (name, PNG) inline."""
-        baseline, done, total = self.config.baseline_label, len(self.rows), len(self.specs)
+    def page(self, table: pd.DataFrame, figures: list[tuple[str, bytes]], links: Sequence[tuple[str, str]] = ()) -> str:
+        """``comparison.html`` with ``figures`` (caption, PNG) inline: the table stamped with the replays it
+        includes, each figure's caption with its own (a figure redrawn less often can lag the table)."""
+        baseline = self.config.baseline_label
         return comparison_html.comparison_html(
             table, self.finished_rows(), baseline, self.rank_by, f"{self.config.name}: every policy against {baseline}",
-            f"{done} of {total} replays finished; {len(self.config.seeds)} seed(s); best first by {self.rank_by}",
-            {k: v["color"] for k, v in self.styles.items()}, figures)
+            f"table {self.stamp()} ({len(self.config.seeds)} seed(s)); best first by {self.rank_by},"
+            f" {baseline} first",
+            {k: v["color"] for k, v in self.styles.items()}, figures, links)
 
     def note(self, table: pd.DataFrame, text: str, run_id: str, inline: list[str]) -> str:
         """The comparison run's description: who leads, the figures ``inline`` (under ``plots/`` of run

@@ -39,6 +39,7 @@ EXPERIMENT_KIND = "custom_model_development"  # MLflow's classic (non-GenAI) exp
 NOTE_TAG = "mlflow.note.content"
 POLICY_ROW_TAG = "schedlab.policy_row"  # a policy run's identity within its comparison
 COMPARISON_TAG = "schedlab.comparison_run"  # a policy run -> the experiment's parent run
+VIEW_LINK_TAG = "schedlab.comparison_view"  # an experiment's link to its comparison view (its tags column)
 POLICY_KIND = "policy"
 REPLAYS_TAG = "schedlab.replays"  # a policy run's replays done/running/queued (live comparison)
 VS_ABOVE_TAG = "schedlab.vs_above"  # the paired verdict against the policy ranked just above (compare.VS_ABOVE)
@@ -50,9 +51,34 @@ COMPARISON_FILTER = f"tags.`{KIND_TAG}` = '{POLICY_KIND}'"
 #: ``viewStateShareKey`` query parameter: search facets and table/chart settings, as JSON)
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 VIEW_KEY = "schedlab-comparison"
+#: a policy run's place in the comparison view: the baseline first, then the others best first
+VIEW_ORDER = "view_order"
+#: the times of the view in hours: ``avg_jct_s`` -> ``avg_jct_h``, its spread ``avg_jct_h_sd`` (short keys:
+#: MLflow's runs table gives a metric column 100 px, about 12 characters, and cuts longer headers: the
+#: view leaves out the spreads of queueing and makespan, ``avg_queue_h_sd`` and ``makespan_h_sd``)
+HOUR_METRICS = tuple(m for m in (*compare.METRICS, *compare.OPTIONAL) if compare.in_hours(m))
 #: the runs table's columns in the comparison view
-VIEW_COLUMNS = ("seeds", "avg_jct_s", "avg_jct_s_std", "avg_jct_speedup", "avg_wait_s", "avg_wait_s_std", "avg_queue_s", "avg_queue_s_std",
-                "makespan_s", "makespan_s_std", "p95_jct_s", "gpu_util", "preemptions")
+VIEW_COLUMNS = (compare.RANK, "seeds", "avg_jct_h", "avg_jct_h_sd", "avg_jct_norm", "avg_wait_h", "avg_wait_h_sd",
+                "avg_queue_h", "makespan_h", "p95_jct_h", "gpu_util", "preemptions")
+#: the papers' normalised figures (policy ÷ baseline, as the headline bars draw them: < 1 is better), the
+#: inverse of the table's ``*_speedup``, under keys short enough for the runs table's header
+NORMALISED = {"avg_jct_speedup": "avg_jct_norm", "p95_jct_speedup": "p95_jct_norm", "makespan_speedup": "makespan_norm"}
+
+
+def hours_key(metric: str) -> str:
+    """The MLflow key of a seconds metric in hours: ``avg_jct_s`` -> ``avg_jct_h``."""
+    return metric.removesuffix("_s") + "_h"
+
+
+def hour_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """The :data:`HOUR_METRICS` of ``metrics`` (seconds) in hours, and their spreads (``_std`` ->
+    ``_h_sd``), for MLflow's views; the seconds keys stay (the ranking and the CSV read them)."""
+    out = {}
+    for m in HOUR_METRICS:
+        for key, shown in ((m, hours_key(m)), (compare.std_key(m), hours_key(m) + "_sd")):
+            if _finite(metrics.get(key)):
+                out[shown] = float(metrics[key]) / 3600.0
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,6 +135,17 @@ def standard_tags(note: str | None = None) -> dict[str, str]:
     return tags
 
 
+def experiment_note(description: str | None, link: str | None) -> str | None:
+    """The experiment's description (its ``mlflow.note.content``): the link to the comparison view first
+    (MLflow's experiment list shows the description as plain text, the experiment page as markdown;
+    nothing MLflow stores opens an experiment on a given view, see :func:`runs_url`), then the YAML's
+    ``description`` as typed, never as markup."""
+    parts = [f"Comparison view (classic runs view, baseline first): [{link}]({link})"] if link else []
+    if description:
+        parts.append(markdown.block(description.strip()))
+    return note_text("\n\n".join(parts), 20000) if parts else None
+
+
 def note_text(text: str, limit: int = 8000) -> str:
     """``text`` cut to MLflow's tag length at a line end (a table is never cut mid-row)."""
     if len(text) <= limit:
@@ -122,14 +159,14 @@ def note_text(text: str, limit: int = 8000) -> str:
 
 
 def comparison_view_state(rank_by: str = "avg_jct_s") -> dict[str, Any]:
-    """The comparison view, one of the experiment's shared MLflow views: the policy runs only,
-    best first by ``rank_by`` (:data:`compare.RANKABLE`), the headline metrics as columns, every run (not only the first 10) in the
-    chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
+    """The comparison view, one of the experiment's shared MLflow views: the policy runs only, the
+    baseline first, then best first by ``rank_by`` (:data:`compare.RANKABLE`; sorted by the runs'
+    :data:`VIEW_ORDER`), the headline metrics as columns (times in hours), every run (not only the first
+    10) in the chart view. Row expansion cannot be shared (the UI drops it), hence policy runs at the top level."""
     columns = ([f"metrics.`{m}`" for m in VIEW_COLUMNS]
                + [f"tags.`{VS_BASELINE_TAG}`", f"tags.`{VS_ABOVE_TAG}`", "tags.`schedlab.same_as`", f"tags.`{REPLAYS_TAG}`"])
     charts, sections = chart_config(rank_by)
-    return {"searchFilter": COMPARISON_FILTER, "orderByKey": f"metrics.`{rank_by}`",
-            "orderByAsc": not compare.RANKABLE[rank_by],
+    return {"searchFilter": COMPARISON_FILTER, "orderByKey": f"metrics.`{VIEW_ORDER}`", "orderByAsc": True,
             "selectedColumns": columns, "columnOrder": columns,
             "runsHiddenMode": "SHOW_ALL", "hideEmptyCharts": True,
             "compareRunCharts": charts, "compareRunSections": sections, "isAccordionReordered": True}
@@ -137,15 +174,17 @@ def comparison_view_state(rank_by: str = "avg_jct_s") -> dict[str, Any]:
 
 #: the chart view's cards: one horizontal bar per policy run in the run's colour, its value written on
 #: the bar, the card titled by the metric key
-CHARTS = ("avg_jct_s", "avg_jct_speedup", "p95_jct_s", "avg_wait_s", "makespan_s", "gpu_util")
+CHARTS = ("avg_jct_h", "avg_jct_norm", "p95_jct_h", "avg_wait_h", "makespan_h", "gpu_util")
 #: MLflow's section of metrics without a ``/`` in their key
 MODEL_SECTION = "Model metrics"
 
 
 def policy_metric_keys() -> list[str]:
     """Every metric key a policy run can have (:func:`log_policy_runs`)."""
-    return ["seeds", *(k for m in (*compare.METRICS, *compare.OPTIONAL) for k in (m, compare.std_key(m))),
-            *compare.RATIOS.values()]
+    return ["seeds", compare.RANK, VIEW_ORDER,
+            *(k for m in (*compare.METRICS, *compare.OPTIONAL) for k in (m, compare.std_key(m))),
+            *(k for m in HOUR_METRICS for k in (hours_key(m), hours_key(m) + "_sd")), *compare.RATIOS.values(),
+            *NORMALISED.values()]
 
 
 def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
@@ -156,7 +195,8 @@ def chart_config(rank_by: str) -> tuple[list[dict], list[dict]]:
     a card for any metric that has none). MLflow's bar card has no error bars (its plotly trace sets
     ``x``, ``text`` and the colours only), so the spread is the ``*_std`` columns and comparison.html."""
     section = "schedlab-model-metrics"
-    shown = [rank_by, *(m for m in CHARTS if m != rank_by)] if rank_by in CHARTS else list(CHARTS)
+    first = hours_key(rank_by) if rank_by in HOUR_METRICS else rank_by
+    shown = [first, *(m for m in CHARTS if m != first)] if first in CHARTS else list(CHARTS)
     charts = [{"uuid": f"schedlab-{key}", "type": "BAR", "metricKey": key, "displayName": key,
                "metricSectionId": section, "runsCountToCompare": 1000, "deleted": False, "isGenerated": False}
               for key in shown]
@@ -247,8 +287,10 @@ _METRIC_NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
 
 
 def run_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """A replay summary's numbers as MLflow metrics (names MLflow accepts; the seed is a param)."""
-    return {_METRIC_NAME.sub("_", k): v for k, v in flat_metrics(summary).items() if k != "seed"}
+    """A replay summary's numbers as MLflow metrics (names MLflow accepts; the seed is a param), the
+    headline times in hours too (:func:`hour_metrics`)."""
+    metrics = {_METRIC_NAME.sub("_", k): v for k, v in flat_metrics(summary).items() if k != "seed"}
+    return {**metrics, **hour_metrics(metrics)}
 
 
 def applied_metrics(result: Any) -> dict[str, float]:
@@ -275,11 +317,12 @@ def _shown(key: str, value: float) -> float:
     return round(float(value), 1 if key.endswith(("_s", "_s_std")) or key.startswith("preemptions") else 3)
 
 
-def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[str, str] | None = None
-               ) -> tuple[str, str, dict[str, float], dict[str, str]]:
+def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[str, str] | None = None,
+               position: int | None = None) -> tuple[str, str, dict[str, float], dict[str, str]]:
     """What the policy run of a comparison ``row`` shows: its name, note, metrics (seed means under
-    the replay keys, ``<key>_std`` spreads and ``*_speedup`` ratios, rounded by :func:`_shown`) and
-    tags (the note, ``same_as``, the tie, its colour, its replays done / running / queued);
+    the replay keys, ``<key>_std`` spreads, the times in hours too (:func:`hour_metrics`), ``*_speedup``
+    ratios and their inverses (:data:`NORMALISED`), its ``rank`` and ``position`` in the view (:data:`VIEW_ORDER`), rounded by :func:`_shown`)
+    and tags (the note, ``same_as``, the tie, its colour, its replays done / running / queued);
     ``several``: the comparison has several (trace, cluster) groups."""
     label, seeds = row["policy"], int(row["seeds"])
     shown_label, text = markdown.text(label), markdown.text  # user text as text (sched/reporting/markdown.py)
@@ -289,7 +332,12 @@ def policy_run(row: dict[str, Any], baseline: str, several: bool, colours: dict[
     name = f"{label} | {row['trace']} | {row['cluster']}" if several else label
     name = f"{name} (mean of {seeds} seed{'s' if seeds > 1 else ''})"
     metrics = {"seeds": seeds, **{k: row[k] for m in compare.headline(row) for k in (m, compare.std_key(m))},
-               **{k: row[k] for k in compare.RATIOS.values()}}
+               **{k: row[k] for k in compare.RATIOS.values()},
+               **({compare.RANK: row[compare.RANK]} if compare.RANK in row else {}),
+               **({VIEW_ORDER: position} if position is not None else {})}
+    metrics.update(hour_metrics(metrics))
+    metrics.update({norm: 1.0 / metrics[speedup] for speedup, norm in NORMALISED.items()
+                    if _finite(metrics.get(speedup)) and metrics[speedup] > 0})
     shown = {k: _shown(k, v) for k, v in metrics.items() if _finite(v)}
     tags = {NOTE_TAG: note, "schedlab.same_as": row.get(compare.SAME_AS) or "", VS_ABOVE_TAG: row.get(compare.VS_ABOVE) or "",
             VS_BASELINE_TAG: row.get(compare.VS_BASELINE) or "",

@@ -1,11 +1,11 @@
 """Plots for replay runs and experiment comparisons (matplotlib, no display: Figure + Agg canvas).
 
 Comparison plots answer who wins at a glance: every policy gets its own colour, line
-style + marker and bar hatch (:func:`policy_styles`), the headline bars show the speed-up over the
-baseline sorted best first with the values written on them and a zoom on the leaders, the CDFs show
-the top policies and the baseline with each tail named (p99, max, jobs over a day) or every policy as
-small multiples, seed spread is drawn (bands, whiskers, seed dots), waiting times, often exactly 0,
-are drawn on a symmetric-log axis with 0 on it, and figures are saved at 2x, cropped to what is drawn.
+style + marker and bar hatch (:func:`policy_styles`); times are in hours everywhere. The CDFs show the
+top policies and the baseline with each tail named (p95, p99, max, jobs over a day) or every policy as
+small multiples, seed spread as bands; JCTs on a log axis, waits, often exactly 0, on a symmetric-log
+axis with 0 on it; the tails as CCDFs on a log y axis with p95 and p99 marked. Figures are saved at 2x,
+cropped to what is drawn. The headline bars are :mod:`~schedlab.sched.reporting.bars`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ CDF_POINTS = 400  # a CDF is drawn through this many quantiles (plots stay cheap
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d")  # 13: coprime with 4 styles
 HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--")
-DAY_S = 86400.0
+DAY_H = 24.0
+#: a symmetric-log axis in hours is linear below this (36 s): waits of 0 are on it
+SYMLOG_H = 0.01
 #: figures for the MLflow UI are saved at twice the screen resolution
 DPI_2X = 200
 #: the width (pixels) of a comparison figure's SVG copy: about the width of MLflow's run page
@@ -66,36 +68,35 @@ def line_style(style: Mapping[str, str]) -> dict:
             "markevery": 0.1, "markersize": 4}
 
 
-def tail(values: pd.Series | np.ndarray) -> dict[str, float]:
-    """The tail of a wait or JCT distribution (seconds): p99, max, the jobs over a day and the
+def tail(hours: pd.Series | np.ndarray) -> dict[str, float]:
+    """The tail of a wait or JCT distribution (hours): p95, p99, max, the jobs over a day and the
     share of jobs at exactly 0 (floored to whole percent by :func:`tail_text`, never rounded up to 100 %)."""
-    v = np.asarray(pd.Series(values).dropna(), dtype=float)
+    v = np.asarray(pd.Series(hours).dropna(), dtype=float)
     if v.size == 0:
-        return {"p99": math.nan, "max": math.nan, "over_day": 0, "zero": math.nan, "n": 0}
-    return {"p99": float(np.quantile(v, 0.99)), "max": float(v.max()), "over_day": int((v > DAY_S).sum()),
-            "zero": float((v == 0).mean()), "n": int(v.size)}
+        return {"p95": math.nan, "p99": math.nan, "max": math.nan, "over_day": 0, "zero": math.nan, "n": 0}
+    return {"p95": float(np.quantile(v, 0.95)), "p99": float(np.quantile(v, 0.99)), "max": float(v.max()),
+            "over_day": int((v > DAY_H).sum()), "zero": float((v == 0).mean()), "n": int(v.size)}
 
 
-def duration(seconds: float) -> str:
-    """``12 s``, ``14 min``, ``3.2 h``, ``4.1 d``."""
-    if math.isnan(seconds):
+def hours_text(hours: float) -> str:
+    """``0.004 h``, ``3.21 h``, ``98.5 h``, ``1,234 h``: every time in hours, as the tables show them."""
+    if math.isnan(hours):
         return "—"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < DAY_S:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / DAY_S:.1f} d"
+    if hours == 0:
+        return "0 h"
+    if abs(hours) < 0.1:
+        return f"{hours:.3f} h"
+    return f"{hours:,.2f} h" if abs(hours) < 10 else f"{hours:,.1f} h" if abs(hours) < 1000 else f"{hours:,.0f} h"
 
 
 def tail_text(t: Mapping[str, float]) -> str:
-    """``p99 3.2 h, max 4.1 d, 12 jobs > 1 d, 35% at 0 s`` (the zero share floored: 99.5 % is 99 %)."""
+    """``p95 1.20 h, p99 3.21 h, max 98.5 h, 12 jobs > 24 h, 35% at 0`` (the zero share floored: 99.5 % is 99 %)."""
     if not t["n"]:
         return "no jobs"
-    text = f"p99 {duration(t['p99'])}, max {duration(t['max'])}, {t['over_day']:,d} job{'' if t['over_day'] == 1 else 's'} > 1 d"
+    text = (f"p95 {hours_text(t['p95'])}, p99 {hours_text(t['p99'])}, max {hours_text(t['max'])},"
+            f" {t['over_day']:,d} job{'' if t['over_day'] == 1 else 's'} > 24 h")
     if t["zero"] > 0:
-        text += f", {math.floor(t['zero'] * 100):d}% at 0 s"
+        text += f", {math.floor(t['zero'] * 100):d}% at 0"
     return text
 
 
@@ -112,33 +113,48 @@ def _quantiles(values: pd.Series | np.ndarray, points: int = CDF_POINTS) -> tupl
     return v, y
 
 
-def _cdf(ax, values: pd.Series | np.ndarray, label: str | None = None, log: bool = True, **style) -> None:
-    v, y = _quantiles(values)
+def x_scale(hours: np.ndarray) -> str:
+    """``log`` when every value is above 0 (JCTs), else ``symlog`` (waits: 0 is on the axis)."""
+    return "log" if hours.size and float(np.min(hours)) > 0 else "symlog"
+
+
+def _cdf(ax, hours: pd.Series | np.ndarray, label: str | None = None, scale: str = "symlog", **style) -> None:
+    v, y = _quantiles(hours)
     if v.size == 0:
         return
-    # start at (0, 0): jobs that waited 0 s are a visible step at 0 (the symlog axis has 0 on it)
-    x0 = min(0.0, float(v[0]))
+    # on a symlog axis, start at (0, 0): jobs that waited 0 are a visible step at 0
+    x0 = min(0.0, float(v[0])) if scale != "log" else float(v[0])
     ax.step(np.r_[x0, v], np.r_[0.0, y], where="post", label=label, **style)
-    _axis(ax, log, float(v.max()) if v.size else 1.0)
+    _axis(ax, scale, float(v.max()), float(v[0]))
 
 
-def _axis(ax, log: bool, vmax: float) -> None:
-    if log:
-        # symmetric log: 0 s is on the axis (zero waits are common), linear below 1 s
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(left=0.0, right=max(vmax * 1.3, 10.0))
+def _axis(ax, scale: str, vmax: float, vmin: float = 0.0) -> None:
+    """x in hours: ``symlog`` (0 on the axis, linear below 0.01 h = 36 s), ``log`` or ``linear``."""
+    if scale == "symlog":
+        ax.set_xscale("symlog", linthresh=SYMLOG_H)
+        ax.set_xlim(left=0.0, right=max(vmax * 1.3, 0.1))
+    elif scale == "log":
+        ax.set_xscale("log")
+        ax.set_xlim(left=max(vmin, 1e-4) / 1.3, right=max(vmax * 1.3, 0.1))
     ax.set_ylabel("fraction of jobs")
-    ax.set_ylim(0, 1.02)  # a policy whose jobs all waited 0 s is a line at 1, above the frame's edge
+    ax.set_ylim(0, 1.02)  # a policy whose jobs all waited 0 is a line at 1, above the frame's edge
     ax.grid(True, alpha=0.3)
 
 
-def cdf_plot(values: pd.Series, path: Path, title: str, xlabel: str) -> Path:
+def _scale_words(scale: str) -> str:
+    return {"symlog": "symmetric log: 0 shown, linear below 36 s", "log": "log"}.get(scale, "linear")
+
+
+def cdf_plot(seconds: pd.Series, path: Path, title: str, what: str) -> Path:
+    """One replay's CDF of ``what`` (``seconds``: a job-table column), x in hours."""
     fig = _figure(7.0, 4.2)
     ax = fig.subplots()
-    _cdf(ax, values)
-    zero = float((pd.Series(values).dropna() == 0).mean()) if len(values) else 0.0
-    ax.set_xlabel(f"{xlabel} (symmetric log: 0 s shown; {zero:.0%} of jobs at 0 s)")
-    ax.set_title(title, fontsize=10)
+    hours = np.asarray(pd.Series(seconds).dropna(), dtype=float) / 3600.0
+    scale = x_scale(hours)
+    _cdf(ax, hours, scale=scale)
+    zero = float((hours == 0).mean()) if hours.size else 0.0
+    ax.set_xlabel(f"{what} (h; {_scale_words(scale)}" + (f"; {zero:.0%} of jobs at 0)" if zero else ")"))
+    ax.set_title(f"{title}\n{tail_text(tail(hours))}", fontsize=10)
     fig.savefig(path)
     return path
 
@@ -207,48 +223,104 @@ def shown_policies(order: Sequence[str], baseline: str | None, top: int | None) 
 
 
 def cdf_comparison(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, title: str,
-                   xlabel: str, log: bool = True, order: Sequence[str] | None = None, top: int | None = None,
-                   baseline: str | None = None, styles: Mapping[str, dict] | None = None) -> Path:
-    """One CDF per policy, the seeds pooled; with several seeds a band between the lowest and the
-    highest seed's curve. ``order`` (best first) and ``top``: only the first ``top`` policies and the
-    ``baseline``. Each legend entry names the tail (:func:`tail_text`: p99, max, jobs over a day)."""
+                   what: str, order: Sequence[str] | None = None, top: int | None = None,
+                   baseline: str | None = None, styles: Mapping[str, dict] | None = None, stamp: str = "") -> Path:
+    """One CDF per policy (``series``: label -> its seeds' values in seconds), x in hours, the seeds
+    pooled; with several seeds a band between the lowest and the highest seed's curve. ``order`` (best
+    first) and ``top``: only the first ``top`` policies and the ``baseline``. Each legend entry names the
+    tail (:func:`tail_text`); ``stamp``: the replays the figure includes."""
     order = list(order or series)
     labels = [lb for lb in shown_policies(order, baseline, top) if lb in series]
     styles = styles or policy_styles(list(series))
+    pooled = {lb: np.concatenate([p / 3600.0 for p in _parts(series[lb]) if p.size] or [np.empty(0)]) for lb in labels}
+    every = np.concatenate([*pooled.values(), np.empty(0)])
+    scale = x_scale(every)
     fig, ncol = _wide(len(labels))
     ax = fig.subplots()
-    vmax = 1.0
     levels = np.linspace(0.0, 1.0, 101)[1:]
     for label in labels:
-        parts = [p for p in _parts(series[label]) if p.size]
-        if not parts:
+        if not pooled[label].size:
             continue
-        pooled = np.concatenate(parts)
-        vmax = max(vmax, float(pooled.max()))
-        shown = f"{label}{' (baseline)' if label == baseline else ''}: {tail_text(tail(pooled))}"
-        _cdf(ax, pooled, label=shown, log=log, linewidth=1.6 if label != baseline else 2.2,
+        shown = f"{label}{' (baseline)' if label == baseline else ''}: {tail_text(tail(pooled[label]))}"
+        _cdf(ax, pooled[label], label=shown, scale=scale, linewidth=1.6 if label != baseline else 2.2,
              **line_style(styles[label]))
+        parts = [p / 3600.0 for p in _parts(series[label]) if p.size]
         if len(parts) > 1:
             curves = np.array([np.quantile(p, levels) for p in parts])
             ax.fill_betweenx(levels, curves.min(axis=0), curves.max(axis=0), color=styles[label]["color"],
                              alpha=0.12, linewidth=0)
-    _axis(ax, log, vmax)
-    ax.set_xlabel(f"{xlabel} ({'symmetric log: 0 s shown' if log else 'linear'}; > 1 d = over a day)")
-    if log:
-        ax.axvline(DAY_S, color="0.4", linewidth=0.8, linestyle=":")
+    _axis(ax, scale, float(every.max()) if every.size else 1.0, float(every[every > 0].min()) if (every > 0).any() else 1.0)
+    ax.set_xlabel(f"{what} (h; {_scale_words(scale)}; dotted: 24 h)")
+    ax.axvline(DAY_H, color="0.4", linewidth=0.8, linestyle=":")
     which = f"top {top} by rank + baseline" if top is not None and len(order) > len(labels) else "every policy"
     band = "; band: spread over seeds" if any(len(_parts(v)) > 1 for v in series.values()) else ""
-    ax.set_title(f"{title}  ({which}{band})", fontsize=11)
+    ax.set_title(f"{title}  ({which}{band}){', ' + stamp if stamp else ''}", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, ncol=1, frameon=False,
               title="policy: tail of its distribution", title_fontsize=8)
     return save(fig, path)
 
 
-def cdf_grid(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, title: str, xlabel: str,
+def ccdf_comparison(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, title: str, what: str,
+                    order: Sequence[str] | None = None, top: int | None = None, baseline: str | None = None,
+                    styles: Mapping[str, dict] | None = None, stamp: str = "") -> Path:
+    """The tails: one CCDF per policy (the fraction of jobs above x; seeds pooled) on a log y axis, x in
+    hours, the p95 and p99 levels drawn and labelled (a curve crosses them at its p95 and p99, marked
+    on each curve and written in its legend entry). ``order``, ``top``, ``baseline``: as :func:`cdf_comparison`."""
+    order = list(order or series)
+    labels = [lb for lb in shown_policies(order, baseline, top) if lb in series]
+    styles = styles or policy_styles(list(series))
+    fig, ncol = _wide(len(labels))
+    ax = fig.subplots()
+    floor, vmax = 1.0, 0.0
+    for label in labels:
+        hours = np.sort(np.concatenate([p / 3600.0 for p in _parts(series[label]) if p.size] or [np.empty(0)]))
+        if not hours.size:
+            continue
+        above = 1.0 - np.arange(1, hours.size + 1) / hours.size  # the fraction of jobs above each value
+        keep = above > 0
+        x, y = _thin(hours[keep], above[keep])
+        floor, vmax = min(floor, 1.0 / hours.size), max(vmax, float(hours[-1]))
+        st = styles[label]
+        p95, p99 = float(np.quantile(hours, 0.95)), float(np.quantile(hours, 0.99))
+        ax.step(np.r_[0.0, x], np.r_[1.0, y], where="post", color=st["color"], linestyle=st["linestyle"],
+                linewidth=1.6 if label != baseline else 2.2,
+                label=f"{label}{' (baseline)' if label == baseline else ''}: p95 {hours_text(p95)},"
+                      f" p99 {hours_text(p99)}, max {hours_text(float(hours[-1]))}")
+        ax.plot([p95, p99], [0.05, 0.01], linestyle="none", marker=st["marker"], color=st["color"],
+                markeredgecolor="0.1", markersize=6)
+    ax.set_yscale("log")
+    ax.set_ylim(max(floor, 1e-6) / 1.5, 1.05)
+    ax.set_xlim(0.0, max(vmax * 1.03, 0.1))
+    for level, name in ((0.05, "p95"), (0.01, "p99")):
+        ax.axhline(level, color="0.3", linewidth=0.8, linestyle="--")
+        ax.text(1.0, level, f" {name}", transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+    ax.set_xlabel(f"{what} (h, linear)")
+    ax.set_ylabel("fraction of jobs above x (log)")
+    ax.grid(True, alpha=0.3, which="both")
+    which = f"top {top} by rank + baseline" if top is not None and len(order) > len(labels) else "every policy"
+    ax.set_title(f"{title}: the tail ({which}; seeds pooled; marks: each policy's p95, p99)"
+                 f"{', ' + stamp if stamp else ''}", fontsize=11)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.04, 1.0), fontsize=8, ncol=1, frameon=False,
+              title="policy: p95, p99, max", title_fontsize=8)
+    return save(fig, path)
+
+
+def _thin(x: np.ndarray, y: np.ndarray, points: int = CDF_POINTS * 2) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``points`` steps of a curve, denser in the tail (the last 5 % of points kept whole)."""
+    if x.size <= points:
+        return x, y
+    cut = int(x.size * 0.95)
+    head = np.unique(np.linspace(0, cut, points // 2).round().astype(int))
+    tail_ = np.unique(np.linspace(cut, x.size - 1, points // 2).round().astype(int))
+    idx = np.unique(np.r_[head, tail_])
+    return x[idx], y[idx]
+
+
+def cdf_grid(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, title: str, what: str,
              order: Sequence[str] | None = None, baseline: str | None = None,
-             styles: Mapping[str, dict] | None = None, columns: int = 4) -> Path:
-    """Small multiples: one panel per policy (best first by ``order``), the baseline in grey on each,
-    the panel's title naming the policy's tail (p99, max, jobs over a day); shared axes."""
+             styles: Mapping[str, dict] | None = None, columns: int = 4, stamp: str = "") -> Path:
+    """Small multiples: one panel per policy (best first by ``order``; values in seconds, drawn in hours),
+    the baseline in grey on each, the panel's title naming the policy's tail; shared axes."""
     labels = [lb for lb in (order or series) if lb in series]
     styles = styles or policy_styles(list(series))
     rows = max(1, math.ceil(len(labels) / columns))
@@ -256,175 +328,27 @@ def cdf_grid(series: Mapping[str, Sequence[pd.Series] | pd.Series], path: Path, 
     fig = _figure(3.4 * columns, height, dpi=100)
     axes = np.atleast_1d(fig.subplots(rows, columns, sharex=True, sharey=True)).ravel()
     fig.subplots_adjust(top=1 - 1.0 / height, bottom=0.4 / height, hspace=0.55, wspace=0.12)
-    pooled = {lb: np.concatenate(_parts(series[lb]) or [np.empty(0)]) for lb in labels}
-    vmax = max([1.0, *(float(v.max()) for v in pooled.values() if v.size)])
+    pooled = {lb: np.concatenate([p / 3600.0 for p in _parts(series[lb])] or [np.empty(0)]) for lb in labels}
+    every = np.concatenate([*pooled.values(), np.empty(0)])
+    scale = x_scale(every)
+    vmax, vmin = (float(every.max()), float(every[every > 0].min())) if (every > 0).any() else (1.0, 1.0)
     for i, (ax, label) in enumerate(zip(axes, labels)):
         if baseline in pooled and label != baseline and pooled[baseline].size:
-            _cdf(ax, pooled[baseline], color="0.6", linewidth=1.0, linestyle="--")
+            _cdf(ax, pooled[baseline], scale=scale, color="0.6", linewidth=1.0, linestyle="--")
         if pooled[label].size:
-            _cdf(ax, pooled[label], linewidth=1.5, color=styles[label]["color"])
-        ax.axvline(DAY_S, color="0.4", linewidth=0.6, linestyle=":")
-        _axis(ax, True, vmax)
+            _cdf(ax, pooled[label], scale=scale, linewidth=1.5, color=styles[label]["color"])
+        ax.axvline(DAY_H, color="0.4", linewidth=0.6, linestyle=":")
+        _axis(ax, scale, vmax, vmin)
         ax.set_ylabel("")
         ax.set_title(f"{i + 1}. {label}{' (baseline)' if label == baseline else ''}\n{tail_text(tail(pooled[label]))}",
-                     fontsize=8)
+                     fontsize=7)
         ax.tick_params(labelsize=7)
     for ax in axes[len(labels):]:
         ax.set_visible(False)
-    fig.suptitle(f"{title}: one panel per policy, best first; grey dashed: {baseline}; dotted: 1 day;"
-                 f" x: {xlabel} (symmetric log), y: fraction of jobs", fontsize=10, y=1 - 0.3 / height)
+    fig.suptitle(f"{title}: one panel per policy, best first; grey dashed: {baseline}; dotted: 24 h;"
+                 f" x: {what} (h, {_scale_words(scale)}), y: fraction of jobs{', ' + stamp if stamp else ''}",
+                 fontsize=10, y=1 - 0.3 / height)
     return save(fig, path)
-
-
-def speedup(base: float, value: float, higher_better: bool = False) -> float:
-    """How many times better than the baseline (> 1: better): base ÷ value, or value ÷ base."""
-    if higher_better:
-        base, value = value, base
-    if math.isnan(base) or math.isnan(value):
-        return math.nan
-    if value == 0:
-        return 1.0 if base == 0 else math.inf
-    return base / value
-
-
-def headline_bars(table: pd.DataFrame, metrics: Sequence[str], baseline: str, path: Path, title: str,
-                  seeds: pd.DataFrame | None = None, styles: Mapping[str, dict] | None = None,
-                  higher_better: Sequence[str] = ("gpu_util",)) -> Path:
-    """:func:`headline_bars_figure` saved at 2x (:func:`save`)."""
-    return save(headline_bars_figure(table, metrics, baseline, title, seeds, styles, higher_better), path)
-
-
-def headline_bars_figure(table: pd.DataFrame, metrics: Sequence[str], baseline: str, title: str,
-                         seeds: pd.DataFrame | None = None, styles: Mapping[str, dict] | None = None,
-                         higher_better: Sequence[str] = ("gpu_util",)) -> Figure:
-    """One panel per metric (two a row), one horizontal bar per policy, best at the top: the speed-up
-    over ``baseline`` on a log axis (bars start at the baseline's line at 1x: right = better), the
-    seed spread as a whisker (mean ± std mapped to the speed-up), each seed as a dot (``seeds``: one
-    row per replay with ``policy`` and the metrics), and the value written on the bar: speed-up, mean
-    ± std (hours for seconds) and ``≈`` when within the seed spread of the bar above it."""
-    labels_all = [lb for lb in table["policy"]]
-    styles = styles or policy_styles(labels_all)
-    panels = [metrics[0], LEADERS, *metrics[1:]] if metrics else []
-    n = len(panels)
-    cols = min(n, 2)
-    rows = math.ceil(n / cols)
-    bars_h = 0.3 * max(len(labels_all), 3)  # inches of bars per panel; 1.4 in for its title and x axis
-    height = (bars_h + 1.4) * rows + 0.6
-    fig = _figure(8.0 * cols, height, dpi=100)
-    axes = np.atleast_1d(fig.subplots(rows, cols)).ravel()
-    fig.subplots_adjust(top=1 - 0.9 / height, bottom=0.7 / height, hspace=1.4 / bars_h, wspace=0.7)
-    by = table.set_index("policy")
-    for ax, key in zip(axes, panels):
-        if key == LEADERS:
-            _leaders(ax, table, metrics[0], seeds, styles, metrics[0] in higher_better)
-            continue
-        better_high = key in higher_better
-        if baseline not in by.index or key not in by.columns or pd.isna(by.loc[baseline, key]):
-            ax.set_title(f"{key}: no {baseline} value yet", fontsize=10)
-            ax.set_axis_off()
-            continue
-        base = float(by.loc[baseline, key])
-        std_col = f"{key}_std"
-        rows_ = []
-        for label in labels_all:
-            mean = float(by.loc[label, key]) if not pd.isna(by.loc[label, key]) else math.nan
-            if math.isnan(mean):
-                continue
-            std = float(by.loc[label, std_col]) if std_col in by.columns and not pd.isna(by.loc[label, std_col]) else 0.0
-            rows_.append((label, mean, std, speedup(base, mean, better_high)))
-        rows_.sort(key=lambda r: (-r[3] if not math.isnan(r[3]) else math.inf))
-        finite = [r[3] for r in rows_ if math.isfinite(r[3]) and r[3] > 0]
-        hi_cap = max([1.0, *finite]) * 1.6
-        lo_cap = min([1.0, *finite]) / 1.6
-        scale = 3600.0 if key.endswith("_s") else 1.0
-        unit = " h" if scale != 1.0 else ""
-        y = np.arange(len(rows_))[::-1]  # best at the top
-        for yi, (label, mean, std, ratio), prev in zip(y, rows_, [None, *rows_[:-1]]):
-            shown = min(max(ratio, lo_cap), hi_cap) if not math.isnan(ratio) else 1.0
-            st = styles[label]
-            ax.barh(yi, shown - 1.0, left=1.0, height=0.72, color=st["color"], hatch=st["hatch"],
-                    edgecolor="0.25", linewidth=0.6)
-            lo_v, hi_v = mean - std, mean + std
-            ends = sorted(speedup(base, v, better_high) if v > 0 or better_high else hi_cap for v in (lo_v, hi_v))
-            ends = [min(max(e, lo_cap), hi_cap) if not math.isnan(e) else shown for e in ends]
-            if std > 0:
-                ax.plot(ends, [yi, yi], color="0.1", linewidth=1.2, solid_capstyle="butt")
-                ax.plot([ends[0]] * 2, [yi - 0.18, yi + 0.18], color="0.1", linewidth=1.0)
-                ax.plot([ends[1]] * 2, [yi - 0.18, yi + 0.18], color="0.1", linewidth=1.0)
-            if seeds is not None and key in seeds.columns:
-                values = seeds.loc[seeds["policy"] == label, key].dropna().to_numpy(dtype=float)
-                if values.size:
-                    dots = [min(max(speedup(base, v, better_high), lo_cap), hi_cap) for v in values]
-                    jitter = np.linspace(-0.2, 0.2, len(dots)) if len(dots) > 1 else [0.0]
-                    ax.scatter(dots, yi + np.asarray(jitter), s=10, color="white", edgecolors="0.1",
-                               linewidths=0.7, zorder=3)
-            tie = ""
-            if prev is not None and abs(mean - prev[1]) <= max(std, prev[2]):
-                tie = f"  ≈ {prev[0]}"
-            ratio_text = "∞" if math.isinf(ratio) else "—" if math.isnan(ratio) else f"{ratio:.2f}x"
-            if scale != 1.0 and mean < 36.0:  # under 0.01 h: seconds
-                value = f"{mean:,.1f}" + (f" ± {std:,.1f}" if std > 0 else "") + " s"
-            else:
-                value = f"{mean / scale:,.2f}" + (f" ± {std / scale:,.2f}" if std > 0 else "") + unit
-            text = f"{ratio_text}  {value}{tie}"
-            right = max(shown, *ends) if std > 0 else shown
-            ax.text(max(right, 1.0) * 1.03, yi, text, va="center", ha="left", fontsize=8)
-        wide = hi_cap / lo_cap > 2 ** 10  # base-2 ticks would crowd: base 10
-        ax.set_xscale("log", base=10 if wide else 2)
-        ax.set_xlim(lo_cap, hi_cap * 2.2)  # room for the labels right of the longest bar
-        ax.axvline(1.0, color="black", linewidth=1.4)
-        ax.set_yticks(y, [r[0] + (" (baseline)" if r[0] == baseline else "") for r in rows_], fontsize=9)
-        ax.set_ylim(-0.7, len(rows_) - 0.3)
-        ax.grid(True, axis="x", alpha=0.3, which="both")
-        ax.xaxis.set_major_formatter(_times_formatter())
-        ax.set_xlabel(f"speed-up over {baseline} (log scale; black line: {baseline} = 1x; right = better)", fontsize=9)
-        how = f"policy ÷ {baseline}" if better_high else f"{baseline} ÷ policy"
-        ax.set_title(f"{key}: {how}, best first; label: speed-up, mean ± std{unit}", fontsize=10)
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    fig.suptitle(f"{title}  (bars: seed means; whiskers: ± std; dots: seeds; ≈: within the seed spread of the bar above)",
-                 fontsize=11, y=1 - 0.25 / height)
-    return fig
-
-
-LEADERS = "__leaders__"  # the zoomed panel of headline_bars_figure
-
-
-def _leaders(ax, table: pd.DataFrame, key: str, seeds: pd.DataFrame | None, styles: Mapping[str, dict],
-             higher_better: bool, within: float = 0.25) -> None:
-    """A zoomed dot plot of the policies within ``within`` (25 %) of the best by ``key``: mean (dot),
-    ± std (whisker), seeds (small dots), on a linear axis spanning only them, so close leaders separate."""
-    part = table[["policy", key, *([f"{key}_std"] if f"{key}_std" in table else [])]].dropna(subset=[key])
-    if part.empty:
-        ax.set_axis_off()
-        return
-    best = part[key].max() if higher_better else part[key].min()
-    close = part[(part[key] >= best * (1 - within))] if higher_better else part[part[key] <= best * (1 + within)]
-    close = close.sort_values(key, ascending=not higher_better).reset_index(drop=True)
-    scale = 3600.0 if key.endswith("_s") else 1.0
-    y = np.arange(len(close))[::-1]
-    for yi, row in zip(y, close.to_dict("records")):
-        mean, std = row[key] / scale, (row.get(f"{key}_std") or 0.0) / scale
-        std = 0.0 if math.isnan(std) else std
-        colour = styles[row["policy"]]["color"]
-        ax.errorbar(mean, yi, xerr=std, fmt=styles[row["policy"]]["marker"], color=colour, markersize=7,
-                    markeredgecolor="0.1", ecolor="0.2", capsize=3)
-        if seeds is not None and key in seeds.columns:
-            values = seeds.loc[seeds["policy"] == row["policy"], key].dropna().to_numpy(dtype=float) / scale
-            ax.scatter(values, np.full(values.size, yi - 0.25), s=9, color=colour, edgecolors="0.2", linewidths=0.5)
-        ax.text(1.01, yi, f"{mean:,.3f} ± {std:,.3f}", transform=ax.get_yaxis_transform(), va="center", fontsize=8)
-    ax.axvline(best / scale, color="0.3", linewidth=0.8, linestyle=":")
-    ax.set_yticks(y, list(close["policy"]), fontsize=9)
-    ax.set_ylim(-0.7, len(close) - 0.3)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.set_xlabel(f"{key}{' (h)' if scale != 1.0 else ''}, linear, zoomed to these policies", fontsize=9)
-    ax.set_title(f"leaders by {key} (within {within:.0%} of the best): mean ± std, small dots: seeds", fontsize=10)
-
-
-def _times_formatter():
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _pos: f"{v:g}x")
 
 
 def figure_png(fig: Figure) -> bytes:
