@@ -66,7 +66,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_path, seed_home):
     """A small trace finishes first (each on its own worker); Ctrl-C comes while the large one replays (about
-    25 s): the comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run
+    50 s, long enough that a worker slow to start on a loaded machine still runs the small one first): the comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run
     resumes from it."""
     home = seed_home(tmp_path / "home")
     config = tmp_path / "exp.yaml"
@@ -74,7 +74,7 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
         name: interrupted
         traces:
           - {name: small, options: {num_jobs: 100}}
-          - {name: large, options: {num_jobs: 200000, load: 4.0}}
+          - {name: large, options: {num_jobs: 400000, load: 4.0}}
         clusters: [castor-sim]
         policies: [srtf]
         """))
