@@ -88,7 +88,7 @@ def _run_and_compare(live: LiveComparison, table_every: int, started: float,
         if sent:
             print(f"inputs sent to the workers through Dask: {len(sent)} ({sum(sent.values()) / 1e6:.1f} MB)")
         pending = {replay_task.submit(s, uri, experiment_id, parent): (s, 0) for s in todo}
-        stack.enter_context(heartbeat(live))
+        stack.enter_context(heartbeat(live, lambda: tracked.update(live, show=False)))
         finished = 0
         while pending:
             resubmit = {}

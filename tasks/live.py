@@ -15,7 +15,7 @@ import math
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,17 @@ class LiveComparison(LiveTable):
         self._bars_at = -math.inf  # when the headline bars were last drawn (time.monotonic)
         self._bars: dict[str, tuple[str, bytes]] = {}  # name -> (caption, PNG) (logged under plots/, with an SVG copy each)
         self._next_publish = -math.inf  # when the parent run may next be brought up to date (time.monotonic)
+        self._published_rows = 0  # the finished replays the last publish showed
+        self._publishing = threading.Lock()  # the flow's loop and the heartbeat's catch-up, one at a time
 
     def due(self) -> bool:
-        """Whether the next :meth:`publish` is due (:data:`PUBLISH_EVERY_S`, :data:`PUBLISH_SHARE`)."""
-        return time.monotonic() >= self._next_publish
+        """Whether a :meth:`publish` is due: the first finished replays at once, then at most every
+        :data:`PUBLISH_EVERY_S` and within :data:`PUBLISH_SHARE` of the client's time."""
+        return (self._published_rows == 0 and len(self.rows) > 0) or time.monotonic() >= self._next_publish
+
+    def stale(self) -> bool:
+        """Whether replays have finished since the last :meth:`publish` showed them."""
+        return len(self.rows) > self._published_rows
 
     def running(self) -> dict[str, tuple[float, str]]:
         """Replay key -> (start time in epoch s, jobs done of all when reported) of the replays whose
@@ -75,7 +82,12 @@ class LiveComparison(LiveTable):
         ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
         :data:`BARS_EVERY_S` at most unless ``final``; ``figures_as_of``: the replays ``figures`` include
         (their captions say so; default: every finished one). Returns the table and markdown."""
-        started = time.monotonic()
+        with self._publishing:
+            return self._publish(running, figures, suffix, final, figures_as_of, links)
+
+    def _publish(self, running: dict[str, Any] | None, figures: Sequence[Path], suffix: str, final: bool,
+                 figures_as_of: int | None, links: Sequence[tuple[str, str]]) -> tuple[pd.DataFrame, str]:
+        started, shown_rows = time.monotonic(), len(self.rows)
         table = self.table(running)
         text = self.markdown(table) + suffix
         c = client(self.uri)
@@ -101,21 +113,29 @@ class LiveComparison(LiveTable):
         retrying(lambda: c.set_tag(self.parent_run_id, NOTE_TAG, note))
         took = time.monotonic() - started
         self._next_publish = started + max(PUBLISH_EVERY_S, took / PUBLISH_SHARE)
+        self._published_rows = shown_rows
         return table, text
 
 
 @contextlib.contextmanager
-def heartbeat(live: LiveComparison, every: float = HEARTBEAT_S) -> Iterator[None]:
+def heartbeat(live: LiveComparison, catch_up: Callable[[], None], every: float = HEARTBEAT_S) -> Iterator[None]:
     """While the ``with`` lasts, print the replays in flight every ``every`` seconds (a slow replay
-    never leaves the terminal silent for long)."""
+    never leaves the terminal silent for long), and every :data:`PUBLISH_EVERY_S` call ``catch_up`` when
+    finished replays wait to be published (an update skipped while updates were not due is made
+    without waiting for the next replay to finish)."""
     stop = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(every):
-            with contextlib.suppress(Exception):  # a missed line, not a failed experiment
-                text = live.in_flight(live.running())
-                if text:
-                    print(f"{len(live.rows)} of {len(live.specs)} replays finished; {text}", flush=True)
+        last_line = time.monotonic()
+        while not stop.wait(PUBLISH_EVERY_S):
+            with contextlib.suppress(Exception):  # a missed update or line, not a failed experiment
+                if live.stale() and live.due():
+                    catch_up()
+                if time.monotonic() - last_line >= every:
+                    last_line = time.monotonic()
+                    text = live.in_flight(live.running())
+                    if text:
+                        print(f"{len(live.rows)} of {len(live.specs)} replays finished; {text}", flush=True)
 
     thread = threading.Thread(target=beat, name="schedlab-heartbeat", daemon=True)
     thread.start()

@@ -66,7 +66,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_path, seed_home):
     """A small trace finishes first (each on its own worker); Ctrl-C comes while the large one replays (about
-    50 s, long enough that a worker slow to start on a loaded machine still runs the small one first): the comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run
+    2 minutes: on a loaded machine the second worker's start-up and the small replay took 50 s): the comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run
     resumes from it."""
     home = seed_home(tmp_path / "home")
     config = tmp_path / "exp.yaml"
@@ -74,7 +74,7 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
         name: interrupted
         traces:
           - {name: small, options: {num_jobs: 100}}
-          - {name: large, options: {num_jobs: 400000, load: 4.0}}
+          - {name: large, options: {num_jobs: 1000000, load: 4.0}}
         clusters: [castor-sim]
         policies: [srtf]
         """))
@@ -104,8 +104,8 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
         while "1 of 2 replays finished" not in markdown.read_text():  # written right after the policy rows
             assert time.monotonic() < deadline, markdown.read_text()
             time.sleep(0.1)
-        assert "| small | castor-sim | srtf | 1 | 1/0/0 |" in markdown.read_text()
-        assert re.search(r"\| large \| castor-sim \| srtf \| 0 \| 0/[01]/[01] \|", markdown.read_text())
+        assert "| small | castor-sim | 1 | srtf | 1 | 1/0/0 |" in markdown.read_text()  # (trace, cluster, #, policy)
+        assert re.search(r"\| large \| castor-sim \| 1 \| srtf \| 0 \| 0/[01]/[01] \|", markdown.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at the terminal
         assert proc.wait(timeout=120) == 130
         out.thread.join(timeout=30)

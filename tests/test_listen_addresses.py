@@ -27,10 +27,12 @@ def _all_interfaces(node: ast.AST) -> bool:
 
 
 def _empty_host(node: ast.AST) -> bool:
-    """``("", port)``: a socket address on every interface."""
+    """``("", port)``: a socket address on every interface (a port: not a string, nor a container such as
+    the ``[]`` of ``return "", []``)."""
     return (isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant)
             and node.elts[0].value == "" and not (isinstance(node.elts[1], ast.Constant)
-                                                  and isinstance(node.elts[1].value, str)))
+                                                  and isinstance(node.elts[1].value, str))
+            and not isinstance(node.elts[1], (ast.List, ast.Dict, ast.Set, ast.Tuple)))
 
 
 def violations(path: Path) -> list[str]:
