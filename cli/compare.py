@@ -30,11 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import tempfile
-
-    from schedlab.sched.reporting import drilldown, plots
-    from schedlab.sched.spec import fields
-    from schedlab.tasks.compare import replay_jobs
+    from schedlab.sched.reporting import drilldown
+    from schedlab.tasks.compare import cluster_gpus, replay_jobs
 
     if not args.tolerance >= 0:
         print(f"schedlab compare: error: --tolerance must be >= 0, got {args.tolerance}", file=sys.stderr)
@@ -43,17 +40,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"schedlab compare: error: A and B are the same label ({args.a!r})", file=sys.stderr)
         return 2
     tables = replay_jobs(args.settings.tracking_uri, args.experiment, (args.a, args.b), args.trace, args.cluster)
-    gpus = {}
-    for cluster in {c for _, c, _ in tables}:
-        pool = fields.cluster(cluster).training_pool  # as the replays read it
-        gpus[cluster] = pool.servers * pool.gpus_per_server
-    parts = drilldown.drilldown(tables, args.a, args.b, gpus, args.tolerance)
+    parts = drilldown.drilldown(tables, args.a, args.b, cluster_gpus(c for _, c, _ in tables), args.tolerance)
     out = args.out or Path(args.settings.home) / "compare" / _safe(args.experiment) / f"{_safe(args.a)}-vs-{_safe(args.b)}"
     out.mkdir(parents=True, exist_ok=True)
     drilldown.jobs_csv(parts["jobs"], args.a, args.b).to_csv(out / "jobs.csv", index=False)
-    with tempfile.TemporaryDirectory() as tmp:
-        svg = plots.job_scatter(parts["jobs"], args.a, args.b, Path(tmp) / "scatter.png").with_suffix(".svg")
-        (out / "drilldown.html").write_text(drilldown.to_html(parts, args.a, args.b, svg.read_text()))
+    drilldown.write_page(parts, args.a, args.b, out / "drilldown.html")
     print(drilldown.to_text(parts, args.a, args.b))
     print(f"\nper job: {out / 'jobs.csv'}\npage: {out / 'drilldown.html'}")
     return 0

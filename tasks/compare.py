@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -49,3 +50,10 @@ def replay_jobs(uri: str, experiment: str, labels: tuple[str, str], trace: str |
                 dst.mkdir()
                 out[key][label] = pd.read_parquet(tracking.download(uri, run.info.run_id, "jobs.parquet", dst))
     return out
+
+
+def cluster_gpus(clusters: Iterable[str]) -> dict[str, int]:
+    """Each cluster's training GPUs, the cluster read as the replays read it (finish-time fairness's share)."""
+    from schedlab.sched.spec import fields
+
+    return {c: (pool := fields.cluster(c).training_pool).servers * pool.gpus_per_server for c in set(clusters)}

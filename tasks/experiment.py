@@ -151,8 +151,8 @@ def _drilldown(live: LiveComparison, done: dict[str, Any], table: Any, out: Path
     """``drilldown.html`` on the parent run: the policy ranked first against the baseline, job by job
     (:mod:`schedlab.sched.reporting.drilldown`, as ``schedlab compare`` draws it), over every trace, cluster
     and seed both have; the link to it for ``comparison.html`` (none when there is no such pair)."""
-    from schedlab.sched.reporting import drilldown, plots
-    from schedlab.sched.spec import fields
+    from schedlab.sched.reporting import drilldown
+    from schedlab.tasks.compare import cluster_gpus
 
     baseline = live.config.baseline_label
     leader = next((p for p in table["policy"] if p != baseline), None) if len(table) else None
@@ -168,11 +168,9 @@ def _drilldown(live: LiveComparison, done: dict[str, Any], table: Any, out: Path
     tables = {k: v for k, v in tables.items() if len(v) == 2}
     if not tables:
         return []
-    gpus = {c: (pool := fields.cluster(c).training_pool).servers * pool.gpus_per_server for _, c, _ in tables}
-    parts = drilldown.drilldown(tables, leader, baseline, gpus)
-    svg = plots.job_scatter(parts["jobs"], leader, baseline, out / "scatter.png").with_suffix(".svg")
-    (out / "drilldown.html").write_text(drilldown.to_html(parts, leader, baseline, svg.read_text()))
-    retrying(lambda: client(live.uri).log_artifact(live.parent_run_id, str(out / "drilldown.html")))
+    parts = drilldown.drilldown(tables, leader, baseline, cluster_gpus(c for _, c, _ in tables))
+    page = drilldown.write_page(parts, leader, baseline, out / "drilldown.html")
+    retrying(lambda: client(live.uri).log_artifact(live.parent_run_id, str(page)))
     return [(f"{leader} against {baseline}, job by job (drilldown.html; any other pair: schedlab compare"
              f" {live.config.name} A B)", "drilldown.html")]
 

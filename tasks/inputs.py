@@ -1,11 +1,15 @@
 """An experiment's inputs sent to its Dask workers, so that no worker reads a path of the client's.
 
 The client reads each distinct input once (:func:`shipped`, in the flow), checks it is the content the
-replays' keys name and hands it to Dask under a content key (``schedlab-input-<sha256>``), held until the
-flow ends. A replay on a worker (:func:`localised`) fetches each input it needs from Dask the first time
-that worker needs it, writes it under the worker's own folder (``<worker local dir>/schedlab-inputs/<sha>``,
-removed with the worker) and reads that copy. Outside a Dask worker (a replay run in the client's process)
-local paths are read where they are and a URL is read into ``$SCHEDLAB_HOME/inputs``.
+replays' keys name and hands it to Dask as a published dataset named by its content
+(``schedlab-input-<sha256>``), held until the flow ends. (A worker's own Dask client cannot wait on a
+key another client scattered; it can fetch a published dataset.) Two experiments on one scheduler
+reading the same content share it: the first to end withdraws it, and a worker of the other that had
+not fetched it yet fails its replay saying so. A replay on a worker (:func:`localised`) fetches each
+input it needs the first time that worker needs it, writes it under the worker's own folder
+(``<worker local dir>/schedlab-inputs/<sha>``, removed with the worker) and reads that copy. Outside a
+Dask worker (a replay run in the client's process) local paths are read where they are and a URL is
+read into ``$SCHEDLAB_HOME/inputs``, once.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def localised(replay: ExperimentReplay) -> tuple[ExperimentReplay, dict[str, str
 
         worker = get_worker()
     except (ImportError, ValueError):  # not on a Dask worker: the client's own process
-        copies = {path: _client_copy(path) for path in replay.inputs}
+        copies = {path: _client_copy(path, sha) for path, sha in replay.inputs.items()}
     else:
         folder = Path(worker.local_directory) / "schedlab-inputs"
         copies = {path: str(_worker_copy(folder, path, sha)) for path, sha in replay.inputs.items()}
@@ -80,8 +84,7 @@ def _worker_copy(folder: Path, path: str, sha: str) -> Path:
     from distributed import get_client
 
     with _writing:
-        done = next(iter((folder / sha).glob("*")), None) if (folder / sha).is_dir() else None
-        if done is not None:
+        if (done := inputs.written(folder, sha)) is not None:
             return done
         folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -92,13 +95,14 @@ def _worker_copy(folder: Path, path: str, sha: str) -> Path:
         return inputs.write(found, folder)
 
 
-def _client_copy(path: str) -> str:
-    """A local path as it is; a URL read into ``$SCHEDLAB_HOME/inputs`` (once)."""
+def _client_copy(path: str, sha: str) -> str:
+    """A local path as it is; a URL read into ``$SCHEDLAB_HOME/inputs`` (once per content)."""
     if not inputs.is_url(path):
         return path
     from schedlab import settings
 
-    return str(inputs.write(inputs.read(path), settings.Settings.from_env().home / "inputs"))
+    folder = settings.Settings.from_env().home / "inputs"
+    return str(inputs.written(folder, sha) or inputs.write(inputs.read(path), folder))
 
 
 def client_names(text: str, names: dict[str, str]) -> str:

@@ -28,6 +28,9 @@ Per policy, from a replay's ``jobs.parquet`` (:func:`fairness`):
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -241,6 +244,16 @@ def not_computed(fair: pd.DataFrame) -> str:
 
 def _frame_text(frame: pd.DataFrame) -> str:
     return frame.to_string(index=False, float_format=lambda v: f"{v:,.3f}")
+
+
+def write_page(parts: dict[str, pd.DataFrame], a: str, b: str, path: Path) -> Path:
+    """``path`` (``drilldown.html``): :func:`to_html` with the per-job scatter inline."""
+    from schedlab.sched.reporting import plots
+
+    with tempfile.TemporaryDirectory() as tmp:
+        svg = plots.job_scatter(parts["jobs"], a, b, Path(tmp) / "scatter.png").with_suffix(".svg")
+        path.write_text(to_html(parts, a, b, svg.read_text()))
+    return path
 
 
 def to_html(parts: dict[str, pd.DataFrame], a: str, b: str, scatter_svg: str | None) -> str:

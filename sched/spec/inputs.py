@@ -93,11 +93,15 @@ def _read_url(url: str) -> bytes:
         raise InputError(f"{url}: not found") from None
 
 
+def written(folder: Path, sha: str) -> Path | None:
+    """The copy :func:`write` made of content ``sha`` under ``folder``, if there is one."""
+    return next(iter((folder / sha).iterdir()), None) if (folder / sha).is_dir() else None
+
+
 def write(found: InputFile, folder: Path) -> Path:
     """The input's copy under ``folder/<sha>/`` (written once, atomically: a half-written copy is never
     read), its path returned: the file itself, or the folder for a folder input."""
-    target = folder / found.sha / found.name
-    if target.exists():
+    if (target := written(folder, found.sha)) is not None:
         return target
     staging = folder / f".{found.sha}.{os.getpid()}"
     for rel, data in found.files.items():
@@ -110,7 +114,7 @@ def write(found: InputFile, folder: Path) -> Path:
         import shutil
 
         shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return folder / found.sha / found.name
 
 
 def _split_load(load: str, known: dict[str, str]) -> tuple[str, str]:
