@@ -96,6 +96,11 @@ def sigint_ignored_by_children() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+#: a local scheduler's HTTP routes (health, metrics) on a free loopback port: without it the scheduler takes
+#: 8787 even with no dashboard, and warns "Port 8787 is already in use" when another cluster holds it
+NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
 class QuietLocalCluster(logging.Filter):
     """What our LocalCluster's close and prefect_dask say that is no news: a link to the dashboard the
     cluster does not run (``dashboard_address=None``), and the nanny's "Worker process still alive
@@ -123,7 +128,7 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
             n = workers or min(os.cpu_count() or 1, 8)
             with sigint_ignored_by_children():
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                                       silence_logs=logging.WARNING)
+                                       scheduler_kwargs=NO_DASHBOARD, silence_logs=logging.WARNING)
             quiet = QuietLocalCluster()
             for name in ("prefect.task_runner.dask", "distributed.nanny"):
                 logging.getLogger(name).addFilter(quiet)
@@ -157,7 +162,8 @@ def dask_cluster(address: str | None) -> Iterator[str]:
     gpus = local_gpu_count()
     with exported_api_url():
         cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.WARNING, resources={GPU_RESOURCE: gpus} if gpus else None)
+                               scheduler_kwargs=NO_DASHBOARD, silence_logs=logging.WARNING,
+                               resources={GPU_RESOURCE: gpus} if gpus else None)
     try:
         yield cluster.scheduler_address
     finally:

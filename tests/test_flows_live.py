@@ -118,11 +118,9 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     assert statuses["srtf | small | castor-sim | seed 0"] == "FINISHED"
     assert statuses["srtf | large | castor-sim | seed 0"] == "KILLED"
     assert "1 replay run(s) in flight marked KILLED" in text and "schedlab experiment: interrupted" in text
-    # a test beside this one may hold Dask's default dashboard port: that start-up warning is not the Ctrl-C's
-    shown = re.sub(r"\S*distributed/node.py:\d+: UserWarning: Port \d+ is already in use\.\n(.*\n){2}.*warnings.warn\(\n",
-                   "", text)
+    # (the local scheduler takes a free port: a test beside this one holding 8787 prints no warning either)
     for noise in ("distributed.", "leaked semaphore", "Traceback", "CancelledError", "Error logging to API"):
-        assert noise not in shown, shown[-4000:]
+        assert noise not in text, text[-4000:]
 
     # running it again resumes (the small replay is not run again); interrupted again, it is as clean
     again = experiment(home, config)

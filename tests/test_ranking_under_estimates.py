@@ -16,8 +16,12 @@ MODE_PARAMS = {"history": {"estimator": "history"}, "requested": {"estimator": "
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_each_reader_runs_under_every_mode_with_the_parameters_its_label_names(name):
+    """(The configs read the Philly trace and Gavel's throughputs in ../shared: skipped without them.)"""
+    from helpers import shared_data
     from schedlab.sched.spec import load_config
 
+    shared_data("traces", "philly", "philly_jobs_pollux.csv")
+    shared_data("profiles", "gavel", "simulation_throughputs.json")
     config = load_config(name)
     entries = {e.label: e for e in config.policy_entries()}
     readers = {study.split_label(label)[0] for label in entries if "~" in label}

@@ -265,6 +265,9 @@ def test_the_sweep_covers_eq1_accumulation_multi_device_and_every_pair():
             ("cifar10", 32, 1, 2), ("bert", 2, 1, 1), ("bert", 4, 2, 1)} <= solos
     pairs = {(c.a.workload, c.b.workload, c.mode) for c in sweep.configs if isinstance(c, PairConfig)}
     assert pairs == {("cifar10", "cifar10", "timeslice"), ("cifar10", "bert", "timeslice"), ("bert", "bert", "timeslice")}
-    assert all(c.iters == 7 and c.threads == 1 for c in sweep.configs if isinstance(c, SoloConfig))
+    assert all(c.iters == 7 and c.threads == 1 for c in sweep.configs if isinstance(c, SoloConfig) and c.gpus == 1)
+    # an n-device solo measures past data-parallel training's slow first iterations, over a longer window
+    [multi] = [c for c in sweep.configs if isinstance(c, SoloConfig) and c.gpus == 2]
+    assert (multi.warmup, multi.iters, multi.min_seconds) == (10, 60, 3.0) and multi.threads == 1
     gpu = node.sweep_for(table, D.cuda_devices(["0"]), size="full", mps_shares=[(50.0, 50.0)])
     assert {c.share for c in gpu.configs if isinstance(c, PairConfig) and c.mode == "mps"} == {(50.0, 50.0)}

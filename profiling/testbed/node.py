@@ -4,7 +4,8 @@ feeds the simulator; Lyra §7.2: calibrate on the testbed's own figures).
 1. **Profile** what the trace needs with the profiler's sweep machinery (``profiling/profiler.py``), on
    the testbed's devices (CPU devices pinned to their cores): for each workload and per-GPU batch B of
    the trace, solos at B, B/2 and B/4 (eq. 1 needs two batches) and B/2 with two accumulation steps;
-   solos on n devices for the trace's multi-device jobs; every pair of the trace's one-device job kinds
+   solos on n devices for the trace's multi-device jobs (a longer warm-up and window:
+   ``MULTI_DEVICE_WINDOW``); every pair of the trace's one-device job kinds
    co-located (time-sliced, and under MPS at the run's shares on a GPU).
 2. **Fit** with the existing fit code: the iteration-time model (``fitting.store_artifact``, Castor
    §3.1 eq. 1-3) and the ξ table of the measured pairs (``mps_table``, the ``table:`` ξ source).
@@ -104,6 +105,15 @@ def job_kinds(table: pd.DataFrame) -> list[tuple[str, int, int]]:
     return list(dict.fromkeys(kinds))
 
 
+#: the measurement window of an n-device solo: data-parallel training's first iterations run slow (gloo's
+#: connections and DDP's gradient buckets are set up then), and a one-second window after 3 warm-up
+#: iterations kept that transient. Measured on 2 one-core devices (imagenet b32): iterations 1-6 at 54-91 ms,
+#: then 37-44 ms; the old window's mean, 50.8 ms, made every 2-device job 1.2x longer in the replay (0.82x
+#: on a quiet machine), the testbed's whole fifo error.
+#: (each figure a least: a larger setting is kept)
+MULTI_DEVICE_WINDOW = {"warmup": 10, "iters": 60, "min_seconds": 3.0}
+
+
 def sweep_for(table: pd.DataFrame, devices: Sequence[Device], *, size: str, iters: int = 20, warmup: int = 3,
               min_seconds: float = 1.0, mps_shares: Sequence[tuple[float, float]] = ()):
     """The profiling sweep a trace needs on these devices (module docstring, step 1)."""
@@ -119,7 +129,8 @@ def sweep_for(table: pd.DataFrame, devices: Sequence[Device], *, size: str, iter
         if batch >= 2:
             configs.append(SoloConfig(workload, batch // 2, 2, 1, **common))
         if gpus > 1:
-            configs.append(SoloConfig(workload, batch, 1, gpus, **common))
+            window = {k: max(common[k], least) for k, least in MULTI_DEVICE_WINDOW.items()}
+            configs.append(SoloConfig(workload, batch, 1, gpus, **{**common, **window}))
         singles.append(SoloConfig(workload, batch, 1, 1, **common))
     singles = list(dict.fromkeys(singles))
     kind = devices[0].kind
