@@ -193,11 +193,13 @@ def save(fig: Figure, path: Path, svg_width: int | None = SVG_WIDTH) -> Path:
     """At :data:`DPI_2X`, cropped to what is drawn (labels outside the axes are never clipped); with
     ``svg_width``, also ``<name>.svg`` sized to that many pixels wide (sharp at any zoom: the
     MLflow UI shows an image at its own size, and a run's description allows no ``width``)."""
-    fig.savefig(path, dpi=DPI_2X, bbox_inches="tight", pad_inches=0.15)
+    # the crop measured once (what bbox_inches="tight" does with an extra draw in every savefig)
+    crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.15)
+    fig.savefig(path, dpi=DPI_2X, bbox_inches=crop)
     if svg_width:
         buffer = io.StringIO()
         with rc_context({"svg.fonttype": "none"}):  # text as text, not paths: a third of the size
-            fig.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.15)
+            fig.savefig(buffer, format="svg", bbox_inches=crop)
         path.with_suffix(".svg").write_text(sized_svg(buffer.getvalue(), svg_width))
     return path
 
