@@ -65,31 +65,63 @@ def startup_timeout() -> int:
     return int(value) if value != default else STARTUP_TIMEOUT_S
 
 
-def ephemeral_server(port: int):
-    """Prefect's subprocess API server on ``port``, started so that it dies with this process.
-    (``prefect.server`` is imported here, not with this module: Dask workers import this module
-    with the flows and never need the server.)"""
-    from prefect.server.api.server import SubprocessASGIServer
+class EphemeralServer:
+    """Prefect's API server (uvicorn on ``prefect.server.api.server:create_app``, the command Prefect
+    3.8.8's own ``SubprocessASGIServer`` runs) as a subprocess on ``port``, behind
+    ``profiling/guard.py``, which sends it SIGTERM when the thread that started it ends (its process
+    killed, however). ``prefect.server`` is never imported here: that import alone cost the flow's
+    process 3.6 s of CPU, and Dask workers import this module with the flows."""
 
-    class EphemeralServer(SubprocessASGIServer):
-        def _run_uvicorn_command(self) -> subprocess.Popen:
-            # Prefect 3.8.8's command (SubprocessASGIServer._run_uvicorn_command) behind profiling/guard.py,
-            # which sends it SIGTERM when the thread that started it ends (its process killed, however)
-            import prefect
-            from prefect.settings import get_current_settings
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.process: subprocess.Popen | None = None
 
-            server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-            return subprocess.Popen(
-                args=[sys.executable, "-m", "schedlab.profiling.guard", "--signal", "TERM",
-                      "--parent", str(os.getpid()), sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-                      "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-                      "--log-level", "error", "--lifespan", "on"],
-                env={**os.environ, **server_env,
-                     **get_current_settings().to_environment_variables(exclude_unset=True)},
-                start_new_session=True,  # a Ctrl-C at the terminal is the flow's to handle: the API stays up
-            )
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
 
-    return EphemeralServer(port=port)
+    def start(self, timeout: float) -> None:
+        """Start it and wait until ``/health`` answers 200; RuntimeError when it exits or ``timeout``
+        seconds pass first."""
+        import atexit
+
+        import httpx
+        import prefect
+        from prefect.settings import get_current_settings
+
+        server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        self.process = subprocess.Popen(
+            args=[sys.executable, "-m", "schedlab.profiling.guard", "--signal", "TERM", "--parent", str(os.getpid()),
+                  sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                  "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+                  "--log-level", "error", "--lifespan", "on"],
+            env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
+            start_new_session=True,  # a Ctrl-C at the terminal is the flow's to handle: the API stays up
+        )
+        atexit.register(self.stop)
+        deadline = time.monotonic() + timeout
+        with httpx.Client() as client:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    raise RuntimeError(f"the ephemeral Prefect API server exited with status {code} before it answered")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{self.api_url}/health", timeout=5).status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        process, self.process = self.process, None
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def exported_api_url(url: str | None = None) -> contextlib.AbstractContextManager[None]:
@@ -119,7 +151,7 @@ def prefect_api() -> Iterator[Future]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        server = ephemeral_server(port)
+        server = EphemeralServer(port)
         url = server.api_url
         limit = startup_timeout()
 

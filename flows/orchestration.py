@@ -112,12 +112,17 @@ class QuietLocalCluster(logging.Filter):
         return "dashboard is available" not in message and "still alive after" not in message
 
 
+#: how long replays wait for the workers' warm-up (seconds; past it they are sent anyway)
+WARM_UP_WAIT_S = 120.0
+
+
 @contextlib.contextmanager
 def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> Iterator[str]:
     """The scheduler address: the given one, or a LocalCluster's (one single-threaded worker process
     per CPU, at most 8, unless ``workers`` says), closed on exit. Workers start importing what a
-    replay needs right away (in the background)."""
+    replay needs right away; the address is given once they have (or after :data:`WARM_UP_WAIT_S`)."""
     from distributed import Client
+    from distributed import wait as distributed_wait
 
     with contextlib.ExitStack() as stack:
         if dask_address:
@@ -144,6 +149,12 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
         with contextlib.suppress(Exception):
             for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
                 warming.append(dask_client.submit(warm_up, None if dask_address else uri, workers=[worker], pure=False))
+        # replays are sent once every worker is warm (the Prefect API starts meanwhile): Dask gives a task to
+        # the worker expected to be free first, and a worker still warming up looks busy for as long as the
+        # first warm-up took, so every replay went to the first warm worker while the other stood idle (Dask
+        # does not move a task whose duration it has not yet measured)
+        with contextlib.suppress(Exception):
+            distributed_wait(warming, timeout=WARM_UP_WAIT_S)
         yield address
         del warming
         with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops

@@ -74,7 +74,7 @@ def markdown_artifacts(prefect_db: Path) -> list[str]:
 def test_looping_exiting_and_hostile_through_an_experiment(tmp_path: Path) -> None:
     path = experiment_file(tmp_path)
     home = tmp_path / "home"
-    done = run_cli(["experiment", str(path), "--workers", "2", "--time-limit", "20"], cli_env(home), tmp_path,
+    done = run_cli(["experiment", str(path), "--workers", "2", "--time-limit", "8"], cli_env(home), tmp_path,
                    timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 1, output  # two replays failed, the experiment itself ran
@@ -85,9 +85,9 @@ def test_looping_exiting_and_hostile_through_an_experiment(tmp_path: Path) -> No
     runs = statuses(home / "mlflow.db")
     by_label = {name.split(" | ")[0]: value for name, value in runs.items() if " | " in name}
     assert by_label["fifo"][0] == by_label[HOSTILE_LABEL][0] == by_label["noted"][0] == "FINISHED"
-    assert by_label["loops"][0] == "FAILED" and "stopped at the time limit of 20 s" in by_label["loops"][1]
+    assert by_label["loops"][0] == "FAILED" and "stopped at the time limit of 8 s" in by_label["loops"][1]
     assert by_label["sysexit"][0] == "FAILED" and by_label["sysexit"][1].startswith("SystemExit(0) (raised at")
-    assert "stopped at the time limit of 20 s" in done.stderr and "SystemExit(0)" in done.stderr
+    assert "stopped at the time limit of 8 s" in done.stderr and "SystemExit(0)" in done.stderr
 
     texts = notes(home / "mlflow.db")
     assert len(texts) >= 6  # the experiment's, the comparison run's and one per replay

@@ -79,7 +79,8 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
         policies: [srtf]
         """))
     # two workers: with one, which replay runs first is Dask's choice among equal-cost tasks (the large one
-    # first left nothing to interrupt)
+    # first left nothing to interrupt); with two, the replays wait for both workers' warm-up (else both
+    # went to the first warm worker, and the small one waited for the large one)
     proc = experiment(home, config, "--workers", "2")
     out = Output(proc)
     try:
