@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,11 +116,23 @@ class QuietLocalCluster(logging.Filter):
 WARM_UP_WAIT_S = 120.0
 
 
+@dataclass(frozen=True)
+class Scheduler:
+    """A Dask scheduler the flow's tasks go to, and ``warmed()``, which waits (at most
+    :data:`WARM_UP_WAIT_S`) until every worker has imported what a replay needs. Replays are sent once
+    it returns: Dask gives a task to the worker expected to be free first, and a worker still warming up
+    looks busy for as long as the first warm-up took, so every replay went to the first warm worker
+    while another stood idle (Dask does not move a task whose duration it has not yet measured)."""
+
+    address: str
+    warmed: Callable[[], None]
+
+
 @contextlib.contextmanager
-def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> Iterator[str]:
-    """The scheduler address: the given one, or a LocalCluster's (one single-threaded worker process
-    per CPU, at most 8, unless ``workers`` says), closed on exit. Workers start importing what a
-    replay needs right away; the address is given once they have (or after :data:`WARM_UP_WAIT_S`)."""
+def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> Iterator[Scheduler]:
+    """The scheduler: the given one, or a LocalCluster's (one single-threaded worker process per CPU, at
+    most 8, unless ``workers`` says), closed on exit. Workers start importing what a replay needs right
+    away, in the background."""
     from distributed import Client
     from distributed import wait as distributed_wait
 
@@ -149,13 +161,12 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
         with contextlib.suppress(Exception):
             for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
                 warming.append(dask_client.submit(warm_up, None if dask_address else uri, workers=[worker], pure=False))
-        # replays are sent once every worker is warm (the Prefect API starts meanwhile): Dask gives a task to
-        # the worker expected to be free first, and a worker still warming up looks busy for as long as the
-        # first warm-up took, so every replay went to the first warm worker while the other stood idle (Dask
-        # does not move a task whose duration it has not yet measured)
-        with contextlib.suppress(Exception):
-            distributed_wait(warming, timeout=WARM_UP_WAIT_S)
-        yield address
+
+        def warmed() -> None:
+            with contextlib.suppress(Exception):
+                distributed_wait(warming, timeout=WARM_UP_WAIT_S)
+
+        yield Scheduler(address, warmed)
         del warming
         with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
             dask_client.run(flush_worker_api_logs, 10.0)
@@ -213,8 +224,9 @@ def orchestration(home: Path, tracking_uri: str | None, dask_address: str | None
     root = settings.artifact_root(home) if not uri.startswith(("http://", "https://")) else None
     with contextlib.ExitStack() as stack:
         api = stack.enter_context(prefect_api())
-        address = stack.enter_context(dask_scheduler(dask_address, workers, uri))
+        scheduler = stack.enter_context(dask_scheduler(dask_address, workers, uri))
         api_url = wait_for_api(api)
         if dask_address:
             check_workers(dask_address, uri, api_url)
-        yield Orchestration(uri, str(root) if root else None, address)
+        scheduler.warmed()
+        yield Orchestration(uri, str(root) if root else None, scheduler.address)

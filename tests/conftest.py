@@ -98,8 +98,9 @@ def seed_home(tmp_path_factory):
     return seed
 
 
-# The longest modules first: with `--dist loadscope` each module runs whole on one worker, in the order
-# collected, so a long module collected last runs alone at the end while the other worker idles. The
+# The longest modules first: with `--dist loadscope --no-loadscope-reorder` each module runs whole on one
+# worker, in the order collected, so a long module collected last would run alone at the end while the
+# other worker idles (xdist's own order, the modules with the most tests first, did just that). The
 # seconds each module took are in tests/module_seconds.json (python -m schedlab.tools.test_durations
 # refreshes them from a run's JUnit XML); a module not listed counts as DEFAULT_MODULE_S.
 DEFAULT_MODULE_S = 30.0

@@ -25,8 +25,8 @@ def test_restarted_workers_ignore_sigint(tmp_path) -> None:
 
     from schedlab.flows.orchestration import dask_scheduler
 
-    with dask_scheduler(None, 1, f"sqlite:///{tmp_path / 'mlflow.db'}") as address, \
-            Client(address, set_as_default=False) as client:
+    with dask_scheduler(None, 1, f"sqlite:///{tmp_path / 'mlflow.db'}") as scheduler, \
+            Client(scheduler.address, set_as_default=False) as client:
         [(worker, pid)] = client.run(os.getpid).items()
         assert ignores_sigint(pid)
         client.restart_workers([worker])  # as the nanny does for a worker that died
