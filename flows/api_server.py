@@ -100,13 +100,13 @@ class EphemeralServer:
         )
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout
-        with httpx.Client() as client:
+        with httpx.Client(timeout=5) as client:
             while True:
                 code = self.process.poll()
                 if code is not None:
                     raise RuntimeError(f"the ephemeral Prefect API server exited with status {code} before it answered")
                 with contextlib.suppress(httpx.HTTPError):
-                    if client.get(f"{self.api_url}/health", timeout=5).status_code == 200:
+                    if client.get(f"{self.api_url}/health").status_code == 200:
                         return
                 if time.monotonic() > deadline:
                     raise RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.")

@@ -19,7 +19,10 @@ CLUSTER_CALLS = {"LocalCluster": "dashboard_address", "Client": "address", "Dask
 
 
 def _name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    """The called name; ``httpx.Client(...)`` (an HTTP client, which listens nowhere) is not Dask's ``Client``."""
+    if isinstance(func, ast.Attribute):
+        return "" if isinstance(func.value, ast.Name) and func.value.id == "httpx" else func.attr
+    return func.id if isinstance(func, ast.Name) else ""
 
 
 def _all_interfaces(node: ast.AST) -> bool:
@@ -84,6 +87,6 @@ def test_the_scan_catches_each_kind_of_all_interface_address(tmp_path):
         found = violations(path)
         assert len(found) == 1 and what in found[0], (source, found)
     fine = tmp_path / "fine.py"
-    fine.write_text('LocalCluster(dashboard_address=None)\nsock.bind(("127.0.0.1", 0))\n'
+    fine.write_text('LocalCluster(dashboard_address=None)\nsock.bind(("127.0.0.1", 0))\nhttpx.Client(timeout=5)\n'
                     'Client(address)\nx = "a:b"\ny = ""\nt = ("", "")[0]\n')
     assert violations(fine) == []
