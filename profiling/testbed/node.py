@@ -110,7 +110,7 @@ def job_kinds(table: pd.DataFrame) -> list[tuple[str, int, int]]:
 #: iterations kept that transient. Measured on 2 one-core devices (imagenet b32): iterations 1-6 at 54-91 ms,
 #: then 37-44 ms; the old window's mean, 50.8 ms, made every 2-device job 1.2x longer in the replay (0.82x
 #: on a quiet machine), the testbed's whole fifo error.
-#: (each figure a least: a larger setting is kept)
+#: (each figure is a floor: a larger setting is kept)
 MULTI_DEVICE_WINDOW = {"warmup": 10, "iters": 60, "min_seconds": 3.0}
 
 
