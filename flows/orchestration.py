@@ -157,6 +157,8 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
             from schedlab.flows.workers import SigintIgnored
 
             dask_client.register_plugin(SigintIgnored())
+            with contextlib.suppress(Exception):  # each warms up below: on a busy machine one may not be registered yet
+                dask_client.wait_for_workers(n, timeout=WARM_UP_WAIT_S)
         warming = []  # held until the flow ends: a released future is cancelled
         with contextlib.suppress(Exception):
             for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
