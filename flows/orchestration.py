@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,7 +135,6 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
     most 8, unless ``workers`` says), closed on exit. Workers start importing what a replay needs right
     away, in the background."""
     from distributed import Client
-    from distributed import wait as distributed_wait
 
     with contextlib.ExitStack() as stack:
         if dask_address:
@@ -165,8 +165,12 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
                 warming.append(dask_client.submit(warm_up, None if dask_address else uri, workers=[worker], pure=False))
 
         def warmed() -> None:
-            with contextlib.suppress(Exception):
-                distributed_wait(warming, timeout=WARM_UP_WAIT_S)
+            # each future's own result: ``distributed.wait`` uses the default client, which ours is not (it
+            # raised, and the replays went out while the workers still warmed up)
+            deadline = time.monotonic() + WARM_UP_WAIT_S
+            for future in warming:
+                with contextlib.suppress(Exception):  # a failed warm-up: that replay pays for its imports
+                    future.result(timeout=max(0.1, deadline - time.monotonic()))
 
         yield Scheduler(address, warmed)
         del warming

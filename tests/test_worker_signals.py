@@ -1,11 +1,12 @@
-"""The experiment's LocalCluster (``flows/orchestration.dask_scheduler``, a real Dask cluster): every
-worker ignores SIGINT, also one its nanny starts in place of a worker that died, so a Ctrl-C at the
+"""The experiment's LocalCluster (``flows/orchestration.dask_scheduler``, a real Dask cluster): replays are
+sent once every worker has warmed up; every worker ignores SIGINT, also one its nanny starts in place of a worker that died, so a Ctrl-C at the
 terminal reaches the flow only (no KeyboardInterrupt traceback from a worker)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -19,23 +20,31 @@ def ignores_sigint(pid: int) -> bool:
     raise AssertionError(f"/proc/{pid}/status has no SigIgn")
 
 
+def replay_imported() -> bool:
+    return "schedlab.sched.replay" in sys.modules
+
+
 @pytest.mark.slow
-def test_restarted_workers_ignore_sigint(tmp_path) -> None:
+def test_workers_are_warm_when_replays_go_out_and_restarted_ones_ignore_sigint(tmp_path) -> None:
     from distributed import Client
 
     from schedlab.flows.orchestration import dask_scheduler
 
-    with dask_scheduler(None, 1, f"sqlite:///{tmp_path / 'mlflow.db'}") as scheduler, \
+    with dask_scheduler(None, 2, f"sqlite:///{tmp_path / 'mlflow.db'}") as scheduler, \
             Client(scheduler.address, set_as_default=False) as client:
-        [(worker, pid)] = client.run(os.getpid).items()
-        assert ignores_sigint(pid)
+        scheduler.warmed()  # (a wait that returned at once sent replays to a worker still importing)
+        assert list(client.run(replay_imported).values()) == [True, True]
+        assert not any(key.startswith("warm_up") for keys in client.processing().values() for key in keys)
+        pids = client.run(os.getpid)
+        assert all(ignores_sigint(pid) for pid in pids.values())
+        worker, pid = sorted(pids.items())[0]
         client.restart_workers([worker])  # as the nanny does for a worker that died
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            pids = client.run(os.getpid)
-            if pids and pid not in pids.values():
+            now = client.run(os.getpid)
+            if len(now) == 2 and pid not in now.values():
                 break
             time.sleep(0.2)
-        [new] = client.run(os.getpid).values()
-        assert new != pid and ignores_sigint(new)
+        [new] = set(client.run(os.getpid).values()) - set(pids.values())
+        assert ignores_sigint(new)
         assert not ignores_sigint(os.getpid())  # the flow's own process still takes Ctrl-C
