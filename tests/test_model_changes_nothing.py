@@ -1,5 +1,5 @@
-"""A model or option that changes nothing says so (``sched/results/applied.py``): the real CPU smoke sweep,
-then ``schedlab fit iteration-time`` on its profiles, registers a model covering cifar10 and ncf on ``cpu``;
+"""A model or option that changes nothing says so (``sched/results/applied.py``): a real CPU sweep (cifar10
+and ncf solo at two batch sizes), then ``schedlab fit iteration-time`` on its profiles, registers a model covering cifar10 and ncf on ``cpu``;
 a replay with it (``models:/iteration-time/1`` from a real MLflow store on sqlite) either changes the result
 or says, in the output and in MLflow, that it applied to 0 jobs and why; a co-locating policy on a CPU
 cluster is changed by it and counts the jobs (slow: the sweep trains real models)."""
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_env, run_cli
+from helpers import FIXTURES, cli_env, run_cli
+
+SWEEP = FIXTURES / "flows" / "two-workloads-sweep.yaml"
 
 
 def fit_and_register(folder: Path, home: Path) -> None:
@@ -92,9 +94,9 @@ def test_options_that_change_nothing_say_so(tmp_path: Path, extra: list[str], me
 
 
 @pytest.mark.slow
-def test_the_cpu_smoke_sweep_fit_then_replay(tmp_path: Path) -> None:
+def test_a_cpu_sweep_fit_then_replay(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    done = run_cli(["profile", "--sweep", "smoke"], cli_env(home), tmp_path, timeout=600)
+    done = run_cli(["profile", "--sweep", str(SWEEP), "--no-progress"], cli_env(home), tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     fit_and_register(tmp_path, home)
     check_the_loop(tmp_path, home)
