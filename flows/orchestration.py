@@ -120,7 +120,8 @@ WARM_UP_WAIT_S = 120.0
 @dataclass(frozen=True)
 class Scheduler:
     """A Dask scheduler the flow's tasks go to, and ``warmed()``, which waits (at most
-    :data:`WARM_UP_WAIT_S`) until every worker has imported what a replay needs. Replays are sent once
+    :data:`WARM_UP_WAIT_S`) until every worker that was idle has imported what a replay needs (a shared
+    cluster's worker busy with other work is not waited for). Replays are sent once
     it returns: Dask gives a task to the worker expected to be free first, and a worker still warming up
     looks busy for as long as the first warm-up took, so every replay went to the first warm worker
     while another stood idle (Dask does not move a task whose duration it has not yet measured)."""
@@ -159,21 +160,24 @@ def dask_scheduler(dask_address: str | None, workers: int | None, uri: str) -> I
             dask_client.register_plugin(SigintIgnored())
             with contextlib.suppress(Exception):  # each warms up below: on a busy machine one may not be registered yet
                 dask_client.wait_for_workers(n, timeout=WARM_UP_WAIT_S)
-        warming = []  # held until the flow ends: a released future is cancelled
+        warming, awaited = [], []  # held until the flow ends: a released future is cancelled
         with contextlib.suppress(Exception):
+            busy = {w for w, keys in dask_client.processing().items() if keys}  # a shared cluster's, in other work
             for worker in dask_client.scheduler_info(n_workers=-1).get("workers", {}):
                 warming.append(dask_client.submit(warm_up, None if dask_address else uri, workers=[worker], pure=False))
+                if worker not in busy:  # a busy worker's warm-up waits for its task: not worth holding replays for
+                    awaited.append(warming[-1])
 
         def warmed() -> None:
             # each future's own result: ``distributed.wait`` uses the default client, which ours is not (it
             # raised, and the replays went out while the workers still warmed up)
             deadline = time.monotonic() + WARM_UP_WAIT_S
-            for future in warming:
+            for future in awaited:
                 with contextlib.suppress(Exception):  # a failed warm-up: that replay pays for its imports
                     future.result(timeout=max(0.1, deadline - time.monotonic()))
 
         yield Scheduler(address, warmed)
-        del warming
+        del warming, awaited
         with contextlib.suppress(Exception):  # the workers' last task logs reach the API before it stops
             dask_client.run(flush_worker_api_logs, 10.0)
 

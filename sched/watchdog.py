@@ -20,6 +20,7 @@ shared memory.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -263,6 +264,7 @@ def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) 
     policy looping for ever never outlives the command that ran it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    _let_the_fork_server_end()
     thread_lock_for_progress_bars()
     while True:
         try:
@@ -291,6 +293,23 @@ def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) 
                 conn.send(("raised", RuntimeError(f"the watchdog's child could not send its answer: {err!r}")))
             except OSError:
                 return
+
+
+def _let_the_fork_server_end() -> None:
+    """Close the fork server's liveness pipe in this child. Every child of a fork server inherits the
+    pipe's writing end (so that it could fork through the server too), and the server ends only when no
+    process holds it: a child in a long replay kept its server alive after the Dask worker that asked for
+    it was stopped (an interrupted experiment), so PR_SET_PDEATHSIG never fired and the replay ran on,
+    orphaned, to its end. Without the pipe the server ends with its caller, and the child with the server.
+    (``multiprocessing.forkserver`` keeps the descriptor in a private attribute: nothing when absent.)"""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None
 
 
 def _die_with_parent() -> None:

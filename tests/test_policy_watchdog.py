@@ -4,10 +4,12 @@ runs in a child process the check stops at the deadline, and a policy that raise
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -238,3 +240,46 @@ def _watchdog_children(pid: int) -> list[int]:
             table[int(entry)] = (int(stat[stat.rindex(")") + 2:].split()[1]), cmdline)
     servers = {p for p, (parent, cmd) in table.items() if parent == pid and "forkserver" in cmd}
     return [p for p, (parent, _) in table.items() if parent in servers]
+
+
+def test_a_child_ends_when_the_process_that_started_it_is_killed(tmp_path) -> None:
+    """A Dask worker stopped mid-replay (an interrupted experiment): its replay's child, forked by the fork
+    server, ends too, not orphaned with its server (each child holds the server's liveness pipe)."""
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent("""\
+        import sys, time
+        from schedlab.sched.watchdog import Watchdog
+
+        def forever(item, beat):
+            while True:
+                time.sleep(0.05)
+
+        if __name__ == "__main__":
+            dog = Watchdog(forever, item_limit_s=600.0)
+            dog.__enter__()
+            dog.call(None)
+        """))
+    caller = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _watchdog_children(caller.pid):
+            time.sleep(0.1)
+        children = _watchdog_children(caller.pid)
+        assert children, "the child never started"
+        caller.kill()  # as the nanny kills a worker busy in a replay
+        caller.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in children)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(caller.pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie has ended: its parent, the fork server, may not have reaped it yet)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

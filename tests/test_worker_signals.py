@@ -48,3 +48,26 @@ def test_workers_are_warm_when_replays_go_out_and_restarted_ones_ignore_sigint(t
         [new] = set(client.run(os.getpid).values()) - set(pids.values())
         assert ignores_sigint(new)
         assert not ignores_sigint(os.getpid())  # the flow's own process still takes Ctrl-C
+
+
+@pytest.mark.slow
+def test_a_shared_clusters_busy_worker_does_not_hold_the_replays_back(tmp_path) -> None:
+    """On a cluster given by address, a worker busy with another client's task gets its warm-up behind that
+    task; the replays are not held for it (they would wait up to WARM_UP_WAIT_S)."""
+    from distributed import Client, LocalCluster
+
+    from schedlab.flows.orchestration import NO_DASHBOARD, dask_scheduler
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_kwargs=NO_DASHBOARD) as cluster, \
+            Client(cluster.scheduler_address, set_as_default=False) as other:
+        busy = other.submit(time.sleep, 60, pure=False)  # another experiment's long replay
+        deadline = time.monotonic() + 60
+        while not any(other.processing().values()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with dask_scheduler(cluster.scheduler_address, None, f"sqlite:///{tmp_path / 'mlflow.db'}") as scheduler:
+            started = time.monotonic()
+            scheduler.warmed()
+            assert time.monotonic() - started < 10
+        other.cancel(busy)
