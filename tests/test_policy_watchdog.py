@@ -210,11 +210,7 @@ def test_ctrl_c_ends_the_check_and_its_child(tmp_path) -> None:
                                 "--deadline-s", "600"], env=cli_env(tmp_path / "home"), cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not _watchdog_children(process.pid):
-            time.sleep(0.2)
-        children = _watchdog_children(process.pid)
-        assert children, "the check's child never started"
+        children = _started_children(process.pid, 120)
         time.sleep(1.0)  # the child is in its loop
         os.killpg(process.pid, signal.SIGINT)  # the terminal's Ctrl-C reaches the process group
         out, err = process.communicate(timeout=60)
@@ -225,6 +221,16 @@ def test_ctrl_c_ends_the_check_and_its_child(tmp_path) -> None:
     assert "crash" not in out  # the user's interrupt is not the policy's
     time.sleep(0.5)
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]
+
+
+def _started_children(pid: int, timeout: float) -> list[int]:
+    """The fork server's children below ``pid`` once there are some (at most ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not _watchdog_children(pid):
+        time.sleep(0.1)
+    children = _watchdog_children(pid)
+    assert children, f"no child of pid {pid}'s fork server started in {timeout:.0f} s"
+    return children
 
 
 def _watchdog_children(pid: int) -> list[int]:
@@ -242,6 +248,7 @@ def _watchdog_children(pid: int) -> list[int]:
     return [p for p, (parent, _) in table.items() if parent in servers]
 
 
+@pytest.mark.slow
 def test_a_child_ends_when_the_process_that_started_it_is_killed(tmp_path) -> None:
     """A Dask worker stopped mid-replay (an interrupted experiment): its replay's child, forked by the fork
     server, ends too, not orphaned with its server (each child holds the server's liveness pipe)."""
@@ -261,11 +268,7 @@ def test_a_child_ends_when_the_process_that_started_it_is_killed(tmp_path) -> No
         """))
     caller = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _watchdog_children(caller.pid):
-            time.sleep(0.1)
-        children = _watchdog_children(caller.pid)
-        assert children, "the child never started"
+        children = _started_children(caller.pid, 60)
         caller.kill()  # as the nanny kills a worker busy in a replay
         caller.wait(timeout=10)
         deadline = time.monotonic() + 10
