@@ -509,6 +509,33 @@ def test_pairs_table_errors_name_the_row(tmp_path):
         PairsTable(tmp_path / "nope.csv")
 
 
+def test_pairs_table_keys_rows_by_the_jobs_device_counts(tmp_path):
+    """A 2-device job beside a one-device partner on each of its devices reads the rows measured so
+    (both orientations); other counts read the one-device pair's."""
+    columns = [*PairsTable.COLUMNS[:6], "gpus_a", "gpus_b", "xi_a", "xi_b"]
+    rows = [("imagenet", 32, "deepspeech2", 16, "timeslice", 100, 1, 1, 1.75, 2.2),
+            ("deepspeech2", 16, "imagenet", 32, "timeslice", 100, 1, 1, 2.2, 1.75),
+            ("imagenet", 32, "deepspeech2", 16, "timeslice", 100, 2, 1, 2.3, 2.6),
+            ("deepspeech2", 16, "imagenet", 32, "timeslice", 100, 1, 2, 2.6, 2.3)]
+    path = tmp_path / "gang.csv"
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
+    source = make_interference(f"table:{path}")
+    one, speech = _job("i", "imagenet", 32), _job("d", "deepspeech2", 16)
+    two, four = _job("i2", "imagenet", 32, gpus=2), _job("i4", "imagenet", 32, gpus=4)
+    assert source.ratio(one, speech, "timeslice") == (1.75, 2.2)
+    assert source.ratio(two, speech, "timeslice") == (2.3, 2.6)
+    assert source.ratio(speech, two, "timeslice") == (2.6, 2.3)
+    assert source.ratio(four, speech, "timeslice") == (1.75, 2.2) and source.fallbacks == 0  # not measured
+    half = tmp_path / "half.csv"
+    pd.DataFrame(rows, columns=columns).drop(columns="gpus_b").to_csv(half, index=False)
+    with pytest.raises(InterferenceError, match=r"half\.csv: column gpus_a without gpus_b"):
+        PairsTable(half)
+    zero = tmp_path / "zero.csv"
+    pd.DataFrame([*rows[:2], rows[2][:6] + (0, 1) + rows[2][8:]], columns=columns).to_csv(zero, index=False)
+    with pytest.raises(InterferenceError, match=r"zero\.csv, row 3: gpus_a / gpus_b must be whole numbers >= 1"):
+        PairsTable(zero)
+
+
 def test_gavel_table_source():
     if not GAVEL_JSON.exists():
         pytest.skip(f"shared data not present: {GAVEL_JSON}")

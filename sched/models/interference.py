@@ -20,7 +20,11 @@ Sources, interchangeable:
   ``share_b`` column makes MPS caps two-dimensional (the nearest ``(share_a, share_b)``, no shares =
   (100, 100); ties go to the nearest share ratio, then the lower shares); rows with an empty
   ``model_b`` are restricted-solo rows: ``xi_a`` = σ of ``model_a`` alone under cap ``share_a``
-  (Gimbal's squeezed worker on an unshared GPU, docs/explanation/gimbal.md).
+  (Gimbal's squeezed worker on an unshared GPU, docs/explanation/gimbal.md). Optional ``gpus_a,
+  gpus_b`` columns (whole numbers >= 1; absent: 1) key a row by the two jobs' device counts: a job on
+  n devices beside a one-device partner on each of them (its ranks wait for each other at every
+  all-reduce, so a partner slows the whole job) reads the rows measured that way, and the one-device
+  pair's rows where there are none.
 - ``mpscap[:rho=R][:eta=E]:BASE``: Gimbal's MPS-cap model over any source (docs/explanation/gimbal.md, OURS):
   with ξ⁰ the base's free-competition ``mps`` ratio, a worker capped at p beside a partner capped at
   q runs at ``ξ = p^-ρ (1 + (ξ⁰ - 1) q^η)`` and alone at ``σ(p) = p^-ρ`` (ρ = 0.5, η = 2 by default).
@@ -95,7 +99,7 @@ class Analytic:
 
 
 class _Cached:
-    """Shared by the table sources: cache by (models, micro-batches, mode), analytic fallback."""
+    """Shared by the table sources: cache by (models, micro-batches, device counts, mode), analytic fallback."""
 
     def __init__(self, name: str, fallback: Analytic | None = None) -> None:
         self.name = name
@@ -105,17 +109,19 @@ class _Cached:
 
     def ratio(self, a: Job, b: Job, mode: str, shares: tuple[float, float] | None = None) -> tuple[float, float]:
         _check_mode(mode)
-        key = (a.model, micro_batch(a), b.model, micro_batch(b), mode, shares)
+        devices = (a.num_gpus, b.num_gpus)
+        key = (a.model, micro_batch(a), b.model, micro_batch(b), mode, shares, devices)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._lookup(a.model, micro_batch(a), b.model, micro_batch(b), mode, shares)
+            hit = self._lookup(a.model, micro_batch(a), b.model, micro_batch(b), mode, shares, devices)
             if hit is None:
                 self.fallbacks += 1
                 hit = self.fallback.ratio(a, b, mode, shares)
             self._cache[key] = hit
         return hit
 
-    def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares) -> tuple[float, float] | None:
+    def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares,
+                devices: tuple[int, int]) -> tuple[float, float] | None:
         raise NotImplementedError
 
 
@@ -150,7 +156,7 @@ class GavelTable(_Cached):
         nearest = min(entry["batches"], key=lambda b: abs(math.log(b) - math.log(max(batch, 1e-9))))
         return f"{entry['gavel']} (batch size {nearest})"
 
-    def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares):
+    def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares, devices):  # measured on one GPU each
         type_a, type_b = self._job_type(model_a, batch_a), self._job_type(model_b, batch_b)
         measured = self.pairs.get((type_a, type_b))
         reverse = self.pairs.get((type_b, type_a))
@@ -243,13 +249,17 @@ class PairsTable(_Cached):
         if bad_share.any():
             row = int(np.flatnonzero(bad_share)[0]) + 1
             raise InterferenceError(f"{path}, row {row}: {' / '.join(share_cols)} must be MPS percentages in (0, 100]")
+        self.device_keyed = _device_counts(frame, solo.to_numpy(), path)
         self.solo = frame[solo.to_numpy()]
         self.frame = frame[~solo.to_numpy()] if solo.any() else frame
         self._solo_cache: dict[tuple, float | None] = {}
 
-    def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares):
+    def _lookup(self, model_a, batch_a, model_b, batch_b, mode, shares, devices):
         f = self.frame
         rows = f[(f["model_a"] == model_a) & (f["model_b"] == model_b) & (f["mode"] == mode)]
+        if self.device_keyed and len(rows):  # measured at these device counts, else as a one-device pair
+            at = rows[(rows["gpus_a"] == devices[0]) & (rows["gpus_b"] == devices[1])]
+            rows = at if len(at) else rows[(rows["gpus_a"] == 1) & (rows["gpus_b"] == 1)]
         if mode == "mps" and self.two_shares and len(rows):  # nearest (share_a, share_b); none: free competition
             rows = self._nearest_shares(rows, shares if shares is not None else (100.0, 100.0))
         elif mode == "mps" and shares is not None and len(rows):
@@ -287,6 +297,24 @@ class PairsTable(_Cached):
                 value = float(best["xi_a"])
             self._solo_cache[key] = value
         return self._solo_cache[key]
+
+
+def _device_counts(frame: pd.DataFrame, solo: np.ndarray, path: Path) -> bool:
+    """Whether the table keys its pairs by device counts (``gpus_a`` and ``gpus_b``, both or neither):
+    whole numbers >= 1 on every pair row (a restricted-solo row's are not read)."""
+    present = [c for c in ("gpus_a", "gpus_b") if c in frame.columns]
+    if not present:
+        return False
+    if len(present) == 1:
+        raise InterferenceError(f"{path}: column {present[0]} without {({'gpus_a', 'gpus_b'} - set(present)).pop()}"
+                                " (the two jobs' device counts go together)")
+    counts = frame[["gpus_a", "gpus_b"]].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    bad = ~solo & ~((counts >= 1) & (np.floor(counts) == counts)).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0]) + 1
+        raise InterferenceError(f"{path}, row {row}: gpus_a / gpus_b must be whole numbers >= 1")
+    frame[["gpus_a", "gpus_b"]] = np.where(np.isnan(counts), 1, counts).astype(int)
+    return True
 
 
 def _mean_throughput(x: float, y: float) -> float:
