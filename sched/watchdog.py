@@ -25,8 +25,9 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +170,10 @@ class Watchdog:
         self._conn.close()
 
     def call(self, item: Any, on_progress: Callable[[int, int], None] | None = None) -> Outcome:
+        with _ctrl_c_kept():
+            return self._call(item, on_progress)
+
+    def _call(self, item: Any, on_progress: Callable[[int, int], None] | None) -> Outcome:
         """``target(item, beat)`` in the child: what it returned, or how it overran or died. An error
         ``target`` raises in the child is re-raised here (``target`` should turn the policy's errors into
         values: what reaches here is a bug of the caller's). ``on_progress(done, total)`` is called here
@@ -182,6 +187,8 @@ class Watchdog:
         self._conn.send((item, dict(os.environ), os.getcwd()))  # as the caller is now, not the fork server
         started, reported = time.monotonic(), (0, 0)
         while True:
+            if _CTRL_C.is_set():  # its KeyboardInterrupt was lost (raised inside a gc callback)
+                raise KeyboardInterrupt
             if self._conn.poll(self.tick_s):
                 try:
                     kind, value = self._conn.recv()
@@ -293,6 +300,34 @@ def _serve(target: Callable[[Any, Heartbeat], Any], conn: Any, beat: Heartbeat) 
                 conn.send(("raised", RuntimeError(f"the watchdog's child could not send its answer: {err!r}")))
             except OSError:
                 return
+
+
+_CTRL_C = threading.Event()
+
+
+@contextlib.contextmanager
+def _ctrl_c_kept() -> Iterator[None]:
+    """While the main thread waits for the child: a Ctrl-C also sets :data:`_CTRL_C`, which the wait checks
+    at every tick. Python raises a Ctrl-C's KeyboardInterrupt wherever the main thread is, and one raised
+    inside a gc callback (Hypothesis installs one, so ``check-policy`` has it) is printed as "Exception
+    ignored" and lost: the check then waited out the policy's whole deadline. Only where Python's own
+    handler is installed (a flow's handler is left alone), and only in the main thread."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def interrupted(signum: int, frame: Any) -> None:
+        _CTRL_C.set()
+        raise KeyboardInterrupt
+
+    _CTRL_C.clear()
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _CTRL_C.clear()
 
 
 def _let_the_fork_server_end() -> None:

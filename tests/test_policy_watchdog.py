@@ -186,6 +186,23 @@ def test_the_watchdog_returns_stops_and_replaces_its_child() -> None:
         assert dog.call(1) == Returned(2) and dog.stopped == 2 and dog.restarts == 3
 
 
+def test_a_ctrl_c_lost_in_a_gc_callback_still_interrupts_the_wait() -> None:
+    """Python raises a Ctrl-C's KeyboardInterrupt wherever the main thread is; inside a gc callback
+    (Hypothesis installs one) it is printed as "Exception ignored" and lost. The wait still ends."""
+    from schedlab.sched.watchdog import _ctrl_c_kept
+
+    with Watchdog(_echo, call_deadline_s=60.0) as dog, _ctrl_c_kept():
+        try:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # the Ctrl-C ...
+        except KeyboardInterrupt:
+            pass  # ... lost, as in a gc callback
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            dog.call("loop")
+        assert time.monotonic() - started < 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 # ---- the command --------------------------------------------------------------------------------
 
 @pytest.mark.slow
