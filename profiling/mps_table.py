@@ -4,8 +4,9 @@
 
 Columns: ``model_a, batch_a, model_b, batch_b, mode, share_a, share_b, gpus_a, gpus_b, xi_a, xi_b``; one
 row per measured pair *and* job (both orientations, so either job can be looked up first), shares in
-percent (``timeslice`` rows and uncapped MPS runs: 100), ``gpus_*`` each job's device count. Restricted-solo rows (kind ``solo-mps`` in the store)
-have an empty ``model_b``: ``xi_a`` is σ(p) of ``model_a`` alone under cap ``share_a``, ``xi_b`` empty.
+percent (``timeslice`` rows and uncapped MPS runs: 100), ``gpus_*`` each job's device count.
+Restricted-solo rows (kind ``solo-mps`` in the store) have an empty ``model_b``: ``xi_a`` is σ(p) of
+``model_a`` alone under cap ``share_a``, ``xi_b`` empty.
 Profiled workload names are the catalog's (``fit_interference.CATALOG_TO_PROFILED``). Only ``ok``
 records with a finite ξ are used; the newest measurement of a configuration wins.
 
@@ -50,11 +51,13 @@ def mps_table(df: pd.DataFrame, size: str | None = None) -> pd.DataFrame:
             rows.append({"model_a": _TO_CATALOG.get(r.workload, r.workload), "batch_a": float(r.batch_size),
                          "model_b": _TO_CATALOG.get(p.workload, p.workload), "batch_b": float(p.batch_size),
                          "mode": r["mode"], "share_a": _share(r["share"]), "share_b": _share(p["share"]),
-                         "gpus_a": int(r.num_gpus), "gpus_b": int(p.num_gpus), "xi_a": float(r.xi), "xi_b": float(p.xi)})
+                         "gpus_a": int(r.num_gpus), "gpus_b": int(p.num_gpus),
+                         "xi_a": float(r.xi), "xi_b": float(p.xi)})
     for _, r in ok[ok["kind"] == "solo-mps"].sort_values("created_at").iterrows():
         rows.append({"model_a": _TO_CATALOG.get(r.workload, r.workload), "batch_a": float(r.batch_size),
                      "model_b": "", "batch_b": math.nan, "mode": "mps", "share_a": _share(r["share"]),
-                     "share_b": math.nan, "gpus_a": int(r.num_gpus), "gpus_b": 1, "xi_a": float(r.xi), "xi_b": math.nan})
+                     "share_b": math.nan, "gpus_a": int(r.num_gpus), "gpus_b": 1,
+                     "xi_a": float(r.xi), "xi_b": math.nan})
     table = pd.DataFrame(rows, columns=COLUMNS)
     keys = ["model_a", "batch_a", "model_b", "batch_b", "mode", "share_a", "share_b", "gpus_a", "gpus_b"]
     table = table.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)

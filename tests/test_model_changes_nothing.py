@@ -1,8 +1,9 @@
 """A model or option that changes nothing says so (``sched/results/applied.py``): a real CPU sweep (cifar10
-and ncf solo at two batch sizes), then ``schedlab fit iteration-time`` on its profiles, registers a model covering cifar10 and ncf on ``cpu``;
-a replay with it (``models:/iteration-time/1`` from a real MLflow store on sqlite) either changes the result
-or says, in the output and in MLflow, that it applied to 0 jobs and why; a co-locating policy on a CPU
-cluster is changed by it and counts the jobs (slow: the sweep trains real models)."""
+and ncf solo at two batch sizes), then ``schedlab fit iteration-time`` on its profiles, registers a model
+covering cifar10 and ncf on ``cpu``; a replay with it (``models:/iteration-time/1`` from a real MLflow
+store on sqlite) either changes the result or says, in the output and in MLflow, that it applied to 0 jobs
+and why; a co-locating policy on a CPU cluster is changed by it and counts the jobs (slow: the sweep
+trains real models)."""
 
 from __future__ import annotations
 

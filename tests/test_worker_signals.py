@@ -1,6 +1,7 @@
 """The experiment's LocalCluster (``flows/orchestration.dask_scheduler``, a real Dask cluster): replays are
-sent once every worker has warmed up; every worker ignores SIGINT, also one its nanny starts in place of a worker that died, so a Ctrl-C at the
-terminal reaches the flow only (no KeyboardInterrupt traceback from a worker)."""
+sent once every worker has warmed up; every worker ignores SIGINT, also one its nanny starts in place of a
+worker that died, so a Ctrl-C at the terminal reaches the flow only (no KeyboardInterrupt traceback from a
+worker)."""
 
 from __future__ import annotations
 

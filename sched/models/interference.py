@@ -249,7 +249,10 @@ class PairsTable(_Cached):
         if bad_share.any():
             row = int(np.flatnonzero(bad_share)[0]) + 1
             raise InterferenceError(f"{path}, row {row}: {' / '.join(share_cols)} must be MPS percentages in (0, 100]")
-        self.device_keyed = _device_counts(frame, solo.to_numpy(), path)
+        counts = _device_counts(frame, solo.to_numpy(), path)
+        self.device_keyed = counts is not None
+        if self.device_keyed:
+            frame[["gpus_a", "gpus_b"]] = counts
         self.solo = frame[solo.to_numpy()]
         self.frame = frame[~solo.to_numpy()] if solo.any() else frame
         self._solo_cache: dict[tuple, float | None] = {}
@@ -299,12 +302,12 @@ class PairsTable(_Cached):
         return self._solo_cache[key]
 
 
-def _device_counts(frame: pd.DataFrame, solo: np.ndarray, path: Path) -> bool:
-    """Whether the table keys its pairs by device counts (``gpus_a`` and ``gpus_b``, both or neither):
-    whole numbers >= 1 on every pair row (a restricted-solo row's are not read)."""
+def _device_counts(frame: pd.DataFrame, solo: np.ndarray, path: Path) -> np.ndarray | None:
+    """The table's ``gpus_a, gpus_b`` columns (both or neither) as whole numbers, checked >= 1 on every pair
+    row (a restricted-solo row's are not read: 1 there); None when the table has neither."""
     present = [c for c in ("gpus_a", "gpus_b") if c in frame.columns]
     if not present:
-        return False
+        return None
     if len(present) == 1:
         raise InterferenceError(f"{path}: column {present[0]} without {({'gpus_a', 'gpus_b'} - set(present)).pop()}"
                                 " (the two jobs' device counts go together)")
@@ -313,8 +316,7 @@ def _device_counts(frame: pd.DataFrame, solo: np.ndarray, path: Path) -> bool:
     if bad.any():
         row = int(np.flatnonzero(bad)[0]) + 1
         raise InterferenceError(f"{path}, row {row}: gpus_a / gpus_b must be whole numbers >= 1")
-    frame[["gpus_a", "gpus_b"]] = np.where(np.isnan(counts), 1, counts).astype(int)
-    return True
+    return np.where(np.isnan(counts), 1, counts).astype(int)
 
 
 def _mean_throughput(x: float, y: float) -> float:
