@@ -53,17 +53,18 @@ class Job:
 
     specs: list[dict[str, Any]]
     num_gpus: int = 1
+    first_device: int = 0  # its devices are the run's [first_device, first_device + num_gpus)
 
 
 def launch(job: Job, result: Path, log: Path, env: dict[str, str], python: str,
            barrier: Optional[Path] = None, name: str = "a", stop_at: Optional[float] = None,
-           cpu_sets: Optional[Sequence[Sequence[int]]] = None) -> subprocess.Popen[bytes]:
+           cpu_sets: Optional[Sequence[Sequence[int]]] = None, parties: int = 2) -> subprocess.Popen[bytes]:
     """Start ``python -m schedlab.profiling.runner`` (through torchrun for > 1 GPU); with ``cpu_sets`` (one
     per process, the testbed's CPU devices) each process is pinned to its set, as the testbed pins a
     multi-device job's ranks (``profiling/testbed/process.py``), and torchrun's agent to their union."""
     mod = ["-m", "schedlab.profiling.runner", "--spec", json.dumps(job.specs), "--result", str(result)]
     if barrier is not None:
-        mod += ["--barrier", str(barrier), "--name", name, "--parties", "2"]
+        mod += ["--barrier", str(barrier), "--name", name, "--parties", str(parties)]
     if stop_at is not None:
         mod += ["--stop-at", repr(stop_at)]
     sets = [",".join(map(str, cores)) for cores in cpu_sets or []]
@@ -221,8 +222,9 @@ def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
              env_extra: Optional[list[dict[str, str]]] = None, stop_at: Optional[float] = None,
              hard_deadline: Optional[float] = None, on_progress: Optional[Progress] = None,
              ) -> tuple[list[list[Optional[dict[str, Any]]]], list[Collector], str]:
-    """Run one job (solo) or two at once (a pair; their batches in lockstep) and return, per job, one
-    result per configuration (None: not measured, e.g. the deadline came first).  ``on_progress``
+    """Run one job (solo) or several at once (a pair, or a multi-device job with a partner on each of its
+    devices; their batches in lockstep) and return, per job, one result per configuration (None: not
+    measured, e.g. the deadline came first). Each job runs on its ``first_device``'s devices.  ``on_progress``
     sees the results so far while the runners work (finished configurations are stored at once)."""
     tag = hashlib.sha1(f"{time.time()}{os.getpid()}".encode()).hexdigest()[:10]
     wd = ctx.work_dir / tag
@@ -241,14 +243,15 @@ def run_jobs(jobs: list[Job], ctx: Context, timeout_s: float, gpus: list[str],
             if ctx.device == "cuda":
                 env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA indices = NVML/DCGM `gpu` indices
                 if not (env_extra and "CUDA_VISIBLE_DEVICES" in env_extra[i]):
-                    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+                    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[job.first_device:job.first_device + job.num_gpus])
             threads = job.specs[0].get("threads") if job.specs else None
             if threads:
                 env["OMP_NUM_THREADS"] = str(threads)
             res, log = wd / f"result{i}.json", wd / f"log{i}.txt"
             paths.append((res, log))
-            sets = ctx.cpu_sets[:job.num_gpus] if ctx.cpu_sets else None
-            procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i), stop_at=stop_at, cpu_sets=sets))
+            sets = ctx.cpu_sets[job.first_device:job.first_device + job.num_gpus] if ctx.cpu_sets else None
+            procs.append(launch(job, res, log, env, ctx.python, barrier, name=str(i), stop_at=stop_at, cpu_sets=sets,
+                                parties=len(jobs)))
         for c in cols:  # runners spend seconds importing torch and warming up first
             c.start()
         progress = (lambda states: on_progress([_per_config(list(state.get("results") or []), len(job.specs))

@@ -53,6 +53,33 @@ def _sides(cfg: Config) -> list[SoloConfig]:
     return [cfg.a, cfg.b] if isinstance(cfg, PairConfig) else [cfg.solo] if isinstance(cfg, CappedSoloConfig) else [cfg]
 
 
+def _gang(cfg: Config) -> int:
+    """How many copies of its partner a pair runs: one on each device of a multi-device ``a`` beside a
+    one-device ``b`` (its ranks meet at every all-reduce, so a partner on any device slows all of it:
+    the testbed's case, docs/how-to/testbed.md), else one."""
+    if isinstance(cfg, PairConfig) and cfg.a.gpus > 1 and cfg.b.gpus == 1:
+        return cfg.a.gpus
+    return 1
+
+
+def _merged(copies: list[Optional[dict[str, Any]]]) -> Optional[dict[str, Any]]:
+    """The partner's result from its copies' (one per device): None until all are in, the first that is
+    not ``ok``, else the first's with every copy's iterations (their mean is the partner's time) and the
+    window that spans them."""
+    if len(copies) == 1 or any(c is None for c in copies):
+        return copies[0] if len(copies) == 1 else None
+    failed = [c for c in copies if c.get("status") != "ok"]
+    if failed:
+        return failed[0]
+    out = dict(copies[0])
+    out["iter_times_s"] = [t for c in copies for t in c.get("iter_times_s", [])]
+    starts = [c["window_start"] for c in copies if c.get("window_start") is not None]
+    ends = [c["window_end"] for c in copies if c.get("window_end") is not None]
+    if starts and ends:
+        out["window_start"], out["window_end"] = min(starts), max(ends)
+    return out
+
+
 def _uses_mps(cfg: Config) -> bool:
     return isinstance(cfg, CappedSoloConfig) or (isinstance(cfg, PairConfig) and cfg.mode == "mps")
 
@@ -161,12 +188,15 @@ class Profiler:
             return []
         assert gpus is not None
         solos = self._needed_solos([c for c, _ in runnable])
-        if solos:
-            self._batch(solos, lambda _c, recs: self.store.write(recs))
+        for n in dict.fromkeys(s.gpus for s in solos):  # one batch per kind (a gang pair's sides differ)
+            self._batch([s for s in solos if s.gpus == n], lambda _c, recs: self.store.write(recs))
         first = runnable[0][0]
         solo_t = [[self.store.solo_time(self.key(s)) for s in _sides(c)] for c, _ in runnable]
         jobs = [Job([_sides(c)[i].spec(self.ctx.device) for c, _ in runnable], s.gpus)
                 for i, s in enumerate(_sides(first))]
+        copies = _gang(first)  # a multi-device job's partner: one copy on each of its devices
+        if copies > 1:
+            jobs[1:] = [Job(jobs[1].specs, 1, first_device=d) for d in range(copies)]
         shares = ([first.share] if isinstance(first, CappedSoloConfig) else
                   list(first.share) if isinstance(first, PairConfig) and first.mode == "mps" else None)
         stored: set[int] = set()
@@ -176,6 +206,7 @@ class Profiler:
             now = time.time()
             for k, (cfg, recs) in enumerate(runnable):
                 got = [r[k] for r in results]
+                got = got[:1] + [_merged(got[1:])] if copies > 1 else got
                 if k in stored or (not final and any(x is None for x in got)):
                     continue
                 if all(x is None for x in got):
@@ -193,6 +224,8 @@ class Profiler:
                 sink(cfg, recs)
 
         def measure(extra: Optional[list[dict[str, str]]]) -> None:
+            if extra is not None and copies > 1:  # each copy of the partner under the partner's share
+                extra = extra[:1] + extra[1:2] * copies
             results, cols, src = run_jobs(jobs, self.ctx, self.timeout_s, gpus, extra, self.stop_at, self.deadline,
                                           lambda r, c, s: deliver(r, c, s, False))
             deliver(results, cols, src, True)

@@ -269,5 +269,8 @@ def test_the_sweep_covers_eq1_accumulation_multi_device_and_every_pair():
     # an n-device solo measures past data-parallel training's slow first iterations, over a longer window
     [multi] = [c for c in sweep.configs if isinstance(c, SoloConfig) and c.gpus == 2]
     assert (multi.warmup, multi.iters, multi.min_seconds) == (10, 60, 3.0) and multi.threads == 1
+    # and beside a copy of each one-device kind on each of its devices (measured in the same window)
+    gangs = {(c.a, c.b.workload, c.b.gpus) for c in sweep.configs if isinstance(c, PairConfig) and c.a.gpus > 1}
+    assert gangs == {(multi, "cifar10", 1), (multi, "bert", 1)}
     gpu = node.sweep_for(table, D.cuda_devices(["0"]), size="full", mps_shares=[(50.0, 50.0)])
     assert {c.share for c in gpu.configs if isinstance(c, PairConfig) and c.mode == "mps"} == {(50.0, 50.0)}

@@ -220,3 +220,27 @@ def test_the_profiler_runs_a_multi_device_cpu_job_as_the_testbed_does(tmp_path):
     assert proc.wait(timeout=300) == 0, (tmp_path / "log.txt").read_text()[-2000:]
     (result,) = read_progress(tmp_path / "r.json")["results"]
     assert result["status"] == "ok" and result["world_size"] == 2 and result["cores"] == [CORES[0]]
+
+
+@pytest.mark.skipif(len(CORES) < 2, reason="two CPU devices need two cores")
+def test_the_profiler_runs_a_multi_device_job_beside_a_partner_on_each_device(tmp_path):
+    """The testbed's gang pair: a 2-device job with a copy of a one-device partner on each device. Both
+    records are measured; the partner's has every copy's iterations; the ξ table keys the rows (2, 1)."""
+    from schedlab.profiling.execute import Context
+    from schedlab.profiling.mps_table import mps_table
+    from schedlab.profiling.profiler import Profiler
+    from schedlab.profiling.store import ProfileStore
+    from schedlab.profiling.sweep import PairConfig, SoloConfig
+
+    ctx = Context(device="cpu", cpu_sets=[[CORES[0]], [CORES[1]]], key_host="gang-test", mps=False, interval_s=0.2,
+                  work_dir=tmp_path / "work")
+    store = ProfileStore(tmp_path / "store")
+    common = {"size": "tiny", "warmup": 1, "iters": 3, "threads": 1}
+    gang = PairConfig(SoloConfig("bert", 4, 1, 2, **common), SoloConfig("ncf", 8, 1, 1, **common))
+    records = Profiler(store, ctx, timeout_s=300, sweep_name="gang").pair(gang)
+    assert [(r.workload, r.num_gpus, r.status) for r in records] == [("bert", 2, "ok"), ("ncf", 1, "ok")], \
+        [r.message for r in records]
+    assert records[1].measured_iters >= 2 * 3 and all(r.xi and r.xi > 0 for r in records)
+    store.write(records)
+    table = mps_table(store.read())
+    assert sorted(zip(table["model_a"], table["gpus_a"], table["gpus_b"])) == [("bert", 2, 1), ("ncf", 1, 2)]

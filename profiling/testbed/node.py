@@ -6,7 +6,8 @@ feeds the simulator; Lyra §7.2: calibrate on the testbed's own figures).
    the trace, solos at B, B/2 and B/4 (eq. 1 needs two batches) and B/2 with two accumulation steps;
    solos on n devices for the trace's multi-device jobs (a longer warm-up and window:
    ``MULTI_DEVICE_WINDOW``); every pair of the trace's one-device job kinds
-   co-located (time-sliced, and under MPS at the run's shares on a GPU).
+   co-located (time-sliced, and under MPS at the run's shares on a GPU); each multi-device kind beside
+   each one-device kind, a copy of the latter on every device (time-sliced).
 2. **Fit** with the existing fit code: the iteration-time model (``fitting.store_artifact``, Castor
    §3.1 eq. 1-3) and the ξ table of the measured pairs (``mps_table``, the ``table:`` ξ source).
 3. **Measure the node's overheads** with the testbed's own launcher and training process: start-up
@@ -123,6 +124,7 @@ def sweep_for(table: pd.DataFrame, devices: Sequence[Device], *, size: str, iter
     common = dict(size=size, warmup=warmup, iters=iters, threads=threads, min_seconds=min_seconds)
     configs: list[Any] = []
     singles: list[SoloConfig] = []
+    multis: list[SoloConfig] = []
     for workload, batch, gpus in job_kinds(table):
         for b in sorted({batch, max(1, batch // 2), max(1, batch // 4)}, reverse=True):
             configs.append(SoloConfig(workload, b, 1, 1, **common))
@@ -131,6 +133,7 @@ def sweep_for(table: pd.DataFrame, devices: Sequence[Device], *, size: str, iter
         if gpus > 1:
             window = {k: max(common[k], least) for k, least in MULTI_DEVICE_WINDOW.items()}
             configs.append(SoloConfig(workload, batch, 1, gpus, **{**common, **window}))
+            multis.append(configs[-1])
         singles.append(SoloConfig(workload, batch, 1, 1, **common))
     singles = list(dict.fromkeys(singles))
     kind = devices[0].kind
@@ -138,6 +141,9 @@ def sweep_for(table: pd.DataFrame, devices: Sequence[Device], *, size: str, iter
         configs.append(PairConfig(a, b, "timeslice", (None, None)))
         if kind == "cuda":
             configs += [PairConfig(a, b, "mps", (float(sa), float(sb))) for sa, sb in mps_shares]
+    # a multi-device job beside a one-device job on each of its devices (the profiler runs a copy of the
+    # partner per device): its ξ and the partners', keyed by device count in the ξ table
+    configs += [PairConfig(a, b, "timeslice", (None, None)) for a in dict.fromkeys(multis) for b in singles]
     unique = list(dict.fromkeys(configs))
     return Sweep("testbed", unique, timeout_s=600.0, interval_s=1.0, device=kind)
 
