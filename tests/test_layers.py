@@ -178,3 +178,14 @@ def test_computing_layers_load_without_prefect_or_mlflow(module):
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_loading_the_policies_imports_no_solver():
+    """The registry imports every policy module; the solvers some of them call (scipy.optimize: Gavel's
+    LP, Pollux's L-BFGS-B) load at their first use, not in every process that lists or runs a policy
+    (0.5 s of imports in each CLI command, Dask worker and fork server)."""
+    code = ("import sys, schedlab.sched.policies, schedlab.sched.replay; "
+            "bad = sorted(m for m in sys.modules if m.startswith('scipy.optimize')); print(bad[:5]); "
+            "sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

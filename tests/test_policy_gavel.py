@@ -227,7 +227,7 @@ def test_direct_highs_returns_exactly_what_milp_returns(monkeypatch):
              for _ in range(12) for objective in ("max_min_fairness", "makespan")]
     remaining = [rng.uniform(10, 1e4, p.num_jobs) for p, _ in cases]
     direct = [solve(p, objective, rem) for (p, objective), rem in zip(cases, remaining)]
-    monkeypatch.setattr(gavel_lp, "_highs", None)  # the public route: scipy.optimize.milp
+    monkeypatch.setattr(gavel_lp, "_highs", lambda: None)  # the public route: scipy.optimize.milp
     for (p, objective), rem, fast in zip(cases, remaining, direct):
         slow = solve(p, objective, rem)
         assert np.array_equal(fast.x, slow.x) and fast.value == slow.value

@@ -14,7 +14,6 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 import scipy
-from scipy.optimize import _lbfgsb, minimize
 
 SCIPY_LOOP = scipy.__version__.split(".")[:2] == ["1", "17"]  # the loop below is this scipy's
 
@@ -44,6 +43,8 @@ def minimize_lbfgsb(fun: Callable[..., tuple[float, np.ndarray]], x0: np.ndarray
     if lower.shape != (n,) or upper.shape != (n,) or np.any(upper < lower):
         raise ValueError(f"bounds must be {n} pairs with lower <= upper (got {lower}, {upper})")
     if not SCIPY_LOOP:
+        from scipy.optimize import minimize
+
         result = minimize(fun, x, args=args, jac=True, method="L-BFGS-B", bounds=list(zip(lower, upper)))
         return Minimum(result.x, result.fun)
     x = np.clip(x, lower, upper)
@@ -62,6 +63,8 @@ def minimize_lbfgsb(fun: Callable[..., tuple[float, np.ndarray]], x0: np.ndarray
     nfev = 1
     f, g = np.array(0.0), np.zeros(n)
     iterations = 0
+    from scipy.optimize import _lbfgsb  # here, not at the top: loading the policies imports no scipy.optimize
+
     setulb = _lbfgsb.setulb
     while True:
         setulb(m, x, low_bnd, upper_bnd, nbd, f, g, _FACTR, _PGTOL, wa, iwa, task, lsave, isave, dsave, _MAXLS,

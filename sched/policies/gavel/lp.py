@@ -28,22 +28,27 @@ gives equal jobs equal shares; its water-filling variant is the paper's answer).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csc_array
 
-try:  # the HiGHS bindings that ``milp`` itself calls (private to scipy: ``milp`` is the fallback)
-    from scipy.optimize._highspy import _core as _highs
-except ImportError:  # pragma: no cover - another scipy layout
-    _highs = None
-if _highs is not None:
-    _COLWISE, _MINIMIZE = int(_highs.MatrixFormat.kColwise), int(_highs.ObjSense.kMinimize)  # milp's
-    _OPTIONS = _highs.HighsOptions()  # passOptions copies them: one object serves every solve
-    _OPTIONS.log_to_console = False  # milp's only option (``disp=False``)
+
+@functools.cache
+def _highs():
+    """scipy's HiGHS bindings, the ones ``milp`` itself calls (private to scipy; None: another layout,
+    ``milp`` is the fallback) and the options every solve passes; imported at the first solve, so that
+    loading the policy registry does not import scipy.optimize (0.5 s in every process)."""
+    try:
+        from scipy.optimize._highspy import _core as highs
+    except ImportError:  # pragma: no cover - another scipy layout
+        return None
+    options = highs.HighsOptions()  # passOptions copies them: one object serves every solve
+    options.log_to_console = False  # milp's only option (``disp=False``)
+    return highs, options
+
 
 OBJECTIVES = ("max_min_fairness", "makespan")
 STAGE_TOLERANCE = 1e-6  # how far below its optimum the second stage may push s (relative)
@@ -191,22 +196,27 @@ class _Model:
     def solve(self, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray):
         """``(x, objective)``, or ``(None, message)`` when HiGHS finds no optimum."""
         indptr, indices, data = self.matrix
-        if _highs is None:  # pragma: no cover - the public route, same model
+        bindings = _highs()
+        if bindings is None:  # pragma: no cover - the public route, same model
+            from scipy.optimize import Bounds, LinearConstraint, milp
+            from scipy.sparse import csc_array
+
             A = csc_array((data, indices, indptr), shape=(len(self.row_upper), self.num_cols))
             res = milp(cost, constraints=LinearConstraint(A, -np.inf, self.row_upper), bounds=Bounds(lower, upper))
             return (res.x, res.fun) if res.status == 0 else (None, res.message)
-        solver = _highs._Highs()
-        if solver.passOptions(_OPTIONS) == _highs.HighsStatus.kError:
+        highs, options = bindings
+        solver = highs._Highs()
+        if solver.passOptions(options) == highs.HighsStatus.kError:
             return None, "HiGHS rejected its options"
-        status = solver.passModel(self.num_cols, len(self.row_upper), len(data), _COLWISE, _MINIMIZE, 0.0,
-                                  cost, lower, upper, self.row_lower, self.row_upper, indptr, indices, data,
-                                  self.integrality)
-        if status == _highs.HighsStatus.kError:
+        status = solver.passModel(self.num_cols, len(self.row_upper), len(data), int(highs.MatrixFormat.kColwise),
+                                  int(highs.ObjSense.kMinimize), 0.0, cost, lower, upper, self.row_lower,
+                                  self.row_upper, indptr, indices, data, self.integrality)
+        if status == highs.HighsStatus.kError:
             return None, "HiGHS rejected the model"
-        if solver.run() == _highs.HighsStatus.kError:
+        if solver.run() == highs.HighsStatus.kError:
             return None, solver.modelStatusToString(solver.getModelStatus())
         status = solver.getModelStatus()
-        if status != _highs.HighsModelStatus.kOptimal:
+        if status != highs.HighsModelStatus.kOptimal:
             return None, solver.modelStatusToString(status)
         return np.array(solver.getSolution().col_value), solver.getInfo().objective_function_value
 
