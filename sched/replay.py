@@ -30,7 +30,7 @@ from schedlab.sched.contained import Contained, ContainedRunner, PolicyFailed
 from schedlab.sched.core.cluster import ClusterSpec
 from schedlab.sched.core.engine import Engine
 from schedlab.sched.core.job import JobSource
-from schedlab.sched.core.restore import restore_overhead
+from schedlab.sched.core.restore import STALL, restore_overhead
 from schedlab.sched.estimators.seam import KnowledgeWarning, with_knowledge
 from schedlab.sched.models.annotate import annotate, catalog_gpu_type, fill_durations
 from schedlab.sched.models.fitted import Fetch
@@ -362,7 +362,7 @@ def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: Shar
         seed=spec.seed,
         progress=progress,
         sharing=sharing,
-        allocation_stall_s=spec.allocation_stall_s,
+        allocation_stall_s=restore_overhead(spec.allocation_stall_s, STALL),
         record_occupancy=parts.smact is not None,
         orchestrator=orchestrator,
     )

@@ -62,3 +62,27 @@ def test_the_cli_and_the_experiment_take_the_table(tmp_path):
     spec = ExperimentSpec.model_validate({"name": "x", "traces": [{"name": "s", "source": "synthetic"}],
                                           "clusters": ["1x8"], "preemption_overhead_s": {1: 7, 8: 30, "inf": 60}})
     assert spec.preemption_overhead_s == "1:7,8:30,inf:60"
+
+
+# The allocation stall takes the same forms, by the GPU count a job starts on: fifo on one 8-GPU server,
+# A (1 GPU, 10 s) and B (2 GPUs, 10 s) both start at 0 and end after their stall.
+STARTS = make_table([("A", 0, 1, 10), ("B", 0, 2, 10)])
+
+
+@pytest.mark.parametrize(("stall", "ends"), [
+    (None, (10.0, 10.0)),  # fifo's default: none
+    (2.0, (12.0, 12.0)),
+    ("1:2,inf:3", (12.0, 13.0)),  # the testbed's form: one device, then every larger count
+    ({1: 2, 2: 2.5, "inf": 4}, (12.0, 12.5)),
+])
+def test_the_allocation_stall_is_charged_by_the_starting_gpu_count(stall, ends):
+    jobs = replay_table(STARTS, "1x8", "fifo", allocation_stall_s=stall).jobs.set_index("job_id")
+    assert (jobs.at["A", "end_time"], jobs.at["B", "end_time"]) == ends
+
+
+@pytest.mark.parametrize(("value", "says"), [("1:2", "allocation stall '1:2': the last bound must be inf"),
+                                             (-1, "allocation stall: -1 must be")])
+def test_a_bad_allocation_stall_is_refused_naming_it(value, says):
+    with pytest.raises(ValueError, match="allocation_stall_s") as err:
+        replay_table(STARTS, "1x8", "fifo", allocation_stall_s=value)
+    assert says in str(err.value)

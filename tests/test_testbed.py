@@ -168,8 +168,8 @@ def test_error_sources_keep_the_multi_device_jobs_speed_apart():
     jobs = pd.DataFrame({"job_id": ["a", "b"], "num_gpus": [1, 2], "duration": [10.0, 10.0],
                          "shared_s": [0.0, 0.0], "avg_xi": [1.0, 1.0]})
     log = ActivityLog()
-    for job, per_iteration in (("a", 0.1), ("b", 0.15)):
-        log.add(0.0, "start", job, attempt=0, launched=0.0)
+    for job, per_iteration, gpus in (("a", 0.1, [0]), ("b", 0.15, [0, 1])):
+        log.add(0.0, "start", job, attempt=0, launched=0.0, gpus=gpus, partners=[])
         log.add(2.0, "progress", job, attempt=0, iterations=100, done=0, ready=True)
         for done in (1, 51):
             log.add(2.0 + done * per_iteration, "progress", job, attempt=0, iterations=100, done=done)
@@ -177,6 +177,24 @@ def test_error_sources_keep_the_multi_device_jobs_speed_apart():
     assert (speed["exclusive"]["n"], speed["exclusive_multi_device"]["n"], speed["shared_over_xi"]["n"]) == (1, 1, 0)
     assert speed["exclusive"]["median"] == pytest.approx(1.0)
     assert speed["exclusive_multi_device"]["median"] == pytest.approx(1.5)
+
+
+def test_error_sources_measure_each_start_up_against_the_model_for_its_kind():
+    """A start alone, on two devices (modelled apart: 2.5 s) and beside a running job, each 2 s to its
+    first iteration's end (less one iteration): the errors by kind against each one's modelled stall."""
+    jobs = pd.DataFrame({"job_id": ["a", "b", "c"], "num_gpus": [1, 2, 1], "duration": [10.0] * 3,
+                         "shared_s": [0.0, 0.0, 5.0], "avg_xi": [1.0, 1.0, 2.0]})
+    log = ActivityLog()
+    for job, gpus, partners, at in (("a", [0], [], 0.0), ("b", [0, 1], [], 20.0), ("c", [1], ["b"], 30.0)):
+        log.add(at, "start", job, attempt=0, launched=at, gpus=gpus, partners=partners)
+        log.add(at + 1.9, "progress", job, attempt=0, iterations=100, done=0, ready=True)
+        log.add(at + 2.1, "progress", job, attempt=0, iterations=100, done=1)
+        log.add(at + 3.1, "progress", job, attempt=0, iterations=100, done=11)
+    startup = error_sources(jobs, log, 1.5, 2.0, lambda n: 2.5 if n > 1 else 1.5)["startup"]
+    assert startup["measured_s"]["n"] == 3 and startup["measured_s"]["median"] == pytest.approx(2.0)
+    errors = {kind: (v["error_s"]["n"], v["error_s"]["median"]) for kind, v in startup["by_kind"].items()}
+    assert errors == {"alone": (1, pytest.approx(0.5)), "multi_device": (1, pytest.approx(-0.5)),
+                      "beside_a_job": (1, pytest.approx(0.5))}
 
 
 def test_comparison_figures_errors_and_lyras_test():
@@ -274,3 +292,23 @@ def test_the_sweep_covers_eq1_accumulation_multi_device_and_every_pair():
     assert gangs == {(multi, "cifar10", 1), (multi, "bert", 1)}
     gpu = node.sweep_for(table, D.cuda_devices(["0"]), size="full", mps_shares=[(50.0, 50.0)])
     assert {c.share for c in gpu.configs if isinstance(c, PairConfig) and c.mode == "mps"} == {(50.0, 50.0)}
+
+
+def test_the_node_models_a_multi_device_start_up_apart(tmp_path):
+    """``startup_by_devices`` (measured per multi-device count) becomes the replay's stall table; a count
+    above the largest measured takes the largest's; an older ``node.json`` without it loads with one
+    start-up; a bad one is refused naming the file."""
+    for name in (node.ITERATION_FILE, node.XI_FILE):
+        (tmp_path / name).write_text("{}")
+    models = node.NodeModels(tmp_path, 2.17, 2.2, 0.03, {}, {2: 2.71})
+    assert models.allocation_stall() == "1:2.17,2:2.71,inf:2.71"
+    assert [models.startup_for(n) for n in (1, 2, 4)] == [2.17, 2.71, 2.71]
+    models.save()
+    assert node.NodeModels.load(tmp_path).startup_by_devices == {2: 2.71}
+    older = node.NodeModels(tmp_path, 2.17, 2.2, 0.03)
+    older.save()
+    loaded = node.NodeModels.load(tmp_path)
+    assert loaded.allocation_stall() == 2.17 and loaded.startup_for(2) == 2.17
+    (tmp_path / node.NODE_FILE).write_text('{"startup_s": 2, "restart_s": 2, "stop_s": 0, "startup_by_devices": {"1": 3}}')
+    with pytest.raises(ValueError, match=r"node\.json: startup_by_devices must map device counts > 1"):
+        node.NodeModels.load(tmp_path)

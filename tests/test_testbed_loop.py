@@ -23,14 +23,16 @@ def test_profile_fit_run_replay_compare(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     devices = "2" if len(os.sched_getaffinity(0)) >= 2 else "1"
     code = main(["testbed", "--track", "--generate", "3", "--workloads", "bert:4", "--policy", "fifo", "--devices", devices,
-                 "--min-job-s", "2", "--max-job-s", "4", "--profile-iters", "5", "--overhead-samples", "1",
-                 "--budget-s", "300", "--seed", "1", "--out", str(out)])
+                 "--min-job-s", "2", "--max-job-s", "4", "--profile-iters", "5", "--profile-seconds", "0.5",
+                 "--overhead-samples", "1", "--budget-s", "300", "--seed", "1", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "fifo: 3/3 jobs finished on the testbed, 3/3 in the replay" in printed and "per-job JCT error" in printed
     node = json.loads((out / "node" / "node.json").read_text())
     assert node["startup_s"] > 0 and node["restart_s"] > 0 and node["facts"]["fit"]["mape"]
     trace = pd.read_csv(out / "trace.csv")
+    # a multi-device count of the trace has its start-up measured apart (the replay's stall table)
+    assert set(node["startup_by_devices"]) == {str(n) for n in trace["num_gpus"] if n > 1}
     comparison = json.loads((out / "fifo" / "comparison.json").read_text())
     for side in ("real", "replay"):
         assert set(comparison[side]) >= {"avg_jct_s", "makespan_s", "p95_jct_s", "finished"}

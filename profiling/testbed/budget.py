@@ -4,7 +4,10 @@ modelling choice, an implementation detail, or noise). A pure function of those 
 ``comparison.json`` as ``error_sources``.
 
 - ``startup``: each first start's launch to its first iteration's end, less one modelled iteration,
-  against the modelled stall (``node.startup_s``); ``restart`` the same for later starts
+  against the modelled stall (``node.startup_s``, or the start-up measured for its device count), and
+  apart by kind: ``alone`` (one device, no partner), ``multi_device`` and ``beside_a_job`` (a device
+  already running another job: on CPU devices the start-up competes with it for the same cores, the
+  model charges the stall of a start alone); ``restart`` the same for later starts
   (``node.restart_s``); ``build`` is the part before the model was built (interpreter, imports,
   model), ``first_iteration_extra`` the first iteration's time beyond a modelled one (warm-up);
 - ``speed``: seconds per iteration measured after the first iteration over the model's (the job
@@ -22,7 +25,7 @@ modelling choice, an implementation detail, or noise). A pure function of those 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -39,8 +42,11 @@ def _stats(values: Iterable[float]) -> dict[str, Any]:
             "p10": float(np.percentile(v, 10)), "p90": float(np.percentile(v, 90)), "max": float(v.max())}
 
 
-def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restart_s: float) -> dict[str, Any]:
-    """The module docstring's figures for one real run (``jobs``: its job table; ``log``: its activity)."""
+def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restart_s: float,
+                  startup_for: Callable[[int], float] | None = None) -> dict[str, Any]:
+    """The module docstring's figures for one real run (``jobs``: its job table; ``log``: its activity;
+    ``startup_for``: the start-up modelled on n devices, default ``startup_s`` for any n)."""
+    modelled_for = startup_for or (lambda _n: startup_s)
     per_iteration: dict[str, float] = {}
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in log.of("progress"):
@@ -51,6 +57,7 @@ def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restar
         iterations = next(r["iterations"] for (j, _), rs in samples.items() if j == job for r in rs)
         per_iteration[job] = float(table.loc[job, "duration"]) / iterations
     first, later, build, extra = [], [], [], []
+    kinds: dict[str, list[tuple[float, float]]] = {"alone": [], "multi_device": [], "beside_a_job": []}
     for start in log.of("start"):
         rs = samples.get((start["job"], start["attempt"]), [])
         ready = next((r for r in rs if r.get("ready")), None)
@@ -59,7 +66,14 @@ def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restar
             continue
         t_iter = per_iteration[start["job"]]
         took = done["t"] - start["launched"] - t_iter
-        (first if start["attempt"] == 0 else later).append(took)
+        if start["attempt"] == 0:
+            n = len(start["gpus"])
+            modelled = modelled_for(n)
+            first.append((took, modelled))
+            kind = "beside_a_job" if start.get("partners") else "multi_device" if n > 1 else "alone"
+            kinds[kind].append((took, modelled))
+        else:
+            later.append(took)
         build.append(ready["t"] - start["launched"])
         extra.append(done["t"] - ready["t"] - t_iter * (done["done"] - ready["done"]))
     exclusive, multi, shared = [], [], []
@@ -80,8 +94,9 @@ def error_sources(jobs: pd.DataFrame, log: ActivityLog, startup_s: float, restar
         if before and start["t"] - before[-1] <= 2.0:
             lags.append(start["t"] - before[-1])
     return {
-        "startup": {"modelled_s": startup_s, "measured_s": _stats(first),
-                    "error_s": _stats(x - startup_s for x in first)},
+        "startup": {"modelled_s": startup_s, "measured_s": _stats(x for x, _ in first), "error_s": _stats(x - m for x, m in first),
+                    "by_kind": {kind: {"measured_s": _stats(x for x, _ in pairs), "error_s": _stats(x - m for x, m in pairs)}
+                                for kind, pairs in kinds.items()}},
         "restart": {"modelled_s": restart_s, "measured_s": _stats(later), "error_s": _stats(x - restart_s for x in later)},
         "build_s": _stats(build),
         "first_iteration_extra_s": _stats(extra),

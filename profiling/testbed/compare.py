@@ -152,6 +152,11 @@ def render(policy: str, comparison: dict[str, Any]) -> str:
         if start["measured_s"]["n"]:
             lines.append(f"  start-up: measured median {start['measured_s']['median']:.2f} s (p90"
                          f" {start['measured_s']['p90']:.2f}), modelled {start['modelled_s']:.2f} s")
+        labels = {"alone": "alone", "multi_device": "on several devices", "beside_a_job": "beside a running job"}
+        kinds = [f"{labels[k]} {v['error_s']['median']:+.2f} s ({v['error_s']['n']})"
+                 for k, v in start.get("by_kind", {}).items() if v["error_s"]["n"]]
+        if kinds:
+            lines.append(f"  start-up over the model's, median by kind: {', '.join(kinds)}")
         for key, what in (("exclusive", "unshared one-device jobs"), ("exclusive_multi_device", "unshared multi-device jobs")):
             speed = sources["speed"].get(key, {"n": 0})
             if speed["n"]:

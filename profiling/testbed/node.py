@@ -14,8 +14,10 @@ feeds the simulator; Lyra §7.2: calibrate on the testbed's own figures).
    (launch to the end of the first iteration, less one modelled iteration: interpreter, imports, model
    build and the first iteration's extra cost), the stop (stop request to the checkpoint saved and
    the processes gone) and the restart (relaunch from the checkpoint to its first iteration's end,
-   less one iteration). The replay charges start-up as the engine's ``allocation_stall_s`` (every first
-   start) and the restart as ``preemption_overhead_s``.
+   less one iteration), and the start-up of each multi-device count apart (longer: the ranks meet
+   before their first iteration; about 0.5 s more on two CPU devices). The replay charges start-up
+   as the engine's ``allocation_stall_s`` (every first start; a table by device count when a
+   multi-device count was measured) and the restart as ``preemption_overhead_s``.
 
 Everything is written to one folder (``node.json``, ``iteration-time.json``, ``xi-table.csv``) that a
 later run can reuse (``--models``).
@@ -24,6 +26,7 @@ later run can reuse (``--models``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import socket
@@ -62,6 +65,24 @@ class NodeModels:
     restart_s: float
     stop_s: float
     facts: dict[str, Any] = field(default_factory=dict)
+    #: the start-up of a job on n > 1 devices (measured apart: its ranks meet before the first iteration)
+    startup_by_devices: dict[int, float] = field(default_factory=dict)
+
+    def startup_for(self, devices: int) -> float:
+        """The start-up modelled on ``devices`` devices: the smallest measured count at least as large,
+        else the largest measured (the rule of :meth:`allocation_stall`'s table)."""
+        if devices <= 1 or not self.startup_by_devices:
+            return self.startup_s
+        above = [n for n in sorted(self.startup_by_devices) if n >= devices]
+        return self.startup_by_devices[above[0] if above else max(self.startup_by_devices)]
+
+    def allocation_stall(self) -> float | str:
+        """The replay's ``allocation_stall_s``: the one-device start-up, or a table by device count
+        (``"1:2.17,2:2.71,inf:2.71"``: a count above the largest measured takes the largest's)."""
+        if not self.startup_by_devices:
+            return self.startup_s
+        rows = [(1, self.startup_s), *sorted(self.startup_by_devices.items())]
+        return ",".join(f"{n}:{s:.6g}" for n, s in rows) + f",inf:{rows[-1][1]:.6g}"
 
     @property
     def iteration_time(self) -> Path:
@@ -95,8 +116,17 @@ class NodeModels:
         for name in (ITERATION_FILE, XI_FILE):
             if not (folder / name).is_file():
                 raise ValueError(f"--models {folder}: {name} is missing")
+        by_devices = data.get("startup_by_devices") or {}  # absent in an older node.json: one start-up
+        try:
+            by_devices = {int(n): float(v) for n, v in by_devices.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError(f"{path}: startup_by_devices must map device counts to seconds, got"
+                             f" {by_devices!r}") from None
+        if not all(n > 1 and math.isfinite(v) and v >= 0 for n, v in by_devices.items()):
+            raise ValueError(f"{path}: startup_by_devices must map device counts > 1 to seconds >= 0, got"
+                             f" {by_devices!r}")
         return cls(folder, float(data["startup_s"]), float(data["restart_s"]), float(data["stop_s"]),
-                   data.get("facts") or {})
+                   data.get("facts") or {}, by_devices)
 
 
 # ---- 1. what to profile ------------------------------------------------------------------------
@@ -210,19 +240,20 @@ def _first_iteration(proc: JobProcess, timeout_s: float) -> float:
 
 
 def measure_overheads(kinds: Sequence[tuple[str, int, int]], devices: Sequence[Device], folder: Path,
-                      iteration_s: Callable[[str, int], float], *, size: str, samples: int = 3,
+                      iteration_s: Callable[[str, int, int], float], *, size: str, samples: int = 3,
                       run_s: float = 1.0, timeout_s: float = 300.0, env: dict[str, str] | None = None,
                       echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Start-up, stop and restart of the testbed's training process on device 0 (module docstring, step
-    3), ``samples`` times over the trace's workloads in turn; medians and every sample."""
+    3), ``samples`` times over the trace's workloads in turn; then the start-up of each multi-device
+    count of the trace (``samples`` times, on its first devices: its ranks meet before their first
+    iteration). Medians and every sample."""
     startup, stop, restart = [], [], []
     device = devices[0]
     for k in range(samples):
         workload, batch, _ = kinds[k % len(kinds)]
-        spec = {"workload": workload, "batch": batch, "accum": 1, "size": size, "iterations": 10 ** 9,
-                "device": device.kind, "threads": device.threads, "progress_s": 0.2, "seed": k}
+        spec = _overhead_spec(workload, batch, size, device, k)
         where = folder / f"overhead-{k}"
-        t_iter = iteration_s(workload, batch)
+        t_iter = iteration_s(workload, batch, 1)
         first = JobProcess(f"overhead-{k}", where, 0, spec, [device], env)
         launched = first.launch()
         startup.append(_first_iteration(first, timeout_s) - launched - t_iter)
@@ -242,9 +273,31 @@ def measure_overheads(kinds: Sequence[tuple[str, int, int]], devices: Sequence[D
             second.kill()
         echo(f"overheads {workload} b{batch}: start-up {startup[-1]:.2f} s, stop {stop[-1]:.2f} s,"
              f" restart {restart[-1]:.2f} s (load {load_average()[0]:.2f})")
+    by_devices: dict[int, list[float]] = {}
+    for n in sorted({g for _, _, g in kinds if 1 < g <= len(devices)}):
+        of_n = [(w, b) for w, b, g in kinds if g == n]
+        for k in range(samples):
+            workload, batch = of_n[k % len(of_n)]
+            job = JobProcess(f"overhead-{n}x-{k}", folder / f"overhead-{n}x-{k}", 0,
+                             _overhead_spec(workload, batch, size, device, k), devices[:n], env)
+            launched = job.launch()
+            try:
+                by_devices.setdefault(n, []).append(_first_iteration(job, timeout_s) - launched
+                                                    - iteration_s(workload, batch, n))
+            finally:
+                job.kill()
+            echo(f"overheads {workload} b{batch} on {n} devices: start-up {by_devices[n][-1]:.2f} s"
+                 f" (load {load_average()[0]:.2f})")
     return {"startup_s": statistics.median(startup), "stop_s": statistics.median(stop),
             "restart_s": statistics.median(restart),
-            "samples": {"startup_s": startup, "stop_s": stop, "restart_s": restart}}
+            "startup_by_devices": {n: statistics.median(v) for n, v in by_devices.items()},
+            "samples": {"startup_s": startup, "stop_s": stop, "restart_s": restart,
+                        "startup_by_devices": {str(n): v for n, v in by_devices.items()}}}
+
+
+def _overhead_spec(workload: str, batch: int, size: str, device: Device, seed: int) -> dict[str, Any]:
+    return {"workload": workload, "batch": batch, "accum": 1, "size": size, "iterations": 10 ** 9,
+            "device": device.kind, "threads": device.threads, "progress_s": 0.2, "seed": seed}
 
 
 def facts(devices: Sequence[Device]) -> dict[str, Any]:

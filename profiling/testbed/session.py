@@ -100,18 +100,20 @@ def node_models(spec: TestbedSpec, devices: list[Device], trace: pd.DataFrame | 
     started, load_before = time.time(), node.load_average()
     echo(f"profiling {len(node.job_kinds(table))} job kinds into {spec.profile_dir} ({environment_note()})")
     counts = node.profile(table, devices, spec.profile_dir, size=spec.workload_size, mps_shares=spec.mps_shares(),
-                          iters=spec.profile_iters, echo=echo)
+                          iters=spec.profile_iters, min_seconds=spec.profile_seconds, echo=echo)
     fitted = node.fit(spec.profile_dir, folder, spec.workload_size, echo)
     timing = _timing(folder / node.ITERATION_FILE)
     gpu_type = cluster_for(devices).training_pool.gpu_type
     overheads = node.measure_overheads(
-        node.job_kinds(table), devices, folder, lambda w, b: timing.solo_iteration_time(w, b, 1, gpu_type, servers=1),
+        node.job_kinds(table), devices, folder, lambda w, b, g: timing.solo_iteration_time(w, b, g, gpu_type, servers=1),
         size=spec.workload_size, samples=spec.overhead_samples, echo=echo)
     facts = {**node.facts(devices), "profile_counts": counts, "fit": fitted, "overheads": overheads["samples"],
              "load_before": load_before, "load_after": node.load_average(), "wall_s": time.time() - started}
-    models = node.NodeModels(folder, overheads["startup_s"], overheads["restart_s"], overheads["stop_s"], facts)
+    models = node.NodeModels(folder, overheads["startup_s"], overheads["restart_s"], overheads["stop_s"], facts,
+                             overheads["startup_by_devices"])
     models.save()
-    echo(f"node: start-up {models.startup_s:.2f} s, restart {models.restart_s:.2f} s, stop {models.stop_s:.2f} s;"
+    multi = "".join(f", on {n} devices {v:.2f} s" for n, v in sorted(models.startup_by_devices.items()))
+    echo(f"node: start-up {models.startup_s:.2f} s{multi}, restart {models.restart_s:.2f} s, stop {models.stop_s:.2f} s;"
          f" models in {folder}")
     return models
 
@@ -151,7 +153,7 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
     rspec = replay.ReplaySpec(
         cluster=cluster_for(devices), policies=(policy,), seed=spec.seed, placement=spec.placement,
         iteration_time=str(models.iteration_time), interference=f"table:{models.xi_table}",
-        preemption_overhead_s=models.restart_s, allocation_stall_s=models.startup_s)
+        preemption_overhead_s=models.restart_s, allocation_stall_s=models.allocation_stall())
     prepared = replay.prepare(rspec, table)
     iterations = dict(zip(table["job_id"].astype(str), table["iterations"].astype(int)))
     engines: list[LiveEngine] = []
@@ -181,8 +183,10 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
     replay_log.write(folder / "replay" / "activity.jsonl")
     comparison = compare(real.jobs, real_log, simulated.jobs, replay_log, spec.tolerance_s)
     comparison.update({"policy": policy.label, "load_before": load_before, "load_after": real.summary["load_after"],
-                       "node": {"startup_s": models.startup_s, "restart_s": models.restart_s, "stop_s": models.stop_s},
-                       "error_sources": error_sources(real.jobs, real_log, models.startup_s, models.restart_s),
+                       "node": {"startup_s": models.startup_s, "startup_by_devices": models.startup_by_devices,
+                                "restart_s": models.restart_s, "stop_s": models.stop_s},
+                       "error_sources": error_sources(real.jobs, real_log, models.startup_s, models.restart_s,
+                                                      models.startup_for),
                        "testbed_cpu_s": real.summary["testbed_cpu_s"]})
     write_json(folder / "comparison.json", comparison)
     (folder / "comparison.html").write_text(page(policy.label, comparison, real.jobs, simulated.jobs))
@@ -216,7 +220,8 @@ def execute(spec: TestbedSpec, echo: Echo = print) -> int:
                         "load_before": c["load_before"], "load_after": c["load_after"]}
                 for label, c in comparisons.items()}
     write_json(spec.out / "summary.json", {"policies": headline, "node": {
-        "startup_s": models.startup_s, "restart_s": models.restart_s, "stop_s": models.stop_s, "facts": models.facts},
+        "startup_s": models.startup_s, "startup_by_devices": models.startup_by_devices, "restart_s": models.restart_s,
+        "stop_s": models.stop_s, "facts": models.facts},
         "spec": json.loads(spec.model_dump_json())})
     unfinished = sum(c["real"]["jobs"] - c["real"]["finished"] for c in comparisons.values())
     return 0 if unfinished == 0 else 1

@@ -14,7 +14,8 @@ GPU (Castor eq. 7), and only if both fit in its memory.
 
 Elastic and goodput jobs (docs/explanation/design.md, "What the engine models"; docs/explanation/pollux.md): ``resize`` changes a
 running job's GPUs and ``set_batch`` its global batch; every allocation change, the first start
-included, stalls the job for ``allocation_stall_s`` (Pollux charges 30 s) while it holds its GPUs. A
+included, stalls the job for ``allocation_stall_s`` (Pollux charges 30 s; a figure, or a table by the
+GPU count it starts or resizes to, ``sched/core/restore.py``) while it holds its GPUs. A
 goodput job's work is still counted in nominal seconds (its run time alone at the trace's GPU count
 and batch), but its rate comes from its goodput model: goodput on its current placement, batch and
 epoch over its nominal goodput. Epoch boundaries are events where that rate is recomputed (and the
@@ -100,7 +101,7 @@ class Engine:
         seed: int = 0,
         progress: bool | Callable[[int, int], None] = False,
         sharing: SharingModel | None = None,
-        allocation_stall_s: float | None = None,
+        allocation_stall_s: float | RestoreTable | None = None,
         record_occupancy: bool = False,
         orchestrator: Orchestrator | None = None,
         job_speed: Callable[[Job], float] | None = None,
@@ -146,9 +147,12 @@ class Engine:
         )
         self._restore_by_gpus = (self.preemption_overhead_s.seconds
                                  if isinstance(self.preemption_overhead_s, RestoreTable) else None)
+        #: stall seconds at every start and resize, or by the job's GPU count then (the same table form)
         self.allocation_stall_s = (
             policy.default_allocation_stall_s if allocation_stall_s is None else allocation_stall_s
         )
+        self._stall_by_gpus = (self.allocation_stall_s.seconds
+                               if isinstance(self.allocation_stall_s, RestoreTable) else None)
         self.rng = random.Random(seed)
         self.progress = progress
         self.sharing = sharing
@@ -227,7 +231,8 @@ class Engine:
             raise EngineError(f"placement gave job {job.job_id} {len(free_part)} free GPUs, it needs {free_needed}")
         if job.start_time != job.start_time:  # NaN: the first start
             job.start_time = self.now
-            job.overhead_left = self.allocation_stall_s  # Pollux: the first start is an allocation change too
+            by_gpus = self._stall_by_gpus  # Pollux: the first start is an allocation change too
+            job.overhead_left = self.allocation_stall_s if by_gpus is None else by_gpus(job.num_gpus)
         else:
             by_gpus = self._restore_by_gpus  # restore from checkpoint
             job.overhead_left = self.preemption_overhead_s if by_gpus is None else by_gpus(job.num_gpus)
@@ -313,7 +318,8 @@ class Engine:
             job.gpus = tuple(g for g in job.gpus if g not in dropped)
         self._set_gpu_count(job, num_gpus, running=True)
         job.resizes += 1
-        job.overhead_left = self.allocation_stall_s
+        by_gpus = self._stall_by_gpus
+        job.overhead_left = self.allocation_stall_s if by_gpus is None else by_gpus(num_gpus)
         if self.job_speed is not None:
             factor = self.job_speed(job)
             job.solo_speed *= factor / job.speed_factor

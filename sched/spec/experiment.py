@@ -27,7 +27,8 @@ traces, loads, clusters, policies and seeds, validated with the same checks as a
     preemption_overhead_s: null      # default: the policy's (63 s for most); seconds, or by the restarting
                                      #   job's GPU count: "1:7,8:30,inf:60" or helios (the Helios simulator's)
     allocation_stall_s: null         # every start and resize stalls the job this long (default: the policy's:
-                                     #   30 s for the round policies as Pollux's study, 0 for lyra and the rest)
+                                     #   30 s for the round policies as Pollux's study, 0 for lyra and the rest);
+                                     #   seconds, or by the job's GPU count: "1:2.2,inf:2.7"
     models: {interference: analytic, iteration_time: catalog}   # or `models: latest`
                                      # interference: analytic[:XI] | gavel:… | table:… | model:PATH|URI
                                      # iteration_time: catalog | PATH | models:/iteration-time/N
@@ -157,7 +158,7 @@ class ExperimentSpec(UserModel):
     policies: Literal["all"] | list[str | PolicyEntry] = "all"
     placement: str = "fewest-servers"
     preemption_overhead_s: float | str | None = None  # seconds, or a table by GPU count (sched/core/restore.py)
-    allocation_stall_s: float | None = Field(default=None, ge=0)
+    allocation_stall_s: float | str | None = None  # seconds, or a table by GPU count (sched/core/restore.py)
     models: ModelSources = Field(default_factory=ModelSources)
     #: a profile store whose SMACT gives the replays' SM-activity distribution (Castor Fig. 12c/d)
     smact_profiles: str | None = None
@@ -171,6 +172,7 @@ class ExperimentSpec(UserModel):
 
     _restore = field_validator("preemption_overhead_s", mode="before")(
         lambda cls, value: fields.restore_overhead(value))
+    _stall = field_validator("allocation_stall_s", mode="before")(lambda cls, value: fields.allocation_stall(value))
 
     @field_validator("placement")
     @classmethod
@@ -384,7 +386,7 @@ class ExperimentReplay(BaseModel):
     models: dict[str, str]
     code_version: str
     smact_profiles: str | None = None  # profile store for the SM-activity metrics (not in ``identity`` when None)
-    allocation_stall_s: float | None = None  # None: the policy's default (not in ``identity`` when None)
+    allocation_stall_s: float | str | None = None  # None: the policy's default (not in ``identity`` when None)
     inference: dict[str, Any] | None = None  # LoanOptions (not in ``identity`` when None)
     #: an external policy's lineage (``policy.source.*``: file path and SHA-256, package version); None
     #: for a shipped one (then not in ``identity``, which ``code_version`` covers)

@@ -63,6 +63,12 @@ def restore_overhead(value: Any) -> float | str | None:
     return restore.canonical(value)
 
 
+def allocation_stall(value: Any) -> float | str | None:
+    """``allocation_stall_s``: None (the policy's), seconds >= 0, or a table by the GPU count a job
+    starts or resizes to, as :func:`restore_overhead` takes it (``"1:2.2,inf:2.7"``)."""
+    return restore.canonical(value, restore.STALL)
+
+
 def trace_format(value: str | None) -> str | None:
     return check_format(value)
 

@@ -99,7 +99,7 @@ class ReplaySpec(UserModel):
     placement: str = DEFAULT
     # None: the policy's default; seconds, or a table by GPU count ("1:7,8:30,inf:60", sched/core/restore.py)
     preemption_overhead_s: float | str | None = None
-    allocation_stall_s: float | None = Field(default=None, ge=0)
+    allocation_stall_s: float | str | None = None  # None: the policy's; seconds, or a table by GPU count
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
     goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
@@ -123,6 +123,7 @@ class ReplaySpec(UserModel):
     _format = field_validator("format")(lambda cls, value: fields.trace_format(value))
     _restore = field_validator("preemption_overhead_s", mode="before")(
         lambda cls, value: fields.restore_overhead(value))
+    _stall = field_validator("allocation_stall_s", mode="before")(lambda cls, value: fields.allocation_stall(value))
     _annotate = field_validator("annotate")(lambda cls, value: fields.annotation(value, auto=True))
     _cluster = field_validator("cluster", mode="before")(lambda cls, value: fields.cluster(value))
     _interference = field_validator("interference")(lambda cls, value: fields.interference(value))
