@@ -363,6 +363,7 @@ def _engine(spec: ReplaySpec, prepared: Prepared, decider: Policy, sharing: Shar
         progress=progress,
         sharing=sharing,
         allocation_stall_s=restore_overhead(spec.allocation_stall_s, STALL),
+        stall_at_shared_pace=spec.stall_at_shared_pace,
         record_occupancy=parts.smact is not None,
         orchestrator=orchestrator,
     )

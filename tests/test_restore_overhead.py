@@ -86,3 +86,26 @@ def test_a_bad_allocation_stall_is_refused_naming_it(value, says):
     with pytest.raises(ValueError, match="allocation_stall_s") as err:
         replay_table(STARTS, "1x8", "fifo", allocation_stall_s=value)
     assert says in str(err.value)
+
+
+@pytest.mark.parametrize(("at_shared_pace", "b_end"), [(False, 10 + 2.0 + 110), (True, 10 + 2.0 * 1.1 + 110)])
+def test_a_start_beside_a_running_job_stalls_xi_times_as_long_when_asked(at_shared_pace, b_end):
+    """The CPU testbed's start-up competes with its partner for the device's cores: with
+    ``stall_at_shared_pace`` a start beside a running job stalls ξ times the stall (gandiva packs B
+    beside A on the one GPU at t=10; ξ = 1.1 keeps the pair); a start alone (A) is unchanged."""
+    from packing import workloads
+    from schedlab.sched.core.cluster import ClusterState, load_cluster
+    from schedlab.sched.core.engine import Engine
+    from schedlab.sched.core.job import jobs_from_table
+    from schedlab.sched.models.sharing import SharingModel
+    from schedlab.sched.policies import make_policy
+
+    spec = load_cluster("1x1")
+    table = workloads([("A", 0, 1, 1000), ("B", 10, 1, 100)], [("cifar10", 32), ("ncf", 256)])
+    engine = Engine(jobs_from_table(table), ClusterState(spec), make_policy("gandiva"), preemption_overhead_s=0.0,
+                    sharing=SharingModel.for_cluster(spec, "analytic:1.1"), allocation_stall_s=2.0,
+                    stall_at_shared_pace=at_shared_pace)
+    jobs = {j.job_id: j for j in engine.run().jobs}
+    assert jobs["B"].end_time == pytest.approx(b_end)
+    # A: its own stall alone (2 s), 8 s of work alone, then at 1/1.1 beside B (its stall included)
+    assert jobs["A"].end_time == pytest.approx(b_end + 1000 - 8 - (b_end - 10) / 1.1)

@@ -153,7 +153,8 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
     rspec = replay.ReplaySpec(
         cluster=cluster_for(devices), policies=(policy,), seed=spec.seed, placement=spec.placement,
         iteration_time=str(models.iteration_time), interference=f"table:{models.xi_table}",
-        preemption_overhead_s=models.restart_s, allocation_stall_s=models.allocation_stall())
+        preemption_overhead_s=models.restart_s, allocation_stall_s=models.allocation_stall(),
+        stall_at_shared_pace=devices[0].kind == "cpu")  # a start-up competes for a CPU device's cores
     prepared = replay.prepare(rspec, table)
     iterations = dict(zip(table["job_id"].astype(str), table["iterations"].astype(int)))
     engines: list[LiveEngine] = []

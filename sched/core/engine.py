@@ -106,6 +106,7 @@ class Engine:
         orchestrator: Orchestrator | None = None,
         job_speed: Callable[[Job], float] | None = None,
         capabilities: Sequence[Capability] = (),
+        stall_at_shared_pace: bool = False,
     ) -> None:
         """``record_occupancy`` keeps every stint of a job on a fixed set of GPUs as ``(job, from, to,
         GPUs, accumulation steps)`` in the result's ``occupancy`` (for per-GPU metrics such as the SM
@@ -118,7 +119,11 @@ class Engine:
 
         ``capabilities``: engine extensions (``sched/core/protocol.py``); with them come the policy's
         (``Policy.capabilities``, classes made here), the jobs' (goodput epochs when they have goodput
-        models) and ``orchestrator`` (the pools). One per role."""
+        models) and ``orchestrator`` (the pools). One per role.
+
+        ``stall_at_shared_pace``: a start (or restart) beside a running job stalls ξ times as long: its
+        start-up competes with its partner for the device, as a process starting on a CPU core that
+        runs another does (the CPU testbed's devices; a GPU job's start-up runs on the host)."""
         if isinstance(jobs, JobSource):
             gpus = jobs.table["num_gpus"].to_numpy()
             oversize = np.flatnonzero(gpus > cluster.total_gpus)
@@ -153,6 +158,7 @@ class Engine:
         )
         self._stall_by_gpus = (self.allocation_stall_s.seconds
                                if isinstance(self.allocation_stall_s, RestoreTable) else None)
+        self.stall_at_shared_pace = stall_at_shared_pace
         self.rng = random.Random(seed)
         self.progress = progress
         self.sharing = sharing
@@ -252,6 +258,8 @@ class Engine:
             self._join_partners(job, share_gpus, pairs)
         if job.workers is not None and pairs:  # alone, on_start's ξ (1 on every GPU) is what a refresh gives
             self.calibration.on_partners_changed(job)
+        if pairs and self.stall_at_shared_pace:
+            job.overhead_left *= max(xi for _, xi in job.partners.values())
         self._refresh_rate(job)
         return True
 

@@ -100,6 +100,7 @@ class ReplaySpec(UserModel):
     # None: the policy's default; seconds, or a table by GPU count ("1:7,8:30,inf:60", sched/core/restore.py)
     preemption_overhead_s: float | str | None = None
     allocation_stall_s: float | str | None = None  # None: the policy's; seconds, or a table by GPU count
+    stall_at_shared_pace: bool = False  # a start beside a running job stalls ξ times as long (CPU devices)
     interference: str = "analytic"  # make_interference's sources
     iteration_time: str = "catalog"  # ``catalog``, a fitted model's path or shipped name, or a URI
     goodput_root: str | None = None  # goodput models of the applications (default: the packaged ones)
