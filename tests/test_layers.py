@@ -182,10 +182,12 @@ def test_computing_layers_load_without_prefect_or_mlflow(module):
 
 def test_loading_the_policies_imports_no_solver():
     """The registry imports every policy module; the solvers some of them call (scipy.optimize: Gavel's
-    LP, Pollux's L-BFGS-B) load at their first use, not in every process that lists or runs a policy
-    (0.5 s of imports in each CLI command, Dask worker and fork server)."""
-    code = ("import sys, schedlab.sched.policies, schedlab.sched.replay; "
-            "bad = sorted(m for m in sys.modules if m.startswith('scipy.optimize')); print(bad[:5]); "
+    LP, Pollux's L-BFGS-B, the iteration-time fit) and the statistics of a several-seed comparison
+    (scipy.stats) load at their first use, not in every process that lists or replays a policy (0.5 s
+    of imports each in a CLI command, a Dask worker, a fork server)."""
+    code = ("import sys, schedlab.sched.policies, schedlab.sched.replay, schedlab.profiling.smact, schedlab.cli.replay; "
+            "import schedlab.sched.reporting.paired as p, numpy as np; p.interval(np.array([1.0])); "
+            "bad = sorted(m for m in sys.modules if m.startswith(('scipy.optimize', 'scipy.stats'))); print(bad[:5]); "
             "sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
