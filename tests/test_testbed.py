@@ -285,8 +285,10 @@ def test_the_sweep_covers_eq1_accumulation_multi_device_and_every_pair():
     assert pairs == {("cifar10", "cifar10", "timeslice"), ("cifar10", "bert", "timeslice"), ("bert", "bert", "timeslice")}
     assert all(c.iters == 7 and c.threads == 1 for c in sweep.configs if isinstance(c, SoloConfig) and c.gpus == 1)
     # an n-device solo measures past data-parallel training's slow first iterations, over a longer window
+    # (4x the one-device window: 2 s by default)
     [multi] = [c for c in sweep.configs if isinstance(c, SoloConfig) and c.gpus == 2]
-    assert (multi.warmup, multi.iters, multi.min_seconds) == (10, 60, 3.0) and multi.threads == 1
+    assert (multi.warmup, multi.iters, multi.min_seconds) == (10, 60, 8.0) and multi.threads == 1
+    assert all(c.min_seconds == 2.0 for c in sweep.configs if isinstance(c, SoloConfig) and c.gpus == 1)
     # and beside a copy of each one-device kind on each of its devices (measured in the same window)
     gangs = {(c.a, c.b.workload, c.b.gpus) for c in sweep.configs if isinstance(c, PairConfig) and c.a.gpus > 1}
     assert gangs == {(multi, "cifar10", 1), (multi, "bert", 1)}

@@ -205,7 +205,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--profile-iters", type=checks.number(int, ge=3, le=10_000), default=20,
                      help="measured iterations per profiled configuration (default 20)")
     run.add_argument("--profile-seconds", type=checks.number(float, gt=0, le=600), default=2.0,
-                     help="each profiled configuration is measured at least this long (default 2 s)")
+                     help="each profiled configuration is measured at least this long, a multi-device one 4x"
+                     " (default 2 s)")
     run.add_argument("--tolerance-s", type=checks.number(float, gt=0), default=2.0,
                      help="Lyra's test: activities further apart than this differ (default 2 s)")
     run.add_argument("--placement", default="fewest-servers", help="placement strategy (default fewest-servers)")
