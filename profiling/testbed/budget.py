@@ -6,8 +6,9 @@ modelling choice, an implementation detail, or noise). A pure function of those 
 - ``startup``: each first start's launch to its first iteration's end, less one modelled iteration,
   against the modelled stall (``node.startup_s``, or the start-up measured for its device count), and
   apart by kind: ``alone`` (one device, no partner), ``multi_device`` and ``beside_a_job`` (a device
-  already running another job: on CPU devices the start-up competes with it for the same cores, the
-  model charges the stall of a start alone); ``restart`` the same for later starts
+  already running another job: on CPU devices the start-up competes with it for the same cores; the
+  error is over a start alone's stall, which the CPU testbed's replay multiplies by the job's ξ,
+  ``stall_at_shared_pace``); ``restart`` the same for later starts
   (``node.restart_s``); ``build`` is the part before the model was built (interpreter, imports,
   model), ``first_iteration_extra`` the first iteration's time beyond a modelled one (warm-up);
 - ``speed``: seconds per iteration measured after the first iteration over the model's (the job

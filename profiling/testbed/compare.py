@@ -152,7 +152,8 @@ def render(policy: str, comparison: dict[str, Any]) -> str:
         if start["measured_s"]["n"]:
             lines.append(f"  start-up: measured median {start['measured_s']['median']:.2f} s (p90"
                          f" {start['measured_s']['p90']:.2f}), modelled {start['modelled_s']:.2f} s")
-        labels = {"alone": "alone", "multi_device": "on several devices", "beside_a_job": "beside a running job"}
+        labels = {"alone": "alone", "multi_device": "on several devices",
+                  "beside_a_job": "beside a running job (over a start alone; a CPU replay charges it xi times)"}
         kinds = [f"{labels[k]} {v['error_s']['median']:+.2f} s ({v['error_s']['n']})"
                  for k, v in start.get("by_kind", {}).items() if v["error_s"]["n"]]
         if kinds:
