@@ -67,13 +67,20 @@ def startup_timeout() -> int:
 
 class EphemeralServer:
     """Prefect's API server (uvicorn on ``prefect.server.api.server:create_app``, the command Prefect
-    3.8.8's own ``SubprocessASGIServer`` runs) as a subprocess on ``port``, behind
-    ``profiling/guard.py``, which sends it SIGTERM when the thread that started it ends (its process
-    killed, however). ``prefect.server`` is never imported here: that import alone cost the flow's
-    process 3.6 s of CPU, and Dask workers import this module with the flows."""
+    3.8.8's own ``SubprocessASGIServer`` runs) as a subprocess, behind ``profiling/guard.py``, which
+    sends it SIGTERM when the thread that started it ends (its process killed, however).
+    ``prefect.server`` is never imported here: that import alone cost the flow's process 3.6 s of CPU,
+    and Dask workers import this module with the flows.
 
-    def __init__(self, port: int) -> None:
-        self.port = port
+    Its port is bound here, when the URL is made, and the bound socket is handed to the server (uvicorn
+    ``--fd``): a port only found free and released was taken, now and then, by the Dask cluster starting
+    meanwhile before the server (seconds of imports later) bound it; the server then exited with status 3
+    and its health checks reached a Dask port."""
+
+    def __init__(self) -> None:
+        self._socket: socket.socket | None = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port: int = self._socket.getsockname()[1]
         self.process: subprocess.Popen | None = None
 
     @property
@@ -89,15 +96,23 @@ class EphemeralServer:
         import prefect
         from prefect.settings import get_current_settings
 
+        if self._socket is None:
+            raise RuntimeError("the ephemeral Prefect API server was stopped; make a new one")
         server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        self.process = subprocess.Popen(
-            args=[sys.executable, "-m", "schedlab.profiling.guard", "--signal", "TERM", "--parent", str(os.getpid()),
-                  sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-                  "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-                  "--log-level", "error", "--lifespan", "on"],
-            env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
-            start_new_session=True,  # a Ctrl-C at the terminal is the flow's to handle: the API stays up
-        )
+        fd = self._socket.fileno()
+        os.set_inheritable(fd, True)
+        try:
+            self.process = subprocess.Popen(
+                args=[sys.executable, "-m", "schedlab.profiling.guard", "--signal", "TERM", "--parent", str(os.getpid()),
+                      sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                      "prefect.server.api.server:create_app", "--fd", str(fd), "--log-level", "error",
+                      "--lifespan", "on"],
+                env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
+                pass_fds=(fd,),
+                start_new_session=True,  # a Ctrl-C at the terminal is the flow's to handle: the API stays up
+            )
+        finally:  # the server holds the port now (or nothing does: it did not start)
+            self._close_socket()
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=5) as client:
@@ -112,7 +127,13 @@ class EphemeralServer:
                     raise RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.")
                 time.sleep(0.1)
 
+    def _close_socket(self) -> None:
+        sock, self._socket = self._socket, None
+        if sock is not None:
+            sock.close()
+
     def stop(self) -> None:
+        self._close_socket()
         if self.process is None:
             return
         process, self.process = self.process, None
@@ -148,10 +169,7 @@ def prefect_api() -> Iterator[Future]:
         started: Future = Future()
         started.set_result(url)
     else:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        server = EphemeralServer(port)
+        server = EphemeralServer()
         url = server.api_url
         limit = startup_timeout()
 

@@ -128,3 +128,22 @@ def test_flushing_logs_where_an_event_loop_runs_drains_them_and_leaves_no_corout
         gc.collect()
     flush_api_logs(timeout=4.0)  # and where none runs (the CLI)
     assert drained == [3.0, 4.0]
+
+
+def test_the_servers_port_is_held_from_the_moment_its_url_exists(tmp_path, seed_home, monkeypatch):
+    """The port is bound when the URL is made and the bound socket handed to the server: nothing that
+    starts meanwhile (a Dask cluster's workers, seconds before the server binds) can take it."""
+    import socket
+
+    import httpx
+
+    home = seed_home(tmp_path / "home", mlflow=False)
+    monkeypatch.setenv("PREFECT_HOME", str(home / "prefect"))
+    server = api_server.EphemeralServer()
+    try:
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", server.port))
+        server.start(timeout=120)
+        assert httpx.get(f"{server.api_url}/health", timeout=30).status_code == 200
+    finally:
+        server.stop()
