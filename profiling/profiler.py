@@ -63,11 +63,11 @@ def _gang(cfg: Config) -> int:
 
 
 def _merged(copies: list[Optional[dict[str, Any]]]) -> Optional[dict[str, Any]]:
-    """The partner's result from its copies' (one per device): None until all are in, the first that is
-    not ``ok``, else the first's with every copy's iterations (their mean is the partner's time) and the
-    window that spans them."""
-    if len(copies) == 1 or any(c is None for c in copies):
-        return copies[0] if len(copies) == 1 else None
+    """The partner's result from its copies' (one per device of a gang pair): None until all are in, the
+    first that is not ``ok``, else the first's with every copy's iterations (their mean is the partner's
+    time) and the window that spans them."""
+    if any(c is None for c in copies):
+        return None
     failed = [c for c in copies if c.get("status") != "ok"]
     if failed:
         return failed[0]

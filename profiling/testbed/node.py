@@ -69,12 +69,12 @@ class NodeModels:
     startup_by_devices: dict[int, float] = field(default_factory=dict)
 
     def startup_for(self, devices: int) -> float:
-        """The start-up modelled on ``devices`` devices: the smallest measured count at least as large,
-        else the largest measured (the rule of :meth:`allocation_stall`'s table)."""
-        if devices <= 1 or not self.startup_by_devices:
-            return self.startup_s
-        above = [n for n in sorted(self.startup_by_devices) if n >= devices]
-        return self.startup_by_devices[above[0] if above else max(self.startup_by_devices)]
+        """The start-up the replay charges on ``devices`` devices (read from :meth:`allocation_stall`'s
+        table as the engine reads it)."""
+        from schedlab.sched.core.restore import STALL, RestoreTable, restore_overhead
+
+        stall = restore_overhead(self.allocation_stall(), STALL)
+        return stall.seconds(devices) if isinstance(stall, RestoreTable) else stall
 
     def allocation_stall(self) -> float | str:
         """The replay's ``allocation_stall_s``: the one-device start-up, or a table by device count

@@ -237,8 +237,7 @@ class Engine:
             raise EngineError(f"placement gave job {job.job_id} {len(free_part)} free GPUs, it needs {free_needed}")
         if job.start_time != job.start_time:  # NaN: the first start
             job.start_time = self.now
-            by_gpus = self._stall_by_gpus  # Pollux: the first start is an allocation change too
-            job.overhead_left = self.allocation_stall_s if by_gpus is None else by_gpus(job.num_gpus)
+            job.overhead_left = self._allocation_stall(job.num_gpus)  # Pollux: the first start is one too
         else:
             by_gpus = self._restore_by_gpus  # restore from checkpoint
             job.overhead_left = self.preemption_overhead_s if by_gpus is None else by_gpus(job.num_gpus)
@@ -262,6 +261,11 @@ class Engine:
             job.overhead_left *= max(xi for _, xi in job.partners.values())
         self._refresh_rate(job)
         return True
+
+    def _allocation_stall(self, gpus: int) -> float:
+        """The stall of a start or resize to ``gpus`` GPUs: the figure, or the table's for that count."""
+        by_gpus = self._stall_by_gpus
+        return self.allocation_stall_s if by_gpus is None else by_gpus(gpus)
 
     def preempt(self, job: Job, *, lose_progress: bool | None = None) -> None:
         """Stop ``job``; it pays the restore overhead on restart. It keeps its progress (checkpointed)
@@ -326,8 +330,7 @@ class Engine:
             job.gpus = tuple(g for g in job.gpus if g not in dropped)
         self._set_gpu_count(job, num_gpus, running=True)
         job.resizes += 1
-        by_gpus = self._stall_by_gpus
-        job.overhead_left = self.allocation_stall_s if by_gpus is None else by_gpus(num_gpus)
+        job.overhead_left = self._allocation_stall(num_gpus)
         if self.job_speed is not None:
             factor = self.job_speed(job)
             job.solo_speed *= factor / job.speed_factor
