@@ -5,6 +5,8 @@ hand, ``docs/how-to/testbed.md``: a busy machine makes the real run slower than 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 
@@ -16,17 +18,26 @@ from schedlab.profiling.testbed.activity import ActivityLog, completeness
 pytestmark = pytest.mark.slow
 
 
-def test_profile_fit_run_replay_compare(tmp_path, capsys, monkeypatch):
-    """``schedlab testbed --track``: the loop, then each policy's run in MLflow like a replay's."""
-    out, home = tmp_path / "out", tmp_path / "home"
-    monkeypatch.setenv("SCHEDLAB_HOME", str(home))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory):
+    """``schedlab testbed --track`` on this machine: (OUT, SCHEDLAB_HOME, exit code, what it printed)."""
+    root = tmp_path_factory.mktemp("testbed-loop")
+    out, home = root / "out", root / "home"
     devices = "2" if len(os.sched_getaffinity(0)) >= 2 else "1"
-    code = main(["testbed", "--track", "--generate", "3", "--workloads", "bert:4", "--policy", "fifo", "--devices", devices,
-                 "--min-job-s", "2", "--max-job-s", "4", "--profile-iters", "5", "--profile-seconds", "0.5",
-                 "--overhead-samples", "1", "--budget-s", "300", "--seed", "1", "--out", str(out)])
-    assert code == 0
-    printed = capsys.readouterr().out
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(printed):
+        env.setenv("SCHEDLAB_HOME", str(home))
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)
+        code = main(["testbed", "--track", "--generate", "3", "--workloads", "bert:4", "--policy", "fifo", "--devices",
+                     devices, "--min-job-s", "2", "--max-job-s", "4", "--profile-iters", "5", "--profile-seconds",
+                     "0.5", "--overhead-samples", "1", "--budget-s", "300", "--seed", "1", "--out", str(out)])
+    return out, home, code, printed.getvalue()
+
+
+def test_profile_fit_run_replay_compare(one_node):
+    """``schedlab testbed --track``: the loop, then each policy's run in MLflow like a replay's."""
+    out, home, code, printed = one_node
+    assert code == 0, printed[-3000:]
     assert "fifo: 3/3 jobs finished on the testbed, 3/3 in the replay" in printed and "per-job JCT error" in printed
     node = json.loads((out / "node" / "node.json").read_text())
     assert node["startup_s"] > 0 and node["restart_s"] > 0 and node["facts"]["fit"]["mape"]
@@ -59,3 +70,30 @@ def test_profile_fit_run_replay_compare(tmp_path, capsys, monkeypatch):
     assert m["testbed.avg_jct_s"] == comparison["real"]["avg_jct_s"] and m["error.avg_jct"] == comparison["relative_error"]["avg_jct"]
     assert {"per_job_error.median", "per_job_error.p90", "decisions_identical"} <= set(m)
     assert {a.path for a in c.list_artifacts(run.info.run_id)} >= {"comparison.json", "comparison.html", "testbed", "replay"}
+
+
+def test_the_same_trace_on_two_nodes_with_the_first_runs_models(one_node, tmp_path, capsys):
+    """``--dask-address``: two workers, each a node lending one CPU device (``test_testbed_nodes.py``), run the
+    one-node run's trace with its node models (``--models``): every job finished on the nodes, the
+    comparison written."""
+    import shutil
+
+    from tests.test_testbed_nodes import CORES, HOSTS, two_nodes
+
+    if len(CORES) < 2 or shutil.which("taskset") is None:
+        pytest.skip("two nodes of one core each need two cores and taskset")
+    first, _, code, _ = one_node
+    assert code == 0
+    out = tmp_path / "two-nodes"
+    with two_nodes() as address:
+        code = main(["testbed", "--dask-address", address, "--models", str(first / "node"), "--trace",
+                     str(first / "trace.csv"), "--policy", "fifo", "--budget-s", "300", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    assert f"{HOSTS[0]}/cpu:{CORES[0]}, {HOSTS[1]}/cpu:{CORES[1]}" in printed
+    summary = json.loads((out / "fifo" / "testbed" / "summary.json").read_text())
+    assert summary["devices"] == [f"{HOSTS[0]}/cpu:{CORES[0]}", f"{HOSTS[1]}/cpu:{CORES[1]}"]
+    comparison = json.loads((out / "fifo" / "comparison.json").read_text())
+    jobs = len(pd.read_csv(first / "trace.csv"))
+    assert comparison["real"]["finished"] == comparison["replay"]["finished"] == jobs
+    assert comparison["activity_problems"] == {"real": [], "replay": []}

@@ -6,7 +6,7 @@ the simulator's error measured against them (``docs/how-to/testbed.md``).
 
 Modules: ``spec`` (the options, validated once), ``devices`` (CPU core sets, GPUs; what a Dask worker
 advertises), ``training`` (one job's training process), ``process`` (its launch, progress, stop),
-``live`` (the live engine), ``activity`` (activity logs; the replay's recorder), ``node`` (the node's
+``live`` (the live engine), ``remote`` (the same on several nodes' Dask workers), ``activity`` (activity logs; the replay's recorder), ``node`` (the node's
 profile, fitted models and overheads), ``minitrace`` (Castor §9.1-style mini traces), ``compare`` (the
 comparison, a pure function), ``session`` (one run of all of it).
 

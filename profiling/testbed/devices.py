@@ -12,11 +12,10 @@ A job on several devices runs one process per device (DDP: gloo on CPU, NCCL on 
 numbered as the engine numbers GPUs: host by host (``sched/core/cluster.py``), so one machine is one
 server of the testbed's cluster.
 
-Multi-node (designed, not yet run): each node runs a Dask worker that advertises its devices as a
-resource (:func:`worker_resources`: ``GPU`` like the nightly profiling flow's workers, ``TESTBED_CPU``
-for CPU devices); :func:`nodes_from_workers` reads them back from the scheduler into the testbed's
-servers. What is missing is a launcher that starts a job's processes through its node's worker
-(``docs/how-to/testbed.md``).
+Several nodes (``remote.py``): each node runs a Dask worker that advertises its devices as a resource
+(:func:`worker_resources`: ``GPU`` like the nightly profiling flow's workers, ``TESTBED_CPU`` for CPU
+devices); :func:`nodes_from_workers` reads them back from the scheduler into the testbed's servers, and
+an agent on each worker starts the ranks placed on its devices (``docs/how-to/testbed.md``).
 """
 
 from __future__ import annotations
@@ -47,13 +46,14 @@ class Device:
     cores: tuple[int, ...] = ()  # cpu: the cores it owns
     gpu: str | None = None  # cuda: the index or UUID as CUDA_VISIBLE_DEVICES takes it
     host: str = "localhost"
+    node: str | None = None  # lent by a node's Dask worker (``remote.py``): the node's address
+    name: str | None = None  # a node's cuda device: the GPU's name as torch gives it (the cluster's GPU type)
 
     @property
     def label(self) -> str:
-        """``cpu:0-1`` or ``cuda:0``: how the activity log names it."""
-        if self.kind == "cuda":
-            return f"cuda:{self.gpu}"
-        return "cpu:" + ",".join(map(str, self.cores))
+        """``cpu:0-1`` or ``cuda:0`` (``NODE/cpu:0`` on a node's worker): how the activity log names it."""
+        base = f"cuda:{self.gpu}" if self.kind == "cuda" else "cpu:" + ",".join(map(str, self.cores))
+        return f"{self.node}/{base}" if self.node else base
 
     @property
     def threads(self) -> int:

@@ -57,13 +57,15 @@ class LiveEngine(Engine):
     ``folder``: where each job's processes report (``folder/jobs/<job id>/``); ``mps``: the environment
     of an MPS client at a share (``MpsDaemon.env``), when co-located jobs share GPUs through MPS;
     ``size``: the workloads' size (``tiny`` on CPU); ``poll_s``: how often the loop looks at the
-    processes; ``budget_s``: wall seconds after which unfinished jobs are killed."""
+    processes; ``budget_s``: wall seconds after which unfinished jobs are killed; ``launcher``: what
+    starts a job's processes (:class:`JobProcess` on this machine; ``remote.Nodes.job`` on nodes)."""
 
     def __init__(self, jobs: list[Job] | JobSource, cluster: ClusterState, policy: Policy, *,
                  devices: Sequence[Device], iterations: dict[str, int], folder: str | Path, size: str = "tiny",
                  mps: Callable[[float | None], dict[str, str]] | None = None, poll_s: float = 0.1,
                  progress_s: float = 0.5, budget_s: float | None = None, python: str = sys.executable,
-                 clock: Callable[[], float] = time.time, **engine_options: Any) -> None:
+                 clock: Callable[[], float] = time.time, launcher: Callable[..., JobProcess] = JobProcess,
+                 **engine_options: Any) -> None:
         if isinstance(jobs, JobSource):  # a testbed trace is small: every record made at once
             jobs = jobs.make(0, len(jobs))
         if len(devices) != cluster.total_gpus:
@@ -80,7 +82,7 @@ class LiveEngine(Engine):
         self.iterations = iterations
         self.folder = Path(folder)
         self.size, self.mps, self.poll_s, self.progress_s = size, mps, poll_s, progress_s
-        self.budget_s, self.python, self.clock = budget_s, python, clock
+        self.budget_s, self.python, self.clock, self.launcher = budget_s, python, clock, launcher
         self.log = ActivityLog()
         self.procs: dict[Job, JobProcess] = {}
         self._exiting: list[JobProcess] = []  # jobs done training whose processes are still exiting
@@ -125,7 +127,7 @@ class LiveEngine(Engine):
         spec = {"workload": job.model, "batch": max(1, micro), "accum": steps, "size": self.size,
                 "iterations": self.iterations[job.job_id], "device": devices[0].kind, "threads": devices[0].threads,
                 "progress_s": self.progress_s, "seed": job.index}
-        proc = JobProcess(job.job_id, self.folder / "jobs" / job.job_id, attempt, spec, devices, env, self.python)
+        proc = self.launcher(job.job_id, self.folder / "jobs" / job.job_id, attempt, spec, devices, env, self.python)
         launched = proc.launch()
         self.procs[job] = proc
         self.log.add(self.now, "start", job.job_id, **start_fields(job, mode, shares),

@@ -35,12 +35,23 @@ def free_port() -> int:
 
 
 class JobProcess:
-    """Start ``attempt`` of a job: its ``spec`` (``training.py``) on ``devices``, reporting into ``folder``."""
+    """Start ``attempt`` of a job: its ``spec`` (``training.py``) on ``devices``, reporting into ``folder``.
+
+    On one node ``devices`` are all of the job's and their ranks 0, 1, …; a node's share of a job spanning
+    nodes gives ``ranks`` (the global rank of each of its devices), the group's ``world`` size and its
+    ``master`` (address and port of rank 0's node)."""
 
     def __init__(self, job_id: str, folder: Path, attempt: int, spec: dict[str, Any], devices: Sequence[Device],
-                 env: Mapping[str, str] | None = None, python: str = sys.executable) -> None:
+                 env: Mapping[str, str] | None = None, python: str = sys.executable, *,
+                 ranks: Sequence[int] | None = None, world: int | None = None,
+                 master: tuple[str, int] | None = None) -> None:
         self.job_id, self.folder, self.attempt, self.spec = job_id, Path(folder), attempt, spec
         self.devices, self.python = list(devices), python
+        self.ranks = list(range(len(self.devices)) if ranks is None else ranks)
+        if len(self.ranks) != len(self.devices):
+            raise ValueError(f"job {job_id}: {len(self.ranks)} ranks for {len(self.devices)} devices")
+        self.world = len(self.devices) if world is None else world
+        self.master = master
         self.env = dict(os.environ if env is None else env)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.launched_at = 0.0
@@ -59,20 +70,20 @@ class JobProcess:
     def launch(self) -> float:
         """Start every rank; returns the launch time (epoch s)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        world = len(self.devices)
-        port = free_port() if world > 1 else 0
+        world = self.world
+        address, port = self.master or ("127.0.0.1", free_port() if world > 1 else 0)
         self.launched_at = time.time()
         log = open(self.log_path, "ab")
         try:
-            for rank, device in enumerate(self.devices):
-                env = process_env(self.devices, rank, self.env)
-                env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
+            for local, (rank, device) in enumerate(zip(self.ranks, self.devices)):
+                env = process_env(self.devices, local, self.env)
+                env.update(RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
+                           MASTER_ADDR=address, MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
                 pin = ["--cpus", ",".join(map(str, device.cores))] if device.kind == "cpu" else []
                 cmd = [self.python, "-m", "schedlab.profiling.guard", *pin, self.python, "-m",
                        "schedlab.profiling.testbed.training", "--spec", json.dumps(self.spec),
                        "--dir", str(self.folder), "--attempt", str(self.attempt)]
-                group = self.procs[0].pid if self.procs else 0  # rank 0 leads a new process group
+                group = self.procs[0].pid if self.procs else 0  # the first rank here leads a new process group
                 self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                    process_group=group))
         except BaseException:

@@ -18,7 +18,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -63,20 +63,29 @@ def _cpu_s() -> float:
 
 
 def cluster_for(devices: list[Device]):
-    """The testbed as the engine's cluster: one server of ``len(devices)`` GPUs of the node's type
-    (``cpu`` for CPU devices; the GPU's type as the profiler names it)."""
+    """The testbed as the engine's cluster: one server per host (devices are numbered host by host), each
+    of its devices a GPU of the node's type (``cpu`` for CPU devices; the GPU's type as the profiler names
+    it)."""
     from schedlab.profiling.fitting import gpu_type_of
     from schedlab.sched.core.cluster import GPU_MEMORY_GB, ClusterSpec, PoolSpec
 
     gpu_type = "cpu"
     if devices[0].kind == "cuda":
-        import torch
+        name = devices[0].name
+        if name is None:
+            import torch
 
-        gpu_type = gpu_type_of("cuda", torch.cuda.get_device_name(0))
+            name = torch.cuda.get_device_name(0)
+        gpu_type = gpu_type_of("cuda", name)
     if gpu_type not in GPU_MEMORY_GB:
         raise ValueError(f"GPU type {gpu_type!r} is not one a cluster may name ({', '.join(GPU_MEMORY_GB)})")
-    pool = PoolSpec(name="training", servers=1, gpus_per_server=len(devices), gpu_type=gpu_type,
-                    gpu_memory_gb=GPU_MEMORY_GB[gpu_type])
+    hosts = list(dict.fromkeys(d.host for d in devices))
+    per_host = len(devices) // len(hosts)
+    if [d.host for d in devices] != [h for h in hosts for _ in range(per_host)]:
+        raise ValueError(f"the testbed's servers must be alike, their devices numbered host by host"
+                         f" ({', '.join(d.label for d in devices)})")
+    pool = PoolSpec(name="training", servers=len(hosts), gpus_per_server=len(devices) // len(hosts),
+                    gpu_type=gpu_type, gpu_memory_gb=GPU_MEMORY_GB[gpu_type])
     return ClusterSpec(name=f"testbed-{gpu_type}-{len(devices)}", pools=[pool])
 
 
@@ -144,8 +153,9 @@ def load_testbed_trace(path: str, devices: int) -> pd.DataFrame:
 
 
 def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataFrame, models: node.NodeModels,
-               mps_env, echo: Echo) -> dict[str, Any]:
-    """The real run and the replay of one policy, written and compared."""
+               mps_env, echo: Echo, launcher: Any = None) -> dict[str, Any]:
+    """The real run and the replay of one policy, written and compared (``launcher``: the live engine's,
+    when the devices are nodes')."""
     from schedlab.sched import replay
     from schedlab.sched.reporting.testbed import page
 
@@ -162,7 +172,7 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
     def live(*args: Any, **kwargs: Any) -> LiveEngine:
         engine = LiveEngine(*args, devices=devices, iterations=iterations, folder=folder / "testbed",
                             size=spec.workload_size, mps=mps_env, poll_s=spec.poll_s, progress_s=spec.progress_s,
-                            budget_s=spec.budget_s, **kwargs)
+                            budget_s=spec.budget_s, **({"launcher": launcher} if launcher else {}), **kwargs)
         engines.append(engine)
         return engine
 
@@ -198,22 +208,29 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
 def execute(spec: TestbedSpec, echo: Echo = print) -> int:
     """Run the session (module docstring); 0 when every job of every policy finished on the testbed."""
     spec.out.mkdir(parents=True, exist_ok=True)
-    devices = spec.make_devices()
-    echo(f"testbed: {len(devices)} {spec.device} device(s): {', '.join(d.label for d in devices)}; {environment_note()}")
-    trace = load_testbed_trace(spec.trace, len(devices)) if spec.trace is not None else None
-    models = node_models(spec, devices, trace, echo)  # the profiler runs its own MPS daemon when it needs one
-    if trace is None:
-        trace = generated_trace(spec, devices, models)
-        trace.to_csv(spec.out / "trace.csv", index=False)
-        echo(f"mini trace: {len(trace)} jobs in {spec.out / 'trace.csv'}")
-    daemon = None
-    if spec.device == "cuda" and spec.mps_shares():
-        from schedlab.profiling.mps import MpsDaemon
+    with ExitStack() as stack:
+        nodes = None
+        if spec.dask_address is not None:
+            from schedlab.profiling.testbed.remote import Nodes
 
-        daemon = MpsDaemon(spec.out / "mps", [d.gpu for d in devices])
-    with daemon if daemon is not None else nullcontext():
+            nodes = stack.enter_context(Nodes(spec.dask_address, spec.device))
+        devices = nodes.devices if nodes is not None else spec.make_devices()
+        echo(f"testbed: {len(devices)} {spec.device} device(s): {', '.join(d.label for d in devices)};"
+             f" {environment_note()}")
+        trace = load_testbed_trace(spec.trace, len(devices)) if spec.trace is not None else None
+        models = node_models(spec, devices, trace, echo)  # the profiler runs its own MPS daemon when it needs one
+        if trace is None:
+            trace = generated_trace(spec, devices, models)
+            trace.to_csv(spec.out / "trace.csv", index=False)
+            echo(f"mini trace: {len(trace)} jobs in {spec.out / 'trace.csv'}")
+        daemon = None
+        if spec.device == "cuda" and spec.mps_shares():
+            from schedlab.profiling.mps import MpsDaemon
+
+            daemon = stack.enter_context(MpsDaemon(spec.out / "mps", [d.gpu for d in devices]))
         comparisons = {p.label: run_policy(spec, p, devices, trace, models,
-                                           daemon.env if daemon is not None and mps_split(p) else None, echo)
+                                           daemon.env if daemon is not None and mps_split(p) else None, echo,
+                                           nodes.job if nodes is not None else None)
                        for p in spec.policies}
     headline = {label: {"relative_error": c["relative_error"], "per_job_jct_error": c["per_job_jct_error"],
                         "real": c["real"], "replay": c["replay"],

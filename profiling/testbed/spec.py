@@ -25,7 +25,7 @@ FLAGS = {"trace": "--trace", "generate": "--generate", "kinds": "--workloads", "
          "seed": "--seed", "load": "--load", "min_job_s": "--min-job-s", "max_job_s": "--max-job-s",
          "poll_s": "--poll-s", "progress_s": "--progress-s", "overhead_samples": "--overhead-samples",
          "profile_iters": "--profile-iters", "profile_seconds": "--profile-seconds", "tolerance_s": "--tolerance-s",
-         "placement": "--placement"}
+         "placement": "--placement", "dask_address": "--dask-address"}
 
 
 class TestbedSpec(UserModel):
@@ -42,6 +42,8 @@ class TestbedSpec(UserModel):
     devices: int | None = Field(default=None, ge=1)  # cpu: split the usable cores into this many sets
     cpu_sets: str | None = None  # cpu: explicit core sets, e.g. "0;1"
     gpus: tuple[str, ...] | None = None  # cuda: GPU indices or UUIDs (default: all visible)
+    #: several nodes: the Dask scheduler whose workers lend their devices (``remote.py``)
+    dask_address: str | None = None
     policies: tuple[PolicyRun, ...] = Field(min_length=1)
     out: Path
     models: Path | None = None  # reuse a node-models folder (node.json, iteration-time.json, xi-table.csv)
@@ -100,6 +102,20 @@ class TestbedSpec(UserModel):
             raise ValueError("--gpus names CUDA devices; on cpu use --devices or --cpu-sets")
         if self.devices is not None and self.cpu_sets is not None:
             raise ValueError("--devices and --cpu-sets: give one")
+        if self.dask_address is not None:
+            if "://" not in self.dask_address and ":" not in self.dask_address:
+                raise ValueError(f"--dask-address {self.dask_address!r}: expected a scheduler address such as"
+                                 " tcp://HOST:8786")
+            given = [FLAGS[f] for f in ("devices", "cpu_sets", "gpus") if getattr(self, f) is not None]
+            if given:
+                raise ValueError(f"--dask-address: the nodes' workers lend the devices; {', '.join(given)} names this"
+                                 " machine's")
+            if self.models is None:
+                raise ValueError("--dask-address: give the nodes' models with --models (a run on one node profiles"
+                                 " them into OUT/node; the nodes must be alike)")
+            if self.mps_shares():
+                raise ValueError("--dask-address: MPS sharing runs only on this machine's GPUs (its MPS daemon);"
+                                 " set the policy's mode to timeslice")
         if self.min_job_s > self.max_job_s:
             raise ValueError(f"--min-job-s {self.min_job_s:g} is above --max-job-s {self.max_job_s:g}")
         problem = checks.dir_problem(self.out)
@@ -186,6 +202,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="cpu: split the usable cores into this many equal sets (default 2)")
     where.add_argument("--cpu-sets", default=None, metavar="SETS", help="cpu: the core sets, e.g. '0;1' or '0-1;2-3'")
     where.add_argument("--gpus", default=None, help="cuda: GPU indices or UUIDs, e.g. 0,1 (default: all visible)")
+    where.add_argument("--dask-address", default=None, metavar="ADDR",
+                       help="run on several nodes: the Dask scheduler whose workers lend their devices (each started"
+                       " with --resources TESTBED_CPU=N or GPU=N; needs --models; docs/how-to/testbed.md)")
     where.add_argument("--size", choices=["tiny", "full"], default=None,
                        help="workload size (default tiny on cpu, full on cuda)")
     out = parser.add_argument_group("output and models")
@@ -228,7 +247,7 @@ def from_args(args: argparse.Namespace) -> TestbedSpec:
            "seed": args.seed, "load": args.load, "min_job_s": args.min_job_s, "max_job_s": args.max_job_s,
            "poll_s": args.poll_s, "progress_s": args.progress_s, "overhead_samples": args.overhead_samples,
            "profile_iters": args.profile_iters, "profile_seconds": args.profile_seconds,
-           "tolerance_s": args.tolerance_s, "placement": args.placement}
+           "tolerance_s": args.tolerance_s, "placement": args.placement, "dask_address": args.dask_address}
     if args.workloads is not None:
         raw["kinds"] = tuple(args.workloads)
     try:

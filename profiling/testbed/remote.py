@@ -1,0 +1,290 @@
+"""The testbed on several nodes: each node's Dask worker lends its devices (``devices.worker_resources``)
+and hosts a :class:`NodeAgent` (a Dask actor) that starts, watches and stops the ranks of the jobs placed
+on its devices; a :class:`RemoteJob` is one start of a job across its nodes, for the live engine, as a
+:class:`~schedlab.profiling.testbed.process.JobProcess` is on one machine. :class:`Nodes` connects them.
+
+- Devices are numbered node by node (hosts in sorted order), as the engine numbers GPUs server by server:
+  one node is one server of the testbed's cluster. A worker advertises how many devices it lends
+  (``--resources TESTBED_CPU=2`` or ``GPU=8``); its agent picks them as a one-machine testbed does: equal
+  core sets of the worker's own cores (start the worker under ``taskset`` to choose them) or its visible
+  GPUs.
+- A job spanning nodes is one DDP group: rank 0's agent picks a free port on its host, every node starts
+  its ranks with ``MASTER_ADDR`` = rank 0's host (the worker's address as the scheduler knows it; gloo
+  takes the interface of the host's name: set ``GLOO_SOCKET_IFNAME`` on the workers when that is not the
+  network the nodes share).
+- Rank 0's node writes the job's progress and result (``training.py``) in its own folder, which its agent
+  reads: the nodes share no disk with the client or with each other. A preempted job's checkpoint stays
+  on rank 0's node; a restart whose rank 0 is on another node gets it through the client first.
+- Progress times are each node's wall clock: keep the nodes' clocks synchronised (NTP), as the activity
+  comparison (Lyra §7.2's 2 s) assumes.
+- Not yet on nodes: MPS sharing (the MPS daemon is the client's) and profiling (give ``--models``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from schedlab.profiling.testbed.devices import CPU_RESOURCE, GPU_RESOURCE, Device, DeviceError, nodes_from_workers
+from schedlab.profiling.testbed.process import STOP_TIMEOUT_S, JobFailed, JobProcess, free_port
+
+#: seconds a call to a node's agent may take before the testbed gives up on the node
+CALL_TIMEOUT_S = 60.0
+
+
+class NodeAgent:
+    """On a node's Dask worker (made with ``Client.submit(NodeAgent, …, actor=True)``): the node's
+    ``count`` devices of ``kind`` and the job processes started on them, under ``folder`` (default: the
+    worker's local directory). Every method takes and returns plain data."""
+
+    def __init__(self, kind: str, count: int, folder: str | None = None) -> None:
+        from schedlab.profiling.testbed.devices import cpu_devices, cuda_devices
+
+        if folder is None:
+            from distributed import get_worker
+
+            folder = str(Path(get_worker().local_directory) / "testbed")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if kind == "cpu":
+            self.devices = cpu_devices(count)
+        else:
+            from schedlab.profiling.device import visible_gpus
+
+            self.devices = cuda_devices(visible_gpus()[:count])
+        self.jobs: dict[str, JobProcess] = {}
+        # a job's processes die with the thread that started them (PR_SET_PDEATHSIG, profiling/guard.py):
+        # one thread of the agent's own starts them all and lives as long as the agent
+        self._starter = ThreadPoolExecutor(1, thread_name_prefix="testbed-start")
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Each device: its cores or GPU, and the GPU's name."""
+        name = None
+        if self.devices and self.devices[0].kind == "cuda":
+            import torch
+
+            name = torch.cuda.get_device_name(0)
+        return [{"kind": d.kind, "cores": list(d.cores), "gpu": d.gpu, "name": name} for d in self.devices]
+
+    def port(self) -> int:
+        """A free port on this node (rank 0's rendezvous)."""
+        return free_port()
+
+    def launch(self, key: str, job_id: str, attempt: int, spec: dict[str, Any], local: list[int], ranks: list[int],
+               world: int, master: tuple[str, int], env: Mapping[str, str]) -> float:
+        """Start ``ranks`` of the job on this node's devices ``local``; the launch time (epoch s)."""
+        proc = JobProcess(job_id, self.folder / job_id, attempt, spec, [self.devices[i] for i in local],
+                          {**os.environ, **env}, sys.executable, ranks=ranks, world=world, master=tuple(master))
+        self.jobs[key] = proc
+        return self._starter.submit(proc.launch).result()
+
+    def poll(self, key: str) -> int | None:
+        return self.jobs[key].poll()
+
+    def read(self, key: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The progress lines written since the last read, and the result once written."""
+        proc = self.jobs[key]
+        return proc.samples(), proc.result()
+
+    def request_stop(self, key: str) -> None:
+        self.jobs[key].request_stop()
+
+    def kill(self, key: str) -> None:
+        self.jobs[key].kill()
+
+    def log_tail(self, key: str) -> str:
+        return self.jobs[key].log_tail()
+
+    def checkpoint(self, job_id: str) -> bytes | None:
+        path = self.folder / job_id / "ckpt.pt"
+        return path.read_bytes() if path.is_file() else None
+
+    def put_checkpoint(self, job_id: str, data: bytes) -> None:
+        folder = self.folder / job_id
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".ckpt.{os.getpid()}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, folder / "ckpt.pt")
+
+    def close(self) -> None:
+        """Kill whatever still runs."""
+        for proc in self.jobs.values():
+            proc.kill()
+        self.jobs.clear()
+
+
+def _call(future: Any) -> Any:
+    """The result of a call to an agent (an actor future)."""
+    return future.result(timeout=CALL_TIMEOUT_S)
+
+
+class RemoteJob:
+    """One start of a job on its nodes: ``parts`` lists, rank 0's node first, each node's agent, host and
+    local device indices; ranks follow that order. The interface of :class:`JobProcess` the live engine
+    uses (launch, poll, samples, latest, result, request_stop, wait, kill, failure)."""
+
+    def __init__(self, job_id: str, attempt: int, spec: dict[str, Any], parts: Sequence[tuple[Any, str, list[int]]],
+                 agents: Sequence[Any], env: Mapping[str, str] | None = None) -> None:
+        self.job_id, self.attempt, self.spec, self.parts = job_id, attempt, spec, list(parts)
+        self.agents, self.env = list(agents), dict(env or {})
+        self.key = f"{job_id}#{attempt}"
+        self.launched_at = 0.0
+        self._latest: dict[str, Any] | None = None
+        self._result: dict[str, Any] | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._started: list[Any] = []
+
+    def _bring_checkpoint(self) -> None:
+        """A restart resumes from the checkpoint, which must be on rank 0's node."""
+        lead = self.parts[0][0]
+        if _call(lead.checkpoint(self.job_id)) is not None:
+            return
+        for agent in self.agents:
+            if agent is not lead and (data := _call(agent.checkpoint(self.job_id))) is not None:
+                _call(lead.put_checkpoint(self.job_id, data))
+                return
+
+    def launch(self) -> float:
+        if self.attempt > 0:
+            self._bring_checkpoint()
+        world = sum(len(local) for _, _, local in self.parts)
+        lead, lead_host, _ = self.parts[0]
+        master = (lead_host, _call(lead.port()) if world > 1 else 0)
+        rank = 0
+        try:
+            for agent, _, local in self.parts:
+                ranks = list(range(rank, rank + len(local)))
+                rank += len(local)
+                launched = _call(agent.launch(self.key, self.job_id, self.attempt, self.spec, local, ranks, world,
+                                              master, self.env))
+                self._started.append(agent)
+                if agent is lead:
+                    self.launched_at = launched
+        except BaseException:
+            self.kill()
+            raise
+        return self.launched_at
+
+    def poll(self) -> int | None:
+        """None while any rank runs; else the first non-zero exit code (0 when all succeeded)."""
+        codes = [_call(agent.poll(self.key)) for agent in self._started]
+        if any(c is None for c in codes):
+            if any(c not in (None, 0) for c in codes):  # a rank failed: the others would wait for ever
+                self.kill()
+                return next(c for c in codes if c not in (None, 0))
+            return None
+        return next((c for c in codes if c != 0), 0)
+
+    def _read(self) -> None:
+        samples, result = _call(self.parts[0][0].read(self.key))
+        self._pending += samples
+        if samples:
+            self._latest = samples[-1]
+        if result is not None:
+            self._result = result
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The progress lines rank 0's node wrote since the last call."""
+        self._read()
+        out, self._pending = self._pending, []
+        return out
+
+    @property
+    def latest(self) -> dict[str, Any] | None:
+        return self._latest
+
+    def result(self) -> dict[str, Any] | None:
+        if self._result is None:
+            self._read()
+        return self._result
+
+    def request_stop(self) -> None:
+        _call(self.parts[0][0].request_stop(self.key))
+
+    def wait(self, timeout_s: float = STOP_TIMEOUT_S, poll_s: float = 0.05) -> int:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise JobFailed(f"job {self.job_id}: its processes did not stop within {timeout_s:g} s;"
+                                f" killed. {self.log_tail()}")
+            time.sleep(poll_s)
+        return code
+
+    def kill(self) -> None:
+        for agent in self._started:
+            _call(agent.kill(self.key))
+
+    def log_tail(self) -> str:
+        return " ".join(f"[{host}] {_call(agent.log_tail(self.key))}" for agent, host, _ in self.parts
+                        if agent in self._started)
+
+    def failure(self, code: int) -> JobFailed:
+        return JobFailed(f"job {self.job_id} (start {self.attempt}) exited with code {code}. {self.log_tail()}")
+
+
+class Nodes:
+    """The testbed's nodes behind the Dask scheduler at ``address``: an agent on each worker that lends
+    ``kind`` devices, and :attr:`devices`, numbered node by node. :meth:`job` is the live engine's
+    launcher. A context manager: leaving it kills what still runs and disconnects."""
+
+    def __init__(self, address: str, kind: str, folder: str | None = None, timeout_s: float = 30.0) -> None:
+        from distributed import Client
+
+        self.client = Client(address, timeout=timeout_s, set_as_default=False)
+        try:
+            nodes = nodes_from_workers(self.client.scheduler_info(n_workers=-1), kind)
+            if not nodes:
+                resource = GPU_RESOURCE if kind == "cuda" else CPU_RESOURCE
+                raise DeviceError(f"--dask-address {address}: no worker advertises {resource} (start each node's"
+                                  f" worker with --resources {resource}=N)")
+            self.agents: list[Any] = []
+            self.devices: list[Device] = []
+            self._where: dict[int, tuple[Any, str, int]] = {}  # device index -> (agent, host, local index)
+            for worker, host, count in nodes:
+                future = self.client.submit(NodeAgent, kind, count, folder, actor=True, workers=[worker],
+                                            allow_other_workers=False, pure=False)
+                with self.client.as_current():  # the agent's proxy binds to this client, not a default one
+                    agent = future.result(timeout=CALL_TIMEOUT_S)
+                self.agents.append(agent)
+                for local, d in enumerate(_call(agent.describe())):
+                    index = len(self.devices)
+                    self.devices.append(Device(index, d["kind"], tuple(d["cores"]), d["gpu"], host=host,
+                                               node=host, name=d["name"]))
+                    self._where[index] = (agent, host, local)
+        except BaseException:
+            self.client.close()
+            raise
+
+    def job(self, job_id: str, folder: Path, attempt: int, spec: dict[str, Any], devices: Sequence[Device],
+            env: Mapping[str, str] | None = None, python: str | None = None) -> RemoteJob:
+        """One start of a job on ``devices`` (``folder`` and ``python`` are each node's own: unused)."""
+        parts: list[tuple[Any, str, list[int]]] = []
+        for device in devices:
+            agent, host, local = self._where[device.index]
+            if parts and parts[-1][0] is agent:
+                parts[-1][2].append(local)
+            elif any(p[0] is agent for p in parts):
+                raise DeviceError(f"job {job_id}: its devices on node {host} are not consecutive")
+            else:
+                parts.append((agent, host, [local]))
+        return RemoteJob(job_id, attempt, spec, parts, self.agents, env)
+
+    def close(self) -> None:
+        try:
+            for agent in self.agents:
+                _call(agent.close())
+        finally:
+            self.client.close()
+
+    def __enter__(self) -> Nodes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
