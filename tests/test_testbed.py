@@ -314,3 +314,26 @@ def test_the_node_models_a_multi_device_start_up_apart(tmp_path):
     (tmp_path / node.NODE_FILE).write_text('{"startup_s": 2, "restart_s": 2, "stop_s": 0, "startup_by_devices": {"1": 3}}')
     with pytest.raises(ValueError, match=r"node\.json: startup_by_devices must map device counts > 1"):
         node.NodeModels.load(tmp_path)
+
+
+def test_a_jobs_first_start_begins_from_an_empty_folder(tmp_path):
+    """A folder left by an earlier run into the same OUT (its result, progress, checkpoint) is emptied by the
+    job's first start: read, it would end the job at once or resume it; a restart keeps the checkpoint."""
+    import shutil as sh
+
+    from schedlab.profiling.testbed.process import JobProcess
+
+    folder = tmp_path / "jobs" / "a"
+    folder.mkdir(parents=True)
+    for name in ("result-0.json", "progress-0.jsonl", "ckpt.pt"):
+        (folder / name).write_text('{"status": "done", "done": 5, "t_end": 1}')
+    true = sh.which("true")
+    device = D.cpu_devices(1, available={0})
+
+    restart = JobProcess("a", folder, 1, {}, device, {}, python=true)  # a restart: the checkpoint stays
+    restart.launch()
+    assert restart.wait() == 0 and (folder / "ckpt.pt").exists()
+    first = JobProcess("a", folder, 0, {}, device, {}, python=true)
+    first.launch()
+    assert first.wait() == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["log-0.txt"] and first.result() is None

@@ -74,8 +74,8 @@ def test_profile_fit_run_replay_compare(one_node):
 
 def test_the_same_trace_on_two_nodes_with_the_first_runs_models(one_node, tmp_path, capsys):
     """``--dask-address``: two workers, each a node lending one CPU device (``test_testbed_nodes.py``), run the
-    one-node run's trace with its node models (``--models``): every job finished on the nodes, the
-    comparison written."""
+    one-node run's trace with its node models (``--models``) under two policies: every job of each ran and
+    finished on the nodes, the comparison written."""
     import shutil
 
     from tests.test_testbed_nodes import CORES, HOSTS, two_nodes
@@ -87,13 +87,16 @@ def test_the_same_trace_on_two_nodes_with_the_first_runs_models(one_node, tmp_pa
     out = tmp_path / "two-nodes"
     with two_nodes() as address:
         code = main(["testbed", "--dask-address", address, "--models", str(first / "node"), "--trace",
-                     str(first / "trace.csv"), "--policy", "fifo", "--budget-s", "300", "--out", str(out)])
+                     str(first / "trace.csv"), "--policy", "fifo", "sjf", "--budget-s", "300", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed[-3000:]
     assert f"{HOSTS[0]}/cpu:{CORES[0]}, {HOSTS[1]}/cpu:{CORES[1]}" in printed
     summary = json.loads((out / "fifo" / "testbed" / "summary.json").read_text())
     assert summary["devices"] == [f"{HOSTS[0]}/cpu:{CORES[0]}", f"{HOSTS[1]}/cpu:{CORES[1]}"]
-    comparison = json.loads((out / "fifo" / "comparison.json").read_text())
     jobs = len(pd.read_csv(first / "trace.csv"))
-    assert comparison["real"]["finished"] == comparison["replay"]["finished"] == jobs
-    assert comparison["activity_problems"] == {"real": [], "replay": []}
+    for policy in ("fifo", "sjf"):  # the second policy's jobs run in folders of their own on each node
+        comparison = json.loads((out / policy / "comparison.json").read_text())
+        assert comparison["real"]["finished"] == comparison["replay"]["finished"] == jobs
+        assert comparison["activity_problems"] == {"real": [], "replay": []}
+        real = pd.read_parquet(out / policy / "testbed" / "jobs.parquet")
+        assert (real["end_time"] - real["start_time"] > 1.0).all(), real  # each ran (start-up alone is ~2 s)

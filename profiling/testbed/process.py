@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -68,7 +69,11 @@ class JobProcess:
         return self.folder / f"log-{self.attempt}.txt"
 
     def launch(self) -> float:
-        """Start every rank; returns the launch time (epoch s)."""
+        """Start every rank; returns the launch time (epoch s). A job's first start begins from an empty
+        folder: one left by an earlier run into the same place would hand it that run's checkpoint and
+        results."""
+        if self.attempt == 0 and self.folder.exists():
+            shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         world = self.world
         address, port = self.master or ("127.0.0.1", free_port() if world > 1 else 0)

@@ -12,8 +12,9 @@ on its devices; a :class:`RemoteJob` is one start of a job across its nodes, for
   its ranks with ``MASTER_ADDR`` = rank 0's host (the worker's address as the scheduler knows it; gloo
   takes the interface of the host's name: set ``GLOO_SOCKET_IFNAME`` on the workers when that is not the
   network the nodes share).
-- Rank 0's node writes the job's progress and result (``training.py``) in its own folder, which its agent
-  reads: the nodes share no disk with the client or with each other. A preempted job's checkpoint stays
+- Rank 0's node writes the job's progress and result (``training.py``) in its own folder (the client's
+  job folder's path, under the agent's folder), which its agent reads: the nodes share no disk with the
+  client or with each other. A preempted job's checkpoint stays
   on rank 0's node; a restart whose rank 0 is on another node gets it through the client first.
 - Progress times are each node's wall clock: keep the nodes' clocks synchronised (NTP), as the activity
   comparison (Lyra §7.2's 2 s) assumes.
@@ -74,10 +75,14 @@ class NodeAgent:
         """A free port on this node (rank 0's rendezvous)."""
         return free_port()
 
-    def launch(self, key: str, job_id: str, attempt: int, spec: dict[str, Any], local: list[int], ranks: list[int],
-               world: int, master: tuple[str, int], env: Mapping[str, str]) -> float:
+    def _job_folder(self, folder: str) -> Path:
+        """Where a job whose folder on the client is ``folder`` reports on this node."""
+        return self.folder / folder.lstrip("/")
+
+    def launch(self, key: str, job_id: str, folder: str, attempt: int, spec: dict[str, Any], local: list[int],
+               ranks: list[int], world: int, master: tuple[str, int], env: Mapping[str, str]) -> float:
         """Start ``ranks`` of the job on this node's devices ``local``; the launch time (epoch s)."""
-        proc = JobProcess(job_id, self.folder / job_id, attempt, spec, [self.devices[i] for i in local],
+        proc = JobProcess(job_id, self._job_folder(folder), attempt, spec, [self.devices[i] for i in local],
                           {**os.environ, **env}, sys.executable, ranks=ranks, world=world, master=tuple(master))
         self.jobs[key] = proc
         return self._starter.submit(proc.launch).result()
@@ -99,12 +104,12 @@ class NodeAgent:
     def log_tail(self, key: str) -> str:
         return self.jobs[key].log_tail()
 
-    def checkpoint(self, job_id: str) -> bytes | None:
-        path = self.folder / job_id / "ckpt.pt"
+    def checkpoint(self, folder: str) -> bytes | None:
+        path = self._job_folder(folder) / "ckpt.pt"
         return path.read_bytes() if path.is_file() else None
 
-    def put_checkpoint(self, job_id: str, data: bytes) -> None:
-        folder = self.folder / job_id
+    def put_checkpoint(self, folder: str, data: bytes) -> None:
+        folder = self._job_folder(folder)
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".ckpt.{os.getpid()}.tmp"
         tmp.write_bytes(data)
@@ -127,11 +132,12 @@ class RemoteJob:
     local device indices; ranks follow that order. The interface of :class:`JobProcess` the live engine
     uses (launch, poll, samples, latest, result, request_stop, wait, kill, failure)."""
 
-    def __init__(self, job_id: str, attempt: int, spec: dict[str, Any], parts: Sequence[tuple[Any, str, list[int]]],
-                 agents: Sequence[Any], env: Mapping[str, str] | None = None) -> None:
-        self.job_id, self.attempt, self.spec, self.parts = job_id, attempt, spec, list(parts)
+    def __init__(self, job_id: str, folder: Path, attempt: int, spec: dict[str, Any],
+                 parts: Sequence[tuple[Any, str, list[int]]], agents: Sequence[Any],
+                 env: Mapping[str, str] | None = None) -> None:
+        self.job_id, self.folder, self.attempt, self.spec, self.parts = job_id, str(folder), attempt, spec, list(parts)
         self.agents, self.env = list(agents), dict(env or {})
-        self.key = f"{job_id}#{attempt}"
+        self.key = f"{self.folder}#{attempt}"
         self.launched_at = 0.0
         self._latest: dict[str, Any] | None = None
         self._result: dict[str, Any] | None = None
@@ -141,11 +147,11 @@ class RemoteJob:
     def _bring_checkpoint(self) -> None:
         """A restart resumes from the checkpoint, which must be on rank 0's node."""
         lead = self.parts[0][0]
-        if _call(lead.checkpoint(self.job_id)) is not None:
+        if _call(lead.checkpoint(self.folder)) is not None:
             return
         for agent in self.agents:
-            if agent is not lead and (data := _call(agent.checkpoint(self.job_id))) is not None:
-                _call(lead.put_checkpoint(self.job_id, data))
+            if agent is not lead and (data := _call(agent.checkpoint(self.folder))) is not None:
+                _call(lead.put_checkpoint(self.folder, data))
                 return
 
     def launch(self) -> float:
@@ -159,8 +165,8 @@ class RemoteJob:
             for agent, _, local in self.parts:
                 ranks = list(range(rank, rank + len(local)))
                 rank += len(local)
-                launched = _call(agent.launch(self.key, self.job_id, self.attempt, self.spec, local, ranks, world,
-                                              master, self.env))
+                launched = _call(agent.launch(self.key, self.job_id, self.folder, self.attempt, self.spec, local, ranks,
+                                              world, master, self.env))
                 self._started.append(agent)
                 if agent is lead:
                     self.launched_at = launched
@@ -264,7 +270,8 @@ class Nodes:
 
     def job(self, job_id: str, folder: Path, attempt: int, spec: dict[str, Any], devices: Sequence[Device],
             env: Mapping[str, str] | None = None, python: str | None = None) -> RemoteJob:
-        """One start of a job on ``devices`` (``folder`` and ``python`` are each node's own: unused)."""
+        """One start of a job on ``devices``; ``folder`` (the client's) names its folder on each node, and each
+        node runs its own Python (``python`` unused)."""
         parts: list[tuple[Any, str, list[int]]] = []
         for device in devices:
             agent, host, local = self._where[device.index]
@@ -274,7 +281,7 @@ class Nodes:
                 raise DeviceError(f"job {job_id}: its devices on node {host} are not consecutive")
             else:
                 parts.append((agent, host, [local]))
-        return RemoteJob(job_id, attempt, spec, parts, self.agents, env)
+        return RemoteJob(job_id, folder, attempt, spec, parts, self.agents, env)
 
     def close(self) -> None:
         try:
