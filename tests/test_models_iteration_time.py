@@ -47,6 +47,9 @@ def test_fit_recovers_known_parameters_and_predicts_unmeasured(tmp_path: Path) -
     p = fits["cifar10"]["h100"]
     assert p["mape_holdout"]["all"] < 0.02 and p["mape_holdout"]["rows"] >= 10
     assert p["fixed"] == ["alpha_comm_inter", "beta_comm_inter"]  # one server: not identifiable
+    # ... and not free: a job across servers pays at least the server's own all-reduce cost
+    assert p["assumed"] == {"alpha_comm_inter": "alpha_comm_intra", "beta_comm_inter": "beta_comm_intra"}
+    assert (p["alpha_comm_inter"], p["beta_comm_inter"]) == (p["alpha_comm_intra"], p["beta_comm_intra"]) != (0, 0)
     assert p["alpha_comp"] == pytest.approx(TRUE.alpha_comp, rel=0.1)
     assert p["beta_comp"] == pytest.approx(TRUE.beta_comp, rel=0.05)
     model = IterationTimeModel({"schema_version": 1, "kind": "iteration-time", "workloads": fits})

@@ -23,6 +23,11 @@ from schedlab.profiling.testbed.spec import TestbedSpec
 
 CORES = sorted(os.sched_getaffinity(0))
 HOSTS = ("127.0.0.1", "127.0.0.2")
+#: a node's worker as docs/how-to/testbed.md starts it: none of Dask's own samplers waking on its job's core
+QUIET_WORKER = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+                "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__GIL__ENABLED": "False",
+                "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+                "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s"}
 
 
 def _free_port() -> int:
@@ -40,7 +45,7 @@ def two_nodes(hidden: Path | None = None, timeout_s: float = 120.0) -> Iterator[
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     bin_dir = Path(sys.executable).parent
-    env = dict(os.environ)
+    env = {**os.environ, **QUIET_WORKER}
     procs = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
                                "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)]

@@ -23,8 +23,10 @@ on its devices; a :class:`RemoteJob` is one start of a job across its nodes, for
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +37,8 @@ from schedlab.profiling.testbed.process import STOP_TIMEOUT_S, JobFailed, JobPro
 
 #: seconds a call to a node's agent may take before the testbed gives up on the node
 CALL_TIMEOUT_S = 60.0
+#: a node's status read this recently is reused (the live engine looks at each job within one poll)
+FRESH_S = 0.02
 
 
 class NodeAgent:
@@ -58,6 +62,7 @@ class NodeAgent:
 
             self.devices = cuda_devices(visible_gpus()[:count])
         self.jobs: dict[str, JobProcess] = {}
+        self._watched: set[str] = set()  # the starts :meth:`status` reports
         # a job's processes die with the thread that started them (PR_SET_PDEATHSIG, profiling/guard.py):
         # one thread of the agent's own starts them all and lives as long as the agent
         self._starter = ThreadPoolExecutor(1, thread_name_prefix="testbed-start")
@@ -85,15 +90,23 @@ class NodeAgent:
         proc = JobProcess(job_id, self._job_folder(folder), attempt, spec, [self.devices[i] for i in local],
                           {**os.environ, **env}, sys.executable, ranks=ranks, world=world, master=tuple(master))
         self.jobs[key] = proc
-        return self._starter.submit(proc.launch).result()
+        launched = self._starter.submit(proc.launch).result()
+        self._watched.add(key)
+        return launched
 
-    def poll(self, key: str) -> int | None:
-        return self.jobs[key].poll()
-
-    def read(self, key: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """The progress lines written since the last read, and the result once written."""
-        proc = self.jobs[key]
-        return proc.samples(), proc.result()
+    def status(self) -> dict[str, tuple[int | None, list[dict[str, Any]], dict[str, Any] | None]]:
+        """Each start this node watches: its exit code (None while it runs; see ``JobProcess.poll``), the
+        progress lines written since the last call, and its result once written. A start is reported once
+        after it exits, then no longer watched. One call a poll for all of a node's jobs: the testbed's
+        polls take the node's own CPU (on a one-core device, its job's)."""
+        out = {}
+        for key in sorted(self._watched):
+            proc = self.jobs[key]
+            code = proc.poll()
+            out[key] = (code, proc.samples(), proc.result())
+            if code is not None:
+                self._watched.discard(key)
+        return out
 
     def request_stop(self, key: str) -> None:
         self.jobs[key].request_stop()
@@ -128,28 +141,29 @@ def _call(future: Any) -> Any:
 
 
 class RemoteJob:
-    """One start of a job on its nodes: ``parts`` lists, rank 0's node first, each node's agent, host and
-    local device indices; ranks follow that order. The interface of :class:`JobProcess` the live engine
-    uses (launch, poll, samples, latest, result, request_stop, wait, kill, failure)."""
+    """One start of a job on its nodes: ``parts`` lists, rank 0's node first, each node's index in
+    ``nodes``, its host and its local device indices; ranks follow that order. The interface of
+    :class:`JobProcess` the live engine uses (launch, poll, samples, latest, result, request_stop, wait,
+    kill, failure); what it reads comes from the nodes' batched :meth:`Nodes.status`."""
 
-    def __init__(self, job_id: str, folder: Path, attempt: int, spec: dict[str, Any],
-                 parts: Sequence[tuple[Any, str, list[int]]], agents: Sequence[Any],
-                 env: Mapping[str, str] | None = None) -> None:
-        self.job_id, self.folder, self.attempt, self.spec, self.parts = job_id, str(folder), attempt, spec, list(parts)
-        self.agents, self.env = list(agents), dict(env or {})
+    def __init__(self, nodes: Nodes, job_id: str, folder: Path, attempt: int, spec: dict[str, Any],
+                 parts: Sequence[tuple[int, str, list[int]]], env: Mapping[str, str] | None = None) -> None:
+        self.nodes, self.job_id, self.folder, self.attempt = nodes, job_id, str(folder), attempt
+        self.spec, self.parts, self.env = spec, list(parts), dict(env or {})
         self.key = f"{self.folder}#{attempt}"
         self.launched_at = 0.0
         self._latest: dict[str, Any] | None = None
-        self._result: dict[str, Any] | None = None
-        self._pending: list[dict[str, Any]] = []
-        self._started: list[Any] = []
+        self._started: list[int] = []
+
+    def _agent(self, node: int) -> Any:
+        return self.nodes.agents[node]
 
     def _bring_checkpoint(self) -> None:
         """A restart resumes from the checkpoint, which must be on rank 0's node."""
-        lead = self.parts[0][0]
+        lead = self._agent(self.parts[0][0])
         if _call(lead.checkpoint(self.folder)) is not None:
             return
-        for agent in self.agents:
+        for agent in self.nodes.agents:
             if agent is not lead and (data := _call(agent.checkpoint(self.folder))) is not None:
                 _call(lead.put_checkpoint(self.folder, data))
                 return
@@ -159,16 +173,16 @@ class RemoteJob:
             self._bring_checkpoint()
         world = sum(len(local) for _, _, local in self.parts)
         lead, lead_host, _ = self.parts[0]
-        master = (lead_host, _call(lead.port()) if world > 1 else 0)
+        master = (lead_host, _call(self._agent(lead).port()) if world > 1 else 0)
         rank = 0
         try:
-            for agent, _, local in self.parts:
+            for node, _, local in self.parts:
                 ranks = list(range(rank, rank + len(local)))
                 rank += len(local)
-                launched = _call(agent.launch(self.key, self.job_id, self.folder, self.attempt, self.spec, local, ranks,
-                                              world, master, self.env))
-                self._started.append(agent)
-                if agent is lead:
+                launched = _call(self._agent(node).launch(self.key, self.job_id, self.folder, self.attempt, self.spec,
+                                                          local, ranks, world, master, self.env))
+                self._started.append(node)
+                if node == lead:
                     self.launched_at = launched
         except BaseException:
             self.kill()
@@ -177,7 +191,7 @@ class RemoteJob:
 
     def poll(self) -> int | None:
         """None while any rank runs; else the first non-zero exit code (0 when all succeeded)."""
-        codes = [_call(agent.poll(self.key)) for agent in self._started]
+        codes = [self.nodes.state(node, self.key)[0] for node in self._started]
         if any(c is None for c in codes):
             if any(c not in (None, 0) for c in codes):  # a rank failed: the others would wait for ever
                 self.kill()
@@ -185,18 +199,12 @@ class RemoteJob:
             return None
         return next((c for c in codes if c != 0), 0)
 
-    def _read(self) -> None:
-        samples, result = _call(self.parts[0][0].read(self.key))
-        self._pending += samples
-        if samples:
-            self._latest = samples[-1]
-        if result is not None:
-            self._result = result
-
     def samples(self) -> list[dict[str, Any]]:
         """The progress lines rank 0's node wrote since the last call."""
-        self._read()
-        out, self._pending = self._pending, []
+        self.nodes.state(self.parts[0][0], self.key)
+        out = self.nodes.take_samples(self.key)
+        if out:
+            self._latest = out[-1]
         return out
 
     @property
@@ -204,16 +212,12 @@ class RemoteJob:
         return self._latest
 
     def result(self) -> dict[str, Any] | None:
-        if self._result is None:
-            self._read()
-        return self._result
+        return self.nodes.state(self.parts[0][0], self.key)[1]
 
     def request_stop(self) -> None:
-        _call(self.parts[0][0].request_stop(self.key))
+        _call(self._agent(self.parts[0][0]).request_stop(self.key))
 
     def wait(self, timeout_s: float = STOP_TIMEOUT_S, poll_s: float = 0.05) -> int:
-        import time
-
         deadline = time.monotonic() + timeout_s
         while (code := self.poll()) is None:
             if time.monotonic() > deadline:
@@ -224,12 +228,12 @@ class RemoteJob:
         return code
 
     def kill(self) -> None:
-        for agent in self._started:
-            _call(agent.kill(self.key))
+        for node in self._started:
+            _call(self._agent(node).kill(self.key))
 
     def log_tail(self) -> str:
-        return " ".join(f"[{host}] {_call(agent.log_tail(self.key))}" for agent, host, _ in self.parts
-                        if agent in self._started)
+        return " ".join(f"[{host}] {_call(self._agent(node).log_tail(self.key))}" for node, host, _ in self.parts
+                        if node in self._started)
 
     def failure(self, code: int) -> JobFailed:
         return JobFailed(f"job {self.job_id} (start {self.attempt}) exited with code {code}. {self.log_tail()}")
@@ -243,7 +247,11 @@ class Nodes:
     def __init__(self, address: str, kind: str, folder: str | None = None, timeout_s: float = 30.0) -> None:
         from distributed import Client
 
-        self.client = Client(address, timeout=timeout_s, set_as_default=False)
+        # calls go straight to the workers, not through the scheduler (a third process's CPU on every poll)
+        self.client = Client(address, timeout=timeout_s, set_as_default=False, direct_to_workers=True)
+        self._polled: dict[int, float] = {}  # node -> when its status was last read (monotonic s)
+        self._state: dict[tuple[int, str], tuple[int | None, dict[str, Any] | None]] = {}
+        self._samples: dict[str, list[dict[str, Any]]] = {}
         try:
             nodes = nodes_from_workers(self.client.scheduler_info(n_workers=-1), kind)
             if not nodes:
@@ -252,7 +260,7 @@ class Nodes:
                                   f" worker with --resources {resource}=N)")
             self.agents: list[Any] = []
             self.devices: list[Device] = []
-            self._where: dict[int, tuple[Any, str, int]] = {}  # device index -> (agent, host, local index)
+            self._where: dict[int, tuple[int, str, int]] = {}  # device index -> (node, host, local index)
             for worker, host, count in nodes:
                 future = self.client.submit(NodeAgent, kind, count, folder, actor=True, workers=[worker],
                                             allow_other_workers=False, pure=False)
@@ -263,7 +271,7 @@ class Nodes:
                     index = len(self.devices)
                     self.devices.append(Device(index, d["kind"], tuple(d["cores"]), d["gpu"], host=host,
                                                node=host, name=d["name"]))
-                    self._where[index] = (agent, host, local)
+                    self._where[index] = (len(self.agents) - 1, host, local)
         except BaseException:
             self.client.close()
             raise
@@ -272,16 +280,31 @@ class Nodes:
             env: Mapping[str, str] | None = None, python: str | None = None) -> RemoteJob:
         """One start of a job on ``devices``; ``folder`` (the client's) names its folder on each node, and each
         node runs its own Python (``python`` unused)."""
-        parts: list[tuple[Any, str, list[int]]] = []
+        parts: list[tuple[int, str, list[int]]] = []
         for device in devices:
-            agent, host, local = self._where[device.index]
-            if parts and parts[-1][0] is agent:
+            node, host, local = self._where[device.index]
+            if parts and parts[-1][0] == node:
                 parts[-1][2].append(local)
-            elif any(p[0] is agent for p in parts):
+            elif any(p[0] == node for p in parts):
                 raise DeviceError(f"job {job_id}: its devices on node {host} are not consecutive")
             else:
-                parts.append((agent, host, [local]))
-        return RemoteJob(job_id, folder, attempt, spec, parts, self.agents, env)
+                parts.append((node, host, [local]))
+        return RemoteJob(self, job_id, folder, attempt, spec, parts, env)
+
+    def state(self, node: int, key: str) -> tuple[int | None, dict[str, Any] | None]:
+        """``(exit code, result)`` of start ``key``'s ranks on ``node`` (None, None until known), from the
+        node's :meth:`NodeAgent.status`, read again when older than :data:`FRESH_S` (once per poll of the
+        live engine, however many of the node's jobs it looks at)."""
+        if time.monotonic() - self._polled.get(node, -math.inf) >= FRESH_S:
+            for started, (code, samples, result) in _call(self.agents[node].status()).items():
+                self._state[(node, started)] = (code, result)
+                self._samples.setdefault(started, []).extend(samples)
+            self._polled[node] = time.monotonic()
+        return self._state.get((node, key), (None, None))
+
+    def take_samples(self, key: str) -> list[dict[str, Any]]:
+        """The progress lines of start ``key`` read from its nodes and not yet taken."""
+        return self._samples.pop(key, [])
 
     def close(self) -> None:
         try:
