@@ -42,7 +42,7 @@ from typing import Any
 
 from schedlab.profiling.testbed.activity import ActivityLog, start_fields
 from schedlab.profiling.testbed.devices import Device
-from schedlab.profiling.testbed.process import STOP_TIMEOUT_S, JobProcess
+from schedlab.profiling.testbed.process import STOP_TIMEOUT_S, JobProcess, JobStart
 from schedlab.sched.core.cluster import ClusterState
 from schedlab.sched.core.engine import _COMPLETION, Engine, EngineError, EngineResult
 from schedlab.sched.core.job import Job, JobSource
@@ -64,7 +64,7 @@ class LiveEngine(Engine):
                  devices: Sequence[Device], iterations: dict[str, int], folder: str | Path, size: str = "tiny",
                  mps: Callable[[float | None], dict[str, str]] | None = None, poll_s: float = 0.1,
                  progress_s: float = 0.5, budget_s: float | None = None, python: str = sys.executable,
-                 clock: Callable[[], float] = time.time, launcher: Callable[..., JobProcess] = JobProcess,
+                 clock: Callable[[], float] = time.time, launcher: Callable[..., JobStart] = JobProcess,
                  **engine_options: Any) -> None:
         if isinstance(jobs, JobSource):  # a testbed trace is small: every record made at once
             jobs = jobs.make(0, len(jobs))
@@ -84,8 +84,8 @@ class LiveEngine(Engine):
         self.size, self.mps, self.poll_s, self.progress_s = size, mps, poll_s, progress_s
         self.budget_s, self.python, self.clock, self.launcher = budget_s, python, clock, launcher
         self.log = ActivityLog()
-        self.procs: dict[Job, JobProcess] = {}
-        self._exiting: list[JobProcess] = []  # jobs done training whose processes are still exiting
+        self.procs: dict[Job, JobStart] = {}
+        self._exiting: list[JobStart] = []  # jobs done training whose processes are still exiting
         self.attempts: dict[str, int] = {}
         self._timers: list[tuple] = []
         self._applied: dict[Job, float] = {}  # the progress sample time last applied to each running job
@@ -167,7 +167,7 @@ class LiveEngine(Engine):
         return job.overhead_left > 0.0 and super().stalled(job)
 
     # ---- progress ------------------------------------------------------------------------------
-    def _read_samples(self, job: Job, proc: JobProcess) -> None:
+    def _read_samples(self, job: Job, proc: JobStart) -> None:
         total = self.iterations[job.job_id]
         for s in proc.samples():
             if s["event"] == "ready":  # the model is built (and the checkpoint read): start-up is over

@@ -35,7 +35,77 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class JobProcess:
+class JobStart:
+    """One start of a job as the live engine drives it: :class:`JobProcess` on this machine,
+    ``remote.RemoteJob`` on nodes. Waiting for its end and naming its failure are shared."""
+
+    job_id: str
+    attempt: int
+    _latest: dict[str, Any] | None = None
+
+    def launch(self) -> float:
+        """Start every rank; the launch time (epoch s)."""
+        raise NotImplementedError
+
+    def poll(self) -> int | None:
+        """None while any rank runs; else the first non-zero exit code (0 when all succeeded)."""
+        raise NotImplementedError
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The progress lines rank 0 wrote since the last call."""
+        raise NotImplementedError
+
+    @property
+    def latest(self) -> dict[str, Any] | None:
+        """The last progress line :meth:`samples` returned."""
+        return self._latest
+
+    def _took(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``lines``, the latest of them kept for :attr:`latest`."""
+        if lines:
+            self._latest = lines[-1]
+        return lines
+
+    def result(self) -> dict[str, Any] | None:
+        """Rank 0's result once written (``training.py``)."""
+        raise NotImplementedError
+
+    def request_stop(self) -> None:
+        """Ask the job to stop at its next iteration boundary, with a checkpoint."""
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def log_tail(self) -> str:
+        raise NotImplementedError
+
+    def _exit(self, codes: list[int | None]) -> int | None:
+        """None while any rank runs; else the first non-zero exit code (0 when all succeeded). A failed
+        rank ends the others, which would wait for it for ever."""
+        if any(c is None for c in codes):
+            if any(c not in (None, 0) for c in codes):
+                self.kill()
+                return next(c for c in codes if c not in (None, 0))
+            return None
+        return next((c for c in codes if c != 0), 0)
+
+    def wait(self, timeout_s: float = STOP_TIMEOUT_S, poll_s: float = 0.01) -> int:
+        """Wait for every rank to exit (killing them after ``timeout_s``); the exit code as :meth:`poll`."""
+        deadline = time.monotonic() + timeout_s
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise JobFailed(f"job {self.job_id}: its processes did not stop within {timeout_s:g} s;"
+                                f" killed. {self.log_tail()}")
+            time.sleep(poll_s)
+        return code
+
+    def failure(self, code: int) -> JobFailed:
+        return JobFailed(f"job {self.job_id} (start {self.attempt}) exited with code {code}. {self.log_tail()}")
+
+
+class JobProcess(JobStart):
     """Start ``attempt`` of a job: its ``spec`` (``training.py``) on ``devices``, reporting into ``folder``.
 
     On one node ``devices`` are all of the job's and their ranks 0, 1, …; a node's share of a job spanning
@@ -58,7 +128,6 @@ class JobProcess:
         self.launched_at = 0.0
         self._offset = 0
         self._partial = b""
-        self._latest: dict[str, Any] | None = None
 
     @property
     def progress_path(self) -> Path:
@@ -99,14 +168,7 @@ class JobProcess:
         return self.launched_at
 
     def poll(self) -> int | None:
-        """None while any rank runs; else the first non-zero exit code (0 when all succeeded)."""
-        codes = [p.poll() for p in self.procs]
-        if any(c is None for c in codes):
-            if any(c not in (None, 0) for c in codes):  # a rank failed: the others would wait forever
-                self.kill()
-                return next(c for c in codes if c not in (None, 0))
-            return None
-        return next((c for c in codes if c != 0), 0)
+        return self._exit([p.poll() for p in self.procs])
 
     def samples(self) -> list[dict[str, Any]]:
         """The progress lines written since the last call (complete lines only)."""
@@ -119,15 +181,7 @@ class JobProcess:
         self._offset += len(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
-        out = [json.loads(line) for line in lines if line.strip()]
-        if out:
-            self._latest = out[-1]
-        return out
-
-    @property
-    def latest(self) -> dict[str, Any] | None:
-        """The last progress line read by :meth:`samples`."""
-        return self._latest
+        return self._took([json.loads(line) for line in lines if line.strip()])
 
     def result(self) -> dict[str, Any] | None:
         try:
@@ -137,17 +191,6 @@ class JobProcess:
 
     def request_stop(self) -> None:
         (self.folder / f"stop-{self.attempt}").touch()
-
-    def wait(self, timeout_s: float = STOP_TIMEOUT_S, poll_s: float = 0.01) -> int:
-        """Wait for every rank to exit (killing them after ``timeout_s``); the exit code as :meth:`poll`."""
-        deadline = time.monotonic() + timeout_s
-        while (code := self.poll()) is None:
-            if time.monotonic() > deadline:
-                self.kill()
-                raise JobFailed(f"job {self.job_id}: its processes did not stop within {timeout_s:g} s;"
-                                f" killed. {self.log_tail()}")
-            time.sleep(poll_s)
-        return code
 
     def kill(self) -> None:
         if self.procs:
@@ -164,6 +207,3 @@ class JobProcess:
         except FileNotFoundError:
             return "(no log)"
         return f"log {self.log_path}: …{text}" if text else f"log {self.log_path} is empty"
-
-    def failure(self, code: int) -> JobFailed:
-        return JobFailed(f"job {self.job_id} (start {self.attempt}) exited with code {code}. {self.log_tail()}")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from schedlab.profiling.testbed.devices import CPU_RESOURCE, GPU_RESOURCE, Device, DeviceError, nodes_from_workers
-from schedlab.profiling.testbed.process import STOP_TIMEOUT_S, JobFailed, JobProcess, free_port
+from schedlab.profiling.testbed.process import STOP_TIMEOUT_S, JobProcess, JobStart, free_port
 
 #: seconds a call to a node's agent may take before the testbed gives up on the node
 CALL_TIMEOUT_S = 60.0
@@ -140,7 +140,7 @@ def _call(future: Any) -> Any:
     return future.result(timeout=CALL_TIMEOUT_S)
 
 
-class RemoteJob:
+class RemoteJob(JobStart):
     """One start of a job on its nodes: ``parts`` lists, rank 0's node first, each node's index in
     ``nodes``, its host and its local device indices; ranks follow that order. The interface of
     :class:`JobProcess` the live engine uses (launch, poll, samples, latest, result, request_stop, wait,
@@ -152,7 +152,6 @@ class RemoteJob:
         self.spec, self.parts, self.env = spec, list(parts), dict(env or {})
         self.key = f"{self.folder}#{attempt}"
         self.launched_at = 0.0
-        self._latest: dict[str, Any] | None = None
         self._started: list[int] = []
 
     def _agent(self, node: int) -> Any:
@@ -190,26 +189,12 @@ class RemoteJob:
         return self.launched_at
 
     def poll(self) -> int | None:
-        """None while any rank runs; else the first non-zero exit code (0 when all succeeded)."""
-        codes = [self.nodes.state(node, self.key)[0] for node in self._started]
-        if any(c is None for c in codes):
-            if any(c not in (None, 0) for c in codes):  # a rank failed: the others would wait for ever
-                self.kill()
-                return next(c for c in codes if c not in (None, 0))
-            return None
-        return next((c for c in codes if c != 0), 0)
+        return self._exit([self.nodes.state(node, self.key)[0] for node in self._started])
 
     def samples(self) -> list[dict[str, Any]]:
         """The progress lines rank 0's node wrote since the last call."""
         self.nodes.state(self.parts[0][0], self.key)
-        out = self.nodes.take_samples(self.key)
-        if out:
-            self._latest = out[-1]
-        return out
-
-    @property
-    def latest(self) -> dict[str, Any] | None:
-        return self._latest
+        return self._took(self.nodes.take_samples(self.key))
 
     def result(self) -> dict[str, Any] | None:
         return self.nodes.state(self.parts[0][0], self.key)[1]
@@ -218,14 +203,7 @@ class RemoteJob:
         _call(self._agent(self.parts[0][0]).request_stop(self.key))
 
     def wait(self, timeout_s: float = STOP_TIMEOUT_S, poll_s: float = 0.05) -> int:
-        deadline = time.monotonic() + timeout_s
-        while (code := self.poll()) is None:
-            if time.monotonic() > deadline:
-                self.kill()
-                raise JobFailed(f"job {self.job_id}: its processes did not stop within {timeout_s:g} s;"
-                                f" killed. {self.log_tail()}")
-            time.sleep(poll_s)
-        return code
+        return super().wait(timeout_s, poll_s)  # a poll is a call to each node: not every 10 ms
 
     def kill(self) -> None:
         for node in self._started:
@@ -234,9 +212,6 @@ class RemoteJob:
     def log_tail(self) -> str:
         return " ".join(f"[{host}] {_call(self._agent(node).log_tail(self.key))}" for node, host, _ in self.parts
                         if node in self._started)
-
-    def failure(self, code: int) -> JobFailed:
-        return JobFailed(f"job {self.job_id} (start {self.attempt}) exited with code {code}. {self.log_tail()}")
 
 
 class Nodes:
