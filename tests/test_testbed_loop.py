@@ -91,6 +91,7 @@ def test_the_same_trace_on_two_nodes_with_the_first_runs_models(one_node, tmp_pa
     printed = capsys.readouterr().out
     assert code == 0, printed[-3000:]
     assert f"{HOSTS[0]}/cpu:{CORES[0]}, {HOSTS[1]}/cpu:{CORES[1]}" in printed
+    assert "nodes' clocks against this one's: 127.0.0.1 " in printed and "warning: a node's clock" not in printed
     summary = json.loads((out / "fifo" / "testbed" / "summary.json").read_text())
     assert summary["devices"] == [f"{HOSTS[0]}/cpu:{CORES[0]}", f"{HOSTS[1]}/cpu:{CORES[1]}"]
     jobs = len(pd.read_csv(first / "trace.csv"))

@@ -101,6 +101,9 @@ def test_each_worker_is_a_server_of_the_testbed(nodes):
     assert [d.label for d in devices] == [f"{HOSTS[0]}/cpu:{CORES[0]}", f"{HOSTS[1]}/cpu:{CORES[1]}"]
     pool = cluster_for(devices).training_pool
     assert (pool.servers, pool.gpus_per_server, pool.gpu_type) == (2, 1, "cpu")
+    # one machine, one clock: each node's measured offset is within its bound (half the call's round trip)
+    assert set(connected.clock_offsets) == set(HOSTS)
+    assert all(abs(off) <= bound + 0.01 for off, bound in connected.clock_offsets.values()), connected.clock_offsets
 
 
 @pytest.mark.slow

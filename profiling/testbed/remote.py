@@ -17,7 +17,7 @@ on its devices; a :class:`RemoteJob` is one start of a job across its nodes, for
   client or with each other. A preempted job's checkpoint stays
   on rank 0's node; a restart whose rank 0 is on another node gets it through the client first.
 - Progress times are each node's wall clock: keep the nodes' clocks synchronised (NTP), as the activity
-  comparison (Lyra §7.2's 2 s) assumes.
+  comparison (Lyra §7.2's 2 s) assumes; :attr:`Nodes.clock_offsets` measures each against the client's.
 - Not yet on nodes: MPS sharing (the MPS daemon is the client's) and profiling (give ``--models``).
 """
 
@@ -79,6 +79,10 @@ class NodeAgent:
     def port(self) -> int:
         """A free port on this node (rank 0's rendezvous)."""
         return free_port()
+
+    def clock(self) -> float:
+        """This node's wall clock (epoch s): its jobs' progress times are read on it."""
+        return time.time()
 
     def _job_folder(self, folder: str) -> Path:
         """Where a job whose folder on the client is ``folder`` reports on this node."""
@@ -235,6 +239,8 @@ class Nodes:
                                   f" worker with --resources {resource}=N)")
             self.agents: list[Any] = []
             self.devices: list[Device] = []
+            #: host -> (its clock minus this one's, the measurement's bound: half the call's round trip), s
+            self.clock_offsets: dict[str, tuple[float, float]] = {}
             self._where: dict[int, tuple[int, str, int]] = {}  # device index -> (node, host, local index)
             for worker, host, count in nodes:
                 future = self.client.submit(NodeAgent, kind, count, folder, actor=True, workers=[worker],
@@ -242,6 +248,10 @@ class Nodes:
                 with self.client.as_current():  # the agent's proxy binds to this client, not a default one
                     agent = future.result(timeout=CALL_TIMEOUT_S)
                 self.agents.append(agent)
+                sent = time.time()
+                remote = _call(agent.clock())
+                back = time.time()
+                self.clock_offsets[host] = (remote - (sent + back) / 2, (back - sent) / 2)
                 for local, d in enumerate(_call(agent.describe())):
                     index = len(self.devices)
                     self.devices.append(Device(index, d["kind"], tuple(d["cores"]), d["gpu"], host=host,

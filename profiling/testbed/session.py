@@ -214,6 +214,12 @@ def execute(spec: TestbedSpec, echo: Echo = print) -> int:
             from schedlab.profiling.testbed.remote import Nodes
 
             nodes = stack.enter_context(Nodes(spec.dask_address, spec.device))
+            echo("nodes' clocks against this one's: " + ", ".join(
+                f"{host} {off:+.3f} s (±{bound:.3f})" for host, (off, bound) in nodes.clock_offsets.items()))
+            off_by = max(abs(off) + bound for off, bound in nodes.clock_offsets.values())
+            if off_by > spec.tolerance_s / 4:
+                echo(f"warning: a node's clock is up to {off_by:.2f} s off this one's: its jobs' activity times"
+                     f" are off by as much (--tolerance-s {spec.tolerance_s:g}); synchronise the clocks (NTP)")
         devices = nodes.devices if nodes is not None else spec.make_devices()
         echo(f"testbed: {len(devices)} {spec.device} device(s): {', '.join(d.label for d in devices)};"
              f" {environment_note()}")
