@@ -46,14 +46,14 @@ class Device:
     cores: tuple[int, ...] = ()  # cpu: the cores it owns
     gpu: str | None = None  # cuda: the index or UUID as CUDA_VISIBLE_DEVICES takes it
     host: str = "localhost"
-    node: str | None = None  # lent by a node's Dask worker (``remote.py``): the node's address
+    lent: bool = False  # lent by a node's Dask worker (``remote.py``): ``host`` is the node's address
     name: str | None = None  # a node's cuda device: the GPU's name as torch gives it (the cluster's GPU type)
 
     @property
     def label(self) -> str:
-        """``cpu:0-1`` or ``cuda:0`` (``NODE/cpu:0`` on a node's worker): how the activity log names it."""
+        """``cpu:0-1`` or ``cuda:0`` (``HOST/cpu:0`` on a node's worker): how the activity log names it."""
         base = f"cuda:{self.gpu}" if self.kind == "cuda" else "cpu:" + ",".join(map(str, self.cores))
-        return f"{self.node}/{base}" if self.node else base
+        return f"{self.host}/{base}" if self.lent else base
 
     @property
     def threads(self) -> int:

@@ -255,7 +255,7 @@ class Nodes:
                 for local, d in enumerate(_call(agent.describe())):
                     index = len(self.devices)
                     self.devices.append(Device(index, d["kind"], tuple(d["cores"]), d["gpu"], host=host,
-                                               node=host, name=d["name"]))
+                                               lent=True, name=d["name"]))
                     self._where[index] = (len(self.agents) - 1, host, local)
         except BaseException:
             self.client.close()

@@ -30,6 +30,7 @@ from schedlab.profiling.testbed.budget import error_sources
 from schedlab.profiling.testbed.compare import compare, render
 from schedlab.profiling.testbed.devices import Device
 from schedlab.profiling.testbed.live import LiveEngine
+from schedlab.profiling.testbed.process import JobProcess, JobStart
 from schedlab.profiling.testbed.spec import TestbedSpec, environment_note, mps_split
 
 Echo = Callable[[str], None]
@@ -84,7 +85,7 @@ def cluster_for(devices: list[Device]):
     if [d.host for d in devices] != [h for h in hosts for _ in range(per_host)]:
         raise ValueError(f"the testbed's servers must be alike, their devices numbered host by host"
                          f" ({', '.join(d.label for d in devices)})")
-    pool = PoolSpec(name="training", servers=len(hosts), gpus_per_server=len(devices) // len(hosts),
+    pool = PoolSpec(name="training", servers=len(hosts), gpus_per_server=per_host,
                     gpu_type=gpu_type, gpu_memory_gb=GPU_MEMORY_GB[gpu_type])
     return ClusterSpec(name=f"testbed-{gpu_type}-{len(devices)}", pools=[pool])
 
@@ -153,9 +154,9 @@ def load_testbed_trace(path: str, devices: int) -> pd.DataFrame:
 
 
 def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataFrame, models: node.NodeModels,
-               mps_env, echo: Echo, launcher: Any = None) -> dict[str, Any]:
-    """The real run and the replay of one policy, written and compared (``launcher``: the live engine's,
-    when the devices are nodes')."""
+               mps_env, echo: Echo, launcher: Callable[..., JobStart] = JobProcess) -> dict[str, Any]:
+    """The real run and the replay of one policy, written and compared (``launcher``: what starts a job's
+    processes, ``remote.Nodes.job`` when the devices are nodes')."""
     from schedlab.sched import replay
     from schedlab.sched.reporting.testbed import page
 
@@ -172,7 +173,7 @@ def run_policy(spec: TestbedSpec, policy, devices: list[Device], table: pd.DataF
     def live(*args: Any, **kwargs: Any) -> LiveEngine:
         engine = LiveEngine(*args, devices=devices, iterations=iterations, folder=folder / "testbed",
                             size=spec.workload_size, mps=mps_env, poll_s=spec.poll_s, progress_s=spec.progress_s,
-                            budget_s=spec.budget_s, **({"launcher": launcher} if launcher else {}), **kwargs)
+                            budget_s=spec.budget_s, launcher=launcher, **kwargs)
         engines.append(engine)
         return engine
 
@@ -236,7 +237,7 @@ def execute(spec: TestbedSpec, echo: Echo = print) -> int:
             daemon = stack.enter_context(MpsDaemon(spec.out / "mps", [d.gpu for d in devices]))
         comparisons = {p.label: run_policy(spec, p, devices, trace, models,
                                            daemon.env if daemon is not None and mps_split(p) else None, echo,
-                                           nodes.job if nodes is not None else None)
+                                           nodes.job if nodes is not None else JobProcess)
                        for p in spec.policies}
     headline = {label: {"relative_error": c["relative_error"], "per_job_jct_error": c["per_job_jct_error"],
                         "real": c["real"], "replay": c["replay"],

@@ -103,7 +103,7 @@ class TestbedSpec(UserModel):
         if self.devices is not None and self.cpu_sets is not None:
             raise ValueError("--devices and --cpu-sets: give one")
         if self.dask_address is not None:
-            if "://" not in self.dask_address and ":" not in self.dask_address:
+            if ":" not in self.dask_address:
                 raise ValueError(f"--dask-address {self.dask_address!r}: expected a scheduler address such as"
                                  " tcp://HOST:8786")
             given = [FLAGS[f] for f in ("devices", "cpu_sets", "gpus") if getattr(self, f) is not None]
