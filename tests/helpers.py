@@ -157,7 +157,7 @@ class Fifo(Policy):
 '''
 
 #: policies planted after :data:`FIFO_SOURCE` in a policy file: one whose ``schedule`` never returns from
-#: its fourth call on, one that ``sys.exit``\ s
+#: its fourth call on, one that ``sys.exit``\ s, one that sleeps 10 ms a decision (slow, using no core)
 PLANTED = {
     "Loops": '''
 class Loops(Fifo):
@@ -174,6 +174,17 @@ class SysExit(Fifo):
 
     def schedule(self, engine):
         sys.exit(0)
+''',
+    "Unhurried": '''
+import time
+
+
+class Unhurried(Fifo):
+    name = "unhurried"
+
+    def schedule(self, engine):
+        time.sleep(0.01)
+        super().schedule(engine)
 ''',
 }
 

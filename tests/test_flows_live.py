@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import policy_source
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
@@ -65,18 +66,20 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_path, seed_home):
-    """A small trace finishes first (each on its own worker); Ctrl-C comes while the large one replays (about
-    2 minutes: on a loaded machine the second worker's start-up and the small replay took 50 s): the comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run
-    resumes from it."""
+    """A small trace finishes first (each on its own worker); Ctrl-C comes while the large one replays: the
+    comparison run and that replay end KILLED, the finished replay stays FINISHED, and a re-run resumes
+    from it. The policy (FIFO that sleeps 10 ms a decision) makes the large replay last minutes without
+    using a core (on a loaded machine the second worker's start-up and the small replay took 50 s)."""
     home = seed_home(tmp_path / "home")
+    (tmp_path / "slow.py").write_text(policy_source("Unhurried"))
     config = tmp_path / "exp.yaml"
     config.write_text(textwrap.dedent("""\
         name: interrupted
         traces:
           - {name: small, options: {num_jobs: 100}}
-          - {name: large, options: {num_jobs: 1000000, load: 4.0}}
+          - {name: large, options: {num_jobs: 20000}}
         clusters: [castor-sim]
-        policies: [srtf]
+        policies: ["slow.py:Unhurried"]
         """))
     # two workers: with one, which replay runs first is Dask's choice among equal-cost tasks (the large one
     # first left nothing to interrupt); with two, the replays wait for both workers' warm-up (else both
@@ -84,10 +87,10 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     proc = experiment(home, config, "--workers", "2")
     out = Output(proc)
     try:
-        out.wait_for(proc, r"\[1/2\] srtf \| small")
+        out.wait_for(proc, r"\[1/2\] unhurried \| small")
         db = home / "mlflow.db"
         deadline = time.monotonic() + 60
-        while not query(db, "SELECT run_uuid FROM runs WHERE status = 'RUNNING' AND name LIKE 'srtf | large%'"):
+        while not query(db, "SELECT run_uuid FROM runs WHERE status = 'RUNNING' AND name LIKE 'unhurried | large%'"):
             assert time.monotonic() < deadline, "the large replay never started"
             time.sleep(0.1)
         # while the large replay runs, the comparison is already in the store: the shared view, a
@@ -98,15 +101,15 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
         while not query(db, policy_rows):
             assert time.monotonic() < deadline, "no policy row while the experiment runs"
             time.sleep(0.1)
-        assert query(db, policy_rows) == [("srtf | small | castor-sim (mean of 1 seed)",)]
+        assert query(db, policy_rows) == [("unhurried | small | castor-sim (mean of 1 seed)",)]
         assert query(db, "SELECT key FROM experiment_tags WHERE key = 'mlflow.sharedViewState.schedlab-comparison'")
         (parent,) = query(db, "SELECT artifact_uri FROM runs WHERE name = 'interrupted (comparison)'")[0]
         markdown = Path(parent.removeprefix("file://")) / "comparison.md"
         while "1 of 2 replays finished" not in markdown.read_text():  # written right after the policy rows
             assert time.monotonic() < deadline, markdown.read_text()
             time.sleep(0.1)
-        assert "| small | castor-sim | 1 | srtf | 1 | 1/0/0 |" in markdown.read_text()  # (trace, cluster, #, policy)
-        assert re.search(r"\| large \| castor-sim \| 1 \| srtf \| 0 \| 0/[01]/[01] \|", markdown.read_text())
+        assert "| small | castor-sim | 1 | unhurried | 1 | 1/0/0 |" in markdown.read_text()  # (trace, cluster, #, policy)
+        assert re.search(r"\| large \| castor-sim \| 1 \| unhurried \| 0 \| 0/[01]/[01] \|", markdown.read_text())
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at the terminal
         assert proc.wait(timeout=120) == 130
         out.thread.join(timeout=30)
@@ -116,8 +119,8 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     statuses = dict(query(db, "SELECT name, status FROM runs"))
     assert "RUNNING" not in statuses.values(), statuses
     assert statuses["interrupted (comparison)"] == "KILLED"
-    assert statuses["srtf | small | castor-sim | seed 0"] == "FINISHED"
-    assert statuses["srtf | large | castor-sim | seed 0"] == "KILLED"
+    assert statuses["unhurried | small | castor-sim | seed 0"] == "FINISHED"
+    assert statuses["unhurried | large | castor-sim | seed 0"] == "KILLED"
     assert "1 replay run(s) in flight marked KILLED" in text and "schedlab experiment: interrupted" in text
     # (the local scheduler takes a free port: a test beside this one holding 8787 prints no warning either)
     for noise in ("distributed.", "leaked semaphore", "Traceback", "CancelledError", "Error logging to API"):
@@ -129,7 +132,7 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     try:
         out.wait_for(again, r"2 replays; 1 already logged, 1 to run")
         deadline = time.monotonic() + 60
-        while not query(db, "SELECT run_uuid FROM runs WHERE status = 'RUNNING' AND name LIKE 'srtf | large%'"):
+        while not query(db, "SELECT run_uuid FROM runs WHERE status = 'RUNNING' AND name LIKE 'unhurried | large%'"):
             assert time.monotonic() < deadline, "the large replay never started again"
             time.sleep(0.1)
         os.killpg(again.pid, signal.SIGINT)
@@ -137,7 +140,7 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
     finally:
         kill_group(again)
     assert "RUNNING" not in dict(query(db, "SELECT name, status FROM runs")).values()
-    assert len(query(db, "SELECT run_uuid FROM runs WHERE name = 'srtf | small | castor-sim | seed 0'")) == 1
+    assert len(query(db, "SELECT run_uuid FROM runs WHERE name = 'unhurried | small | castor-sim | seed 0'")) == 1
 
 
 def test_links_use_the_port_schedlab_ui_serves_and_the_view_exists_from_the_start(tmp_path, seed_home):

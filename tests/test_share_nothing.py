@@ -105,12 +105,14 @@ def write_inputs(client: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[dict]:
-    """The servers, the scheduler and two hidden-folder workers; the client's folder."""
+def cluster(tmp_path_factory, seed_home) -> Iterator[dict]:
+    """The servers, the scheduler and two hidden-folder workers; the client's folder. The servers' stores
+    start from the session's empty ones (their creation is not this module's subject), and the MLflow
+    server runs no GenAI jobs (two job consumers fewer, as ``schedlab ui`` runs it)."""
     client = tmp_path_factory.mktemp("client")
     if not can_hide(client):
         pytest.skip("no private mount namespace here (needs root and unshare)")
-    servers = tmp_path_factory.mktemp("servers")
+    servers = seed_home(tmp_path_factory.mktemp("servers"))
     ports = {name: free_port() for name in ("mlflow", "prefect", "dask")}
     procs: list[subprocess.Popen] = []
 
@@ -123,7 +125,8 @@ def cluster(tmp_path_factory) -> Iterator[dict]:
     try:
         mlflow = start([bin_of("mlflow"), "server", "--host", "127.0.0.1", "--port", str(ports["mlflow"]), "--workers",
                         "1", "--backend-store-uri", f"sqlite:///{servers}/mlflow.db",
-                        "--artifacts-destination", str(servers / "artifacts")], "mlflow.log", servers, environ())
+                        "--artifacts-destination", str(servers / "artifacts")], "mlflow.log", servers,
+                       environ(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
         prefect = start([bin_of("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(ports["prefect"])],
                         "prefect.log", servers, environ(PREFECT_HOME=str(servers / "prefect")))
         scheduler = f"tcp://127.0.0.1:{ports['dask']}"
