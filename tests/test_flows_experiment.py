@@ -31,11 +31,10 @@ CODE = "test-version"
 
 @pytest.fixture(scope="module")
 def dask_address():
-    from distributed import LocalCluster
+    from schedlab.flows.orchestration import local_cluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    yield cluster.scheduler_address
-    cluster.close(timeout=10)
+    with local_cluster(2) as cluster:  # as `schedlab experiment --workers 2` starts one
+        yield cluster.scheduler_address
 
 
 @pytest.fixture(autouse=True)
