@@ -1,10 +1,14 @@
-"""The reproduction report (``schedlab reproduce --report DIR``, issue #26 item 4): its numbers are the
-MLflow replays' (recomputed here from each listed run's ``jobs.parquet``), it is logged to the parent
-run, and the report fields of ``conf/papers/tables.yaml`` are checked with errors naming the table and key."""
+"""The reproduce flow on a tiny config (2 policies, 2 seeds, a small synthetic trace at two loads) named
+like the SJF-BSBF reproduction, so that its paper-vs-ours table is built, run once for the module: its
+tables, its MLflow and Prefect records, and its report (``schedlab reproduce --report DIR``), whose
+numbers are the MLflow replays' (recomputed here from each listed run's ``jobs.parquet``) and which is
+logged to the parent run. The report fields of ``conf/papers/tables.yaml`` are checked with errors
+naming the table and key."""
 
 from __future__ import annotations
 
 import html
+import math
 import re
 from pathlib import Path
 
@@ -33,14 +37,76 @@ def _close(shown: str, value: float) -> bool:
     return abs(float(shown.replace(",", "")) - value) <= 0.51 * 10 ** -digits
 
 
-@pytest.mark.slow
-def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, seed_home):
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory, prefect_harness, seed_home) -> tuple[Path, dict]:
+    """``schedlab reproduce TINY --seeds 0 1 --report DIR`` as the flow runs it: (its home, its report)."""
     from schedlab.flows.reproduce import run_reproduce
+
+    home = seed_home(tmp_path_factory.mktemp("reproduce"), prefect=False)
+    with pytest.MonkeyPatch.context() as env:  # what reproduce_env sets for each test
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)
+        env.setenv("SCHEDLAB_CODE_VERSION", "test-version")
+        report = run_reproduce([str(TINY)], workers=1, home=home, seeds=[0, 1], report_dir=home / "report")
+    return home, report
+
+
+@pytest.mark.slow
+def test_reproduce_tiny_config(reproduced):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from schedlab.sched.reporting import paired
     from schedlab.tasks import tracking
 
-    out = tmp_path / "report"
-    report = run_reproduce([str(TINY)], workers=1, home=seed_home(tmp_path, prefect=False), seeds=[0, 1],
-                           report_dir=out)
+    home, report = reproduced
+    assert report["failures"] == {}
+    table = report["tables"]["sjf-bsbf-table3"]
+    assert {"fifo", "sjf", "sjf-bsbf", "pollux"} <= set(table.index)
+    assert table.loc["fifo", "avg_jct_all paper"] == 2.34 and table.loc["fifo", "avg_jct_all ours"] > 0
+    assert math.isnan(table.loc["pollux", "avg_jct_all ours"])  # published only
+    by_load = report["tables"]["sjf-bsbf-philly__jct_by_load"]
+    assert list(by_load.columns) == ["load 1", "load 2", "seeds"] and list(by_load.index) == ["fifo", "sjf"]
+    assert list(by_load["seeds"]) == ["2", "2"] and list(table.loc[["fifo", "sjf", "pollux"], "seeds"]) == [2, 2, 0]
+    assert "sjf-bsbf-table3" in report["markdown"] and "avg_jct_all ours" in report["markdown"]
+    pairs = report["tables"]["sjf-bsbf-table3__paired"]  # two seeds: paired, and the Order says so
+    assert set(pairs["verdict"].dropna()) <= {paired.BETTER, paired.WORSE, paired.NOT_SEPARATED}
+    assert set(pairs["seeds"].dropna()) == {2} and "paired over 2 seeds, Student t" in report["markdown"]
+
+    c = tracking.client(f"sqlite:///{home / 'mlflow.db'}")
+    parent = c.get_run(report["parent_run_id"])
+    assert parent.info.status == "FINISHED" and parent.info.run_name.startswith("reproduce-")
+    exp_run = report["experiments"]["sjf-bsbf-philly"]["parent_run_id"]
+    assert parent.data.tags["schedlab.experiment_run_id.sjf-bsbf-philly"] == exp_run
+    art = Path(parent.info.artifact_uri.removeprefix("file://"))
+    assert "sjf-bsbf-table3" in (art / "reproduce.md").read_text()
+    csv = pd.read_csv(art / "tables" / "sjf-bsbf-table3.csv", index_col="policy")
+    assert csv.loc["fifo", "avg_jct_all ours"] == pytest.approx(table.loc["fifo", "avg_jct_all ours"])
+    with get_client(sync_client=True) as prefect:
+        artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["reproduce"])))
+    assert artifacts and "sjf-bsbf-table3" in artifacts[0].data
+
+
+def test_one_seed_separates_nothing_and_the_order_says_so():
+    from schedlab.sched.reporting import paired
+    from schedlab.sched.reporting.reproduce import order_line
+
+    def frame(verdict: str, seeds: int) -> pd.DataFrame:
+        rows = [("t", "c", "sjf", "", *[math.nan] * 5, None, 1), ("t", "c", "fifo", "sjf", 0.5, 0.1, 0.9, seeds, seeds,
+                                                                   verdict, 2)]
+        return pd.DataFrame(rows, columns=[*paired.COLUMNS, "rank"])
+
+    assert order_line(frame(paired.ONE_SEED, 1), "avg_jct_all", "t") == (
+        "**Order** on avg_jct_all, lowest first: sjf ≈ fifo (one seed: nothing can be separated).")
+    assert order_line(frame(paired.BETTER, 3), "avg_jct_all", "t") == (
+        "**Order** on avg_jct_all, lowest first: sjf < fifo (paired over 3 seeds, Student t: < separated at 95 %,"
+        " ≈ not).")
+
+
+@pytest.mark.slow
+def test_report_numbers_come_from_the_mlflow_runs(tmp_path, reproduced):
+    from schedlab.tasks import tracking
+
+    home, report = reproduced
+    out = home / "report"
     assert report["failures"] == {} and report["report"] == str(out / "index.html")
     index = (out / "index.html").read_text()
     page = (out / "sjf-bsbf-table3.html").read_text()
@@ -48,7 +114,7 @@ def test_report_numbers_come_from_the_mlflow_runs(tmp_path, prefect_harness, see
     assert parent in index and parent in page and "sjf-bsbf-table3.html" in index
 
     # the replay runs the page names are this invocation's: 2 policies x 2 loads x 2 seeds
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{home / 'mlflow.db'}"
     c = tracking.client(uri)
     run_ids = re.findall(r"<code>([0-9a-f]{32})</code></a>", page)
     assert len(run_ids) == 8
