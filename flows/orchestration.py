@@ -109,6 +109,12 @@ QUIET_SAMPLERS = {"distributed.worker.profile.enabled": False, "distributed.admi
                   "distributed.admin.system-monitor.interval": "5s", "distributed.admin.tick.interval": "1s"}
 
 
+def quiet_samplers_environ() -> dict[str, str]:
+    """:data:`QUIET_SAMPLERS` as the environment variables a ``dask scheduler`` or ``dask worker`` reads."""
+    return {"DASK_" + key.upper().replace(".", "__").replace("-", "_"): str(value)
+            for key, value in QUIET_SAMPLERS.items()}
+
+
 @contextlib.contextmanager
 def local_cluster(n_workers: int, **options: Any) -> Iterator[Any]:
     """A ``LocalCluster`` of ``n_workers`` single-threaded worker processes, no dashboard, Dask's samplers

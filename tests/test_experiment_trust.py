@@ -71,9 +71,9 @@ def markdown_artifacts(prefect_db: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_looping_exiting_and_hostile_through_an_experiment(tmp_path: Path) -> None:
+def test_looping_exiting_and_hostile_through_an_experiment(tmp_path: Path, seed_home) -> None:
     path = experiment_file(tmp_path)
-    home = tmp_path / "home"
+    home = seed_home(tmp_path / "home")
     done = run_cli(["experiment", str(path), "--workers", "2", "--time-limit", "8"], cli_env(home), tmp_path,
                    timeout=600)
     output = done.stdout + done.stderr

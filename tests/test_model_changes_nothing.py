@@ -95,8 +95,8 @@ def test_options_that_change_nothing_say_so(tmp_path: Path, extra: list[str], me
 
 
 @pytest.mark.slow
-def test_a_cpu_sweep_fit_then_replay(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_a_cpu_sweep_fit_then_replay(tmp_path: Path, seed_home) -> None:
+    home = seed_home(tmp_path / "home")
     done = run_cli(["profile", "--sweep", str(SWEEP), "--no-progress"], cli_env(home), tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     fit_and_register(tmp_path, home)

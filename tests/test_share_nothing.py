@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from schedlab.flows.orchestration import quiet_samplers_environ
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -130,15 +131,16 @@ def cluster(tmp_path_factory, seed_home) -> Iterator[dict]:
         prefect = start([bin_of("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(ports["prefect"])],
                         "prefect.log", servers, environ(PREFECT_HOME=str(servers / "prefect")))
         scheduler = f"tcp://127.0.0.1:{ports['dask']}"
+        quiet = quiet_samplers_environ()  # as docs/how-to/dask-cluster.md advises for your own cluster
         start([bin_of("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(ports["dask"]), "--no-dashboard"],
-              "scheduler.log", servers, environ())
+              "scheduler.log", servers, environ(**quiet))
         workers = []
         for i in range(2):
             folder = tmp_path_factory.mktemp(f"worker{i}")
             workers.append(folder)
             hidden = f"mount -t tmpfs none {client} && exec {bin_of('dask')} worker {scheduler} --nthreads 1 --no-dashboard"
             start(["unshare", "-m", "sh", "-c", hidden], f"worker{i}.log", folder,
-                  environ(SCHEDLAB_HOME=str(folder / "home"), PREFECT_HOME=str(folder / "prefect")))
+                  environ(SCHEDLAB_HOME=str(folder / "home"), PREFECT_HOME=str(folder / "prefect"), **quiet))
         wait_http(f"http://127.0.0.1:{ports['mlflow']}/health", mlflow)
         wait_http(f"http://127.0.0.1:{ports['prefect']}/api/health", prefect)
         from distributed import Client

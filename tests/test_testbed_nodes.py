@@ -19,15 +19,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from schedlab.profiling.testbed.activity import completeness
+from schedlab.flows.orchestration import quiet_samplers_environ
 from schedlab.profiling.testbed.spec import TestbedSpec
 
 CORES = sorted(os.sched_getaffinity(0))
 HOSTS = ("127.0.0.1", "127.0.0.2")
 #: a node's worker as docs/how-to/testbed.md starts it: none of Dask's own samplers waking on its job's core
-QUIET_WORKER = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
-                "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__GIL__ENABLED": "False",
-                "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
-                "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s"}
+QUIET_WORKER = quiet_samplers_environ()
 
 
 def _free_port() -> int:
