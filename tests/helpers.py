@@ -14,12 +14,17 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REPRODUCE_TINY = FIXTURES / "flows" / "reproduce-tiny.yaml"  # the reproduce flow's tiny config
 
 
-@pytest.fixture
-def reproduce_env(monkeypatch):
-    """The reproduce tests' environment: the project's own MLflow store, a fixed code version.
-    A test module takes it for every test with ``pytestmark = pytest.mark.usefixtures("reproduce_env")``."""
+def set_reproduce_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reproduce tests' environment: the project's own MLflow store, a fixed code version."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("SCHEDLAB_CODE_VERSION", "test-version")
+
+
+@pytest.fixture
+def reproduce_env(monkeypatch):
+    """:func:`set_reproduce_env` for a test. A test module takes it for every test with
+    ``pytestmark = pytest.mark.usefixtures("reproduce_env")``."""
+    set_reproduce_env(monkeypatch)
 
 
 def shared_data(*parts: str) -> Path:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from schedlab.sched.reporting.paper_tables import TABLES, RowOrder, paper_tables
 
-from helpers import REPRODUCE_TINY as TINY, reproduce_env  # noqa: F401 (the fixture)
+from helpers import REPRODUCE_TINY as TINY, reproduce_env, set_reproduce_env  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("reproduce_env")]
 
@@ -43,9 +43,8 @@ def reproduced(tmp_path_factory, prefect_harness, seed_home) -> tuple[Path, dict
     from schedlab.flows.reproduce import run_reproduce
 
     home = seed_home(tmp_path_factory.mktemp("reproduce"), prefect=False)
-    with pytest.MonkeyPatch.context() as env:  # what reproduce_env sets for each test
-        env.delenv("MLFLOW_TRACKING_URI", raising=False)
-        env.setenv("SCHEDLAB_CODE_VERSION", "test-version")
+    with pytest.MonkeyPatch.context() as env:  # reproduce_env is a test's, this fixture the module's
+        set_reproduce_env(env)
         report = run_reproduce([str(TINY)], workers=1, home=home, seeds=[0, 1], report_dir=home / "report")
     return home, report
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedlab.profiling.testbed.activity import completeness
 from schedlab.flows.orchestration import quiet_samplers_environ
+from schedlab.profiling.testbed.activity import completeness
 from schedlab.profiling.testbed.spec import TestbedSpec
 
 CORES = sorted(os.sched_getaffinity(0))
