@@ -140,7 +140,7 @@ def log_comparison(live: LiveComparison, done: dict[str, Any], suffix: str = "")
         (out / "plots").mkdir()
         table = live.table()
         figures = comparison_figures(live.specs, jobs, smact, table, rows, live.config.baseline_label,
-                                     live.styles, live.config.sweeps_load, out / "plots")
+                                     live.styles, live.config.sweeps_load, out / "plots") if live.config.figures else []
         if any((out / "plots").iterdir()):
             retrying(lambda: client(uri).log_artifacts(live.parent_run_id, str(out / "plots"), "plots"))
         links = _drilldown(live, done, table, out)

@@ -77,7 +77,7 @@ class LiveComparison(LiveTable):
                 suffix: str = "", final: bool = False, figures_as_of: int | None = None,
                 links: Sequence[tuple[str, str]] = ()) -> tuple[pd.DataFrame, str]:
         """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
-        the headline bars (``plots/headline__<trace>__<cluster>.png``), ``comparison.html`` and its
+        the headline bars (``plots/headline__<trace>__<cluster>.png``; none with ``figures: false``), ``comparison.html`` and its
         note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
         ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
         :data:`BARS_EVERY_S` at most unless ``final``; ``figures_as_of``: the replays ``figures`` include
@@ -96,7 +96,7 @@ class LiveComparison(LiveTable):
         with tempfile.TemporaryDirectory(prefix="schedlab-live-") as tmp:
             out = Path(tmp)
             (out / "plots").mkdir()
-            if final or time.monotonic() - self._bars_at >= BARS_EVERY_S:
+            if self.config.figures and (final or time.monotonic() - self._bars_at >= BARS_EVERY_S):
                 drawn = self.headline_bars(table, out / "plots")
                 if drawn:  # none before the baseline has a finished replay
                     self._bars, self._bars_at = drawn, time.monotonic()

@@ -147,7 +147,8 @@ def log_replay(spec: ExperimentReplay, uri: str, experiment_id: str, parent_run_
             out = Path(tmp)
             result.summary = summary
             result.write(out)
-            replay_figures(result, out, spec.run_name, gpus, label=spec.label)
+            if spec.figures:
+                replay_figures(result, out, spec.run_name, gpus, label=spec.label)
             retrying(lambda: c.log_artifacts(run_id, str(out)))
         retrying(lambda: c.set_terminated(run_id, status="FINISHED"))
         return {"key": key, "label": spec.label, "run_id": run_id, "status": "FINISHED", "logged": True,

@@ -323,6 +323,7 @@ def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefe
         traces: [{name: syn, options: {num_jobs: 10000, load: 4.0}}]
         clusters: [castor-sim]
         policies: [srtf, tiresias]
+        figures: false
         """)
     home = seed_home(tmp_path / "home", prefect=False)
     uri = uri_of(home)
@@ -358,4 +359,10 @@ def test_worker_killed_mid_experiment_completes_once_and_resumes(tmp_path, prefe
 
     again = run_experiment(path, dask_address=dask_address, home=home, code_version=CODE)
     assert again["replays_run"] == 0 and again["failures"] == {}
+    # figures: false: no figure on any run, the tables and the page as ever
+    c = tracking.client(uri)
+    artifacts = {r.info.run_id: {a.path for a in c.list_artifacts(r.info.run_id)} for r in all_runs(uri, "kill")}
+    parent = next(r.info.run_id for r in all_runs(uri, "kill") if r.data.tags.get("schedlab.kind") == "experiment")
+    assert {"comparison.csv", "comparison.html"} <= artifacts[parent] and "plots" not in artifacts[parent]
+    assert not [p for paths in artifacts.values() for p in paths if p.endswith((".png", ".svg"))]
     assert len(all_runs(uri, "kill", deleted=True)) == len(runs)

@@ -31,6 +31,7 @@ CONFIG = """\
     traces: [{{name: syn, options: {{num_jobs: {jobs}, load: 4.0}}}}]
     clusters: [castor-sim]
     policies: [fifo, tiresias]
+    figures: false
     """
 
 
@@ -207,6 +208,7 @@ def test_experiment_on_an_existing_dask_cluster_sends_every_log_before_its_api_s
             traces: [{name: syn, options: {num_jobs: 300}}]
             clusters: [4x8]
             policies: [fifo, sjf]
+            figures: false
             """))
         proc = experiment(home, config, "--dask-address", address, env=batch)
         try:

@@ -101,6 +101,7 @@ def write_inputs(client: Path) -> Path:
         inference: {load: load.csv}
         policies: [fifo, sjf-bsbf, lyra]
         seeds: [0, 1]
+        figures: false
         """))
     return config
 
@@ -201,7 +202,7 @@ def test_experiment_over_client_files_matches_a_local_cluster(cluster):
     assert "xi.csv applied to 0" in said and "schedlab-inputs" not in said  # the client's names, not the copies'
     assert str(cluster["client"] / "xi.csv") in said
     local_home = cluster["client"] / "home-local"
-    local = experiment(cluster["config"], local_home, "--workers", "2")
+    local = experiment(cluster["config"], local_home, "--workers", "1")
     assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
     there = results(cluster["mlflow"], "share-nothing")
     here = results(f"sqlite:///{local_home}/mlflow.db", "share-nothing")

@@ -42,6 +42,8 @@ traces, loads, clusters, policies and seeds, validated with the same checks as a
                                      #   policy's call in progress named); --time-limit overrides it
     paired_interval: t               # the comparison's paired 95 % intervals over seeds: t (Student) or
                                      #   bootstrap (percentile, 2,000 resamples)
+    figures: true                    # false: no figures (each replay's CDFs, the comparison's CDFs, CCDFs and
+                                     #   headline bars); the tables, pages and metrics as ever
 
 Every (trace, load, cluster, policy, params, seed) is one replay, an :class:`ExperimentReplay`: the
 experiment's names for it (label, trace label) and, through :meth:`ExperimentReplay.spec`, the
@@ -169,6 +171,10 @@ class ExperimentSpec(UserModel):
     time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
     #: how the comparison's paired intervals over seeds are computed (sched/reporting/paired.py)
     paired_interval: Literal["t", "bootstrap"] = "t"
+    #: draw the figures: each replay's (its CDFs and GPU utilisation, a fifth of a CPU-second a replay on its
+    #: worker) and the comparison's (CDFs, CCDFs, headline bars: seconds of the client's CPU a set-up);
+    #: false for a sweep whose figures no one opens
+    figures: bool = True
 
     _restore = field_validator("preemption_overhead_s", mode="before")(
         lambda cls, value: fields.restore_overhead(value))
@@ -323,6 +329,7 @@ class ExperimentSpec(UserModel):
                                 inference=self.resolve_inference(),
                                 policy_origin=origin.params() if origin is not None else None,
                                 policy_source=sources[pol.name], time_limit_s=self.time_limit_s,
+                                figures=self.figures,
                             ))
         digests = {path: inputs.read(path).sha for path in inputs.paths_of(specs)}
         return [s.model_copy(update={"inputs": {p: digests[p] for p in inputs.paths_of([s])}}) for s in specs]
@@ -396,6 +403,8 @@ class ExperimentReplay(BaseModel):
     policy_source: str | None = None
     #: seconds the replay may run before it is stopped and fails (how it runs, not what: not in ``identity``)
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    #: draw the replay's figures (how it is reported, not what: not in ``identity``)
+    figures: bool = True
     #: each input path or URL the replay reads -> the SHA-256 of its content (:mod:`schedlab.sched.spec.inputs`):
     #: what a worker that cannot see the client's disk is sent, and part of ``identity``
     inputs: dict[str, str] = Field(default_factory=dict)
