@@ -6,11 +6,13 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
+import contextlib  # noqa: E402
 import functools  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -64,12 +66,30 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 @pytest.fixture(scope="session")
-def prefect_harness():
-    """One Prefect test harness (a temporary API server and database) for the whole session."""
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_harness(seed_home, tmp_path_factory):
+    """One Prefect API server for the session's in-process flows, what Prefect's ``prefect_test_harness``
+    starts, but the product's own (``flows/api_server.py``) on a copy of the session's migrated database:
+    the harness migrated a new one and imported Prefect's server code into the test process (10 CPU-s
+    a worker against 5)."""
+    from prefect.context import _temporary_global_settings_context, get_settings_context
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+    from schedlab.flows.api_server import EphemeralServer, exported_api_url, flush_api_logs
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    home = seed_home(tmp_path_factory.mktemp("prefect-harness"), mlflow=False) / "prefect"
+    server = None
+    try:
+        with temporary_settings({PREFECT_HOME: home}):
+            server = EphemeralServer()
+            server.start(timeout=120)
+            # as the harness: the settings of this context and the process-wide ones (threads started
+            # without this context's copy), and the environment (processes started meanwhile)
+            with temporary_settings({PREFECT_API_URL: server.api_url}), exported_api_url(server.api_url), \
+                    _temporary_global_settings_context(get_settings_context()):
+                yield
+                flush_api_logs()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 class _StoreTemplates:
@@ -81,22 +101,37 @@ class _StoreTemplates:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @contextlib.contextmanager
+    def _building(self, name: str) -> Iterator[bool]:
+        """Under a lock: whether ``name`` is still to be built (the first process of the session builds it)."""
+        from schedlab.tasks.locks import file_lock
+
+        with file_lock(self.root / f"{name}.building", what=f"the session's empty {name}", timeout=600):
+            yield not (self.root / f"{name}.done").exists()
+            (self.root / f"{name}.done").touch()
+
     @functools.cached_property
     def mlflow_db(self) -> Path:
         from schedlab.tasks import tracking
 
-        tracking.check_tracking(f"sqlite:///{self.root / 'mlflow.db'}")
+        with self._building("mlflow.db") as build:
+            if build:
+                tracking.check_tracking(f"sqlite:///{self.root / 'mlflow.db'}")
         return self.root / "mlflow.db"
 
     @functools.cached_property
     def prefect_db(self) -> Path:
+        with self._building("prefect.db") as build:
+            if build:
+                self._build_prefect_db()
+        return self.root / "prefect" / "prefect.db"
+
+    def _build_prefect_db(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
         env.update(PREFECT_HOME=str(self.root / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
         done = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
                               capture_output=True, text=True, timeout=300)
-        db = self.root / "prefect" / "prefect.db"
-        assert done.returncode == 0 and db.is_file(), (done.stdout + done.stderr)[-3000:]
-        return db
+        assert done.returncode == 0 and (self.root / "prefect" / "prefect.db").is_file(), (done.stdout + done.stderr)[-3000:]
 
 
 @pytest.fixture(scope="session")
@@ -107,7 +142,9 @@ def seed_home(tmp_path_factory):
     copied from templates built once a session instead of migrated again in every test. For tests whose
     subject is not the stores' creation (``test_footprint.py``, ``test_tracking_store_race.py`` and the
     UI's store in ``test_flows_serve.py`` keep creating them); returns ``home``."""
-    templates = _StoreTemplates(tmp_path_factory.mktemp("store-templates"))
+    # one set for the session's workers (pytest-xdist's share the parent of their base folders)
+    base = tmp_path_factory.getbasetemp()
+    templates = _StoreTemplates((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "store-templates")
 
     def seed(home: Path, prefect: bool = True, mlflow: bool = True) -> Path:
         home.mkdir(parents=True, exist_ok=True)

@@ -56,7 +56,7 @@ def test_reproduce_with_its_report_from_another_folder(tmp_path: Path, seed_home
         pytest.skip(f"the development data is not beside this checkout: {DATA}")
     # gimbal-jct: the shipped set-up with the fewest replays (4 of 150 Philly jobs) that reads the
     # development data twice (the trace and Gavel's measured pairs) and has a paper table
-    done = run_cli(["reproduce", "gimbal-jct", "--seeds", "0", "--workers", "2", "--report", "report"],
+    done = run_cli(["reproduce", "gimbal-jct", "--seeds", "0", "--workers", "1", "--report", "report"],
                    cli_env(seed_home(tmp_path / "home")), tmp_path, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (tmp_path / "report" / "index.html").is_file() and "gimbal-philly" in done.stdout

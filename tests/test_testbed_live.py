@@ -180,13 +180,13 @@ def test_shipped_policies_see_only_the_policy_api_of_the_live_engine(tmp_path):
     ("sjf", {}), ("sjf-bsbf", {}), ("castor", {"mode": "timeslice", "predictor": None}), ("lucid", {}),
     ("tiresias", {"queue_thresholds": [0.5]}), ("srtf", {})])
 def test_every_supported_policy_runs_unchanged_on_the_live_engine(tmp_path, policy, params):
-    table = _table([("a", 0.0, 1, "bert", 4, 30, 3.0), ("b", 0.1, 1, "bert", 4, 10, 1.0),
-                    ("c", 0.2, 1, "bert", 2, 10, 0.5)])
+    # a long job, and a short one arriving while it starts: srtf and tiresias preempt the long one for it
+    table = _table([("a", 0.0, 1, "bert", 4, 30, 3.0), ("b", 0.1, 1, "bert", 2, 10, 0.5)])
     engine = _engine(table, make_policy(policy, params), tmp_path, devices=1, preemption_overhead_s=0.5)
     jobs = job_table(engine.run())
     assert jobs["end_time"].notna().all() and engine.unfinished == []
-    assert completeness(engine.log, ["a", "b", "c"]) == []
-    assert [r["done"] for r in sorted(engine.log.of("end"), key=lambda r: r["job"])] == [30, 10, 10]
+    assert completeness(engine.log, ["a", "b"]) == []
+    assert [r["done"] for r in sorted(engine.log.of("end"), key=lambda r: r["job"])] == [30, 10]
 
 
 def test_guard_pins_a_torchrun_rank_to_its_own_set():
