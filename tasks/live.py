@@ -77,8 +77,9 @@ class LiveComparison(LiveTable):
                 suffix: str = "", final: bool = False, figures_as_of: int | None = None,
                 links: Sequence[tuple[str, str]] = ()) -> tuple[pd.DataFrame, str]:
         """Bring the parent run up to date: its policy rows, ``comparison.md``, ``comparison.csv``,
-        the headline bars (``plots/headline__<trace>__<cluster>.png``; none with ``figures: false``), ``comparison.html`` and its
-        note (the bars and ``figures``, already logged under ``plots/``, inline above the table).
+        the headline bars (``plots/headline__<trace>__<cluster>.png``; none with ``figures: false``),
+        ``comparison.html`` and its note (the bars and ``figures``, already logged under ``plots/``, inline
+        above the table).
         ``suffix``: markdown appended to the table (failed replays); the bars are redrawn every
         :data:`BARS_EVERY_S` at most unless ``final``; ``figures_as_of``: the replays ``figures`` include
         (their captions say so; default: every finished one). Returns the table and markdown."""

@@ -131,7 +131,8 @@ class _StoreTemplates:
         env.update(PREFECT_HOME=str(self.root / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
         done = subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
                               capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0 and (self.root / "prefect" / "prefect.db").is_file(), (done.stdout + done.stderr)[-3000:]
+        db = self.root / "prefect" / "prefect.db"
+        assert done.returncode == 0 and db.is_file(), (done.stdout + done.stderr)[-3000:]
 
 
 @pytest.fixture(scope="session")
