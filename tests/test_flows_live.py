@@ -80,6 +80,7 @@ def test_ctrl_c_marks_the_unfinished_runs_killed_and_prints_no_dask_warning(tmp_
           - {name: large, options: {num_jobs: 20000}}
         clusters: [castor-sim]
         policies: ["slow.py:Unhurried"]
+        figures: false
         """))
     # two workers: with one, which replay runs first is Dask's choice among equal-cost tasks (the large one
     # first left nothing to interrupt); with two, the replays wait for both workers' warm-up (else both
@@ -161,6 +162,7 @@ def test_links_use_the_port_schedlab_ui_serves_and_the_view_exists_from_the_star
             traces: [{name: syn, options: {num_jobs: 200}}]
             clusters: [4x8]
             policies: [fifo, {name: tiresias, params: {promote_knob: 4}}]
+            figures: false
             """))
         proc = experiment(home, config, "--table-every", "1", "--rank-by", "avg_jct_s")
         try:
