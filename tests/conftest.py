@@ -68,28 +68,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 @pytest.fixture(scope="session")
 def prefect_harness(seed_home, tmp_path_factory):
     """One Prefect API server for the session's in-process flows, what Prefect's ``prefect_test_harness``
-    starts, but the product's own (``flows/api_server.py``) on a copy of the session's migrated database:
-    the harness migrated a new one and imported Prefect's server code into the test process (10 CPU-s
-    a worker against 5)."""
+    starts, but as a flow starts its own (:func:`schedlab.flows.api_server.prefect_api`) on a copy of the
+    session's migrated database: the harness migrated a new one and imported Prefect's server code into
+    the test process (10 CPU-s a worker against 5)."""
     from prefect.context import _temporary_global_settings_context, get_settings_context
     from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
-    from schedlab.flows.api_server import EphemeralServer, exported_api_url, flush_api_logs
+    from schedlab.flows.api_server import prefect_api, wait_for_api
 
     home = seed_home(tmp_path_factory.mktemp("prefect-harness"), mlflow=False) / "prefect"
-    server = None
-    try:
-        with temporary_settings({PREFECT_HOME: home}):
-            server = EphemeralServer()
-            server.start(timeout=120)
-            # as the harness: the settings of this context and the process-wide ones (threads started
-            # without this context's copy), and the environment (processes started meanwhile)
-            with temporary_settings({PREFECT_API_URL: server.api_url}), exported_api_url(server.api_url), \
-                    _temporary_global_settings_context(get_settings_context()):
-                yield
-                flush_api_logs()
-    finally:
-        if server is not None:
-            server.stop()
+    # its own server whatever PREFECT_API_URL says, as the harness
+    with temporary_settings({PREFECT_HOME: home}, restore_defaults={PREFECT_API_URL}), prefect_api() as started:
+        wait_for_api(started)
+        with _temporary_global_settings_context(get_settings_context()):  # threads started without this context
+            yield
 
 
 class _StoreTemplates:
